@@ -1,0 +1,106 @@
+"""Grades minbert.attention.SelfAttention (and the mask convention).
+
+Oracles: (b) live — an independent einsum implementation from the same weights, and
+torch's scaled_dot_product_attention; (c) properties — padding is inert, shapes.
+Shape letters as in attention.py: B batch, T tokens, C hidden, H heads, D head dim.
+"""
+
+import math
+
+import torch
+
+from minbert.attention import SelfAttention, extended_attention_mask
+from minbert.config import BertConfig
+
+ATOL, RTOL = 1e-5, 1e-5
+
+
+def make(fast=False, seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = BertConfig.tiny(fast_attention=fast, **kw)
+    return SelfAttention(cfg).eval(), cfg
+
+
+def batch(cfg, B=3, T=8, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, cfg.hidden_size, generator=g)
+    am = torch.ones(B, T, dtype=torch.long)
+    am[1, 5:] = 0   # second sentence has 3 pads
+    am[2, 2:] = 0   # third sentence has 6 pads
+    return x, am
+
+
+def einsum_attention(attn: SelfAttention, x, am):
+    """Independent reference: per-head einsums and masked_fill(-inf), no reshapes shared with the code."""
+    H = attn.num_heads
+    D = x.shape[-1] // H
+    def heads(lin):
+        return lin(x).unflatten(-1, (H, D))                       # (B, T, H, D)
+    q, k, v = heads(attn.query), heads(attn.key), heads(attn.value)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(D)      # (B, H, T, T)
+    s = s.masked_fill(am[:, None, None, :] == 0, float("-inf"))
+    y = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v)         # (B, T, H, D)
+    return y.flatten(-2)                                          # (B, T, C)
+
+
+def test_mask_is_additive_B11T_with_minus_10000_on_pads():
+    am = torch.tensor([[1, 1, 0]])
+    m = extended_attention_mask(am, torch.float32)
+    assert m.shape == (1, 1, 1, 3), f"minbert.attention.extended_attention_mask: expected (B, 1, 1, T) = (1, 1, 1, 3), got {tuple(m.shape)}"
+    assert m.tolist() == [[[[0.0, 0.0, -10000.0]]]], f"minbert.attention.extended_attention_mask: got {m.tolist()}"
+
+
+def test_attention_output_shape_is_B_T_C():
+    attn, cfg = make()
+    x, am = batch(cfg)
+    y = attn(x, extended_attention_mask(am, x.dtype))
+    assert y.shape == x.shape, f"minbert.attention.SelfAttention.forward: expected (B, T, C) = {tuple(x.shape)}, got {tuple(y.shape)}"
+
+
+def test_explicit_attention_matches_einsum_reference():
+    """Live oracle: an independent einsum implementation with the same weights."""
+    attn, cfg = make()
+    x, am = batch(cfg)
+    with torch.no_grad():
+        ours = attn(x, extended_attention_mask(am, x.dtype))
+        ref = einsum_attention(attn, x, am)
+    torch.testing.assert_close(ours, ref, atol=ATOL, rtol=RTOL,
+                               msg=lambda m: f"minbert.attention.SelfAttention.forward (explicit path) differs from softmax(QKᵀ/√D + mask)V:\n{m}")
+
+
+def test_fast_attention_matches_explicit():
+    """Live oracle: F.scaled_dot_product_attention (fast path) vs the written-out path, same weights."""
+    explicit, cfg = make(fast=False)
+    fast, _ = make(fast=True)
+    fast.load_state_dict(explicit.state_dict())
+    x, am = batch(cfg)
+    mask = extended_attention_mask(am, x.dtype)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x, mask), explicit(x, mask), atol=ATOL, rtol=RTOL,
+                                   msg=lambda m: f"minbert.attention.SelfAttention.forward: fast and explicit paths disagree:\n{m}")
+
+
+def test_attention_ignores_padded_keys():
+    """Property: changing the vectors at padded positions changes nothing at real positions."""
+    attn, cfg = make()
+    x, am = batch(cfg)
+    x2 = x.clone()
+    x2[am == 0] = torch.randn(int((am == 0).sum()), cfg.hidden_size) * 10
+    mask = extended_attention_mask(am, x.dtype)
+    with torch.no_grad():
+        y, y2 = attn(x, mask), attn(x2, mask)
+    real = am.bool()
+    diff = (y - y2)[real].abs().max().item()
+    assert diff < ATOL, f"minbert.attention.SelfAttention.forward: padded keys leak into real positions (max |Δ| = {diff:.2e}, tol {ATOL}); add the mask before the softmax"
+
+
+def test_attention_dropout_only_in_training():
+    attn, cfg = make(attention_probs_dropout_prob=0.5)
+    x, am = batch(cfg)
+    mask = extended_attention_mask(am, x.dtype)
+    with torch.no_grad():
+        e1, e2 = attn(x, mask), attn(x, mask)
+        attn.train()
+        t1, t2 = attn(x, mask), attn(x, mask)
+    assert torch.equal(e1, e2), "minbert.attention.SelfAttention.forward: eval mode must be deterministic (no dropout)"
+    assert not torch.equal(t1, t2), "minbert.attention.SelfAttention.forward: train mode must drop attention probabilities"
