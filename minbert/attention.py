@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
+from .dropout import dropout
 
 MASK_VALUE = -10000.0
 
@@ -79,7 +80,7 @@ class SelfAttention(nn.Module):
             # 3) each query's weights over the keys sum to 1.
             probs = F.softmax(scores, dim=-1)                             # (B, H, T, T)
             # 4) BERT drops whole attention links during training (attention_probs_dropout_prob).
-            probs = F.dropout(probs, p=self.dropout_prob, training=self.training)  # (B, H, T, T)
+            probs = dropout(probs, self.dropout_prob, self.training)  # (B, H, T, T)
             # 5) weighted average of the values.
             y = probs @ v                                                 # (B, H, T, T) @ (B, H, T, D) -> (B, H, T, D)
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from .attention import SelfAttention
 from .config import BertConfig
+from .dropout import Dropout
 
 
 class Embeddings(nn.Module):
@@ -34,7 +35,7 @@ class Embeddings(nn.Module):
         self.pos_embedding = nn.Embedding(config.max_position_embeddings, C)
         self.tk_type_embedding = nn.Embedding(config.type_vocab_size, C)
         self.layer_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         self.max_positions = config.max_position_embeddings
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
@@ -64,12 +65,12 @@ class BertLayer(nn.Module):
         self.self_attention = SelfAttention(config)
         # add & norm 1: project the merged heads, drop, add the residual, normalise.
         self.attention_dense = nn.Linear(C, C)
-        self.attention_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.attention_dropout = Dropout(config.hidden_dropout_prob)
         self.attention_layer_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
         # feed-forward: C -> F (GELU) -> C, then add & norm 2.
         self.interm_dense = nn.Linear(C, F_)
         self.out_dense = nn.Linear(F_, C)
-        self.out_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.out_dropout = Dropout(config.hidden_dropout_prob)
         self.out_layer_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
 
     def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

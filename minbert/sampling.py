@@ -1,0 +1,101 @@
+"""
+Task sampling schedules for multitask training: which task the next batch comes from.
+
+Stickland & Murray 2019, "BERT and PALs" (arXiv:1902.02671), §4. At every step, pick task i with
+
+    p_i ∝ N_i^α,    N_i = number of training examples of task i.
+
+- proportional: α = 1. Big tasks dominate, so small ones may be underfit.
+- sqrt:         α = 0.5.
+- annealed:     α = 1 − 0.8·(e − 1)/(E − 1) for the 1-indexed epoch e of E. Training starts
+                proportional and ends close to uniform (α = 0.2), so small tasks get more attention
+                late, which limits interference from the big task. With E = 1 the formula divides by
+                zero, so we define α = 1.
+- round_robin:  cycle the tasks in order 0, 1, 2, 0, ... Deterministic; `task_probs` reports it as uniform.
+
+Notes on the variant: the reference code (AsaCooperStickland/Bert-n-Pals, run_multi_task.py)
+writes the same schedule with a 0-indexed epoch, α = 1 − 0.8·e/(E − 1). Its default round robin
+never advances (task_id is only incremented under `if not args.sample`, and "rr" is truthy), so it
+trains the first task only; we avoid that bug. In the reference, an "epoch" is 300 × num_tasks steps,
+not a pass over the data. Here the training script decides what an epoch is and calls `set_epoch`.
+
+Deliberately left out: temperature sampling with other α schedules, loss- or metric-driven
+(dynamic) schedules, and mixing several tasks inside one batch.
+"""
+
+import numpy as np
+
+SCHEDULES = ("proportional", "sqrt", "annealed", "round_robin")
+
+
+def anneal_alpha(epoch: int, num_epochs: int) -> float:
+    """α = 1 − 0.8·(e − 1)/(E − 1) for the 1-indexed epoch e: 1.0 at e = 1, 0.2 at e = E (1.0 if E = 1)."""
+    if not 1 <= epoch <= num_epochs:
+        raise ValueError(f"epoch must be in 1..num_epochs={num_epochs} (1-indexed), got {epoch}")
+    if num_epochs == 1:
+        return 1.0
+    return 1.0 - 0.8 * (epoch - 1) / (num_epochs - 1)
+
+
+def task_probs(sizes: list[int], schedule: str, epoch: int = 1, num_epochs: int = 1) -> np.ndarray:
+    """Probability of picking each task, shape (K,) for K tasks; sums to 1. round_robin -> uniform."""
+    sizes = np.asarray(sizes, dtype=np.float64)  # (K,)
+    if sizes.ndim != 1 or len(sizes) == 0 or (sizes <= 0).any():
+        raise ValueError(f"sizes must be a non-empty list of positive example counts, got {sizes.tolist()}")
+    if schedule == "round_robin":
+        return np.full(len(sizes), 1.0 / len(sizes))
+    alpha = {"proportional": 1.0, "sqrt": 0.5}.get(schedule)
+    if schedule == "annealed":
+        alpha = anneal_alpha(epoch, num_epochs)
+    if alpha is None:
+        raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
+    # 1) weights w_i = N_i^α;  2) p_i = w_i / Σ_j w_j
+    weights = sizes ** alpha
+    return weights / weights.sum()
+
+
+class TaskSampler:
+    """Draws the task index of each training step.
+
+    round_robin cycles 0, 1, ..., K−1, 0, ...; the other schedules draw from `task_probs` with this
+    sampler's own numpy Generator. Other code that uses numpy or torch randomness therefore cannot
+    shift the task sequence. `state_dict` / `load_state_dict` continue the sequence exactly after a resume."""
+
+    def __init__(self, sizes: list[int], schedule: str, num_epochs: int, seed: int):
+        if schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
+        self.sizes = [int(n) for n in sizes]
+        self.schedule = schedule
+        self.num_epochs = num_epochs
+        self.rng = np.random.default_rng(seed)
+        self.position = 0  # next task for round robin
+        self.set_epoch(1)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Switch to the probabilities of the 1-indexed `epoch` (only 'annealed' changes with it)."""
+        self.probs = task_probs(self.sizes, self.schedule, epoch, self.num_epochs)  # (K,)
+        self.epoch = epoch
+
+    def next(self) -> int:
+        if self.schedule == "round_robin":
+            task = self.position
+            self.position = (self.position + 1) % len(self.sizes)
+            return task
+        # inverse-CDF sampling, i.e. what rng.choice(K, p=probs) does, but without its per-call checks:
+        # 1) u ~ U[0, 1);  2) the task is the first i whose cumulative probability exceeds u
+        u = self.rng.random()
+        task = int(np.searchsorted(np.cumsum(self.probs), u, side="right"))
+        return min(task, len(self.sizes) - 1)  # the cumsum may end at 1 − 1e-16 < u
+
+    def state_dict(self) -> dict:
+        return {"sizes": list(self.sizes), "schedule": self.schedule, "num_epochs": self.num_epochs,
+                "epoch": self.epoch, "position": self.position, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        saved = (state["sizes"], state["schedule"], state["num_epochs"])
+        if saved != (self.sizes, self.schedule, self.num_epochs):
+            raise ValueError(f"TaskSampler.load_state_dict: saved (sizes, schedule, num_epochs) = {saved}, "
+                             f"but this sampler has {(self.sizes, self.schedule, self.num_epochs)}")
+        self.rng.bit_generator.state = state["rng"]
+        self.position = state["position"]
+        self.set_epoch(state["epoch"])

@@ -1,0 +1,146 @@
+"""Tests for minbert.sampling: task sampling schedules (Stickland & Murray 2019, §4)."""
+
+import numpy as np
+import pytest
+import torch
+
+from minbert.sampling import SCHEDULES, TaskSampler, anneal_alpha, task_probs
+
+SIZES_SAMPLE = [8544, 16000, 6040]  # SST train, the shared 16k Quora sample, STS train
+SIZES_FULL = [8544, 141506, 6040]  # SST train, full Quora train, STS train
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("sizes", [SIZES_SAMPLE, SIZES_FULL, [1, 1], [5]])
+def test_task_probs_sum_to_one(schedule, sizes):
+    """Oracle: property. Every schedule gives a probability vector (K,) with entries > 0 summing to 1."""
+    for epoch in (1, 4, 7):
+        p = task_probs(sizes, schedule, epoch, num_epochs=7)
+        assert p.shape == (len(sizes),), f"minbert.sampling.task_probs: expected shape (K,) = ({len(sizes)},), got {p.shape}"
+        assert (p > 0).all(), f"minbert.sampling.task_probs: non-positive probability in {p}"
+        np.testing.assert_allclose(p.sum(), 1.0, rtol=0, atol=1e-12)
+
+
+def test_anneal_alpha_goes_from_one_to_point_two_monotonically():
+    """Oracle: property of α = 1 − 0.8·(e − 1)/(E − 1): α(1) = 1, α(E) = 0.2, strictly decreasing."""
+    num_epochs = 10
+    alphas = [anneal_alpha(e, num_epochs) for e in range(1, num_epochs + 1)]
+    assert alphas[0] == pytest.approx(1.0, abs=1e-12), "minbert.sampling.anneal_alpha: α(1) must be 1"
+    assert alphas[-1] == pytest.approx(0.2, abs=1e-12), "minbert.sampling.anneal_alpha: α(E) must be 0.2"
+    assert all(a > b for a, b in zip(alphas, alphas[1:])), f"minbert.sampling.anneal_alpha: not decreasing: {alphas}"
+    assert anneal_alpha(5, 10) == pytest.approx(1 - 0.8 * 4 / 9, abs=1e-12), "epoch is 1-indexed: α(5 of 10) = 0.644"
+
+
+def test_anneal_alpha_is_one_for_a_single_epoch():
+    """Oracle: definition. With E = 1 the formula divides by zero; α = 1 (proportional)."""
+    assert anneal_alpha(1, 1) == 1.0
+    np.testing.assert_allclose(task_probs(SIZES_SAMPLE, "annealed", 1, 1),
+                               task_probs(SIZES_SAMPLE, "proportional"), rtol=0, atol=1e-12)
+
+
+def test_anneal_alpha_rejects_epochs_outside_range():
+    """Oracle: property. Epochs are 1-indexed and at most num_epochs (α must not drop below 0.2)."""
+    with pytest.raises(ValueError, match="1-indexed"):
+        anneal_alpha(0, 10)
+    with pytest.raises(ValueError, match="1-indexed"):
+        anneal_alpha(11, 10)
+
+
+@pytest.mark.parametrize("sizes, epoch, expected", [
+    (SIZES_SAMPLE, 1, (0.2794, 0.5231, 0.1975)),
+    (SIZES_SAMPLE, 10, (0.3261, 0.3697, 0.3042)),
+    (SIZES_FULL, 1, (0.0547, 0.9066, 0.0387)),
+    (SIZES_FULL, 5, (0.1265, 0.7723, 0.1012)),  # α = 1 − 0.8·4/9 = 0.644
+    (SIZES_FULL, 10, (0.2713, 0.4756, 0.2531)),
+])
+def test_annealed_probs_match_reference_values(sizes, epoch, expected):
+    """Oracle: stored reference values (REFERENCE-NOTES §4, computed with the Bert-n-Pals formula), E = 10."""
+    p = task_probs(sizes, "annealed", epoch, num_epochs=10)
+    np.testing.assert_allclose(p, expected, rtol=0, atol=1e-3,
+                               err_msg=f"minbert.sampling.task_probs(annealed, e={epoch}, E=10) for N={sizes}")
+
+
+def test_proportional_and_sqrt_probs():
+    """Oracle: closed form. proportional p_i = N_i / ΣN; sqrt p_i = √N_i / Σ√N."""
+    n = np.array(SIZES_FULL, dtype=np.float64)
+    np.testing.assert_allclose(task_probs(SIZES_FULL, "proportional"), n / n.sum(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(task_probs(SIZES_FULL, "sqrt"), np.sqrt(n) / np.sqrt(n).sum(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(task_probs(SIZES_FULL, "round_robin"), [1 / 3] * 3, rtol=0, atol=1e-12)
+
+
+def test_task_probs_rejects_bad_input():
+    """Oracle: property. Unknown schedules and non-positive sizes are errors that name the problem."""
+    with pytest.raises(ValueError, match="unknown schedule"):
+        task_probs(SIZES_SAMPLE, "temperature")
+    with pytest.raises(ValueError, match="positive"):
+        task_probs([10, 0, 5], "sqrt")
+    with pytest.raises(ValueError, match="unknown schedule"):
+        TaskSampler(SIZES_SAMPLE, "rr", num_epochs=3, seed=0)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_empirical_frequencies_match_probs_within_3_sigma(schedule):
+    """Oracle: property. Over 10^5 draws each task's count is within 3σ = 3·√(n·p·(1−p)) of n·p.
+    (round_robin is reported as uniform and hits n/K up to one draw.)"""
+    n, num_epochs = 100_000, 10
+    for epoch in (1, num_epochs):
+        sampler = TaskSampler(SIZES_FULL, schedule, num_epochs=num_epochs, seed=1234)
+        sampler.set_epoch(epoch)
+        counts = np.bincount([sampler.next() for _ in range(n)], minlength=3)
+        p = task_probs(SIZES_FULL, schedule, epoch, num_epochs)
+        sigma = np.sqrt(n * p * (1 - p))
+        assert (np.abs(counts - n * p) <= 3 * sigma).all(), (
+            f"minbert.sampling.TaskSampler.next ({schedule}, epoch {epoch}): counts {counts.tolist()}, "
+            f"expected {(n * p).round(1).tolist()} ± {(3 * sigma).round(1).tolist()}")
+
+
+def test_round_robin_cycles_tasks_in_order():
+    """Oracle: definition. round_robin gives 0, 1, 2, 0, 1, 2, ... (the reference's stuck-at-0 bug avoided)."""
+    sampler = TaskSampler(SIZES_FULL, "round_robin", num_epochs=3, seed=0)
+    draws = [sampler.next() for _ in range(300)]
+    assert draws[:7] == [0, 1, 2, 0, 1, 2, 0], f"minbert.sampling.TaskSampler.next: got {draws[:7]}"
+    assert np.bincount(draws).tolist() == [100, 100, 100]
+    sampler.set_epoch(2)  # a new epoch does not restart or stop the cycle
+    assert [sampler.next() for _ in range(4)] == [0, 1, 2, 0]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_seeded_sampler_is_reproducible(schedule):
+    """Oracle: determinism under a fixed seed, unaffected by the global numpy/torch RNGs."""
+    first = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=3, seed=7)
+    a = [first.next() for _ in range(500)]
+    np.random.seed(0), torch.manual_seed(0), np.random.rand(10)  # global RNG use must not matter
+    second = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=3, seed=7)
+    b = [second.next() for _ in range(500)]
+    assert a == b, "minbert.sampling.TaskSampler: the same seed gave different task sequences"
+    if schedule != "round_robin":
+        other = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=3, seed=8)
+        assert [other.next() for _ in range(500)] != a, "a different seed should give a different sequence"
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_state_dict_round_trip_continues_the_same_sequence(schedule, tmp_path):
+    """Oracle: determinism. Save mid-run (through torch.save/torch.load, as a checkpoint would), load
+    into a sampler built with another seed, and the next draws equal those of the uninterrupted run."""
+    sampler = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=4, seed=3)
+    sampler.set_epoch(2)
+    [sampler.next() for _ in range(101)]
+    torch.save({"sampler": sampler.state_dict()}, tmp_path / "ckpt.pt")
+    expected = [sampler.next() for _ in range(300)]
+    sampler.set_epoch(3)
+    expected += [sampler.next() for _ in range(300)]
+
+    resumed = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=4, seed=999)
+    resumed.load_state_dict(torch.load(tmp_path / "ckpt.pt")["sampler"])  # weights_only=True default
+    assert resumed.epoch == 2
+    got = [resumed.next() for _ in range(300)]
+    resumed.set_epoch(3)
+    got += [resumed.next() for _ in range(300)]
+    assert got == expected, "minbert.sampling.TaskSampler.load_state_dict: resumed sequence differs"
+
+
+def test_load_state_dict_rejects_a_different_task_setup():
+    """Oracle: property. Resuming with other task sizes or another schedule is an error, not a silent change."""
+    state = TaskSampler(SIZES_SAMPLE, "sqrt", num_epochs=4, seed=0).state_dict()
+    with pytest.raises(ValueError, match="sizes, schedule, num_epochs"):
+        TaskSampler(SIZES_FULL, "sqrt", num_epochs=4, seed=0).load_state_dict(state)
