@@ -24,6 +24,7 @@ Deliberately left out: temperature sampling with other α schedules, loss- or me
 """
 
 import numpy as np
+import torch
 
 SCHEDULES = ("proportional", "sqrt", "annealed", "round_robin")
 
@@ -99,3 +100,36 @@ class TaskSampler:
         self.rng.bit_generator.state = state["rng"]
         self.position = state["position"]
         self.set_epoch(state["epoch"])
+
+
+class BatchStream:
+    """Endless training batches of one task: pass after pass over its TaskData.
+
+    Pass k is shuffled by a torch.Generator seeded with (seed, k), so the batch order depends
+    only on (seed, pass, position). `state_dict` is two integers, and a resumed run replays
+    exactly the batches an uninterrupted run would have seen. Small tasks simply start new
+    passes while a big task is still in its first (the reference code's itertools.cycle)."""
+
+    def __init__(self, data, batch_size: int, seed: int):
+        self.data, self.batch_size, self.seed = data, batch_size, seed
+        self.passes, self.position = 0, 0   # completed passes; batches taken in the current pass
+        self._batches = None
+
+    def next(self) -> dict:
+        if self._batches is None:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.passes)
+            self._batches = self.data.batches(self.batch_size, shuffle=True, generator=g)
+            for _ in range(self.position):   # after a resume: skip what was already used
+                next(self._batches)
+        batch = next(self._batches, None)
+        if batch is None:                    # pass finished: start the next one
+            self.passes, self.position, self._batches = self.passes + 1, 0, None
+            return self.next()
+        self.position += 1
+        return batch
+
+    def state_dict(self) -> dict:
+        return {"passes": self.passes, "position": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.passes, self.position, self._batches = state["passes"], state["position"], None

@@ -1,0 +1,149 @@
+"""AdamW: Adam with decoupled weight decay, plus the two helpers BERT fine-tuning uses with it.
+
+Concept: Adam keeps running averages of the gradient (m) and of its square (v) and steps along
+m / sqrt(v), so every coordinate gets its own step size. AdamW (Loshchilov & Hutter, "Decoupled
+Weight Decay Regularization", arXiv:1711.05101, Algorithm 2) shrinks the weights directly instead
+of adding an L2 term λ·p to the gradient. Inside Adam, an L2 term is divided by sqrt(v) like the
+rest of the gradient, so weights with large gradients are barely regularised. Decoupling fixes that.
+
+Variant chosen: the same arithmetic as `torch.optim.AdamW` (PyTorch 2.x), so it can serve as a
+live test oracle. Per parameter p with gradient g at step t = 1, 2, ...:
+    p ← p·(1 − lr·λ)                                  decay first, scaled by the lr
+    m ← β1·m + (1 − β1)·g
+    v ← β2·v + (1 − β2)·g²
+    p ← p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε)
+The last line is the textbook p ← p − lr·m̂/(sqrt(v̂) + ε), grouped the way torch groups it.
+λ is multiplied by lr (the paper has a separate schedule factor η_t), so an lr schedule also
+schedules the decay.
+
+How the CS224N handout's AdamW (the old HuggingFace `transformers.AdamW`) differs: it adds ε to the
+uncorrected sqrt(v), which is like using ε/sqrt(1 − β2^t) here (31.6× larger at t=1). It decays
+*after* the Adam step. Its defaults are eps=1e-6 and weight_decay=0. Both variants pass the
+handout's optimizer_test, which catches only L2-style or missing decay.
+
+Deliberately left out: amsgrad, maximize, sparse gradients (they raise), complex parameters,
+fused/capturable/differentiable kernels, and tensor-valued lr.
+"""
+
+import torch
+
+
+class AdamW(torch.optim.Optimizer):
+    """Adam with decoupled weight decay. Matches torch.optim.AdamW; see the module docstring."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        if lr < 0.0:
+            raise ValueError(f"AdamW: lr must be >= 0, got {lr}")
+        if not all(0.0 <= beta < 1.0 for beta in betas):
+            raise ValueError(f"AdamW: betas must lie in [0, 1), got {betas}")
+        if eps < 0.0:
+            raise ValueError(f"AdamW: eps must be >= 0, got {eps}")
+        if weight_decay < 0.0:
+            raise ValueError(f"AdamW: weight_decay must be >= 0, got {weight_decay}")
+        # The base class stores these as each group's defaults and gives us self.param_groups,
+        # self.state, state_dict() and load_state_dict().
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One update of every parameter that has a .grad. closure: optional loss re-evaluation."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():  # the closure re-runs forward and backward
+                loss = closure()
+
+        for group in self.param_groups:
+            # Collect flat lists so that each equation below is one _foreach_ call over all
+            # tensors of the group, not a Python loop over ~200 BERT tensors per equation.
+            params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
+            for p in group["params"]:
+                if p.grad is None:
+                    continue  # frozen or unused this step: no update, no decay, no state
+                if p.grad.is_sparse:
+                    raise RuntimeError("minbert.adamw.AdamW does not support sparse gradients")
+                state = self.state[p]
+                if not state:  # created lazily, so params that never get a gradient have none
+                    state["step"] = 0.0
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                # The count lives per parameter, so it survives state_dict() and stays right for
+                # params that skipped some steps. float() also accepts torch's 0-dim tensor count.
+                state["step"] = float(state["step"]) + 1
+                params.append(p)
+                grads.append(p.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
+                steps.append(state["step"])
+            if not params:
+                continue
+
+            # Read the hyperparameters from the group on every step: schedulers edit group["lr"].
+            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+            beta1, beta2 = group["betas"]
+            # Mixed devices or dtypes in one group still work: foreach ops then fall back to a
+            # per-tensor loop inside torch, which is slower but gives the same numbers.
+
+            # 1) p ← p·(1 − lr·λ): shrink the weights themselves, before and apart from the
+            #    gradient step, so the 1/(sqrt(v̂) + ε) scaling of step 6 never weakens the decay.
+            if wd != 0:
+                torch._foreach_mul_(params, 1 - lr * wd)
+            # 2) m ← β1·m + (1 − β1)·g: lerp(m, g, w) = m + w·(g − m) is this average in one op.
+            torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+            # 3) v ← β2·v + (1 − β2)·g²: the per-coordinate gradient scale used in step 5.
+            torch._foreach_mul_(exp_avg_sqs, beta2)
+            torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
+
+            # 4) Bias corrections. m and v start at 0, so early on they underestimate E[g] and
+            #    E[g²] by the factors (1 − β^t). These are plain numbers, so compute them in
+            #    Python: one scalar for the whole group when all counts agree (normal training),
+            #    one per tensor otherwise. `** 0.5` rather than math.sqrt, to match torch bitwise.
+            if all(t == steps[0] for t in steps):
+                t = steps[0]
+                neg_step_size = -lr / (1 - beta1**t)
+                bias_correction2_sqrt = (1 - beta2**t) ** 0.5
+            else:
+                neg_step_size = [-lr / (1 - beta1**t) for t in steps]
+                bias_correction2_sqrt = [(1 - beta2**t) ** 0.5 for t in steps]
+
+            # 5) denom = sqrt(v)/sqrt(1 − β2^t) + ε = sqrt(v̂) + ε. ε adds to the *corrected*
+            #    value (the handout adds it to sqrt(v)); it only guards against dividing by ~0.
+            denom = torch._foreach_sqrt(exp_avg_sqs)
+            torch._foreach_div_(denom, bias_correction2_sqrt)
+            torch._foreach_add_(denom, eps)
+            # 6) p ← p − lr/(1 − β1^t) · m / denom = p − lr·m̂/(sqrt(v̂) + ε). m̂/sqrt(v̂) does not
+            #    change if g is rescaled, so each coordinate moves by roughly lr or less.
+            torch._foreach_addcdiv_(params, exp_avgs, denom, neg_step_size)
+        return loss
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Two groups: decayed (weight matrices, embeddings: p.ndim >= 2) and not decayed (biases and
+    LayerNorm weights: p.ndim < 2). Only params with requires_grad."""
+    # Biases and LayerNorm gains are few and add little capacity, so decaying them regularises
+    # little, while pulling them toward 0 can hurt (a LayerNorm gain of 0 switches the layer
+    # off). BERT therefore excludes them. Checking ndim finds them without relying on parameter names.
+    decay, no_decay = [], []
+    for p in model.parameters():  # parameters() lists tied (shared) weights only once
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def linear_warmup_decay(optimizer, warmup_steps: int, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """lr multiplier rises linearly 0→1 over warmup_steps, then falls linearly to 0 at total_steps
+    (HF's get_linear_schedule_with_warmup semantics). warmup_steps=0 means start at full lr."""
+    if not 0 <= warmup_steps <= total_steps:
+        raise ValueError(f"need 0 <= warmup_steps <= total_steps, got {warmup_steps}, {total_steps}")
+
+    def multiplier(step: int) -> float:
+        # Warm-up: Adam's v is estimated from only a few gradients at first, so full-size steps
+        # there can wreck the pretrained weights. max(1, ·) avoids dividing by 0.
+        if step < warmup_steps:
+            return step / max(1, warmup_steps)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    # LambdaLR sets group["lr"] = initial lr · multiplier(k) after its k-th step() call.
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)

@@ -1,0 +1,35 @@
+"""Training checkpoints that never lose work.
+
+`save(path, state)` writes with torch.save to a temporary file in the same folder and renames
+it into place (os.replace is atomic on POSIX and Windows), so a crash or Ctrl-C during the
+write leaves the previous checkpoint intact, never a truncated one. `load(path)` gives a
+clear error for a missing or unreadable file.
+
+What a resumable state holds (train_multitask.py builds it): model, optimizer, LR scheduler,
+GradScaler, task sampler and batch-stream positions, every RNG state, the epoch/step counters,
+the best score so far, and the run's arguments (vars(args)). Model weights are saved from the
+plain module (never a torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes.
+"""
+
+from pathlib import Path
+
+import torch
+
+from .model import atomic_write
+
+
+def save(path, state: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
+def load(path, map_location="cpu") -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such checkpoint file")
+    try:
+        # weights_only=False: our own checkpoints hold Python RNG states and argparse values.
+        return torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as e:  # truncated or foreign file
+        raise SystemExit(f"{path}: not a readable minbert checkpoint ({type(e).__name__}: {e})") from None

@@ -1,0 +1,147 @@
+"""Smoke, resume and safety tests of train_multitask.py on tiny self-made data.
+
+A 2-layer, 32-wide random BERT (BertConfig.tiny) with MiniLM's vocabulary keeps each run to a
+few seconds. Oracles: (c) properties — every output is written in the handout's format;
+resume after an interrupt equals an uninterrupted run (same seed); --option pretrain leaves
+the encoder untouched; a non-finite loss never reaches the weights.
+"""
+
+import json
+import math
+import shutil
+
+import pytest
+import torch
+
+import train_multitask
+from minbert import hub, multitask
+from minbert.config import BertConfig
+from minbert.model import BertModel
+
+WORDS = "good bad movie plot actor great awful film story fun dull nice boring smart".split()
+
+
+def sentence(i):
+    return " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 5, 7)[: 2 + i % 3])
+
+
+def write_task_files(d, n=24):
+    """CS224N-format files (tab-separated, unnamed index column) with n labeled rows each."""
+    rows = {
+        "ids-sst-train.csv": ("\tid\tsentence\tsentiment", lambda i: f"{i}\ts{i}\t{sentence(i)}\t{i % 5}"),
+        "ids-sst-dev.csv": ("\tid\tsentence\tsentiment", lambda i: f"{i}\tsd{i}\t{sentence(i + 1)}\t{i % 5}"),
+        "ids-sst-test-student.csv": ("0\t\tid\tsentence", lambda i: f"{i}\t0.0\tst{i}\t{sentence(i + 2)}"),
+        "quora-train.csv": ("\tid\tsentence1\tsentence2\tis_duplicate", lambda i: f"{i}\tq{i}\t{sentence(i)}\t{sentence(i + i % 2)}\t{float(1 - i % 2)}"),
+        "quora-dev.csv": ("\tid\tsentence1\tsentence2\tis_duplicate", lambda i: f"{i}\tqd{i}\t{sentence(i)}\t{sentence(i + i % 2)}\t{float(1 - i % 2)}"),
+        "quora-test-student.csv": ("\tid\tsentence1\tsentence2", lambda i: f"{i}\tqt{i}\t{sentence(i)}\t{sentence(i + 3)}"),
+        "sts-train.csv": ("\tid\tsentence1\tsentence2\tsimilarity", lambda i: f"{i}\tt{i}\t{sentence(i)}\t{sentence(i + i % 3)}\t{(i % 6) * 1.0}"),
+        "sts-dev.csv": ("\tid\tsentence1\tsentence2\tsimilarity", lambda i: f"{i}\ttd{i}\t{sentence(i)}\t{sentence(i + i % 3)}\t{(i % 6) * 1.0}"),
+        "sts-test-student.csv": ("\tid\tsentence1\tsentence2", lambda i: f"{i}\ttt{i}\t{sentence(i)}\t{sentence(i + 1)}"),
+    }
+    for name, (header, row) in rows.items():
+        (d / name).write_text("\n".join([header] + [row(i) for i in range(n)]) + "\n")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multitask")
+    data, model = root / "data", root / "model"
+    data.mkdir()
+    write_task_files(data)
+    torch.manual_seed(0)
+    BertModel(BertConfig.tiny()).save_pretrained(model)
+    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", model / "vocab.txt")
+    return data, model
+
+
+def run(setup, out, *extra):
+    data, model = setup
+    args = ["--model", str(model), "--data_dir", str(data), "--out_dir", str(out / "run"),
+            "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--hidden_dropout_prob", "0.1", "--seed", "3"]
+    for task in ("sst", "para", "sts"):
+        for split in ("dev", "test"):
+            args += [f"--{task}_{split}_out", str(out / "predictions" / f"{task}-{split}-output.csv")]
+    return train_multitask.main(args + list(extra))
+
+
+def test_smoke_run_trains_evaluates_and_writes_every_output(setup, tmp_path):
+    history = run(setup, tmp_path)
+    assert [r["epoch"] for r in history] == [1, 2], f"train_multitask.main: expected 2 epoch records, got {history}"
+    for name in ("best.pt", "last.pt", "metrics.jsonl", "curves.png"):
+        assert (tmp_path / "run" / name).is_file(), f"train_multitask.main did not write {name}"
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["epoch"] for x in lines] == [1, 2]
+    headers = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similarity"}
+    prefix = {"sst": "s", "para": "q", "sts": "t"}
+    for task, title in headers.items():
+        for split in ("dev", "test"):
+            text = (tmp_path / "predictions" / f"{task}-{split}-output.csv").read_text()
+            rows = text.splitlines()
+            assert rows[0] == f"id \t {title} ", f"{task}-{split}: header {rows[0]!r} is not the handout's"
+            assert len(rows) == 25, f"{task}-{split}: expected 24 predictions, got {len(rows) - 1}"
+            ident, value = rows[1].split(" , ")
+            assert ident.startswith(prefix[task]) and value.endswith(" "), f"{task}-{split}: bad row {rows[1]!r}"
+            if task != "sts":
+                assert value.strip() in {str(v) for v in range(5)}, f"{task}: prediction {value!r} is not an int label"
+
+
+def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch):
+    full = run(setup, tmp_path / "full")
+    calls = {"n": 0}
+    real_loss = multitask.task_loss
+
+    def interrupt_on_call_20(*a):
+        calls["n"] += 1
+        if calls["n"] == 20:   # epoch 2 (each epoch has 18 steps of batch 4)
+            raise KeyboardInterrupt
+        return real_loss(*a)
+
+    monkeypatch.setattr(train_multitask, "task_loss", interrupt_on_call_20)
+    with pytest.raises(SystemExit) as e:
+        run(setup, tmp_path / "cut")
+    assert e.value.code == 130
+    monkeypatch.setattr(train_multitask, "task_loss", real_loss)
+    resumed = run(setup, tmp_path / "cut", "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
+    keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
+    got, want = [resumed[-1][k] for k in keys], [full[-1][k] for k in keys]
+    assert got == want, f"train_multitask resume: final dev scores {got} differ from the uninterrupted run's {want}"
+
+
+def test_pretrain_option_leaves_encoder_weights_untouched(setup, tmp_path):
+    run(setup, tmp_path, "--option", "pretrain", "--epochs", "1")
+    trained = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["model"]
+    original = BertModel.from_pretrained(setup[1]).state_dict()
+    for name, value in original.items():
+        assert torch.equal(trained[f"encoder.{name}"], value), f"--option pretrain changed encoder weight {name}"
+    torch.manual_seed(3)   # train_multitask seeds with --seed 3 before building the heads
+    fresh = multitask.MultitaskBert(BertModel.from_pretrained(setup[1])).heads.state_dict()
+    changed = [k for k, v in fresh.items() if not torch.equal(v, trained[f"heads.{k}"])]
+    assert changed, "--option pretrain must still train the heads"
+
+
+def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path):
+    for amp in ("fp16", "bf16"):
+        run(setup, tmp_path / amp, "--amp", amp, "--epochs", "1")
+        state = torch.load(tmp_path / amp / "run" / "last.pt", weights_only=False)
+        bad = [k for k, v in state["model"].items() if v.is_floating_point() and not torch.isfinite(v).all()]
+        assert not bad, f"--amp {amp}: non-finite weights {bad[:3]}"
+        if amp == "fp16":
+            assert state["scaler"] is not None, "--amp fp16 must use (and checkpoint) a GradScaler"
+
+
+def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_path, monkeypatch, capsys):
+    real_loss = multitask.task_loss
+    calls = {"n": 0}
+
+    def nan_on_third(*a):
+        calls["n"] += 1
+        loss = real_loss(*a)
+        return loss * math.nan if calls["n"] == 3 else loss
+
+    monkeypatch.setattr(train_multitask, "task_loss", nan_on_third)
+    run(setup, tmp_path, "--epochs", "1")
+    out = capsys.readouterr()
+    assert "non-finite para loss" in out.out + out.err or "non-finite sst loss" in out.out + out.err or \
+        "non-finite sts loss" in out.out + out.err, "train_multitask.main must report a non-finite loss with its task and step"
+    state = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["model"]
+    assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()), "a NaN loss reached the weights"
