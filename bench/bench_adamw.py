@@ -6,10 +6,10 @@ Builds the ~110M parameters of bert-base-uncased (12 layers, hidden 768, interme
 vocab 30522, 512 positions, 2 token types, pooler) as plain nn.Parameters with random gradients;
 no model or weights are needed. All optimizers share these tensors (each has its own state), and
 their steps are interleaved so that CPU-frequency drift and other jobs affect them equally.
-On a shared machine single steps can spike by 10x; the median absorbs a few such spikes, but
-treat the numbers as indicative and rerun when the machine is busy.
-Prints the median ms/step. The target is ours / torch-foreach ≤ 1.1. Takes well under a minute
-and needs ~4 GB of RAM.
+Prints the median and min ms/step; the target is ours / torch-foreach ≤ 1.1. On a shared machine
+single steps can be 10x slower; the median absorbs a few such steps, but treat the numbers as
+indicative and rerun when the machine is busy. Takes ~15 s on an idle 2-core CPU (longer when
+busy) and needs ~4 GB of RAM.
 """
 
 import os

@@ -346,3 +346,28 @@ def test_download_file_writes_the_whole_file(tmp_path, server):
     assert dest == tmp_path / "small.bin" and dest.read_bytes() == bytes(range(256)) * 4, \
         "minbert.hub.download_file: downloaded bytes differ from the served bytes"
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".part"] == [], "minbert.hub.download_file: .part left"
+
+
+def test_from_pretrained_downloads_a_real_checkpoint_end_to_end(tmp_path, caches, server, monkeypatch):
+    """The whole user path: BertModel/Tokenizer.from_pretrained('bert-base-uncased') with nothing
+    cached fetch a checkpoint (built here by save_pretrained) from the local server and load it."""
+    import shutil
+
+    from minbert.config import BertConfig
+    from minbert.model import BertModel
+    from minbert.tokenizer import Tokenizer
+
+    src = tmp_path / "src"
+    torch.manual_seed(0)
+    original = BertModel(BertConfig.tiny()).eval()
+    original.save_pretrained(src)
+    shutil.copy(resolve("minilm-l6") / "vocab.txt", src / "vocab.txt")
+    server.files.update({REPO_PATH + p.name: p.read_bytes() for p in src.iterdir()})
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+
+    model = BertModel.from_pretrained("bert-base-uncased").eval()
+    batch = Tokenizer.from_pretrained("bert-base-uncased")(["a downloaded model works"])
+    with torch.no_grad():
+        got = model(batch["input_ids"], batch["attention_mask"])["last_hidden_state"]
+        want = original(batch["input_ids"], batch["attention_mask"])["last_hidden_state"]
+    assert torch.equal(got, want), "minbert.model.BertModel.from_pretrained: the downloaded checkpoint loaded different weights"
