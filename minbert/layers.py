@@ -7,6 +7,7 @@ encoder layer (Vaswani et al. 2017, arXiv:1706.03762, §3.1) with GELU instead o
   embeddings:  x = Dropout(LayerNorm(word[ids] + position[0..T-1] + token_type[types]))
   layer:       a = LayerNorm(h + Dropout(attention_dense(SelfAttention(h))))      # add & norm 1
                h' = LayerNorm(a + Dropout(out_dense(GELU(interm_dense(a)))))   # add & norm 2
+               (+ an optional `extra` term inside that LayerNorm: PALs' TS(h), see pals.py)
   pooler:      tanh(pooler_dense(h[:, 0]))                                     # the [CLS] vector
 
 Variant notes: post-LN (LayerNorm after each residual add), as in BERT, not the pre-LN of later
@@ -73,13 +74,19 @@ class BertLayer(nn.Module):
         self.out_dropout = Dropout(config.hidden_dropout_prob)
         self.out_layer_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
 
-    def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """h: (B, T, C), mask: additive (B, 1, 1, T) -> (B, T, C)."""
+    def forward(self, h: torch.Tensor, mask: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        """h: (B, T, C), mask: additive (B, 1, 1, T) -> (B, T, C).
+
+        `extra` (B, T, C), when given, is added into the second residual, before LayerNorm 2:
+        PALs (pals.py) put their task-specific term TS(h) there."""
         attn = self.attention_dense(self.self_attention(h, mask))       # (B, T, C)
         a = self.attention_layer_norm(h + self.attention_dropout(attn)) # (B, T, C)
         f = F.gelu(self.interm_dense(a))                                # (B, T, F)
         f = self.out_dense(f)                                           # (B, T, C)
-        return self.out_layer_norm(a + self.out_dropout(f))             # (B, T, C)
+        r = a + self.out_dropout(f)                                     # (B, T, C)
+        if extra is not None:
+            r = r + extra                                               # (B, T, C), no dropout (as the PALs code)
+        return self.out_layer_norm(r)                                   # (B, T, C)
 
 
 class Pooler(nn.Module):

@@ -64,13 +64,19 @@ class BertModel(nn.Module):
         """(B, T) ids -> (B, T, C) embedding-layer output (SMART perturbs this)."""
         return self.embeddings(input_ids, token_type_ids, word_embeds)
 
-    def encode(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> dict:
-        """Run the layer stack and pooler on an embedding output x: (B, T, C)."""
+    def encode(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None,
+               layer_extra=None) -> dict:
+        """Run the layer stack and pooler on an embedding output x: (B, T, C).
+
+        `layer_extra(i, h, mask)`, when given, is called with layer i's input h (B, T, C) and
+        returns a (B, T, C) term added before that layer's second LayerNorm, or None
+        (PALs: `layer_extra=lambda i, h, m: pals(task, i, h, m)`)."""
         if attention_mask is None:
             attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
         mask = extended_attention_mask(attention_mask, x.dtype)           # (B, 1, 1, T)
-        for layer in self.layers:
-            x = layer(x, mask)                                            # (B, T, C)
+        for i, layer in enumerate(self.layers):
+            extra = None if layer_extra is None else layer_extra(i, x, mask)  # (B, T, C) or None
+            x = layer(x, mask, extra)                                     # (B, T, C)
         return {"last_hidden_state": x, "pooler_output": self.pooler(x)}  # (B, T, C), (B, C)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> dict:

@@ -5,31 +5,39 @@ Tasks (names used everywhere: "sst", "para", "sts"):
   para  Quora paraphrase     one logit per pair     BCE with logits          metric: accuracy of logit > 0
   sts   SemEval STS          one score per pair     MSE on float32 labels    metric: Pearson r
 
-Every head reads the pooled vector h = pooler_output = tanh(W·h_[CLS] + b) (B, C) of one
-sequence; pairs are one cross-encoder sequence "[CLS] a [SEP] b [SEP]" with token types, so
-the encoder attends across the two sentences (the handout encoded them separately, which
-is much weaker for paraphrase and similarity). Head architectures (`head`):
-  linear   Dropout -> Linear(C, out)
-  mlp      Dropout -> Linear(C, C) -> GELU -> Dropout -> Linear(C, out)   (one hidden layer)
-The paraphrase head returns one logit per pair (not two), so the handout's
-`logits.sigmoid().round()` evaluation works; its loss is BCE-with-logits on float labels.
-The STS head predicts the raw score; Pearson r ignores scale and offset, so no squashing.
+Heads read the pooled vector pooler_output = tanh(W·h_[CLS] + b), shape (B, C). A pair task
+uses one of three pair heads (`pair_heads={"para": ..., "sts": ...}`):
+  cross    (default) one sequence "[CLS] a [SEP] b [SEP]" with token types, so attention
+           compares the sentences token by token; then a head as for SST:
+             linear  Dropout -> Linear(C, out)
+             mlp     Dropout -> Linear(C, C) -> GELU -> Dropout -> Linear(C, out)
+  cosine   bi-encoder: a and b encoded separately, cos(u, v) (pair_heads.CosineHead)
+  siamese  bi-encoder: [u, v, |u − v|, u ⊙ v] -> MLP (pair_heads.SiameseHead)
+Bi-encoder tasks need TaskData(..., pair_mode="separate"); `features` then returns (u, v), which
+the MNR loss (mnr.py) also uses. The paraphrase head returns one logit (so the handout's
+`logits.sigmoid().round()` evaluation works); STS predicts the raw score (Pearson r ignores scale).
 
-`frozen_encoder=True` (train_multitask.py --option pretrain) runs the encoder under
-no_grad: nothing of it trains and no activations are kept for backward, so a step costs
-little more than a forward.
-
-Deliberately left out (see the multitask methods issues): bi-encoder pair heads, PALs.
+PALs (pals.py), when given, add a task-specific term inside every layer: the task id reaches
+the encoder through `layer_extra`. `frozen_encoder=True` (--option pretrain) trains no encoder
+weight; without PALs the encoder then runs under no_grad (no activations kept, so a step costs
+little more than a forward), with PALs it must keep the graph for the PAL gradients.
 """
+
+import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .device import autocast
+from .metrics import accuracy, cs224n_overall, pearson
 from .model import BertModel
+from .pair_heads import CosineHead, SiameseHead
 
 TASKS = ("sst", "para", "sts")
 NUM_OUTPUTS = {"sst": 5, "para": 1, "sts": 1}
+PAIR_HEADS = ("cross", "cosine", "siamese")
+STS_RANGE = (0.0, 5.0)
 
 
 def make_head(kind: str, C: int, out: int, dropout: float) -> nn.Sequential:
@@ -42,24 +50,61 @@ def make_head(kind: str, C: int, out: int, dropout: float) -> nn.Sequential:
 
 class MultitaskBert(nn.Module):
     def __init__(self, encoder: BertModel, head: str = "linear", dropout: float = 0.1,
-                 frozen_encoder: bool = False):
+                 frozen_encoder: bool = False, pair_heads: dict | None = None, pals=None):
         super().__init__()
         self.encoder = encoder
+        self.pals = pals
         self.frozen_encoder = frozen_encoder
         encoder.requires_grad_(not frozen_encoder)
+        self.pair_heads = {"para": "cross", "sts": "cross", **(pair_heads or {})}
         C = encoder.config.hidden_size
-        self.heads = nn.ModuleDict({t: make_head(head, C, NUM_OUTPUTS[t], dropout) for t in TASKS})
+        heads = {}
+        for t in TASKS:
+            kind = self.pair_heads.get(t, "cross")
+            if kind == "cross":
+                heads[t] = make_head(head, C, NUM_OUTPUTS[t], dropout)
+            elif kind == "cosine":
+                heads[t] = CosineHead(scale_to=STS_RANGE if t == "sts" else None)
+            elif kind == "siamese":
+                heads[t] = SiameseHead(C, NUM_OUTPUTS[t], dropout)
+            else:
+                raise ValueError(f"pair head for {t} must be one of {PAIR_HEADS}, got {kind!r}")
+        self.heads = nn.ModuleDict(heads)
 
-    def pooled(self, batch: dict) -> torch.Tensor:
-        """(B, T) ids of one batch -> (B, C) pooled vectors."""
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen_encoder):
-            out = self.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        return out["pooler_output"]
+    def bi_encoder(self, task: str) -> bool:
+        return self.pair_heads.get(task, "cross") != "cross"
 
-    def forward(self, task: str, batch: dict) -> torch.Tensor:
-        """Raw head outputs: sst (B, 5) logits; para (B,) logits; sts (B,) scores."""
-        out = self.heads[task](self.pooled(batch))   # (B, 5) or (B, 1)
+    def embed(self, batch: dict, word_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T) ids -> (B, T, C) embedding-layer output. `word_embeds` (B, T, C) replaces the
+        word-embedding lookup (R3F adds noise there, before positions and LayerNorm)."""
+        return self.encoder.embed(batch["input_ids"], batch["token_type_ids"], word_embeds)
+
+    def pooled(self, task: str, x: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Embedding output x (B, T, C) -> pooled (B, C), with this task's PALs if any."""
+        extra = None if self.pals is None else (lambda i, h, m: self.pals(task, i, h, m))
+        return self.encoder.encode(x, attention_mask, layer_extra=extra)["pooler_output"]
+
+    def features(self, task: str, batch: dict, embeds=None, word_embeds=None):
+        """(u, v): pooled vectors (B, C) of the sequence, and of sentence b for bi-encoder tasks
+        (else None). `embeds` (B, T, C) replaces the embedding output of the (first) sequence:
+        SMART perturbs it."""
+        no_graph = self.frozen_encoder and self.pals is None
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not no_graph):
+            x = self.embed(batch, word_embeds) if embeds is None else embeds
+            u = self.pooled(task, x, batch["attention_mask"])
+            v = None
+            if self.bi_encoder(task):
+                xb = self.encoder.embed(batch["input_ids_b"], batch["token_type_ids_b"])
+                v = self.pooled(task, xb, batch["attention_mask_b"])
+        return u, v
+
+    def head(self, task: str, u: torch.Tensor, v: torch.Tensor | None = None) -> torch.Tensor:
+        """Pooled features -> sst (B, 5) logits; para (B,) logits; sts (B,) scores."""
+        out = self.heads[task](u) if v is None else self.heads[task](u, v)   # (B, 5) or (B, 1)
         return out if task == "sst" else out.squeeze(-1)
+
+    def forward(self, task: str, batch: dict, embeds=None, word_embeds=None) -> torch.Tensor:
+        return self.head(task, *self.features(task, batch, embeds, word_embeds))
 
     # The handout's method names, so course code keeps working.
     def predict_sentiment(self, batch):
@@ -89,3 +134,43 @@ def predictions(task: str, output: torch.Tensor) -> list:
     if task == "para":
         return (output > 0).long().tolist()
     return output.float().tolist()
+
+
+# ---------------------------------------------------------------------- evaluation
+
+
+def to_device(batch: dict, device) -> dict:
+    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+@torch.inference_mode()
+def run_heads(model: MultitaskBert, splits: dict, batch_size: int, device, amp: str, progress=None) -> dict:
+    """Head outputs for every example of each split {task: TaskData}, in length-sorted batches
+    (least padding): {task: (ids, positions in the split, outputs)}. Leaves the model in eval mode."""
+    model.eval()
+    results = {}
+    for task, data in splits.items():
+        ids, index, outs = [], [], []
+        batches = data.batches(batch_size, shuffle=False)
+        if progress:
+            batches = progress(batches, desc=f"eval {task}", total=math.ceil(len(data) / batch_size))
+        for batch in batches:
+            with autocast(device, amp):
+                outs.append(model(task, to_device(batch, device)).float().cpu())
+            ids += batch["ids"]
+            index.append(batch["index"])
+        results[task] = (ids, torch.cat(index), torch.cat(outs))
+    return results
+
+
+def task_scores(results: dict, splits: dict) -> dict:
+    """Dev metrics of each task present in `results`; the CS224N overall score if all three are."""
+    scores = {}
+    for task, (_, index, out) in results.items():
+        gold = splits[task].labels[index].tolist()
+        pred = predictions(task, out)
+        key = {"sst": "sst_acc", "para": "para_acc", "sts": "sts_pearson"}[task]
+        scores[key] = pearson(pred, gold) if task == "sts" else accuracy(pred, gold)
+    if len(scores) == 3:
+        scores["overall"] = cs224n_overall(scores["sst_acc"], scores["para_acc"], scores["sts_pearson"])
+    return scores

@@ -145,3 +145,60 @@ def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_p
         "non-finite sts loss" in out.out + out.err, "train_multitask.main must report a non-finite loss with its task and step"
     state = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["model"]
     assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()), "a NaN loss reached the weights"
+
+
+METHOD_FLAGS = {
+    "pals_zero_init": ["--pals", "--pals_init", "zero", "--pals_size", "16", "--pals_heads", "2"],
+    "pals_frozen_bert": ["--pals", "--option", "pretrain", "--pals_size", "16", "--pals_heads", "2"],
+    "bi_encoder_heads_mnr": ["--para_head", "cosine", "--sts_head", "siamese", "--mnr", "0.1"],
+    "heterogeneous_scaled": ["--heterogeneous", "--scale_losses", "--schedule", "sqrt"],
+    "head_pretraining": ["--head_pretrain_epochs", "1"],
+    "smart": ["--smart", "1"],
+    "smart_reference": ["--smart", "1", "--smart_mode", "reference"],
+    "r3f": ["--r3f", "1"],
+    "r4f": ["--r4f"],
+    "pcgrad_fp16": ["--surgery", "pcgrad", "--amp", "fp16"],
+    "gradvac_bf16": ["--surgery", "gradvac", "--amp", "bf16"],
+    "grad_compromise": ["--grad_compromise", "5"],
+}
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_FLAGS))
+def test_each_method_flag_trains_and_keeps_weights_finite(setup, tmp_path, method):
+    history = run(setup, tmp_path, "--epochs", "1", *METHOD_FLAGS[method])
+    assert 0.0 <= history[-1]["overall"] <= 1.0, f"{method}: overall score {history[-1]['overall']} out of range"
+    state = torch.load(tmp_path / "run" / "last.pt", weights_only=False)
+    bad = [k for k, v in state["model"].items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    assert not bad, f"train_multitask {METHOD_FLAGS[method]}: non-finite weights {bad[:3]}"
+
+
+def test_pals_with_frozen_bert_train_only_pals_and_heads(setup, tmp_path):
+    run(setup, tmp_path, "--epochs", "1", *METHOD_FLAGS["pals_frozen_bert"])
+    trained = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["model"]
+    original = BertModel.from_pretrained(setup[1]).state_dict()
+    changed = [n for n, v in original.items() if not torch.equal(trained[f"encoder.{n}"], v)]
+    assert not changed, f"--pals --option pretrain changed BERT weights {changed[:3]}"
+    assert any(k.startswith("pals.") for k in trained), "PAL parameters missing from the checkpoint"
+
+
+def test_resume_keeps_smart_teacher_and_gradvac_state(setup, tmp_path, monkeypatch):
+    flags = ["--smart", "1", "--surgery", "gradvac"]
+    full = run(setup, tmp_path / "full", *flags)
+    calls = {"n": 0}
+    real_loss = multitask.task_loss
+
+    def interrupt(*a):
+        calls["n"] += 1
+        if calls["n"] == 25:   # epoch 2 (6 steps x 3 tasks = 18 calls per epoch)
+            raise KeyboardInterrupt
+        return real_loss(*a)
+
+    monkeypatch.setattr(train_multitask, "task_loss", interrupt)
+    with pytest.raises(SystemExit):
+        run(setup, tmp_path / "cut", *flags)
+    ck = torch.load(tmp_path / "cut" / "run" / "interrupted.pt", weights_only=False)
+    assert ck["smart"] is not None and ck["surgery"] is not None, "interrupted.pt must hold the SMART teacher and GradVac state"
+    monkeypatch.setattr(train_multitask, "task_loss", real_loss)
+    resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
+    keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
+    assert [resumed[-1][k] for k in keys] == [full[-1][k] for k in keys], "resume with --smart --surgery gradvac diverged"

@@ -1,0 +1,54 @@
+"""Per-task head pretraining: train each task head on the frozen encoder before fine-tuning.
+
+A randomly initialised head sends large, noisy gradients into the pretrained encoder during
+the first fine-tuning steps. Training the heads first, one task at a time, on a frozen encoder
+(cheap: the encoder runs under no_grad) starts fine-tuning from heads that already fit the
+features; the same idea as LP-FT (Kumar et al. 2022, "Fine-Tuning can Distort Pretrained
+Features", arXiv:2202.10054), as used in the CS224N seed report 004.
+
+For each task: AdamW on that head only, `epochs` passes over its training data, the dev score
+after each pass, and the head's best state kept. The encoder's trainability is restored after.
+"""
+
+import copy
+
+import torch
+
+from .adamw import AdamW
+from .device import autocast
+from .multitask import run_heads, task_loss, task_scores, to_device
+
+
+def pretrain_heads(model, train: dict, dev: dict, epochs: int, batch_size: int, lr: float,
+                   device, amp: str, seed: int) -> dict:
+    """Returns {task: best dev score} and leaves each head at its best epoch."""
+    was_frozen, pals = model.frozen_encoder, model.pals
+    model.frozen_encoder, model.pals = True, None          # encoder under no_grad, no PALs yet
+    trainable = [p.requires_grad for p in model.encoder.parameters()]
+    model.encoder.requires_grad_(False)
+    best = {}
+    for task in train:
+        head = model.heads[task]
+        opt = AdamW(head.parameters(), lr=lr, weight_decay=0.0)
+        best_score, best_state = -float("inf"), None
+        for epoch in range(epochs):
+            model.train()
+            g = torch.Generator().manual_seed(seed * 1000 + epoch)
+            for batch in train[task].batches(batch_size, shuffle=True, generator=g):
+                batch = to_device(batch, device)
+                with autocast(device, amp):
+                    loss = task_loss(task, model(task, batch), batch["labels"])
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            score = next(iter(task_scores(run_heads(model, {task: dev[task]}, batch_size, device, amp), dev).values()))
+            print(f"head pretraining {task} epoch {epoch + 1}/{epochs}: dev {score:.4f}")
+            if score > best_score:
+                best_score, best_state = score, copy.deepcopy(head.state_dict())
+        head.load_state_dict(best_state)
+        best[task] = best_score
+    for p, t in zip(model.encoder.parameters(), trainable):
+        p.requires_grad_(t)
+    model.frozen_encoder, model.pals = was_frozen, pals
+    model.train()
+    return best

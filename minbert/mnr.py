@@ -1,0 +1,85 @@
+"""Multiple Negatives Ranking (MNR) loss: in-batch negatives for a bi-encoder.
+
+Henderson et al. 2017, "Efficient Natural Language Response Suggestion for Smart Reply"
+(arXiv:1705.00652); sentence-transformers' MultipleNegativesRankingLoss. For B positive
+pairs (a_i, p_i), every other p_j in the batch serves as a negative for a_i:
+
+    S_ij = scale · cos(a_i, p_j)                          (B, B)
+    loss = mean_i [ −log softmax_j(S_ij) at j = i ]       = cross_entropy(S, arange(B))
+
+One direction only (anchor -> positives), scale = 20 (temperature 0.05), as sentence-transformers.
+Cosine, not dot product: the loss does not change if an embedding is rescaled.
+
+Duplicates. Quora has many repeated questions, and a repeated text in a batch is a false
+negative: a_i is pushed away from a copy of its own answer. With texts (or any hashable ids,
+e.g. `token_keys`) the loss drops column j ≠ i from row i (S_ij = −inf) when p_j's text is
+  1. p_i's text                      (a copy of the right answer),
+  2. a_i's text                      (the anchor itself),
+  3. p_k's text for some k with a_k == a_i  (another right answer to the same anchor), or
+  4. the text of an earlier column k < j    (the same negative counted once, not twice).
+Then every row's loss depends only on the *distinct* texts in the batch, so a batch repeated
+twice gives exactly the loss of the batch (tested). This replaces sentence-transformers'
+NoDuplicatesBatchSampler, which instead never puts two examples sharing a text in one batch.
+
+Deliberately left out: hard-negative columns, the symmetric variant (p -> a as well), and
+caching tricks for big batches (GradCache). Gradient accumulation does *not* enlarge the
+pool of negatives: each micro-batch is its own softmax.
+"""
+
+import torch
+import torch.nn.functional as F
+
+STS_POSITIVE_MIN = 4.0  # STS 4 = "mostly equivalent", 5 = "completely equivalent"
+
+
+def positive_pairs_mask(task: str, labels: torch.Tensor) -> torch.Tensor:
+    """(B,) labels -> (B,) bool: which pairs may be used as MNR positives.
+    Quora ("para"): duplicates, label 1. STS ("sts"): similarity ≥ 4 of 5."""
+    if task == "para":
+        return labels == 1
+    if task == "sts":
+        return labels >= STS_POSITIVE_MIN
+    raise ValueError(f"positive_pairs_mask: task must be 'para' or 'sts' (pair tasks), got {task!r}")
+
+
+def token_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[tuple[int, ...]]:
+    """(B, T) padded ids -> B hashable keys (the unpadded ids): equal keys = equal tokenized text."""
+    return [tuple(ids[mask.bool()].tolist()) for ids, mask in zip(input_ids, attention_mask)]
+
+
+def duplicate_mask(texts_a, texts_p) -> torch.Tensor:
+    """B anchor and B positive texts -> (B, B) bool, True where column j is not a negative for
+    row i (rules 1-4 in the module docstring). The diagonal is always False (kept)."""
+    B = len(texts_p)
+    mask = torch.zeros(B, B, dtype=torch.bool)
+    for i in range(B):
+        # texts that are correct answers for a_i: rules 1, 2 and 3 (k = i gives rule 1)
+        right = {texts_a[i]} | {texts_p[k] for k in range(B) if texts_a[k] == texts_a[i]}
+        seen = set()
+        for j in range(B):
+            if j != i and (texts_p[j] in right or texts_p[j] in seen):   # rule 4: `seen`
+                mask[i, j] = True
+            seen.add(texts_p[j])
+    return mask
+
+
+def mnr_scores(a: torch.Tensor, p: torch.Tensor, scale: float = 20.0, texts_a=None, texts_p=None) -> torch.Tensor:
+    """(B, C) anchors, (B, C) positives -> (B, B) logits S_ij = scale · cos(a_i, p_j), with −inf
+    where `duplicate_mask` drops a column (only if texts are given)."""
+    if a.shape != p.shape or a.dim() != 2:
+        raise ValueError(f"mnr_scores: expected a, p of equal shape (B, C), got {tuple(a.shape)} and {tuple(p.shape)}")
+    if (texts_a is None) != (texts_p is None):
+        raise ValueError("mnr_scores: pass both texts_a and texts_p, or neither")
+    # unit vectors, in fp32 even under autocast: then a dot product is a cosine
+    a = F.normalize(a.float(), dim=-1)                                     # (B, C)
+    p = F.normalize(p.float(), dim=-1)                                     # (B, C)
+    S = scale * (a @ p.T)                                                  # (B, C) @ (C, B) -> (B, B)
+    if texts_a is not None:
+        S = S.masked_fill(duplicate_mask(texts_a, texts_p).to(S.device), float("-inf"))
+    return S
+
+
+def mnr_loss(a: torch.Tensor, p: torch.Tensor, scale: float = 20.0, texts_a=None, texts_p=None) -> torch.Tensor:
+    """Scalar MNR loss: cross-entropy of each row of `mnr_scores` against its diagonal."""
+    S = mnr_scores(a, p, scale, texts_a, texts_p)                          # (B, B)
+    return F.cross_entropy(S, torch.arange(S.shape[0], device=S.device))

@@ -1,0 +1,311 @@
+"""Grades minbert.mml: MultiverseHeads (forward, task_loss, multiverse_loss, predict),
+HeadEliminator (observe, maybe_eliminate), METHODS / resolve_num_heads.
+
+Oracles: (b) live — a Python loop over heads and a plain nn.Linear / F.cross_entropy / F.mse_loss
+per head; a brute-force double loop for Eq. 4; (c) properties — L_mv = 0 on orthonormal heads,
+class-permutation invariance, masked heads drop out everywhere, elimination keeps the best
+head, never removes all, stops below MIN_HEADS, acts only every K steps, is deterministic.
+Notation as in the module: M heads, K outputs per head, D feature dim, B batch.
+
+Run: python -m pytest -q tests/test_mml.py   (offline, CPU, a few seconds)
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minbert.mml import METHODS, MIN_HEADS, HeadEliminator, MultiverseHeads, resolve_num_heads
+
+MOD = "minbert.mml.MultiverseHeads"
+ELIM = "minbert.mml.HeadEliminator"
+
+
+def make_heads(D=16, K=3, M=7, seed=0, dropout=0.0):
+    torch.manual_seed(seed)
+    return MultiverseHeads(D, K, M, dropout=dropout)
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def close(got, expected, fn, atol=1e-6, rtol=1e-6):
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol,
+                               msg=lambda m: f"{fn}: max abs diff {(got - expected).abs().max().item():.3g}\n{m}")
+
+
+def brute_force_mv(weight, active):
+    """Eq. 4 written as loops: Σ_k Σ_{r<s} |f_k^r · f_k^s| β_r β_s, with f_k^r = weight[r, k] (D,)."""
+    M, K, _ = weight.shape
+    total = 0.0
+    for k in range(K):
+        for r in range(M):
+            for s in range(r + 1, M):
+                total += abs(float(weight[r, k] @ weight[s, k])) * float(active[r]) * float(active[s])
+    return torch.tensor(total)
+
+
+def set_eliminator(avgs, every=10, min_bandwidth=None):
+    """A HeadEliminator whose moving averages are exactly `avgs` (M,), all heads active.
+    min_bandwidth None keeps the module's default floor."""
+    heads = MultiverseHeads(4, 2, len(avgs))
+    floor = {} if min_bandwidth is None else {"min_bandwidth": min_bandwidth}
+    elim = HeadEliminator(heads, every=every, **floor)
+    elim.moving_avg.copy_(torch.as_tensor(avgs, dtype=torch.float32))
+    return heads, elim
+
+
+# ---------------------------------------------------------------------------- forward
+def test_batched_heads_equal_python_loop_over_heads():
+    heads = make_heads()
+    d = randn(5, 16)                                                          # (B, D)
+    out = heads(d)                                                            # (B, M, K)
+    assert out.shape == (5, 7, 3), f"{MOD}.forward: expected (B, M, K) = (5, 7, 3), got {tuple(out.shape)}"
+    loop = torch.stack([d @ heads.weight[j].T + heads.bias[j] for j in range(7)], dim=1)
+    close(out, loop, f"{MOD}.forward")
+
+
+def test_bert_single_head_equals_plain_linear():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(16, 5)
+    heads = MultiverseHeads(16, 5, resolve_num_heads("bert", 16))
+    with torch.no_grad():
+        heads.weight.copy_(linear.weight[None])                               # (1, K, D)
+        heads.bias.copy_(linear.bias[None])
+    d = randn(8, 16)
+    close(heads(d)[:, 0], linear(d), f"{MOD}.forward (M=1)", atol=0, rtol=0)
+    close(heads.predict(heads(d)), linear(d).softmax(-1), f"{MOD}.predict (M=1)")
+
+
+def test_dropout_applies_in_train_only():
+    heads = make_heads(dropout=0.3)
+    d = randn(64, 16)
+    heads.eval()
+    close(heads(d), torch.einsum("bd,mkd->bmk", d, heads.weight) + heads.bias, f"{MOD}.forward (eval, no dropout)")
+    heads.train()
+    torch.manual_seed(1)
+    assert not torch.allclose(heads(d), heads.eval()(d)), f"{MOD}.forward: dropout=0.3 had no effect in train mode"
+
+
+# ---------------------------------------------------------------------------- task loss (Eq. 3)
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_task_loss_is_per_head_cross_entropy_over_active_heads(reduction):
+    heads = make_heads()
+    heads.active[[1, 4]] = False
+    out = heads(randn(6, 16))
+    labels = torch.tensor([0, 2, 1, 1, 0, 2])
+    loss, per_head = heads.task_loss(out, labels, reduction)
+    ref = torch.stack([F.cross_entropy(out[:, j], labels) for j in range(7)])   # (M,)
+    close(per_head, ref.detach(), f"{MOD}.task_loss (per-head losses)")
+    active = [0, 2, 3, 5, 6]
+    expected = ref[active].sum() / (len(active) if reduction == "mean" else 1)
+    close(loss, expected, f"{MOD}.task_loss (reduction={reduction})")
+
+
+def test_task_loss_regression_is_squared_error():
+    heads = make_heads(K=1)
+    heads.active[2] = False
+    out = heads(randn(6, 16))
+    y = randn(6, seed=3)
+    loss, per_head = heads.task_loss(out, y, "sum")
+    ref = torch.stack([F.mse_loss(out[:, j, 0], y) for j in range(7)])
+    close(per_head, ref.detach(), f"{MOD}.task_loss (regression, per head)")
+    close(loss, ref.sum() - ref[2], f"{MOD}.task_loss (regression, sum over active)")
+
+
+def test_inactive_heads_get_no_gradient():
+    heads = make_heads()
+    heads.active[[0, 3]] = False
+    out = heads(randn(6, 16))
+    loss, _ = heads.task_loss(out, torch.tensor([0, 1, 2, 0, 1, 2]))
+    (loss + 0.005 * heads.multiverse_loss()).backward()
+    for j in (0, 3):
+        assert heads.weight.grad[j].abs().max() == 0 and heads.bias.grad[j].abs().max() == 0, \
+            f"{MOD}.task_loss / multiverse_loss: inactive head {j} received a gradient"
+    assert heads.weight.grad[1].abs().max() > 0, f"{MOD}: active head 1 received no gradient"
+
+
+# ---------------------------------------------------------------------------- multiverse loss (Eq. 4)
+def orthonormal_heads(D=8, K=3, seed=0):
+    """M = D heads; for each class k, the f_k^r (r = 1..D) are the columns of a random orthogonal matrix."""
+    heads = MultiverseHeads(D, K, D)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for k in range(K):
+            q, _ = torch.linalg.qr(torch.randn(D, D, generator=g))
+            heads.weight[:, k] = q.T                                          # row r = column r of q
+    return heads
+
+
+def test_multiverse_loss_is_zero_for_orthonormal_heads():
+    loss = orthonormal_heads().multiverse_loss()
+    assert abs(loss.item()) <= 1e-5, f"{MOD}.multiverse_loss: orthonormal f_k^r must give 0, got {loss.item():.3g}"
+
+
+def test_multiverse_loss_counts_a_shared_vector_once():
+    heads = orthonormal_heads()
+    with torch.no_grad():
+        heads.weight[5, 1] = heads.weight[2, 1]                               # heads 2 and 5 share class 1
+    loss = heads.multiverse_loss()
+    assert loss.item() > 0, f"{MOD}.multiverse_loss: two heads sharing a vector must give > 0"
+    # The only non-orthogonal pair is (2, 5) for class 1, with |f·f| = 1; counted once (r < s).
+    close(loss, torch.tensor(1.0), f"{MOD}.multiverse_loss (one shared unit vector)", atol=1e-5)
+
+
+def test_multiverse_loss_matches_brute_force_loop():
+    heads = make_heads(D=6, K=3, M=5, seed=2)
+    close(heads.multiverse_loss(), brute_force_mv(heads.weight.detach(), heads.active), f"{MOD}.multiverse_loss")
+    heads.active[[1, 3]] = False
+    close(heads.multiverse_loss(), brute_force_mv(heads.weight.detach(), heads.active), f"{MOD}.multiverse_loss (masked)")
+
+
+def test_multiverse_loss_is_invariant_to_class_permutation():
+    heads = make_heads(D=12, K=4, M=9, seed=3)
+    before = heads.multiverse_loss()
+    with torch.no_grad():
+        heads.weight.copy_(heads.weight[:, torch.tensor([2, 0, 3, 1])])
+    close(heads.multiverse_loss(), before, f"{MOD}.multiverse_loss (classes permuted)", atol=1e-6, rtol=1e-5)
+
+
+def test_multiverse_loss_excludes_inactive_heads():
+    """Masking head j gives the loss of the same module with head j removed."""
+    heads = make_heads(D=10, K=2, M=6, seed=4)
+    heads.active[[0, 4]] = False
+    smaller = MultiverseHeads(10, 2, 4)
+    with torch.no_grad():
+        smaller.weight.copy_(heads.weight[[1, 2, 3, 5]])
+    close(heads.multiverse_loss(), smaller.multiverse_loss(), f"{MOD}.multiverse_loss (inactive heads)")
+
+
+def test_multiverse_loss_runs_in_fp32_under_autocast():
+    heads = make_heads(D=32, K=3, M=16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = heads.multiverse_loss()
+    assert loss.dtype == torch.float32, f"{MOD}.multiverse_loss: expected fp32 under autocast, got {loss.dtype}"
+    close(loss, heads.multiverse_loss(), f"{MOD}.multiverse_loss (autocast)")
+
+
+# ---------------------------------------------------------------------------- inference (Eq. 5)
+def test_predict_averages_softmax_of_active_heads_only():
+    heads = make_heads()
+    heads.active[[0, 6]] = False
+    out = heads(randn(4, 16))
+    expected = out[:, 1:6].softmax(-1).mean(1)                                # (B, K)
+    close(heads.predict(out), expected, f"{MOD}.predict")
+    changed = out.clone()
+    changed[:, [0, 6]] = 100.0                                                # inactive heads' outputs
+    close(heads.predict(changed), expected, f"{MOD}.predict (inactive heads must not count)")
+
+
+def test_predict_regression_averages_values():
+    heads = make_heads(K=1)
+    heads.active[3] = False
+    out = heads(randn(4, 16))
+    expected = out[:, [0, 1, 2, 4, 5, 6], 0].mean(1)                          # (B,)
+    close(heads.predict(out), expected, f"{MOD}.predict (regression)")
+
+
+# ---------------------------------------------------------------------------- moving averages
+def test_observe_updates_active_heads_with_momentum():
+    heads = MultiverseHeads(4, 2, 3)
+    elim = HeadEliminator(heads, momentum=0.99)
+    elim.observe(torch.tensor([1.0, 2.0, 3.0]))
+    close(elim.moving_avg, torch.tensor([1.0, 2.0, 3.0]), f"{ELIM}.observe (first call initialises)")
+    heads.active[2] = False
+    elim.observe(torch.tensor([0.0, 0.0, 0.0]))
+    close(elim.moving_avg, torch.tensor([0.99, 1.98, 3.0]), f"{ELIM}.observe (a ← γa + (1−γ)ℓ; inactive frozen)")
+    assert int(elim.num_observed) == 2, f"{ELIM}.observe: num_observed should count calls"
+
+
+# ---------------------------------------------------------------------------- elimination
+def test_elimination_keeps_the_lower_blob():
+    avgs = [0.30, 0.31, 0.62, 0.29, 0.60, 0.305, 0.61, 0.59]
+    heads, elim = set_eliminator(avgs)
+    event = elim.maybe_eliminate(10)
+    assert event is not None, f"{ELIM}.maybe_eliminate: two clear blobs must trigger an elimination"
+    assert event["kept"] == [0, 1, 3, 5] and event["eliminated"] == [2, 4, 6, 7], f"{ELIM}.maybe_eliminate: {event}"
+    assert heads.active.tolist() == [True, True, False, True, False, True, False, False], f"{ELIM}: β after elimination"
+    assert event["step"] == 10 and len(event["kept_moving_avg"]) == 4, f"{ELIM}: event must record step and averages"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_elimination_never_removes_the_best_head_or_all_heads(seed):
+    g = torch.Generator().manual_seed(seed)
+    M = int(torch.randint(5, 60, (), generator=g))
+    avgs = torch.rand(M, generator=g) * torch.rand((), generator=g)          # random spreads
+    if seed % 4 == 0:
+        avgs = (avgs * 20).round() / 20                                      # many exact ties
+    heads, elim = set_eliminator(avgs, min_bandwidth=0.0 if seed % 2 else None)
+    best = int(avgs.argmin())
+    for step in range(10, 200, 10):                                          # repeated rounds
+        elim.maybe_eliminate(step)
+        assert heads.active[best], f"{ELIM}.maybe_eliminate: removed the best head {best} (seed {seed})"
+        assert heads.active.any(), f"{ELIM}.maybe_eliminate: removed every head (seed {seed})"
+
+
+def test_elimination_stops_below_min_heads():
+    heads, elim = set_eliminator([0.1, 0.5, 0.9, 0.2, 0.7, 0.3])
+    heads.active[[4, 5]] = False                                             # 4 < MIN_HEADS = 5 active
+    assert MIN_HEADS == 5
+    assert elim.maybe_eliminate(10) is None, f"{ELIM}.maybe_eliminate: must not act with Σβ < {MIN_HEADS}"
+    assert int(heads.active.sum()) == 4, f"{ELIM}.maybe_eliminate: β changed below the threshold"
+
+
+def test_elimination_acts_only_every_k_steps():
+    heads, elim = set_eliminator([0.1, 0.11, 0.12, 0.5, 0.51, 0.52], every=10)
+    for step in [0, 1, 5, 9, 11, 15, 19]:
+        assert elim.maybe_eliminate(step) is None, f"{ELIM}.maybe_eliminate: acted at step {step}, every=10"
+    assert heads.active.all()
+    assert elim.maybe_eliminate(20) is not None, f"{ELIM}.maybe_eliminate: did not act at step 20, every=10"
+    assert elim.maybe_eliminate(20) is None, f"{ELIM}.maybe_eliminate: acted twice at the same step"
+
+
+def test_elimination_is_deterministic_given_the_moving_averages():
+    avgs = torch.rand(40, generator=torch.Generator().manual_seed(5))
+    runs = []
+    for _ in range(2):
+        heads, elim = set_eliminator(avgs)
+        runs.append((elim.maybe_eliminate(10), heads.active.clone()))
+    assert runs[0][0] == runs[1][0] and torch.equal(runs[0][1], runs[1][1]), f"{ELIM}.maybe_eliminate is not deterministic"
+
+
+def test_bandwidth_floor_prevents_the_degenerate_split():
+    """Six heads: the sklearn estimate is 0, so without a floor every head is its own cluster
+    and only the single best survives; the floor 0.05 keeps the whole lower blob."""
+    avgs = [0.50, 0.51, 0.52, 0.70, 0.71, 0.90]
+    heads, elim = set_eliminator(avgs, min_bandwidth=0.0)
+    assert elim.maybe_eliminate(10)["kept"] == [0], f"{ELIM}: with no floor, expected only head 0 kept"
+    heads, elim = set_eliminator(avgs, min_bandwidth=0.05)
+    assert elim.maybe_eliminate(10)["kept"] == [0, 1, 2], f"{ELIM}: with floor 0.05, expected heads [0, 1, 2] kept"
+
+
+def test_state_dict_round_trip_restores_mask_and_averages():
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = MultiverseHeads(4, 2, 8)
+            self.eliminator = HeadEliminator(self.heads, every=10)
+
+    model = Model()
+    model.eliminator.observe(torch.tensor([0.3, 0.31, 0.6, 0.29, 0.61, 0.3, 0.62, 0.6]))
+    model.eliminator.maybe_eliminate(10)
+    state = model.state_dict()
+    assert not any(k.startswith("eliminator.heads") for k in state), "HeadEliminator must not save the heads twice"
+    fresh = Model()
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.heads.active, model.heads.active), "β (heads.active) not restored"
+    close(fresh.eliminator.moving_avg, model.eliminator.moving_avg, f"{ELIM} moving_avg after load_state_dict")
+    assert int(fresh.eliminator.num_observed) == 1 and int(fresh.eliminator.last_check) == 10
+    assert fresh.eliminator.maybe_eliminate(10) is None, f"{ELIM}: a resumed run must not redo step 10"
+
+
+# ---------------------------------------------------------------------------- baselines
+def test_methods_describe_the_baselines():
+    assert resolve_num_heads("mml", 768) == 768 and resolve_num_heads("ensemble", 768) == 768
+    assert resolve_num_heads("mv", 768, 5) == 5 and resolve_num_heads("mv", 768, 1024) == 1024
+    assert resolve_num_heads("bert", 768) == 1 and resolve_num_heads("bert-drop", 768) == 1
+    with pytest.raises(ValueError):
+        resolve_num_heads("bert", 768, 5)
+    flags = {m: (s["penalty"], s["eliminate"], s["dropout"]) for m, s in METHODS.items()}
+    assert flags == {"mml": (True, True, 0.0), "bert": (False, False, 0.0), "bert-drop": (False, False, 0.3),
+                     "mv": (True, False, 0.0), "ensemble": (False, False, 0.0)}, f"minbert.mml.METHODS: {flags}"

@@ -1,0 +1,207 @@
+"""Grades minbert.pals.PALs and its hooks (BertLayer.forward `extra`, BertModel.encode `layer_extra`).
+
+Oracles: (b) live — an independent einsum implementation of TS(h) and of the layer sum
+LN2(a + FFN(a) + TS(h)), from the same weights; (c) properties — zero V_D gives plain BERT
+exactly, V_E/V_D shared across layers and attention not, the parameter-count formula,
+no gradient leaks between tasks, padding stays inert.
+Shape letters as in attention.py, plus S = the PAL width: B batch, T tokens, C hidden, H heads.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minbert.config import BertConfig
+from minbert.model import BertModel
+from minbert.pals import PALs, num_parameters_formula
+from minbert.tokenizer import Tokenizer
+
+ATOL, RTOL = 1e-5, 1e-5
+TASKS = ["sst", "para", "sts"]
+SENTENCES = ["The movie was surprisingly good.", "A dull, lifeless plot.", "Meh."]
+
+
+def tiny(seed=0, S=12, heads=3, zero_init=False):
+    torch.manual_seed(seed)
+    cfg = BertConfig.tiny(num_hidden_layers=3)
+    return BertModel(cfg).eval(), PALs(cfg, TASKS, size=S, heads=heads, zero_init=zero_init).eval()
+
+
+def batch(B=3, T=8, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1000, 30000, (B, T), generator=g)
+    am = torch.ones(B, T, dtype=torch.long)
+    am[1, 5:] = 0   # second sentence has 3 pads
+    am[2, 2:] = 0   # third sentence has 6 pads
+    return ids, am
+
+
+def run(model, pals, task, ids, am):
+    """BertModel forward with task's PALs in every layer -> dict with last_hidden_state, pooler_output."""
+    return model.encode(model.embed(ids), am, layer_extra=lambda i, h, m: pals(task, i, h, m))
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return BertModel.from_pretrained("minilm-l6").eval(), Tokenizer.from_pretrained("minilm-l6")
+
+
+# ---------------------------------------------------------------------- shapes and errors
+
+def test_pals_output_shape_is_B_T_C():
+    model, pals = tiny()
+    B, T, C = 2, 5, model.config.hidden_size
+    mask = torch.zeros(B, 1, 1, T)
+    out = pals("sst", 0, torch.randn(B, T, C), mask)
+    assert out.shape == (B, T, C), f"minbert.pals.PALs.forward: expected (B, T, C) = {(B, T, C)}, got {tuple(out.shape)}"
+    with pytest.raises(ValueError, match="PALs.forward: expected h"):
+        pals("sst", 0, torch.randn(B, T, C + 1), mask)
+    with pytest.raises(KeyError, match="unknown task"):
+        pals("nli", 0, torch.randn(B, T, C), mask)
+    with pytest.raises(IndexError, match="layer_index"):
+        pals("sst", model.config.num_hidden_layers, torch.randn(B, T, C), mask)
+    with pytest.raises(ValueError, match="not divisible by heads"):
+        PALs(model.config, TASKS, size=204, heads=7)
+
+
+# ---------------------------------------------------------------------- numerics
+
+def reference_ts(pals, task, i, h, am):
+    """Independent TS(h) = GELU(V_D · MHA(V_E · h)): per-head einsums, masked_fill(-inf)."""
+    V_E, g, V_D = pals.V_E[task], pals.attention[task][i], pals.V_D[task]
+    s = h @ V_E.weight.T + V_E.bias                                # (B, T, S)
+    H = g.num_heads
+    D = s.shape[-1] // H
+    def heads(lin):
+        return (s @ lin.weight.T + lin.bias).unflatten(-1, (H, D))  # (B, T, H, D)
+    q, k, v = heads(g.query), heads(g.key), heads(g.value)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(D)  # (B, H, T, T)
+    scores = scores.masked_fill(am[:, None, None, :] == 0, float("-inf"))
+    y = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v).flatten(-2)  # (B, T, S)
+    return F.gelu(y @ V_D.weight.T + V_D.bias)                     # (B, T, C)
+
+
+def test_pals_match_written_out_reference_inside_every_layer():
+    """TS is computed from the layer's INPUT and added before LayerNorm 2 of every layer."""
+    model, pals = tiny()
+    ids, am = batch()
+    real = am.bool()
+    with torch.no_grad():
+        got = run(model, pals, "para", ids, am)["last_hidden_state"]
+        h = model.embed(ids)
+        mask = (1.0 - am[:, None, None, :].float()) * -10000.0
+        for i, layer in enumerate(model.layers):
+            ts = reference_ts(pals, "para", i, h, am)              # (B, T, C)
+            torch.testing.assert_close(pals("para", i, h, mask)[real], ts[real], atol=ATOL, rtol=RTOL,
+                                       msg=lambda m: f"minbert.pals.PALs.forward: TS(h) differs from the einsum reference at layer {i}:\n{m}")
+            a = layer.attention_layer_norm(h + layer.attention_dense(layer.self_attention(h, mask)))
+            f = layer.out_dense(F.gelu(layer.interm_dense(a)))
+            h = layer.out_layer_norm(a + f + ts)                   # (B, T, C)
+    torch.testing.assert_close(got[real], h[real], atol=ATOL, rtol=RTOL,
+                               msg=lambda m: f"minbert.layers.BertLayer.forward (extra) / BertModel.encode (layer_extra): "
+                                             f"expected LN2(a + FFN(a) + TS(h)) in every layer:\n{m}")
+
+
+def test_zero_init_pals_give_exactly_pretrained_minilm(minilm):
+    """Property: V_D = 0 (weights and bias) -> TS = GELU(0) = 0 -> bit-identical outputs (eval)."""
+    model, tok = minilm
+    pals = PALs(model.config, TASKS, zero_init=True).eval()
+    b = tok(SENTENCES)
+    with torch.no_grad():
+        plain = model(b["input_ids"], b["attention_mask"])
+        for task in TASKS:
+            ours = run(model, pals, task, b["input_ids"], b["attention_mask"])
+            for key in ("last_hidden_state", "pooler_output"):
+                d = (ours[key] - plain[key]).abs().max().item()
+                assert torch.equal(ours[key], plain[key]), \
+                    f"minbert.pals.PALs (zero_init) / BertLayer.forward: {key} changed with V_D = 0 for {task} (max |Δ| = {d:.2e})"
+
+
+def test_zeroing_V_D_of_random_pals_gives_exactly_plain_bert_and_random_pals_do_not():
+    model, pals = tiny()
+    ids, am = batch()
+    with torch.no_grad():
+        plain = model(ids, am)["last_hidden_state"]
+        d = (run(model, pals, "sst", ids, am)["last_hidden_state"] - plain).abs().max().item()
+        assert d > 1e-4, f"minbert.model.BertModel.encode: random (non-zero) PALs left the output unchanged (max |Δ| = {d:.2e}); is layer_extra used?"
+        pals.V_D["sst"].weight.zero_()
+        pals.V_D["sst"].bias.zero_()
+        ours = run(model, pals, "sst", ids, am)["last_hidden_state"]
+    d = (ours - plain).abs().max().item()
+    assert torch.equal(ours, plain), f"minbert.pals.PALs.forward: V_D = 0 should give TS(h) = 0 exactly (max |Δ| = {d:.2e})"
+
+
+# ---------------------------------------------------------------------- structure
+
+def test_V_E_and_V_D_are_shared_across_layers_but_attention_is_per_layer():
+    model, pals = tiny()
+    L = model.config.num_hidden_layers
+    for task in TASKS:
+        V_E0, g0, V_D0 = pals.layer(task, 0)
+        for i in range(1, L):
+            V_E, g, V_D = pals.layer(task, i)
+            assert V_E is V_E0 and V_D is V_D0, f"minbert.pals.PALs.layer: V_E/V_D of {task} must be the same module in every layer (layer {i} differs)"
+            assert g is not g0, f"minbert.pals.PALs.layer: layer {i} reuses layer 0's attention for {task}"
+            assert not torch.equal(g.query.weight, g0.query.weight), f"minbert.pals.PALs: layer {i}'s attention has layer 0's weights for {task}"
+    assert pals.layer("sst", 0)[0] is not pals.layer("para", 0)[0], "minbert.pals.PALs: V_E must not be shared between tasks"
+
+
+@pytest.mark.parametrize("C, L, S, heads", [(32, 3, 12, 3), (384, 6, 204, 12), (768, 12, 204, 6)],
+                         ids=["tiny", "minilm", "bert-base-6-heads"])
+def test_parameter_count_matches_formula(C, L, S, heads):
+    cfg = BertConfig(hidden_size=C, num_hidden_layers=L, num_attention_heads=C // 32)
+    pals = PALs(cfg, TASKS, size=S, heads=heads)
+    counted = sum(p.numel() for p in pals.parameters())
+    expected = num_parameters_formula(C, L, S, len(TASKS))
+    assert expected == len(TASKS) * (2 * C * S + C + S + L * 3 * (S * S + S))
+    assert counted == expected, f"minbert.pals.PALs: {counted} parameters, formula says {expected} (Δ = {counted - expected})"
+
+
+# ---------------------------------------------------------------------- training
+
+def test_task_loss_does_not_reach_other_tasks_pals():
+    model, pals = tiny()
+    model.train(), pals.train()
+    ids, am = batch()
+    w = torch.randn(model.config.hidden_size, generator=torch.Generator().manual_seed(2))
+    loss = (run(model, pals, "sst", ids, am)["last_hidden_state"] @ w).square().mean()
+    loss.backward()
+    for name, p in pals.named_parameters():
+        task = name.split(".")[1]
+        if task != "sst":
+            assert p.grad is None or not p.grad.any(), f"minbert.pals.PALs.forward: sst loss reached {name} (max |grad| = {p.grad.abs().max():.2e})"
+        elif name.endswith("weight"):
+            # (key biases are left out: adding q·b_k to every score of a query cancels in the softmax.)
+            assert p.grad is not None and p.grad.abs().max() > 0, f"minbert.pals.PALs.forward: no gradient reached {name}"
+    assert model.layers[0].interm_dense.weight.grad is not None, "minbert.model.BertModel.encode: BERT got no gradient with PALs on"
+
+
+def test_frozen_bert_trains_only_pals():
+    """The frozen mode: encoder.requires_grad_(False) (not no_grad), so PAL gradients flow through it."""
+    model, pals = tiny(zero_init=True)
+    model.requires_grad_(False)
+    ids, am = batch()
+    loss = run(model, pals, "sts", ids, am)["pooler_output"].sum()
+    loss.backward()
+    assert all(p.grad is None for p in model.parameters()), "frozen BERT parameters received gradients"
+    g = pals.V_D["sts"].weight.grad
+    assert g is not None and g.abs().max() > 0, "minbert.pals.PALs: zero-init V_D got no gradient (GELU'(0) = 1/2 should let it learn)"
+
+
+def test_padding_is_inert_with_pals_on(minilm):
+    """Property: changing the ids under padding changes nothing at real positions (eval)."""
+    model, tok = minilm
+    torch.manual_seed(0)
+    pals = PALs(model.config, TASKS).eval()      # random init, so the PALs do change the output
+    b = tok(SENTENCES)
+    ids2 = b["input_ids"].clone()
+    pads = b["attention_mask"] == 0
+    assert pads.any()
+    ids2[pads] = 2023
+    with torch.no_grad():
+        x = run(model, pals, "sst", b["input_ids"], b["attention_mask"])["last_hidden_state"]
+        y = run(model, pals, "sst", ids2, b["attention_mask"])["last_hidden_state"]
+    d = (x - y)[~pads].abs().max().item()
+    assert d < ATOL, f"minbert.pals.PALs.forward: ids under padding changed real positions (max |Δ| = {d:.2e}); is the mask passed to the PAL attention?"

@@ -1,0 +1,236 @@
+"""Smoke, oracle, resume and report tests of train_mml.py and minbert/mml_study.py on tiny data.
+
+A 2-layer, 32-wide random BERT (BertConfig.tiny) with MiniLM's vocabulary and 24-row GLUE-format
+fixtures keep each run to a few seconds. Oracles: (b) live — --method bert equals a hand-written
+fine-tune loop (same encoder, nn.Linear head, F.cross_entropy, same seed and batch order);
+(c) properties — every output is written, elimination events shrink β, resume after an interrupt
+equals an uninterrupted run, cross-dataset scores lie in [0, 1], the study writes its tables.
+Notation: M heads, K outputs per head, D hidden size.
+"""
+
+import json
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import train_mml
+from minbert import hub
+from minbert.adamw import AdamW
+from minbert.config import BertConfig
+from minbert.data import TaskData
+from minbert.device import seed_everything
+from minbert.glue import read_glue
+from minbert.model import BertModel
+from minbert.multitask import to_device
+from minbert.sampling import BatchStream
+from minbert.tokenizer import Tokenizer
+
+WORDS = "the cat dog sat ran on mat park big small red blue house car tree went saw".split()
+
+
+def sentence(i, shift=0):
+    return " ".join(WORDS[(i * k + shift) % len(WORDS)] for k in (1, 3, 5, 7)[: 2 + i % 3])
+
+
+def write_tsv(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(["\t".join(header)] + ["\t".join(map(str, r)) for r in rows]) + "\n")
+
+
+def write_glue(root, n=24):
+    """RTE, QNLI, MNLI (dev only), MRPC and STS-B files in GLUE's layout, n rows per split."""
+    nli = ("entailment", "not_entailment")
+    for split, s in (("train", 0), ("dev", 1)):
+        write_tsv(root / "RTE" / f"{split}.tsv", ["index", "sentence1", "sentence2", "label"],
+                  [(i, sentence(i, s), sentence(i, s + i % 2), nli[i % 2]) for i in range(n)])
+        write_tsv(root / "QNLI" / f"{split}.tsv", ["index", "question", "sentence", "label"],
+                  [(i, sentence(i, s + 2), sentence(i, s + 2 + i % 2), nli[i % 2]) for i in range(n)])
+        write_tsv(root / "MRPC" / f"{split}.tsv", ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                  [(i % 2, i, i + 1, sentence(i, s), sentence(i, s + 1 - i % 2)) for i in range(n)])
+        write_tsv(root / "STS-B" / f"{split}.tsv", ["index", "sentence1", "sentence2", "score"],
+                  [(i, sentence(i, s), sentence(i, s + i % 3), (0.5, 4.5, 1.0, 5.0, 3.0)[i % 5]) for i in range(n)])
+    mnli = ("entailment", "neutral", "contradiction")   # MNLI: dev only, so its train split is skipped
+    write_tsv(root / "MNLI" / "dev_matched.tsv", ["index", "sentence1", "sentence2", "gold_label"],
+              [(i, sentence(i, 4), sentence(i, 4 + i % 3), mnli[i % 3]) for i in range(n)])
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mml")
+    glue, model = root / "glue", root / "model"
+    write_glue(glue)
+    torch.manual_seed(0)
+    BertModel(BertConfig.tiny()).save_pretrained(model)
+    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", model / "vocab.txt")
+    return glue, model
+
+
+def run(setup, out, *extra, task="RTE", method="mml"):
+    glue, model = setup
+    args = ["--task", task, "--method", method, "--model", str(model), "--glue_dir", str(glue), "--out_dir", str(out),
+            "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3"]
+    return train_mml.main(args + list(extra))
+
+
+def lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_smoke_run_writes_every_output(setup, tmp_path):
+    history = run(setup, tmp_path, "--heads", "16", "--eliminate_every", "5", "--eval_tasks", "QNLI")
+    assert [r["epoch"] for r in history] == [1, 2], f"train_mml.main: expected 2 epoch records, got {history}"
+    for name in ("best.pt", "last.pt", "metrics.jsonl", "heads.png", "cross_dataset.json"):
+        assert (tmp_path / name).is_file(), f"train_mml.main did not write {name}"
+    records = lines(tmp_path / "metrics.jsonl")
+    assert [r["epoch"] for r in records] == [1, 2] and all(0 <= r["accuracy"] <= 1 for r in records), records
+
+
+def test_similarity_task_reports_f1_and_accuracy(setup, tmp_path):
+    """STS-B* trains as a binary classifier and is scored with F1 + accuracy, like MRPC."""
+    history = run(setup, tmp_path, "--heads", "4", "--epochs", "1", "--eval_tasks", "MRPC", task="STS-B*", method="mv")
+    assert {"f1", "accuracy"} <= set(history[0]), f"STS-B* record lacks f1/accuracy: {history[0]}"
+    cross = json.loads((tmp_path / "cross_dataset.json").read_text())["results"]["MRPC"]
+    assert set(cross) == {"train", "dev"} and cross["dev"]["n"] == 24, cross
+
+
+def test_regression_task_reports_pearson_and_spearman(setup, tmp_path):
+    """STS-B (K = 1): squared-error heads, Eq. 5 averages values, scored by Pearson + Spearman."""
+    history = run(setup, tmp_path, "--heads", "3", "--epochs", "1", task="STS-B", method="mml")
+    assert {"pearson", "spearman"} <= set(history[0]), f"STS-B record lacks pearson/spearman: {history[0]}"
+    assert all(-1 <= history[0][m] <= 1 for m in ("pearson", "spearman")), history[0]
+
+
+def test_frequent_elimination_logs_events_and_shrinks_beta(setup, tmp_path):
+    M = 32
+    run(setup, tmp_path, "--heads", str(M), "--eliminate_every", "3", "--min_bandwidth", "0.001")
+    events = lines(tmp_path / "eliminations.jsonl")
+    assert events, "train_mml.main: --eliminate_every 3 with 32 heads logged no elimination event"
+    after = [e["active_after"] for e in events]
+    assert after == sorted(after, reverse=True) and after[0] < M, f"Σβ after events should shrink: {after}"
+    for e in events:
+        assert e["step"] % 3 == 0 and e["kept"] and e["eliminated"], e
+        assert max(e["kept_moving_avg"]) <= min(e["eliminated_moving_avg"]) + 1e-9, "kept heads must have the lowest averages"
+    active = torch.load(tmp_path / "last.pt", weights_only=False)["model"]["heads.active"]
+    assert int(active.sum()) == after[-1] < M, f"checkpointed β has {int(active.sum())} active heads, events say {after[-1]}"
+
+
+def test_method_bert_equals_hand_written_single_head_finetune(setup, tmp_path):
+    """Oracle (b): encoder + nn.Linear(D, K) + F.cross_entropy, trained by a plain loop with the
+    same seed, batch stream and AdamW(weight_decay=0), ends at the same weights."""
+    glue, model_dir = setup
+    run(setup, tmp_path, method="bert")
+    got = torch.load(tmp_path / "last.pt", weights_only=False)["model"]
+
+    seed_everything(3)
+    tok = Tokenizer.from_pretrained(model_dir)
+    train = TaskData(read_glue(glue, "RTE", "train"), tok, 128)
+    encoder = BertModel.from_pretrained(model_dir)
+    D = encoder.config.hidden_size
+    linear = nn.Linear(D, 2)
+    opt = AdamW(list(encoder.parameters()) + list(linear.parameters()), lr=1e-3, weight_decay=0.0)
+    stream = BatchStream(train, 4, 3)
+    for _ in range(2 * 6):   # 2 epochs of 24 / 4 batches
+        batch = to_device(stream.next(), "cpu")
+        d = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]  # (B, D)
+        F.cross_entropy(linear(d), batch["labels"]).backward()
+        opt.step()
+        opt.zero_grad()
+    for name, value in encoder.state_dict().items():
+        torch.testing.assert_close(got[f"encoder.{name}"], value, atol=1e-5, rtol=1e-4,
+                                   msg=lambda m: f"train_mml --method bert: encoder.{name} differs from the plain loop\n{m}")
+    torch.testing.assert_close(got["heads.weight"][0], linear.weight.detach(), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got["heads.bias"][0], linear.bias.detach(), atol=1e-5, rtol=1e-4)
+
+
+def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch):
+    extra = ("--heads", "16", "--eliminate_every", "4", "--min_bandwidth", "0.001")
+    full = run(setup, tmp_path / "full", *extra)
+    real, calls = train_mml.to_device, {"n": 0}
+
+    def interrupt_on_call_10(*a):
+        calls["n"] += 1
+        if calls["n"] == 10:   # epoch 2, step 3 (6 train calls + 1 dev-eval call per epoch)
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(train_mml, "to_device", interrupt_on_call_10)
+    with pytest.raises(SystemExit) as e:
+        run(setup, tmp_path / "cut", *extra)
+    assert e.value.code == 130
+    monkeypatch.setattr(train_mml, "to_device", real)
+    resumed = run(setup, tmp_path / "cut", *extra, "--resume", str(tmp_path / "cut" / "interrupted.pt"))
+    drop = ("elapsed_s",)
+    strip = [{k: v for k, v in r.items() if k not in drop} for r in resumed]
+    want = [{k: v for k, v in r.items() if k not in drop} for r in full]
+    assert strip == want, f"train_mml resume: records {strip} differ from the uninterrupted run's {want}"
+    a = torch.load(tmp_path / "full" / "last.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "cut" / "last.pt", weights_only=False)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a), "train_mml resume: final weights/buffers differ"
+    assert (tmp_path / "full" / "eliminations.jsonl").read_text() == (tmp_path / "cut" / "eliminations.jsonl").read_text()
+
+
+def test_cross_dataset_json_has_expected_keys_and_scores_in_unit_interval(setup, tmp_path):
+    run(setup, tmp_path, "--heads", "4", "--epochs", "1", "--eval_tasks", "QNLI,MNLI", method="ensemble")
+    report = json.loads((tmp_path / "cross_dataset.json").read_text())
+    assert report["train_task"] == "RTE" and report["method"] == "ensemble"
+    res = report["results"]
+    assert set(res) == {"QNLI", "MNLI"} and set(res["QNLI"]) == {"train", "dev"}, res
+    assert "skipped" in res["MNLI"]["train"], f"MNLI has no train file here: expected a skip note, got {res['MNLI']}"
+    for task, split in (("QNLI", "train"), ("QNLI", "dev"), ("MNLI", "dev")):
+        scores = res[task][split]
+        assert set(scores) == {"accuracy", "f1", "n"} and scores["n"] == 24, scores
+        assert all(0.0 <= scores[m] <= 1.0 for m in ("accuracy", "f1")), scores
+
+
+def test_study_writes_tables_for_one_task_two_methods_one_seed(setup, tmp_path):
+    from minbert import mml_study
+    glue, model = setup
+    out = tmp_path / "study"
+    argv = ["--tasks", "RTE", "--methods", "bert,mv2", "--seeds", "1", "--model", str(model), "--epochs", "1",
+            "--glue_dir", str(glue), "--out_dir", str(out), "--batch_size", "8"]
+    tables = mml_study.main(argv)
+    for name in ("table1.md", "table1.json", "cross_dataset.md", "cross_dataset.json", "performance_profile.png"):
+        assert (out / name).is_file(), f"minbert.mml_study did not write {name}"
+    assert set(tables["table1"]["RTE"]) == {"bert", "mv2"}, tables["table1"]
+    cross = tables["cross"]["RTE"]
+    assert set(cross) == {"QNLI", "MNLI"} and set(cross["QNLI"]) == {"bert", "mv2"}, cross
+    assert cross["QNLI"]["bert"]["dev"]["improvement_pct"] == 0.0 and "train" not in cross["MNLI"]["mv2"], cross
+    mtime = (out / "RTE" / "bert" / "seed1" / "metrics.jsonl").stat().st_mtime
+    mml_study.main(argv)   # finished runs are skipped, not retrained
+    assert (out / "RTE" / "bert" / "seed1" / "metrics.jsonl").stat().st_mtime == mtime
+
+
+def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_path, monkeypatch, capsys):
+    from minbert.mml import MultiverseHeads
+    real, calls = MultiverseHeads.multiverse_loss, {"n": 0}
+
+    def nan_on_third(self):
+        calls["n"] += 1
+        return real(self) * (float("nan") if calls["n"] == 3 else 1.0)
+
+    monkeypatch.setattr(MultiverseHeads, "multiverse_loss", nan_on_third)
+    run(setup, tmp_path, "--heads", "4", "--epochs", "1", method="mv")
+    assert "non-finite loss at epoch 1 step 2" in capsys.readouterr().out, "train_mml.main must report a non-finite loss and its step"
+    state = torch.load(tmp_path / "last.pt", weights_only=False)["model"]
+    bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    assert not bad, f"a NaN loss reached the weights: {bad[:3]}"
+
+
+def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path):
+    for amp in ("fp16", "bf16"):
+        run(setup, tmp_path / amp, "--heads", "4", "--epochs", "1", "--amp", amp)
+        state = torch.load(tmp_path / amp / "last.pt", weights_only=False)
+        bad = [k for k, v in state["model"].items() if v.is_floating_point() and not torch.isfinite(v).all()]
+        assert not bad, f"--amp {amp}: non-finite weights {bad[:3]}"
+        assert (state["scaler"] is not None) == (amp == "fp16"), "only --amp fp16 uses (and checkpoints) a GradScaler"
+
+
+def test_performance_profile_counts_experiments_within_factor_tau_of_the_best():
+    """Oracle (c): hand-computed Dolan–Moré fractions; r = best/score, score 0 never counts."""
+    from minbert.mml_study import profile
+    experiments = [{"a": 1.0, "b": 0.5}, {"a": 0.5, "b": 1.0}, {"a": 0.8, "b": 0.0}]
+    rho = profile(experiments, ["a", "b"], [1.0, 1.5, 2.0])
+    assert rho == {"a": [2 / 3, 2 / 3, 1.0], "b": [1 / 3, 1 / 3, 2 / 3]}, f"minbert.mml_study.profile: got {rho}"

@@ -1,0 +1,293 @@
+"""Fine-tune BERT on one GLUE task with Maximal Multiverse Learning (MML) or one of its baselines.
+
+Paper: Malkiel & Wolf, EACL 2021 (arXiv:1911.06182); the heads, losses and elimination live in
+minbert/mml.py. One flag picks the method (minbert.mml.METHODS):
+    mml        M heads (default D), multiverse penalty λ·L_mv, MeanShift head elimination
+    bert       one linear head, no dropout before it          bert-drop  the same, dropout 0.3
+    mv         M heads + penalty, no elimination (MV-5 = --method mv --heads 5)
+    ensemble   M heads, no penalty, no elimination
+Choices: the heads read BERT's pooler output (tanh(W·h_[CLS]), what run_classifier.py and
+BertForSequenceClassification classify), so bert here is the usual BERT fine-tune. Encoder
+dropout is the checkpoint's (0.1); head dropout comes from METHODS. Adam (AdamW with weight decay
+0 by default), constant lr, as the paper states no schedule. Prediction: mean of the active
+heads' softmax (Eq. 5). After training, the best model is scored on --eval_tasks in the binary
+space its category shares (minbert.glue.category_prediction): cross_dataset.json.
+
+GPU, full RTE (python -m minbert.download glue first):
+    python train_mml.py --task RTE --method mml --amp bf16 --epochs 30 --eval_tasks QNLI,MNLI
+CPU smoke run with the packaged MiniLM (a few minutes):
+    python train_mml.py --task RTE --method mml --model minilm-l6 --glue_dir ../shared/data/glue \
+        --limit 400 --epochs 2 --eliminate_every 10 --amp bf16 --eval_tasks QNLI
+Resume after Ctrl-C or a crash: the same command plus --resume runs/mml/last.pt (or interrupted.pt)
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from minbert import checkpoint, metrics
+from minbert.adamw import AdamW
+from minbert.data import TaskData
+from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
+from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
+from minbert.mml import LAMBDA, METHODS, HeadEliminator, MultiverseHeads, resolve_num_heads
+from minbert.model import BertModel, atomic_write
+from minbert.multitask import to_device
+from minbert.report import append_jsonl, markdown_table
+from minbert.sampling import BatchStream
+from minbert.tokenizer import Tokenizer
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # --- what to train
+    p.add_argument("--task", required=True, choices=list(TASKS), help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
+    p.add_argument("--method", choices=list(METHODS), default="mml", help="mml, or a baseline of the paper's Table 1 (see the docstring)")
+    p.add_argument("--heads", type=int, default=None, help="M for mml/mv/ensemble (default: hidden size D, e.g. 768); MV-5 is --method mv --heads 5")
+    p.add_argument("--head_reduction", choices=["sum", "mean"], default="sum", help="sum is Eq. 3 (λ was tuned for it); mean divides by the active-head count")
+    p.add_argument("--eliminate_every", type=int, default=1000, help="K: steps between MeanShift elimination rounds (mml only); lower it for short runs")
+    p.add_argument("--min_bandwidth", type=float, default=0.05, help="MeanShift bandwidth floor in loss units: gaps smaller than this are noise")
+    p.add_argument("--model", default="bert-base-uncased", help="hub name, local checkpoint dir, or 'minilm-l6' (offline)")
+    # --- optimisation (paper: Adam, lr 2e-5, batch 32, 10/30/100 epochs for large/medium/small sets)
+    p.add_argument("--epochs", type=int, default=3, help="passes over the training set; the paper uses 10 (large), 30 (medium), 100 (small sets)")
+    p.add_argument("--lr", type=float, default=2e-5, help="constant learning rate; MiniLM likes ~5e-5")
+    p.add_argument("--weight_decay", type=float, default=0.0, help="decoupled decay; 0 makes AdamW the paper's Adam")
+    p.add_argument("--batch_size", type=int, default=32, help="examples per optimizer step")
+    p.add_argument("--max_seq_len", type=int, default=128, help="truncate pairs (longest first) to this many tokens")
+    # --- machine
+    p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
+    p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off", help="mixed precision; bf16 also speeds up recent CPUs, fp16 uses a GradScaler")
+    p.add_argument("--seed", type=int, default=1, help="seeds heads, dropout and batch order; report mean ± std over several")
+    # --- data and outputs
+    p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout (TASK/train.tsv, dev.tsv)")
+    p.add_argument("--limit", type=int, default=0, help="use at most N examples per split, eval tasks included (smoke runs)")
+    p.add_argument("--eval_tasks", default="", help="comma list of same-category tasks to score the best model on, e.g. QNLI,MNLI")
+    p.add_argument("--out_dir", default="runs/mml", help="best.pt, last.pt, metrics.jsonl, eliminations.jsonl, heads.png, cross_dataset.json")
+    p.add_argument("--resume", default=None, help="continue from last.pt or interrupted.pt written by this script")
+    args = p.parse_args(argv)
+    args.eval_tasks = [t for t in args.eval_tasks.split(",") if t]
+    category = TASKS[args.task].category
+    for t in args.eval_tasks:
+        if t not in TASKS or TASKS[t].category is None or TASKS[t].category != category:
+            p.error(f"--eval_tasks {t}: must be a task of {args.task}'s category ({category}); "
+                    f"candidates: {[n for n, i in TASKS.items() if i.category == category and category]}")
+    if args.method in ("bert", "bert-drop") and args.heads not in (None, 1):
+        p.error(f"--method {args.method} has one head; drop --heads")
+    return args
+
+
+def score(task, out, gold) -> dict:
+    """GLUE's metrics for `task` from Eq. 5 outputs: (N, K) probabilities, or (N,) values for STS-B."""
+    pred = out if TASKS[task].num_labels == 1 else out.argmax(-1)
+    return {m: float(getattr(metrics, m)(pred.numpy(), gold.numpy())) for m in TASKS[task].metrics}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    # ------------------------------------------------------------------ setup
+    seed_everything(args.seed)
+    device = pick_device(args.device)
+    os.makedirs(args.out_dir, exist_ok=True)
+    spec = METHODS[args.method]
+    print(f"device {device}, amp {args.amp}, model {args.model}, task {args.task}, method {args.method}")
+
+    # ------------------------------------------------------------------ data (tokenized once)
+    tokenizer = Tokenizer.from_pretrained(args.model)
+
+    def load(task, split):
+        return TaskData(read_glue(args.glue_dir, task, split)[: args.limit or None], tokenizer, args.max_seq_len)
+
+    train, dev = load(args.task, "train"), load(args.task, "dev")
+    print(f"{args.task}: train {len(train)}, dev {len(dev)}")
+
+    # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
+    encoder = BertModel.from_pretrained(args.model)
+    num_heads = resolve_num_heads(args.method, encoder.config.hidden_size, args.heads)
+    heads = MultiverseHeads(encoder.config.hidden_size, TASKS[args.task].num_labels, num_heads, dropout=spec["dropout"])
+    model = nn.ModuleDict({"encoder": encoder, "heads": heads})
+    if spec["eliminate"]:   # an attribute of the model, so its buffers are in model.state_dict()
+        model["eliminator"] = HeadEliminator(heads, every=args.eliminate_every, min_bandwidth=args.min_bandwidth)
+    eliminator = model["eliminator"] if spec["eliminate"] else None
+    model.to(device).train()
+    print(f"{num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, head dropout {spec['dropout']}")
+
+    def forward(batch):
+        """(B, M, K) outputs of every head on the pooled [CLS] vector d (B, D)."""
+        d = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
+        return heads(d)
+
+    @torch.inference_mode()
+    def run(data):
+        """Eq. 5 outputs for a whole split, in file order: (N, K) probabilities or (N,) values."""
+        model.eval()
+        outs = [None] * len(data)
+        for batch in data.batches(max(64, args.batch_size), shuffle=False):
+            with autocast(device, args.amp):
+                outputs = forward(to_device(batch, device))                     # (B, M, K)
+            out = heads.predict(outputs.float()).cpu()     # Eq. 5 in fp32 (autocast would round the mean to bf16)
+            for i, o in zip(batch["index"].tolist(), out):
+                outs[i] = o
+        model.train()
+        return torch.stack(outs)
+
+    # ------------------------------------------------------------------ optimizer, batch stream
+    steps_per_epoch = math.ceil(len(train) / args.batch_size)
+    optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    scaler = grad_scaler(device, args.amp)
+    stream = BatchStream(train, args.batch_size, args.seed)
+
+    def snapshot():
+        """Everything random or positional at the start of a step, so a resume replays it."""
+        return {"rng": rng_state(), "stream": stream.state_dict()}
+
+    def full_state(epoch, step, snap):
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scaler": scaler.state_dict() if scaler else None, **snap, "epoch": epoch, "step": step,
+                "best": best, "history": history, "trace": trace, "events": events, "running": running, "args": vars(args)}
+
+    best, history, trace, events, start_epoch, start_step = -math.inf, [], [], [], 1, 0
+    running = (0.0, 0.0, 0)   # this epoch's (task loss sum, L_mv sum, finite steps) at the snapshot
+    if args.resume:
+        ck = checkpoint.load(args.resume)
+        model.load_state_dict(ck["model"])
+        optimizer.load_state_dict(ck["optimizer"])
+        if scaler and ck["scaler"]:
+            scaler.load_state_dict(ck["scaler"])
+        stream.load_state_dict(ck["stream"])
+        set_rng_state(ck["rng"])
+        best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
+        trace, events, running = ck["trace"], ck["events"], ck["running"]
+        print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best {best:.4f}")
+
+    # ------------------------------------------------------------------ training loop
+    t0, bad_steps, headline = time.time(), 0, TASKS[args.task].metrics[0]
+    for epoch in range(start_epoch, args.epochs + 1):
+        loss_sum, mv_sum, n_steps = running if epoch == start_epoch else (0.0, 0.0, 0)
+        bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
+                   total=steps_per_epoch, disable=None)
+        t_epoch, step, snap = time.time(), start_step, snapshot()
+        try:
+            for step in bar:
+                snap, running = snapshot(), (loss_sum, mv_sum, n_steps)
+                global_step = (epoch - 1) * steps_per_epoch + step + 1
+                batch = to_device(stream.next(), device)
+                with autocast(device, args.amp):
+                    outputs = forward(batch)                                    # (B, M, K)
+                loss, per_head = heads.task_loss(outputs, batch["labels"], args.head_reduction)
+                mv = heads.multiverse_loss() if spec["penalty"] else torch.zeros((), device=device)
+                total = loss + LAMBDA * mv
+                finite = bool(torch.isfinite(total))
+                if finite:
+                    (scaler.scale(total) if scaler else total).backward()
+                    if scaler:      # skips the step itself when the scaled gradients overflowed
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+                else:               # never write NaN/inf into the weights or the averages
+                    tqdm.write(f"non-finite loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
+                optimizer.zero_grad(set_to_none=True)
+                bad_steps = 0 if finite else bad_steps + 1
+                if bad_steps >= 10:
+                    raise SystemExit("10 optimizer steps in a row had a non-finite loss: lower --lr or use --amp bf16/off")
+                if eliminator is not None:
+                    if finite:
+                        eliminator.observe(per_head)
+                    event = eliminator.maybe_eliminate(global_step)
+                    if event:
+                        event = {"epoch": epoch, **event, "active_after": int(heads.active.sum())}
+                        events.append(event)
+                        append_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), event)
+                        tqdm.write(f"step {global_step}: eliminated {len(event['eliminated'])} heads, "
+                                   f"{event['active_after']} active")
+                trace.append((global_step, int(heads.active.sum())))
+                if finite:
+                    loss_sum, mv_sum, n_steps = loss_sum + loss.item(), mv_sum + mv.item(), n_steps + 1
+                bar.set_postfix(loss=f"{loss_sum / max(n_steps, 1):.3f}", active=trace[-1][1])
+        except KeyboardInterrupt:
+            path = os.path.join(args.out_dir, "interrupted.pt")
+            checkpoint.save(path, full_state(epoch, step, snap))
+            print(f"\ninterrupted: saved {path}; continue with the same command plus --resume {path}")
+            sys.exit(130)
+        start_step = 0
+
+        # -------------------------------------------------------------- dev evaluation, best checkpoint
+        scores = score(args.task, run(dev), dev.labels)
+        record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                  "loss_task": round(loss_sum / max(n_steps, 1), 4), "loss_mv": round(mv_sum / max(n_steps, 1), 4),
+                  "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)}
+        history.append(record)
+        append_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), record)
+        tqdm.write(str(record))
+        if scores[headline] > best:
+            best = scores[headline]
+            checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
+        running = (0.0, 0.0, 0)
+        checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0, snapshot()))
+
+    # ------------------------------------------------------------------ cross-dataset scores of the best model
+    model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
+    cross = {}
+    for task in args.eval_tasks:
+        cross[task] = {}
+        for split in ("train", "dev"):
+            try:
+                data = load(task, split)
+            except (OSError, ValueError) as e:   # DataError is a ValueError; e.g. QNLI shipped without train.tsv
+                cross[task][split] = {"skipped": str(e).split(". ")[0]}
+                print(f"cross-dataset {task}/{split}: skipped ({cross[task][split]['skipped']})")
+                continue
+            pred = category_prediction(args.task, run(data)).numpy()            # (N,) in {0, 1}
+            gold = to_category_labels(task, data.labels)
+            cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)), "f1": float(metrics.f1(pred, gold)), "n": len(data)}
+            print(f"cross-dataset {args.task} -> {task}/{split}: {cross[task][split]}")
+    if args.eval_tasks:
+        report = {"train_task": args.task, "method": args.method, "results": cross}
+        atomic_write(Path(args.out_dir) / "cross_dataset.json", lambda tmp: Path(tmp).write_text(json.dumps(report, indent=1)))
+
+    # ------------------------------------------------------------------ summary and heads.png
+    print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv", "active_heads", "elapsed_s"]))
+    print(f"best dev {headline} {best:.4f}; {len(events)} elimination event(s); "
+          f"the best model has {int(heads.active.sum())}/{num_heads} heads active")
+    plot_heads(os.path.join(args.out_dir, "heads.png"), trace, events, num_heads)
+    return history
+
+
+def plot_heads(path, trace, events, num_heads) -> bool:
+    """Fig. 2: active heads per step with elimination events, and kept vs eliminated averages."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")   # files only, no window
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not installed: no {path}")
+        return False
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.step([0] + [s for s, _ in trace], [num_heads] + [n for _, n in trace], where="post")
+    for e in events:
+        a.axvline(e["step"], color="r", ls=":", lw=1)
+    a.set(xlabel="step", ylabel="active heads Σβ", title="active heads (red: elimination)")
+    for i, e in enumerate(events):   # one column per event, labelled by its step
+        b.scatter([i] * len(e["kept_moving_avg"]), e["kept_moving_avg"], c="g", s=8, label="kept" if i == 0 else None)
+        b.scatter([i] * len(e["eliminated_moving_avg"]), e["eliminated_moving_avg"], c="r", s=8,
+                  label="eliminated" if i == 0 else None)
+    b.set(xlabel="elimination event (step)", ylabel="moving-average loss a_j", title="heads at each event")
+    if events:
+        b.set_xticks(range(len(events)), [str(e["step"]) for e in events])
+        b.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+if __name__ == "__main__":
+    main()
