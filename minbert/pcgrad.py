@@ -152,7 +152,7 @@ class PCGrad:
                 continue
             # 1) G = g gᵀ over the shared coordinates: (K, S) @ (S, K) -> (K, K), one per span.
             gram = sum(g[:, a:b] @ g[:, a:b].T for a, b in spans).double().cpu()  # one sync per group
-            stats["conflicts"] += int((gram.triu(1) < 0).sum())
+            stats["conflicts"] += sum(int(gram[i, j] < 0) for i in range(len(gram)) for j in range(i + 1, len(gram)))
             # 2) The surgery runs on K×K numbers only and returns g_i' = coef[i] · g.
             coef, done = self._surgery(gram, orders, group_index)
             stats["projections"] += done

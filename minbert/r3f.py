@@ -72,6 +72,9 @@ def spectral_norm_heads(model, tasks=TASKS) -> None:
     Call it before building the optimizer and before loading an R4F checkpoint: the weight
     becomes `heads.<task>.<i>.parametrizations.weight.original` plus u, v buffers."""
     for task in tasks:
-        final = [m for m in model.heads[task] if isinstance(m, nn.Linear)][-1]
-        if not is_parametrized(final, "weight"):     # twice would normalise twice; once is enough
-            spectral_norm(final)
+        linears = [m for m in model.heads[task].modules() if isinstance(m, nn.Linear)]   # registration order
+        if not linears:
+            raise ValueError(f"minbert.r3f.spectral_norm_heads: the {task} head has no Linear layer "
+                             "(a parameter-free cosine head?); leave it out of `tasks`")
+        if not is_parametrized(linears[-1], "weight"):   # twice would normalise twice; once is enough
+            spectral_norm(linears[-1])

@@ -39,7 +39,7 @@ backward w.r.t. δ only (torch.autograd.grad computes no weight gradients), one 
 forward whose backward joins the task loss's backward.
 
 Deliberately left out: S > 1 proximal inner steps, p = 2 balls, fp16 scaling of the inner
-gradient (bf16 needs none), SMART with a frozen encoder (the ascent differentiates through it).
+gradient (bf16 needs none), SMART with a frozen encoder and no PALs (nothing to differentiate).
 A non-finite inner gradient makes the loss non-finite (mt-dnn returns 0); the caller skips it.
 """
 
@@ -81,7 +81,8 @@ class SMART:
                  beta=(0.99, 0.999), beta_switch=0.1, total_steps: int = 0, mode: str = "paper"):
         if mode not in ("paper", "reference"):
             raise ValueError(f"minbert.smart.SMART: mode must be 'paper' or 'reference', got {mode!r}")
-        if getattr(model, "frozen_encoder", False):
+        if getattr(model, "frozen_encoder", False) and getattr(model, "pals", None) is None:
+            # a frozen encoder without PALs runs under no_grad: nothing to differentiate for δ
             raise ValueError("minbert.smart.SMART: the encoder is frozen (--option pretrain), so the "
                              "ascent cannot differentiate through it; fine-tune the encoder or use R3F")
         self.model, self.mode = model, mode

@@ -4,7 +4,7 @@ Oracles: (a) exact vectors from REFERENCE-NOTES §8; (b) PCGrad as a live oracle
 PCGrad bit for bit); (c) properties (cosine after adjustment = target, no change above target,
 EMA convergence, independent groups, state round trip).
 Gradients are driven exactly by losses w · v_k, whose gradient w.r.t. w is v_k.
-Run: python -m pytest -q tests/test_gradvac.py   (offline, CPU, about a second)
+Run: python -m pytest -q tests/test_gradvac.py   (offline, CPU, a few seconds)
 """
 
 import math

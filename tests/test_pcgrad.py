@@ -4,7 +4,7 @@ Oracles: (a) exact vectors from REFERENCE-NOTES §7, computed by hand; (b) a dir
 implementation of Algorithm 1 and plain backward(); (c) properties (no conflict left with two
 tasks, identity without conflicts, scale invariance, reproducible order).
 Gradients are driven exactly by losses of the form w · v_k, whose gradient w.r.t. w is v_k.
-Run: python -m pytest -q tests/test_pcgrad.py   (offline, CPU, about a second)
+Run: python -m pytest -q tests/test_pcgrad.py   (offline, CPU, a few seconds)
 """
 
 import pytest

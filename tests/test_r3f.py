@@ -135,6 +135,19 @@ def test_r4f_head_has_unit_spectral_norm_after_training_forwards(head):
             assert not hasattr(hidden, "parametrizations"), f"{R4F}: the {task} head's hidden Linear was normalised"
 
 
+def test_r4f_finds_the_final_linear_of_a_siamese_head_and_rejects_a_cosine_head():
+    """property: the siamese head (Linear(4C, C) -> GELU -> Dropout -> Linear(C, out)) gets its LAST
+    Linear normalised; a parameter-free cosine head raises a ValueError naming the head."""
+    torch.manual_seed(0)
+    model = MultitaskBert(BertModel(BertConfig.tiny()), pair_heads={"para": "siamese", "sts": "cosine"})
+    spectral_norm_heads(model, tasks=("sst", "para"))
+    linears = [m for m in model.heads["para"].modules() if isinstance(m, torch.nn.Linear)]
+    assert hasattr(linears[-1], "parametrizations") and not hasattr(linears[0], "parametrizations"), (
+        f"{R4F}: expected only the siamese head's final Linear to be normalised")
+    with pytest.raises(ValueError, match="sts head"):
+        spectral_norm_heads(model, tasks=("sts",))
+
+
 def test_smart_teacher_follows_a_model_with_r4f_heads():
     """property: SMART's deep-copied teacher works on a spectrally normalised model; β = 0 copies
     the student's weights and power-iteration buffers (tol 0)."""
