@@ -28,6 +28,8 @@ Deliberately left out: checksums, mirrors, proxies and the GLUE diagnostic set (
 import argparse
 import os
 import shutil
+import sys
+import urllib.error
 import zipfile
 
 from minbert.data import DataError
@@ -187,12 +189,16 @@ def main(argv: list[str] | None = None) -> None:
                       help="folder to save into (one subfolder per task); pass the same folder to train_mml.py "
                            "as --glue_dir")
     args = parser.parse_args(argv)
-    if args.dataset == "cs224n":
-        download_cs224n(args.dest)
-        print(f"done: the CS224N files are in {args.dest}/ (train with --data_dir {args.dest})")
-    elif args.dataset == "glue":
-        download_glue(args.tasks, args.dest)
-        print(f"done: the tasks are in {args.dest}/ (train with --glue_dir {args.dest})")
+    try:
+        if args.dataset == "cs224n":
+            download_cs224n(args.dest)
+            print(f"done: the CS224N files are in {args.dest}/ (train with --data_dir {args.dest})")
+        elif args.dataset == "glue":
+            download_glue(args.tasks, args.dest)
+            print(f"done: the tasks are in {args.dest}/ (train with --glue_dir {args.dest})")
+    except urllib.error.URLError as e:   # offline, DNS failure, HTTP error: say so, no traceback
+        sys.exit(f"error: download failed ({getattr(e, 'reason', e)}). Files already downloaded are kept; "
+                 "rerun this command when online (it skips what is there).")
 
 
 if __name__ == "__main__":
