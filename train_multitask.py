@@ -25,6 +25,7 @@ import sys
 import time
 
 import torch
+from torch import nn
 from tqdm import tqdm
 
 from minbert import checkpoint
@@ -60,6 +61,7 @@ def parse_args(argv=None):
     # --- optimisation
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--lr", type=float, default=None, help="default 1e-3 for pretrain, 1e-5 for finetune (bert-base); MiniLM likes ~5e-5")
+    p.add_argument("--head_lr", type=float, default=None, help="lr of the new parameters (heads, PALs); default --lr. Fresh heads often want ~10x")
     p.add_argument("--batch_size", type=int, default=8, help="examples per batch; the handout's 8 is slow, 32 suits a GPU")
     p.add_argument("--grad_accum", type=int, default=1, help="batches per optimizer step (each may come from a different task)")
     p.add_argument("--weight_decay", type=float, default=0.01, help="AdamW decoupled decay, not applied to biases/LayerNorm")
@@ -157,7 +159,11 @@ def main(argv=None):
     batches_per_step = args.grad_accum * (args.grad_compromise or (len(TASKS) if all_tasks_per_step else 1))
     steps_per_epoch = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * batches_per_step))
     total_steps = steps_per_epoch * args.epochs
-    optimizer = AdamW(param_groups(model, args.weight_decay), lr=args.lr)
+    # Pretrained encoder at --lr; the freshly initialised heads (and PALs) at --head_lr.
+    new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
+    groups = param_groups(model.encoder, args.weight_decay)
+    groups += [g | {"lr": args.head_lr or args.lr} for g in param_groups(new_params, args.weight_decay)]
+    optimizer = AdamW(groups, lr=args.lr)
     scheduler = linear_warmup_decay(optimizer, int(args.warmup * total_steps), total_steps)
     scaler = grad_scaler(device, args.amp)
     schedule = "annealed" if args.grad_compromise else args.schedule

@@ -17,6 +17,7 @@ import train_multitask
 from minbert import hub, multitask
 from minbert.config import BertConfig
 from minbert.model import BertModel
+from minbert.pals import PALs
 
 WORDS = "good bad movie plot actor great awful film story fun dull nice boring smart".split()
 
@@ -202,3 +203,15 @@ def test_resume_keeps_smart_teacher_and_gradvac_state(setup, tmp_path, monkeypat
     resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     assert [resumed[-1][k] for k in keys] == [full[-1][k] for k in keys], "resume with --smart --surgery gradvac diverged"
+
+
+def test_head_lr_applies_to_heads_and_pals_only(setup, tmp_path):
+    run(setup, tmp_path, "--epochs", "1", "--head_lr", "0.02", "--pals", "--pals_size", "16", "--pals_heads", "2")
+    groups = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["optimizer"]["param_groups"]
+    lrs = sorted({g["initial_lr"] for g in groups})
+    assert lrs == [1e-3, 0.02], f"train_multitask --head_lr: expected encoder groups at --lr 1e-3 and heads/PALs at 0.02, got {lrs}"
+    n_new = sum(len(g["params"]) for g in groups if g["initial_lr"] == 0.02)
+    encoder = BertModel.from_pretrained(setup[1])
+    model = multitask.MultitaskBert(encoder, pals=PALs(encoder.config, multitask.TASKS, 16, 2))
+    expected = len(list(model.heads.parameters())) + len(list(model.pals.parameters()))
+    assert n_new == expected, f"--head_lr covers {n_new} tensors, expected the {expected} of heads + PALs"
