@@ -13,7 +13,7 @@ CPU recipe (MiniLM, the shared sample data; see README for its time and scores):
     python train_multitask.py --model minilm-l6 --data_dir ../shared/data/cs224n \
         --para_train ../shared/data/cs224n/quora-train-sample.csv \
         --para_dev ../shared/data/cs224n/quora-dev-sample.csv --para_test none \
-        --amp bf16 --batch_size 32 --lr 5e-5 --epochs 5 --hidden_dropout_prob 0.1
+        --amp bf16 --batch_size 32 --lr 1e-4 --head_lr 1e-3 --epochs 6 --hidden_dropout_prob 0.1 --pooling mean
 Smoke run (seconds): add --limit 64 --epochs 1.
 Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/last.pt
 """

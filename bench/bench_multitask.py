@@ -35,7 +35,7 @@ def recipe_args(a):
     return ["--model", "minilm-l6", "--data_dir", d,
             "--para_train", os.path.join(d, "quora-train-sample.csv"),
             "--para_dev", os.path.join(d, "quora-dev-sample.csv"), "--para_test", "none",
-            "--amp", "bf16", "--batch_size", "32", "--lr", str(a.lr), "--epochs", str(a.epochs),
+            "--amp", "bf16", "--batch_size", "32", "--lr", str(a.lr), "--head_lr", str(a.head_lr), "--epochs", str(a.epochs),
             "--hidden_dropout_prob", "0.1", "--pooling", "mean", "--out_dir", a.out_dir, "--limit", str(a.limit),
             *[f"--{t}_{s}_out={a.out_dir}/predictions/{t}-{s}-output.csv" for t in ("sst", "para", "sts") for s in ("dev", "test")]]
 
@@ -73,6 +73,7 @@ def main():
     p.add_argument("--data_dir", default=SHARED)
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--head_lr", type=float, default=1e-3)
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--out_dir", default="runs/cpu_recipe")
     a = p.parse_args()
