@@ -32,6 +32,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm import tqdm
 
 from .device import autocast
 from .metrics import accuracy, cs224n_overall, pearson
@@ -157,7 +158,7 @@ def to_device(batch: dict, device) -> dict:
 
 
 @torch.inference_mode()
-def run_heads(model: MultitaskBert, splits: dict, batch_size: int, device, amp: str, progress=None) -> dict:
+def run_heads(model: MultitaskBert, splits: dict, batch_size: int, device, amp: str) -> dict:
     """Head outputs for every example of each split {task: TaskData}, in length-sorted batches
     (least padding): {task: (ids, positions in the split, outputs)}. Leaves the model in eval mode."""
     model.eval()
@@ -165,9 +166,8 @@ def run_heads(model: MultitaskBert, splits: dict, batch_size: int, device, amp: 
     for task, data in splits.items():
         ids, index, outs = [], [], []
         batches = data.batches(batch_size, shuffle=False)
-        if progress:
-            batches = progress(batches, desc=f"eval {task}", total=math.ceil(len(data) / batch_size))
-        for batch in batches:
+        # disable=None: a bar on a terminal, nothing in logs and CI
+        for batch in tqdm(batches, desc=f"eval {task}", total=math.ceil(len(data) / batch_size), leave=False, disable=None):
             with autocast(device, amp):
                 outs.append(model(task, to_device(batch, device)).float().cpu())
             ids += batch["ids"]
