@@ -35,12 +35,12 @@ from tqdm import tqdm
 
 from minbert import checkpoint, metrics
 from minbert.adamw import AdamW
-from minbert.data import DataError, TaskData
+from minbert.data import TaskData
 from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
+from minbert.errors import cli
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
 from minbert.mml import LAMBDA, METHODS, HeadEliminator, MultiverseHeads, resolve_num_heads
-from minbert.hub import CheckpointNotFoundError
-from minbert.model import BertModel, CheckpointError, atomic_write
+from minbert.model import BertModel, atomic_write
 from minbert.multitask import to_device
 from minbert.report import append_jsonl, markdown_table
 from minbert.sampling import BatchStream
@@ -291,7 +291,4 @@ def plot_heads(path, trace, events, num_heads) -> bool:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (DataError, CheckpointError, CheckpointNotFoundError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")   # bad paths, malformed data, unloadable models: the message, not a traceback
+    cli(main)

@@ -30,14 +30,14 @@ from tqdm import tqdm
 
 from minbert import checkpoint
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
-from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, DataError, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
+from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
 from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
+from minbert.errors import cli
 from minbert.gradvac import GradVac
-from minbert.hub import CheckpointNotFoundError
 from minbert.head_pretraining import pretrain_heads
 from minbert.loss_scaling import scaled_task_loss
 from minbert.mnr import mnr_loss, positive_pairs_mask, token_keys
-from minbert.model import BertModel, CheckpointError
+from minbert.model import BertModel
 from minbert.multitask import PAIR_HEADS, POOLINGS, TASKS, MultitaskBert, predictions, run_heads, task_loss, task_scores, to_device
 from minbert.pals import PALs
 from minbert.pcgrad import PCGrad
@@ -310,7 +310,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (DataError, CheckpointError, CheckpointNotFoundError, FileNotFoundError) as e:
-        sys.exit(f"error: {e}")   # bad paths, malformed data, unloadable models: the message, not a traceback
+    cli(main)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from .errors import UserError
 from .model import atomic_write
 
 
@@ -27,9 +28,9 @@ def save(path, state: dict) -> None:
 def load(path, map_location="cpu") -> dict:
     path = Path(path)
     if not path.is_file():
-        raise SystemExit(f"{path}: no such checkpoint file")
+        raise UserError(f"{path}: no such checkpoint file")
     try:
         # weights_only=False: our own checkpoints hold Python RNG states and argparse values.
         return torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:  # truncated or foreign file
-        raise SystemExit(f"{path}: not a readable minbert checkpoint ({type(e).__name__}: {e})") from None
+        raise UserError(f"{path}: not a readable minbert checkpoint ({type(e).__name__}: {e})") from None

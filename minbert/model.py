@@ -32,10 +32,11 @@ from torch import nn
 from . import hub
 from .attention import extended_attention_mask
 from .config import BertConfig
+from .errors import UserError
 from .layers import BertLayer, Embeddings, Pooler
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint whose keys or shapes do not fit the model."""
 
 

@@ -1,0 +1,26 @@
+"""One exception type for mistakes a user can fix, and the one place that prints them.
+
+A `UserError` is raised where user input is first found wrong (a flag, a data file, a
+checkpoint, an output path); its message names the flag, the file (with its line) or the
+checkpoint key, and what was expected. The command-line entry points wrap `main` in `cli`,
+which prints `error: <message>` and exits with status 2: no traceback, because the fix is in
+the message. Every other exception is a bug in minbert and keeps its traceback.
+
+The readers' `DataError`, the loader's `CheckpointError` and the hub's `CheckpointNotFoundError`
+are UserErrors (and still ValueError / OSError, for code that catches those).
+"""
+
+import sys
+
+
+class UserError(Exception):
+    """Bad input from the user: the message says what was given, where, and what was expected."""
+
+
+def cli(main, argv=None):
+    """Run `main(argv)`; a UserError becomes one line on stderr and exit status 2."""
+    try:
+        return main(argv)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
