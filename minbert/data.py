@@ -49,6 +49,9 @@ CS224N_FILES = {
     "sts_test": "sts-test-student.csv",
 }
 DEFAULT_DATA_DIR = "data"  # where `python -m minbert.download cs224n` saves them
+# The repository ships data/ with every file above except the full Quora ones (too big); in their
+# place it ships a 16k/2k sample cut from the public Quora dev file (data/README.md).
+QUORA_SAMPLE_FILES = {"para_train": "quora-train-sample.csv", "para_dev": "quora-dev-sample.csv"}
 
 # column title of each prediction file; write_predictions puts it in the header line
 PREDICTION_HEADERS = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similarity"}
@@ -80,6 +83,24 @@ def _missing_file_message(path: str) -> str:
             f"--data_dir DIR to point the training script at a folder that already has them.")
 
 
+def default_paths(data_dir: str) -> tuple[dict[str, str], list[str]]:
+    """{flag: path} of every CS224N file in `data_dir`, and a note for each choice that is not the
+    handout's file: without the full Quora files, the shipped sample trains and is scored, and
+    the dev sample read WITHOUT its labels stands in for the Quora test file (so all six
+    prediction files are written; those test predictions are for dev pairs)."""
+    paths = {key: os.path.join(data_dir, name) for key, name in CS224N_FILES.items()}
+    notes = []
+    if not os.path.isfile(paths["para_train"]) and os.path.isfile(os.path.join(data_dir, QUORA_SAMPLE_FILES["para_train"])):
+        paths.update({key: os.path.join(data_dir, name) for key, name in QUORA_SAMPLE_FILES.items()})
+        notes.append(f"Quora: {CS224N_FILES['para_train']} is not in {data_dir}/, so the shipped sample trains "
+                     f"({QUORA_SAMPLE_FILES['para_train']}, 16k pairs; dev {QUORA_SAMPLE_FILES['para_dev']}, 2k)")
+        if not os.path.isfile(paths["para_test"]):
+            paths["para_test"] = paths["para_dev"]
+            notes.append(f"Quora test: stand-in = {QUORA_SAMPLE_FILES['para_dev']} read without labels")
+        notes.append("the full Quora files: python -m minbert.download cs224n")
+    return paths, notes
+
+
 def _read_rows(path: str, columns: list[str], label: str | None) -> list[tuple[int, dict[str, str]]]:
     """Return (line, row) for every record of a tab-separated handout file, checking the header and
     the number of fields. `line` is the 1-based file line the record starts on (the header is line 1).
@@ -87,37 +108,48 @@ def _read_rows(path: str, columns: list[str], label: str | None) -> list[tuple[i
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DataError(_missing_file_message(path))
-    # newline="" lets the csv module handle quoted fields itself, as the csv docs require
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f, delimiter="\t")
-        header = next(reader, None)
-        wanted = columns + ([label] if label else [])
-        if header is None:
-            raise DataError(f"{path}:1: found an empty file, expected a tab-separated header with columns {wanted}")
-        missing = [c for c in wanted if c not in header]
-        if missing == [label]:  # the text columns are there: a *-test-student.csv read as labeled
-            raise DataError(f"{path}:1: found header {header} with no '{label}' column, expected a labeled "
-                            f"file. This looks like an unlabeled test file: read it with labeled=False.")
-        if missing:
-            raise DataError(f"{path}:1: found header {header}, expected the columns {wanted} (missing {missing})")
-        rows = []
-        while True:
-            line = reader.line_num + 1  # a quoted field may span lines: remember where the record starts
-            try:
-                fields = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as e:
-                raise DataError(f"{path}:{line}: found malformed csv ({e}), expected tab-separated fields") from e
-            if not fields:
-                continue  # blank line (csv.DictReader skips these too)
-            if len(fields) != len(header):
-                raise DataError(f"{path}:{line}: found {len(fields)} tab-separated fields, "
-                                f"expected {len(header)} (header {header})")
-            row = dict(zip(header, fields))
-            if not row["id"].strip():
-                raise DataError(f"{path}:{line}: found an empty id, expected the example's id string")
-            rows.append((line, row))
+    try:
+        # newline="" lets the csv module handle quoted fields itself, as the csv docs require
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = _parse_rows(path, csv.reader(f, delimiter="\t"), columns, label)
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: found bytes that are not UTF-8 text (byte {e.start}: {e.reason}), expected a "
+                        f"tab-separated text file; is it the right file?") from None
+    if not rows:
+        raise DataError(f"{path}: found a header and no data rows, expected at least one example")
+    return rows
+
+
+def _parse_rows(path: str, reader, columns: list[str], label: str | None) -> list[tuple[int, dict[str, str]]]:
+    """Check the header, then read every record: (line, row) pairs."""
+    header = next(reader, None)
+    wanted = columns + ([label] if label else [])
+    if header is None:
+        raise DataError(f"{path}:1: found an empty file, expected a tab-separated header with columns {wanted}")
+    missing = [c for c in wanted if c not in header]
+    if missing == [label]:  # the text columns are there: a *-test-student.csv read as labeled
+        raise DataError(f"{path}:1: found header {header} with no '{label}' column, expected a labeled "
+                        f"file. This looks like an unlabeled test file: read it with labeled=False.")
+    if missing:
+        raise DataError(f"{path}:1: found header {header}, expected the columns {wanted} (missing {missing})")
+    rows = []
+    while True:
+        line = reader.line_num + 1  # a quoted field may span lines: remember where the record starts
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as e:
+            raise DataError(f"{path}:{line}: found malformed csv ({e}), expected tab-separated fields") from e
+        if not fields:
+            continue  # blank line (csv.DictReader skips these too)
+        if len(fields) != len(header):
+            raise DataError(f"{path}:{line}: found {len(fields)} tab-separated fields, "
+                            f"expected {len(header)} (header {header})")
+        row = dict(zip(header, fields))
+        if not row["id"].strip():
+            raise DataError(f"{path}:{line}: found an empty id, expected the example's id string")
+        rows.append((line, row))
     return rows
 
 

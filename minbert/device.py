@@ -2,21 +2,33 @@
 
 - `pick_device("auto")` tries cuda -> mps -> cpu; "cpu"/"cuda"/"mps" force one (with a clear
   error when it is not there). Nothing touches CUDA before it is asked for.
-- `--amp off|bf16|fp16`: `autocast(device, amp)` runs matmuls in 16-bit while keeping
+- `--amp auto|off|bf16|fp16`: `autocast(device, amp)` runs matmuls in 16-bit while keeping
   reductions (softmax, LayerNorm, losses) in fp32. bf16 has fp32's exponent range, so it needs
-  no loss scaling and also runs on CPU (2x faster training on CPUs with AMX/AVX512-BF16).
-  fp16 needs a GradScaler: gradients of small losses underflow fp16's range, so the loss is
-  multiplied by a large factor before backward and the gradients divided by it before the
-  step; steps whose gradients overflowed (inf/NaN) are skipped and the factor lowered.
-  `grad_scaler(device, amp)` returns one only for fp16 (None otherwise).
+  no loss scaling. fp16 needs a GradScaler: gradients of small losses underflow fp16's range,
+  so the loss is multiplied by a large factor before backward and the gradients divided by it
+  before the step; steps whose gradients overflowed (inf/NaN) are skipped and the factor
+  lowered. `grad_scaler(device, amp)` returns one only for fp16 (None otherwise).
+- `resolve_amp("auto", device)` picks what is fast AND safe on this machine, and says why:
+    CUDA with bf16 (Ampere and newer)      bf16
+    older CUDA GPUs                        fp16 + GradScaler
+    CPU with AMX-BF16 or AVX512-BF16       bf16 (about 2.5x faster training than fp32 here)
+    any other CPU (AVX2, ARM, ...)         off: bf16 is emulated there and ~30x SLOWER than fp32
+                                           (MiniLM train step 30.1 s vs 1.1 s, AMD EPYC AVX2)
+    MPS                                    off: autocast there gains little for training, and
+                                           fp16 without a tested GradScaler path is not safe
+  An explicit `--amp bf16|fp16` on a CPU without native support still runs, with a warning.
 """
 
 import random
+import warnings
 
 import numpy as np
 import torch
 
+from .errors import UserError
+
 AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+AMP_CHOICES = ("auto", *AMP_DTYPES)
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -26,11 +38,45 @@ def pick_device(name: str = "auto") -> torch.device:
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"--device {name}: no CUDA device is available here; use --device cpu (or auto)")
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise SystemExit("--device mps: MPS is not available here; use --device cpu (or auto)")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"--device {name}: not a device name; expected auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: no CUDA device is available here; use --device cpu (or auto)")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise UserError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UserError("--device mps: MPS is not available here; use --device cpu (or auto)")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise UserError(f"--device {name}: expected auto, cpu, cuda, cuda:N or mps")
+    return device
+
+
+def cpu_has_native_bf16() -> bool:
+    """AMX-BF16 or AVX512-BF16: the CPUs on which bf16 matmuls are faster than fp32."""
+    caps = torch.cpu.get_capabilities()
+    return bool(caps.get("amx_bf16") or caps.get("avx512_bf16"))
+
+
+def resolve_amp(amp: str, device: torch.device) -> tuple[str, str]:
+    """--amp as given -> (off|bf16|fp16, the reason, printed at start). Warns on a slow explicit choice."""
+    cpu_bf16 = device.type == "cpu" and cpu_has_native_bf16()
+    if amp != "auto":
+        if device.type == "cpu" and amp != "off" and not (amp == "bf16" and cpu_bf16):
+            warnings.warn(f"--amp {amp} on a CPU without native {amp} (no AMX/AVX512-BF16): autocast emulates it and "
+                          f"runs about 30x SLOWER than fp32 (MiniLM train step 30.1 s vs 1.1 s on an AVX2 EPYC). "
+                          f"Use --amp off (or auto).", stacklevel=2)
+        return amp, "as requested"
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return "bf16", f"auto: {torch.cuda.get_device_name(device)} supports bf16"
+        return "fp16", f"auto: {torch.cuda.get_device_name(device)} has no bf16; fp16 with a GradScaler"
+    if device.type == "cpu":
+        if cpu_bf16:
+            return "bf16", "auto: this CPU has native bf16 (AMX or AVX512-BF16)"
+        return "off", "auto: this CPU has no native bf16 (AMX/AVX512-BF16), where bf16 would be ~30x slower than fp32"
+    return "off", f"auto: no mixed precision on {device.type}"
 
 
 def autocast(device: torch.device, amp: str):

@@ -18,9 +18,13 @@ class UserError(Exception):
 
 
 def cli(main, argv=None):
-    """Run `main(argv)`; a UserError becomes one line on stderr and exit status 2."""
+    """Run `main(argv)`; a UserError becomes one line on stderr and exit status 2. A second Ctrl-C
+    (minbert.interrupt: the first one saves and stops at the next step) quits with status 130."""
     try:
         return main(argv)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print("\ninterrupted: quit without saving; the last checkpoint (last.pt) still resumes exactly", file=sys.stderr)
+        sys.exit(130)

@@ -162,7 +162,7 @@ def read_glue(glue_dir, task: str, split: str, labeled: bool | None = None) -> l
     elif os.path.isfile(split):
         path = split
     else:
-        raise ValueError(f"unknown split {split!r} of {task}: expected one of {', '.join(info.splits)}, "
+        raise DataError(f"unknown split {split!r} of {task}: expected one of {', '.join(info.splits)}, "
                          f"or the path of an existing file")
     if labeled is None:
         labeled = split not in info.unlabeled
@@ -175,8 +175,12 @@ def _read_rows(path: str, folder: str, texts: list[str], label: str | None) -> l
     """(line, row) for every data line, checking the header and the number of fields. `line` is the
     1-based line in the file; `label` is the label column, or None for an unlabeled read."""
     # utf-8-sig drops MRPC's BOM; QUOTE_NONE because sentences hold unbalanced quotes
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        lines = list(enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1))
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            lines = list(enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1))
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: found bytes that are not UTF-8 text (byte {e.start}: {e.reason}), expected a "
+                        f"tab-separated GLUE file; is it the right file?") from None
     wanted = texts + ([label] if label else [])
     if not lines:
         raise DataError(f"{path}:1: found an empty file, expected a tab-separated header with columns {wanted}")
@@ -199,6 +203,8 @@ def _read_rows(path: str, folder: str, texts: list[str], label: str | None) -> l
             raise DataError(f"{path}:{line}: found {len(fields)} tab-separated fields, "
                             f"expected {len(header)} ({described})")
         rows.append((line, dict(zip(header, fields))))
+    if not rows:
+        raise DataError(f"{path}: found no data rows, expected at least one example")
     return rows
 
 

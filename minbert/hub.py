@@ -54,7 +54,7 @@ GOOGLE_BERT_NAMES = ("bert-base-uncased", "bert-large-uncased", "bert-base-cased
 TIMEOUT = 30  # seconds a single network operation may stall before we give up
 
 
-class CheckpointNotFoundError(UserError, OSError):
+class CheckpointNotFoundError(UserError, FileNotFoundError):
     """The checkpoint is in no cache and cannot be downloaded (offline, or no such model)."""
 
 
@@ -66,7 +66,7 @@ def weights_file(directory: Path) -> Path:
     for name in WEIGHTS_FILES:
         if (directory / name).is_file():
             return directory / name
-    raise FileNotFoundError(f"no weights file in {directory}: looked for {' and '.join(WEIGHTS_FILES)}")
+    raise CheckpointNotFoundError(f"no weights file in {directory}: looked for {' and '.join(WEIGHTS_FILES)}")
 
 
 def _is_complete(directory: Path) -> bool:
@@ -77,15 +77,15 @@ def _check_local(path: Path) -> Path:
     """Validate a user-given directory or weights file, with an error that says what is missing."""
     if path.is_file():
         if path.suffix not in (".safetensors", ".bin"):
-            raise FileNotFoundError(f"{path} is not a weights file: expected a .safetensors or .bin file")
+            raise CheckpointNotFoundError(f"{path} is not a weights file: expected a .safetensors or .bin file")
         if not (path.parent / "config.json").is_file():
-            raise FileNotFoundError(f"{path.parent} has no config.json beside the weights file {path.name}")
+            raise CheckpointNotFoundError(f"{path.parent} has no config.json beside the weights file {path.name}")
         return path
     missing = [] if (path / "config.json").is_file() else ["config.json"]
     if not any((path / n).is_file() for n in WEIGHTS_FILES):
         missing.append(" or ".join(WEIGHTS_FILES))
     if missing:
-        raise FileNotFoundError(f"checkpoint directory {path} is missing {', '.join(missing)}")
+        raise CheckpointNotFoundError(f"checkpoint directory {path} is missing {', '.join(missing)}")
     return path
 
 
@@ -180,7 +180,7 @@ def resolve(name_or_path: str | os.PathLike) -> Path:
     name = str(name_or_path)
     # a hub repo id is "name" or "org/name"; anything else (./x, /abs/x, a/b/c) was meant as a path
     if not isinstance(name_or_path, str) or not re.fullmatch(r"[\w][\w.-]*(/[\w][\w.-]*)?", name):
-        raise FileNotFoundError(f"no such file or directory: {name}")
+        raise CheckpointNotFoundError(f"no such file or directory: {name}")
 
     # 2. the packaged MiniLM
     if name == MINILM_ALIAS:

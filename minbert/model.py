@@ -156,11 +156,15 @@ def normalise_key(key: str) -> str:
 
 
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-        return load_file(str(path))
-    # weights_only: a .bin is a pickle; never execute code from a downloaded file.
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+            return load_file(str(path))
+        # weights_only: a .bin is a pickle; never execute code from a downloaded file.
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:   # truncated download, HTML error page saved as weights, foreign pickle, ...
+        raise CheckpointError(f"{path}: cannot read the weights ({type(e).__name__}: {str(e)[:200]}); the file is "
+                              f"truncated or not a checkpoint. Delete it and download again.") from None
 
 
 def from_checkpoint_names(state: dict, model: BertModel, source: str) -> dict[str, torch.Tensor]:

@@ -3,11 +3,16 @@ summary table, and a PNG of the curves when matplotlib is installed (an optional
 without it the scripts print a one-line note and carry on)."""
 
 import json
+from pathlib import Path
+
+from .model import atomic_write
 
 
-def append_jsonl(path, record: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(record) + "\n")
+def write_jsonl(path, records: list[dict]) -> None:
+    """Rewrite the whole file, one JSON line per record, atomically. The scripts call it with the
+    history kept in their checkpoints, so after any crash and resume the file matches the run
+    exactly (appending would repeat the lines of an epoch that was redone)."""
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text("".join(json.dumps(r) + "\n" for r in records)))
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> str:

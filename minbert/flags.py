@@ -1,0 +1,82 @@
+"""Command-line checks that run before any work starts.
+
+`at_least(lo)`, `between(lo, hi)` and `positive` are argparse `type=` functions: a bad value
+stops at parse time with argparse's own message ("argument --batch_size: expected an integer
+>= 1, got 0") and exit status 2, before data or a model is loaded. `writable_dir` and
+`writable_file` check output paths the same early way, by creating (and removing) a scratch
+file where the output will go: that catches a missing permission, a read-only disk, and a path
+whose parent is a file, which os.access alone would not. An unwritable prediction path then
+fails in well under a second, not after an hour of training.
+"""
+
+import argparse
+import math
+import os
+import tempfile
+
+from .errors import UserError
+
+
+def _number(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        return value
+    return parse
+
+
+def at_least(lo, kind=int):
+    """type= for a number >= lo (int by default)."""
+    def parse(text: str):
+        value = _number(kind)(text)
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} >= {lo}, got {text}")
+        return value
+    return parse
+
+
+def between(lo, hi, kind=float, open_lo=False):
+    """type= for a number in [lo, hi] ((lo, hi] with open_lo)."""
+    def parse(text: str):
+        value = _number(kind)(text)
+        if value < lo or value > hi or (open_lo and value == lo):
+            raise argparse.ArgumentTypeError(f"expected a number in {'(' if open_lo else '['}{lo}, {hi}], got {text}")
+        return value
+    return parse
+
+
+def positive(text: str) -> float:
+    """type= for a float > 0 (learning rates, epsilons, temperatures)."""
+    value = _number(float)(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
+def _try_write(folder: str, what: str) -> None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise UserError(f"{what}: cannot write there ({e.strerror or e}); choose a writable folder") from None
+
+
+def writable_dir(path: str, flag: str) -> None:
+    """Raise a UserError naming `flag` unless files can be created in `path` (created if missing)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"{flag} {path}: is a file, expected a folder")
+    _try_write(path, f"{flag} {path}")
+
+
+def writable_file(path: str, flag: str) -> None:
+    """Raise a UserError naming `flag` unless `path` can be written (its folder is created if missing)."""
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path}: is a folder, expected a file path")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UserError(f"{flag} {path}: the file exists and is read-only")
+    _try_write(os.path.dirname(path) or ".", f"{flag} {path}")
