@@ -28,11 +28,12 @@ Deliberately left out: checksums, mirrors, proxies and the GLUE diagnostic set (
 import argparse
 import os
 import shutil
-import sys
 import urllib.error
 import zipfile
 
 from minbert.data import DataError
+from minbert.errors import UserError, cli
+from minbert.flags import writable_dir
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS
 from minbert.hub import download_file
 
@@ -189,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
                       help="folder to save into (one subfolder per task); pass the same folder to train_mml.py "
                            "as --glue_dir")
     args = parser.parse_args(argv)
+    writable_dir(args.dest, "--dest")
     try:
         if args.dataset == "cs224n":
             download_cs224n(args.dest)
@@ -197,9 +199,9 @@ def main(argv: list[str] | None = None) -> None:
             download_glue(args.tasks, args.dest)
             print(f"done: the tasks are in {args.dest}/ (train with --glue_dir {args.dest})")
     except urllib.error.URLError as e:   # offline, DNS failure, HTTP error: say so, no traceback
-        sys.exit(f"error: download failed ({getattr(e, 'reason', e)}). Files already downloaded are kept; "
-                 "rerun this command when online (it skips what is there).")
+        raise UserError(f"download failed ({getattr(e, 'reason', e)}). Files already downloaded are kept; "
+                        "rerun this command when online (it skips what is there).") from None
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

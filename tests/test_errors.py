@@ -226,3 +226,18 @@ def test_saved_weights_are_never_half_written(tmp_path):
     with pytest.raises(RuntimeError):
         checkpoint.save(path, {"x": Boom()})
     assert torch.equal(checkpoint.load(path)["x"], torch.ones(2)), "a failed save must leave the old checkpoint"
+
+
+def test_download_offline_and_unwritable_dest_are_messages(tmp_path, capsys, monkeypatch):
+    import urllib.error
+
+    from minbert import download
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("Temporary failure in name resolution")
+
+    monkeypatch.setattr(download, "download_file", offline)
+    fails(capsys, download.main, ["cs224n", "--dest", str(tmp_path / "d")], "download failed", "rerun this command")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    fails(capsys, download.main, ["glue", "--tasks", "RTE", "--dest", str(blocker)], "--dest", "expected a folder")
