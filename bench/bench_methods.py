@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from minbert.adamw import AdamW  # noqa: E402
 from minbert.config import BertConfig  # noqa: E402
-from minbert.device import autocast  # noqa: E402
+from minbert.device import autocast, resolve_amp  # noqa: E402
 from minbert.gradvac import GradVac  # noqa: E402
 from minbert.mml import HeadEliminator, MultiverseHeads  # noqa: E402
 from minbert.model import BertModel  # noqa: E402
@@ -39,6 +39,7 @@ from minbert.r3f import R3F  # noqa: E402
 from minbert.smart import SMART  # noqa: E402
 
 CPU = torch.device("cpu")
+AMP = resolve_amp("auto", CPU)[0]   # bf16 only where the CPU has it natively (AMX/AVX512-BF16)
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "methods.md")
 SHARED = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "cs224n"))
 
@@ -65,7 +66,7 @@ def median_times(fns: dict, reps: int) -> dict:
 
 def step_fn(model, opt, losses_of, extra=None, surgery=None):
     def step():
-        with autocast(CPU, "bf16"):
+        with autocast(CPU, AMP):
             losses = losses_of()
         if surgery:
             surgery.accumulate(losses)
@@ -89,7 +90,7 @@ def mml_rows(enc, bb, shape, reps):
         o = AdamW(list(enc.parameters()) + list(heads.parameters()), lr=1e-5)
 
         def step():
-            with autocast(CPU, "bf16"):
+            with autocast(CPU, AMP):
                 d = enc(bb["input_ids"], bb["attention_mask"], bb["token_type_ids"])["pooler_output"]
                 loss, per_head = heads.task_loss(heads(d), bb["labels"].long())
                 if m > 1:
@@ -150,7 +151,7 @@ def bench_steps(reps):
     rows += mml_rows(plain.encoder, bb, "bert-base B16 T128", max(2, reps // 2))
 
     lines = [f"\n## Step time per method ({time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
-             f"{torch.get_num_threads()} threads, bf16 autocast, median of {reps})", "",
+             f"{torch.get_num_threads()} threads, amp {AMP} (auto), median of {reps})", "",
              "| shape | method | s/step | ratio to its baseline | note |", "|---|---|---|---|---|"]
     lines += [f"| {s} | {k} | {v:.3f} | {r:.2f} | {n} |" for s, k, v, r, n in rows]
     return "\n".join(lines) + "\n"
@@ -176,7 +177,7 @@ def bench_recipe(limit, epochs, only):
     import train_multitask
     common = ["--model", "minilm-l6", "--data_dir", SHARED, "--para_train", os.path.join(SHARED, "quora-train-sample.csv"),
               "--para_dev", os.path.join(SHARED, "quora-dev-sample.csv"), "--para_test", "none", "--sst_test", "none",
-              "--sts_test", "none", "--amp", "bf16", "--batch_size", "32", "--lr", "1e-4", "--hidden_dropout_prob", "0.1",
+              "--sts_test", "none", "--amp", "auto", "--batch_size", "32", "--lr", "1e-4", "--hidden_dropout_prob", "0.1",
               "--pooling", "mean", "--limit", str(limit), "--epochs", str(epochs), "--seed", "11711"]
     rows = []
     for name, flags in RECIPE_METHODS.items():
@@ -191,7 +192,7 @@ def bench_recipe(limit, epochs, only):
         print(name, best)
     base_xps = rows[0][3] if rows and rows[0][0] == "baseline" else None
     lines = [f"\n## CPU recipe at an equal reduced budget ({time.strftime('%Y-%m-%d %H:%M')}): MiniLM, "
-             f"--limit {limit} examples per split, {epochs} epochs, seed 11711, bf16, batch 32, lr 1e-4, mean pooling", "",
+             f"--limit {limit} examples per split, {epochs} epochs, seed 11711, --amp auto ({AMP}), batch 32, lr 1e-4, mean pooling", "",
              "| method | SST acc | Quora acc | STS r | overall | wall s | train ex/s | ex/s vs baseline |", "|---|---|---|---|---|---|---|---|"]
     for name, best, wall, xps in rows:
         ratio = f"{xps / base_xps:.2f}" if base_xps else "-"

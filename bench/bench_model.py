@@ -38,6 +38,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # run from anywhere
 from minbert import hub  # noqa: E402
+from minbert.device import cpu_has_native_bf16  # noqa: E402
 from minbert.config import BertConfig  # noqa: E402
 from minbert.model import BertModel  # noqa: E402
 
@@ -169,6 +170,8 @@ def main():
     args = p.parse_args()
     shapes = ["tiny"] if args.quick else args.shapes.split(",")
     paths, precisions = args.paths.split(","), args.precisions.split(",")
+    if "bf16" in precisions and not cpu_has_native_bf16():
+        print("note: this CPU has no native bf16 (AMX/AVX512-BF16); bf16 rows are emulated, ~30x slower than fp32")
     steps = 2 if args.quick else args.steps
     for name, given, allowed in (("shape", shapes, SHAPES), ("path", paths, HF_ATTN),
                                  ("precision", precisions, ("fp32", "bf16"))):
