@@ -213,7 +213,11 @@ def assignments_markdown(selected=None) -> str:
     lines = ["## Assignments", "",
              "Implement the functions below, in this order; in each, a stub raising NotImplementedError marks where.",
              "Grade yourself with `python -m minbert.classroom grade` (partial credit per test; needs only",
-             "`pip install -r requirements.txt pytest`). Run one assignment's tests with `python -m pytest -q FILE`.", "",
+             "`pip install -r requirements.txt pytest`); `--assignments adamw` grades one. Each grader test",
+             "checks one assignment alone, so they can be done in any order once the course order is known.",
+             "Given code, not assignments: the fast paths (attention through F.scaled_dot_product_attention",
+             "with `BertConfig.fast_attention=True`, the CPU dropout of minbert/dropout.py, the one-Gram-matrix",
+             "PCGrad/GradVac classes); the graders lean on them so that no assignment's grade depends on another's.", "",
              "| # | assignment (key) | implement | points | tests | notes |", "|---|---|---|---|---|---|"]
     for a in rows:
         files = sorted({t.split("::")[0] for t in a.tests})

@@ -372,7 +372,7 @@ class Toy(torch.nn.Module):
     def forward(self, task, batch, embeds=None, word_embeds=None):
         x = self.embed(batch) if embeds is None else embeds
         out = self.heads[task](torch.tanh(self.enc(self.drop(x))).mean(1))   # (B, 5) or (B, 1)
-        return out if task == "sst" else out.squeeze(-1)
+        return out.squeeze(-1) if out.shape[-1] == 1 else out                 # (B, 5) or (B,)
 
 
 def expected_step(model, task, batch, x, clean, delta0, eta, epsilon):
