@@ -83,6 +83,10 @@ class AdamW(torch.optim.Optimizer):
             # Mixed devices or dtypes in one group still work: foreach ops then fall back to a
             # per-tensor loop inside torch, which is slower but gives the same numbers.
 
+            # Hint: the six numbered steps of the module docstring, for every tensor in `params`
+            # (with grads, exp_avgs, exp_avg_sqs and steps at the same index); a plain Python loop
+            # over the tensors is fine. Update p, m and v in place, under the no_grad above.
+            ### BEGIN SOLUTION adamw
             # 1) p ← p·(1 − lr·λ): shrink the weights themselves, before and apart from the
             #    gradient step, so the 1/(sqrt(v̂) + ε) scaling of step 6 never weakens the decay.
             if wd != 0:
@@ -113,6 +117,7 @@ class AdamW(torch.optim.Optimizer):
             # 6) p ← p − lr/(1 − β1^t) · m / denom = p − lr·m̂/(sqrt(v̂) + ε). m̂/sqrt(v̂) does not
             #    change if g is rescaled, so each coordinate moves by roughly lr or less.
             torch._foreach_addcdiv_(params, exp_avgs, denom, neg_step_size)
+            ### END SOLUTION
         return loss
 
 
@@ -139,11 +144,15 @@ def linear_warmup_decay(optimizer, warmup_steps: int, total_steps: int) -> torch
         raise ValueError(f"need 0 <= warmup_steps <= total_steps, got {warmup_steps}, {total_steps}")
 
     def multiplier(step: int) -> float:
+        # Hint: step/warmup_steps while warming up, then a straight line down to 0 at total_steps
+        # (never below 0, and never a division by 0).
+        ### BEGIN SOLUTION adamw
         # Warm-up: Adam's v is estimated from only a few gradients at first, so full-size steps
         # there can wreck the pretrained weights. max(1, ·) avoids dividing by 0.
         if step < warmup_steps:
             return step / max(1, warmup_steps)
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+        ### END SOLUTION
 
     # LambdaLR sets group["lr"] = initial lr · multiplier(k) after its k-th step() call.
     return torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)

@@ -72,6 +72,9 @@ class SelfAttention(nn.Module):
             # Same maths in one call; under autocast q may be bf16/fp16, and the mask must match it.
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype), dropout_p=self.dropout_prob if self.training else 0.0)
         else:
+            # Hint: scores = Q Kᵀ/√D, plus the additive mask, softmax over the KEYS (last dim),
+            # dropout on the probabilities (`dropout(probs, p, self.training)`), times V.
+            ### BEGIN SOLUTION attention
             # 1) similarity of every query with every key, scaled by 1/√D so the logits' variance
             #    does not grow with the head width (which would saturate the softmax).
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, D) @ (B, H, D, T) -> (B, H, T, T)
@@ -85,6 +88,7 @@ class SelfAttention(nn.Module):
             probs = dropout(probs, self.dropout_prob, self.training)  # (B, H, T, T)
             # 5) weighted average of the values.
             y = probs @ v                                                 # (B, H, T, T) @ (B, H, T, D) -> (B, H, T, D)
+            ### END SOLUTION
 
         # Merge heads back: (B, H, T, D) -> (B, T, H, D) -> (B, T, C).
         return y.transpose(1, 2).reshape(B, T, C)

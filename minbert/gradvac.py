@@ -48,6 +48,10 @@ def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: t
     if not torch.isfinite(gram).all():
         return coef, 0  # overflowed step: the scaler will skip it, so keep the targets clean
     adjustments = 0
+    # Hint: like pcgrad_coefficients, with norms and dots from the Gram: φ = cos(g_i', g_j); if
+    # φ < φ̂ (targets[i, j], kept inside ±TARGET_LIMIT) add the module docstring's multiple of
+    # g_j to coef[i, j]; then φ̂ ← (1 − β)φ̂ + βφ. Skip pairs where a norm is 0.
+    ### BEGIN SOLUTION surgery
     for i in range(K):
         for j in orders[i]:
             # 1) ‖g_i'‖² = c_i G c_iᵀ, ‖g_j‖² = G_jj, g_i'·g_j = (c_i G)_j: all from the Gram.
@@ -67,6 +71,7 @@ def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: t
                 adjustments += 1
             # 4) EMA toward the cosine measured before the adjustment, every step, either way.
             targets[i, j] = (1 - beta) * targets[i, j] + beta * phi
+    ### END SOLUTION
     return coef, adjustments
 
 

@@ -49,6 +49,10 @@ class Embeddings(nn.Module):
         if T > self.max_positions:
             raise ValueError(f"sequence length {T} exceeds max_position_embeddings "
                              f"{self.max_positions}; truncate inputs (e.g. --max_seq_len)")
+        # Hint: look up the word vectors (unless word_embeds is given), add the position vectors of
+        # 0..T-1 and the token-type vectors (all type 0 when token_type_ids is None), then
+        # LayerNorm, then dropout. Every term is (B, T, C) or broadcasts to it.
+        ### BEGIN SOLUTION embeddings
         if word_embeds is None:
             word_embeds = self.word_embedding(input_ids)                 # (B, T, C)
         positions = torch.arange(T, device=input_ids.device)            # (T,)
@@ -57,6 +61,7 @@ class Embeddings(nn.Module):
             token_type_ids = torch.zeros_like(input_ids)
         x = x + self.tk_type_embedding(token_type_ids)                  # (B, T, C)
         return self.dropout(self.layer_norm(x))
+        ### END SOLUTION
 
 
 class BertLayer(nn.Module):
@@ -79,6 +84,10 @@ class BertLayer(nn.Module):
 
         `extra` (B, T, C), when given, is added into the second residual, before LayerNorm 2:
         PALs (pals.py) put their task-specific term TS(h) there."""
+        # Hint: the two "add & norm" steps of the module docstring: attention -> attention_dense ->
+        # dropout -> + h -> LayerNorm 1 gives a; then interm_dense -> GELU -> out_dense -> dropout
+        # -> + a (+ extra when given, no dropout) -> LayerNorm 2.
+        ### BEGIN SOLUTION layer
         attn = self.attention_dense(self.self_attention(h, mask))       # (B, T, C)
         a = self.attention_layer_norm(h + self.attention_dropout(attn)) # (B, T, C)
         f = F.gelu(self.interm_dense(a))                                # (B, T, F)
@@ -87,6 +96,7 @@ class BertLayer(nn.Module):
         if extra is not None:
             r = r + extra                                               # (B, T, C), no dropout (as the PALs code)
         return self.out_layer_norm(r)                                   # (B, T, C)
+        ### END SOLUTION
 
 
 class Pooler(nn.Module):

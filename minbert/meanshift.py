@@ -40,10 +40,14 @@ def estimate_bandwidth(x, quantile: float = 0.3) -> float:
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     if x.size == 0:
         raise ValueError("minbert.meanshift.estimate_bandwidth: x is empty")
+    # Hint: k = max(1, int(n·quantile)); each point's distance to its k-th nearest neighbour (itself
+    # counts as the first, at distance 0), averaged over the points.
+    ### BEGIN SOLUTION meanshift
     k = max(1, int(x.size * quantile))                  # same rounding as sklearn: int() truncates
     dist = np.abs(x[:, None] - x[None, :])              # (n, n) pairwise distances, diagonal 0
     kth = np.sort(dist, axis=1)[:, k - 1]               # (n,) distance to the k-th neighbour, self = 1st
     return float(kth.mean())
+    ### END SOLUTION
 
 
 def _unique_value_clusters(x):
@@ -70,6 +74,10 @@ def mean_shift(x, bandwidth: float, max_iter: int = 300):
 
     # 1) Climb: all n seeds move together; `moving` marks seeds that have not stopped yet.
     #    c_new = mean{x_i : |x_i − c| ≤ bw}   (flat kernel)
+    # Hint: the five steps of the module docstring: climb every seed to the mean of its window
+    # (|x − c| ≤ bw) until it moves ≤ 1e-3·bw; rank the distinct centres by (count, value)
+    # descending; drop centres within bw of a better one; label points by nearest centre.
+    ### BEGIN SOLUTION meanshift
     stop_thresh = 1e-3 * bandwidth
     centers = x.copy()                                  # (n,) one seed per point
     intensity = np.zeros(x.size, dtype=np.int64)        # (n,) points in each seed's last window
@@ -110,3 +118,4 @@ def mean_shift(x, bandwidth: float, max_iter: int = 300):
     # 5) Every point joins its nearest kept centre (cluster_all=True).
     labels = np.abs(x[:, None] - kept[None, :]).argmin(axis=1)         # (n,)
     return kept, labels
+    ### END SOLUTION

@@ -132,6 +132,9 @@ class MultiverseHeads(nn.Module):
         """Eq. 4: Σ_k Σ_{r<s, both active} |f_k^r · f_k^s|, via one Gram matrix per class."""
         M = self.num_heads
         with torch.autocast(self.weight.device.type, enabled=False):   # dot products in fp32
+            # Hint: Eq. 4 without a loop over heads: per class k, the Gram matrix of the heads' columns
+            # f_k^r, then |dot| summed over pairs r < s with both heads active.
+            ### BEGIN SOLUTION mml
             f = self.weight.float().transpose(0, 1)                 # (K, M, D): f[k, r] = f_k^r
             # 1) All pairwise dot products per class: (K, M, D) @ (K, D, M) -> (K, M, M).
             gram = f @ f.transpose(1, 2)
@@ -141,14 +144,19 @@ class MultiverseHeads(nn.Module):
             pairs = pairs & torch.ones(M, M, dtype=torch.bool, device=pairs.device).triu(1)
             # 3) Sum of |dot| over those pairs and over all K classes.
             return torch.where(pairs, gram.abs(), 0.0).sum()
+            ### END SOLUTION
 
     def predict(self, outputs: torch.Tensor) -> torch.Tensor:
         """Eq. 5: (B, M, K) -> mean over active heads: (B, K) probabilities, or (B,) values if K = 1."""
+        # Hint: Eq. 5: combine the ACTIVE heads only (β = self.active); K = 1 is regression: the mean
+        # of the active heads' values.
+        ### BEGIN SOLUTION mml
         w = self.active.float() / self.active.sum()                 # (M,) 1/Σβ on active heads, else 0
         if self.num_outputs == 1:
             return outputs.float()[..., 0] @ w                      # (B, M) @ (M,) -> (B,)
         probs = outputs.float().softmax(-1)                         # (B, M, K)
         return torch.einsum("bmk,m->bk", probs, w)                  # (B, K)
+        ### END SOLUTION
 
 
 class HeadEliminator(nn.Module):
@@ -176,10 +184,14 @@ class HeadEliminator(nn.Module):
         """Fold one step's (M,) per-head losses into the averages of the active heads."""
         loss = per_head_losses.detach().to(self.moving_avg)
         # 1) a_j ← γ·a_j + (1 − γ)·ℓ_j, or a_j ← ℓ_j on the first call.
+        # Hint: a_j ← γ·a_j + (1 − γ)·ℓ_j (a_j ← ℓ_j on the first call), for ACTIVE heads only;
+        # eliminated heads keep their last average.
+        ### BEGIN SOLUTION mml
         ema = self.momentum * self.moving_avg + (1 - self.momentum) * loss
         new = torch.where(self.num_observed == 0, loss, ema)
         # 2) Eliminated heads keep their last average (for the logs), never updated again.
         self.moving_avg.copy_(torch.where(self.heads.active, new, self.moving_avg))
+        ### END SOLUTION
         self.num_observed += 1
 
     @torch.no_grad()
@@ -196,6 +208,10 @@ class HeadEliminator(nn.Module):
         ids = active.nonzero().squeeze(1).cpu()                     # (A,) active head indices
         avgs = self.moving_avg.cpu().double()[ids].numpy()          # (A,)
         # 1) Bandwidth: sklearn's estimate, floored (the estimate is 0 for ≤ 6 heads).
+        # Hint: bandwidth = max(estimate_bandwidth(a, quantile), min_bandwidth); mean_shift the averages;
+        # with ≥ 2 clusters, set β = 0 (active False) for heads outside the lowest-centre cluster,
+        # and define bandwidth, centers, keep (bool per active head), kept, eliminated for the report.
+        ### BEGIN SOLUTION mml
         bandwidth = max(estimate_bandwidth(avgs, self.quantile), self.min_bandwidth)
         centers, labels = mean_shift(avgs, bandwidth)
         if len(centers) < 2:
@@ -205,6 +221,7 @@ class HeadEliminator(nn.Module):
         keep = torch.from_numpy(labels == centers.argmin())
         kept, eliminated = ids[keep], ids[~keep]
         active[eliminated.to(active.device)] = False
+        ### END SOLUTION
         return {
             "step": step, "bandwidth": bandwidth, "centers": sorted(centers.tolist()),
             "kept": kept.tolist(), "eliminated": eliminated.tolist(),

@@ -72,6 +72,10 @@ class BertModel(nn.Module):
         `layer_extra(i, h, mask)`, when given, is called with layer i's input h (B, T, C) and
         returns a (B, T, C) term added before that layer's second LayerNorm, or None
         (PALs: `layer_extra=lambda i, h, m: pals(task, i, h, m)`)."""
+        # Hint: build the additive (B, 1, 1, T) mask once (attention.extended_attention_mask; all
+        # ones when attention_mask is None), run every layer in order (passing layer_extra's term
+        # as `extra`), and return both outputs; the pooler reads the last hidden state.
+        ### BEGIN SOLUTION layer
         if attention_mask is None:
             attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
         mask = extended_attention_mask(attention_mask, x.dtype)           # (B, 1, 1, T)
@@ -79,6 +83,7 @@ class BertModel(nn.Module):
             extra = None if layer_extra is None else layer_extra(i, x, mask)  # (B, T, C) or None
             x = layer(x, mask, extra)                                     # (B, T, C)
         return {"last_hidden_state": x, "pooler_output": self.pooler(x)}  # (B, T, C), (B, C)
+        ### END SOLUTION
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> dict:
         return self.encode(self.embed(input_ids, token_type_ids), attention_mask)

@@ -47,10 +47,14 @@ STS_RANGE = (0.0, 5.0)
 
 
 def make_head(kind: str, C: int, out: int, dropout: float) -> nn.Sequential:
+    # Hint: the two heads of the module docstring as nn.Sequential: linear = Dropout -> Linear(C, out);
+    # mlp = Dropout -> Linear(C, C) -> GELU -> Dropout -> Linear(C, out).
+    ### BEGIN SOLUTION multitask
     if kind == "linear":
         return nn.Sequential(nn.Dropout(dropout), nn.Linear(C, out))
     if kind == "mlp":
         return nn.Sequential(nn.Dropout(dropout), nn.Linear(C, C), nn.GELU(), nn.Dropout(dropout), nn.Linear(C, out))
+    ### END SOLUTION
     raise ValueError(f"head must be 'linear' or 'mlp', got {kind!r}")
 
 
@@ -95,8 +99,12 @@ class MultitaskBert(nn.Module):
         out = self.encoder.encode(x, attention_mask, layer_extra=extra)
         if self.pooling == "pooler":
             return out["pooler_output"]                                   # (B, C)
+        # Hint: mean pooling: average last_hidden_state over the REAL tokens only (attention_mask 1),
+        # so padding never changes the sentence vector. (B, T, C) -> (B, C).
+        ### BEGIN SOLUTION multitask
         keep = attention_mask.unsqueeze(-1).to(out["last_hidden_state"].dtype)   # (B, T, 1)
         return (out["last_hidden_state"] * keep).sum(1) / keep.sum(1)    # (B, T, C) -> (B, C)
+        ### END SOLUTION
 
     def features(self, task: str, batch: dict, embeds=None, word_embeds=None):
         """(u, v): pooled vectors (B, C) of the sequence, and of sentence b for bi-encoder tasks
@@ -114,8 +122,12 @@ class MultitaskBert(nn.Module):
 
     def head(self, task: str, u: torch.Tensor, v: torch.Tensor | None = None) -> torch.Tensor:
         """Pooled features -> sst (B, 5) logits; para (B,) logits; sts (B,) scores."""
+        # Hint: run this task's head (bi-encoder heads take u and v); sst keeps (B, 5), the one-output
+        # tasks drop the last dimension: (B, 1) -> (B,).
+        ### BEGIN SOLUTION multitask
         out = self.heads[task](u) if v is None else self.heads[task](u, v)   # (B, 5) or (B, 1)
         return out if task == "sst" else out.squeeze(-1)
+        ### END SOLUTION
 
     def forward(self, task: str, batch: dict, embeds=None, word_embeds=None) -> torch.Tensor:
         return self.head(task, *self.features(task, batch, embeds, word_embeds))
@@ -133,12 +145,16 @@ class MultitaskBert(nn.Module):
 
 def task_loss(task: str, output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean loss of one batch, computed in fp32 even under autocast (losses are reductions)."""
+    # Hint: sst: cross-entropy on 5 logits; para: binary cross-entropy WITH logits on one logit
+    # (labels as floats); sts: mean squared error. All in fp32, mean over the batch.
+    ### BEGIN SOLUTION multitask
     output = output.float()
     if task == "sst":
         return F.cross_entropy(output, labels.long())
     if task == "para":
         return F.binary_cross_entropy_with_logits(output, labels.float())
     return F.mse_loss(output, labels.float())
+    ### END SOLUTION
 
 
 def predictions(task: str, output: torch.Tensor) -> list:

@@ -116,6 +116,10 @@ class PALs(nn.Module):
             raise ValueError(f"minbert.pals.PALs.forward: expected h (B, T, C) with C = "
                              f"{self.hidden_size}, got {tuple(h.shape)}")
         V_E, g, V_D = self.layer(task, layer_index)
+        # Hint: TS(h) = GELU(V_D(g(V_E(h), mask))): project down to S, attend with this layer's g and the
+        # same mask, project back up to C, GELU (module docstring).
+        ### BEGIN SOLUTION pals
         s = V_E(h)                      # (B, T, C) @ (C, S) -> (B, T, S): project down
         s = g(s, mask)                  # (B, T, S): H heads of width S/H attend, same padding mask
         return F.gelu(V_D(s))           # (B, T, S) @ (S, C) -> (B, T, C): project up, GELU (ref. code)
+        ### END SOLUTION

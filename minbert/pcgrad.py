@@ -42,6 +42,10 @@ def pcgrad_coefficients(gram: torch.Tensor, orders: list[list[int]]) -> tuple[to
     K = gram.shape[0]
     coef = torch.eye(K, dtype=torch.float64)  # g_i' ← g_i
     projections = 0
+    # Hint: Algorithm 1 on coefficients: g_i' = coef[i] · g, so g_i' · g_j = coef[i] @ gram[:, j].
+    # For each i and j in orders[i]: if that dot is < 0, subtract dot/‖g_j‖² from coef[i, j]
+    # and count a projection (skip j with gram[j, j] = 0).
+    ### BEGIN SOLUTION surgery
     for i in range(K):
         for j in orders[i]:
             if not gram[j, j] > 0:
@@ -53,6 +57,7 @@ def pcgrad_coefficients(gram: torch.Tensor, orders: list[list[int]]) -> tuple[to
             if dot < 0:
                 coef[i, j] -= dot / float(gram[j, j])
                 projections += 1
+    ### END SOLUTION
     return coef, projections
 
 

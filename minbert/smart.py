@@ -52,6 +52,10 @@ import torch.nn.functional as F
 def divergence(task: str, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """ℓ_s for one head type, mean over the batch, computed in fp32: symmetric KL of softmax for 'sst';
     Bernoulli symmetric KL (softmax over [0, z], i.e. sigmoid) for the one-logit 'para' head; squared error for 'sts'."""
+    # Hint: ℓ_s of the module docstring, mean over the batch, in fp32: sts squared error; sst symmetric
+    # KL of the softmaxes, KL(P‖Q) + KL(Q‖P); para the same for the two-class distribution
+    # [1 − sigmoid(z), sigmoid(z)] (a softmax over ONE logit is always 1). Use log_softmax.
+    ### BEGIN SOLUTION smart
     p, q = p.float(), q.float()                                   # fp32 even under autocast
     if task == "sts":
         return (p - q).pow(2).mean()                              # (B,) -> ()
@@ -66,6 +70,7 @@ def divergence(task: str, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     # KL(P‖Q) + KL(Q‖P) = Σ_k P_k(log P_k − log Q_k) + Q_k(log Q_k − log P_k)
     #                   = Σ_k (P_k − Q_k)(log P_k − log Q_k)          (≥ 0: both factors share a sign)
     return ((log_p.exp() - log_q.exp()) * (log_p - log_q)).sum(-1).mean()
+    ### END SOLUTION
 
 
 class SMART:
@@ -113,11 +118,15 @@ class SMART:
             # 3) g = ∂ℓ_s/∂δ only: autograd skips every weight gradient and touches no .grad
             (g,) = torch.autograd.grad(inner, delta)                                     # (B, T, C)
             if self.mode == "paper":
+                # Hint: divide g by its ∞-norm PER EXAMPLE (max |g| over T and C; never divide by 0), step
+                # δ + η·g̃, then project onto the ε-ball (clamp to [−ε, ε]); return δ detached.
+                ### BEGIN SOLUTION smart
                 # 4) g̃ = g / ‖g‖∞ per example; an all-zero g (no noise, no dropout) stays 0, not NaN
                 scale = g.abs().amax(dim=(1, 2), keepdim=True)                           # (B, 1, 1)
                 g = g / scale.clamp_min(torch.finfo(g.dtype).tiny)
                 # 5) δ ← Π_{‖δ‖∞ ≤ ε}(δ + η·g̃): step, then project onto the ∞-ball (a clamp)
                 delta = (delta + self.eta * g).clamp(-self.epsilon, self.epsilon).detach()
+                ### END SOLUTION
             else:
                 # 4') mt-dnn: step with the raw gradient, then rescale each token to ∞-norm ≈ 1
                 delta = delta + self.eta * g
@@ -160,6 +169,9 @@ class SMART:
     def update_teacher(self) -> None:
         """θ̃ ← β·θ̃ + (1 − β)·θ; call after each optimizer.step()."""
         if self.teacher is not None:
+            # Hint: θ̃ ← β·θ̃ + (1 − β)·θ for every teacher parameter, in place (match them by name), and
+            # copy the student's buffers. β is self.current_beta.
+            ### BEGIN SOLUTION smart
             beta = self.current_beta
             student = dict(self.model.named_parameters())
             for name, t in self.teacher.named_parameters():
@@ -168,6 +180,7 @@ class SMART:
             student = dict(self.model.named_buffers())
             for name, t in self.teacher.named_buffers():        # e.g. R4F's power-iteration vectors
                 t.copy_(student[name])
+            ### END SOLUTION
         self.updates += 1
 
     def state_dict(self) -> dict:

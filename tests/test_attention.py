@@ -30,17 +30,31 @@ def batch(cfg, B=3, T=8, seed=1):
     return x, am
 
 
-def einsum_attention(attn: SelfAttention, x, am):
-    """Independent reference: per-head einsums and masked_fill(-inf), no reshapes shared with the code."""
+def einsum_attention(attn: SelfAttention, x, am, softmax_dim=-1, scale=True, mask=True):
+    """Independent reference: per-head einsums and masked_fill(-inf), no reshapes shared with the code.
+    The keyword arguments build the usual mistakes, for hints only."""
     H = attn.num_heads
     D = x.shape[-1] // H
     def heads(lin):
         return lin(x).unflatten(-1, (H, D))                       # (B, T, H, D)
     q, k, v = heads(attn.query), heads(attn.key), heads(attn.value)
-    s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(D)      # (B, H, T, T)
-    s = s.masked_fill(am[:, None, None, :] == 0, float("-inf"))
-    y = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v)         # (B, T, H, D)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) / (math.sqrt(D) if scale else 1.0)   # (B, H, T, T)
+    if mask:
+        s = s.masked_fill(am[:, None, None, :] == 0, float("-inf"))
+    y = torch.einsum("bhqk,bkhd->bqhd", s.softmax(softmax_dim), v)  # (B, T, H, D)
     return y.flatten(-2)                                          # (B, T, C)
+
+
+def mistake_hint(got, attn, x, am):
+    """Name the usual mistake whose output equals `got`, else ''."""
+    mistakes = [("attention probabilities do not sum to 1 over the keys: softmax over the last dimension?",
+                 dict(softmax_dim=-2)),
+                ("scores are not scaled: divide Q Kᵀ by √D (D = head dim)", dict(scale=False)),
+                ("padded keys get probability: is the mask added before the softmax?", dict(mask=False))]
+    for text, kw in mistakes:
+        if (got - einsum_attention(attn, x, am, **kw)).abs().max() <= ATOL:
+            return f" (hint: {text})"
+    return ""
 
 
 def test_mask_is_additive_B11T_with_minus_10000_on_pads():
@@ -64,8 +78,9 @@ def test_explicit_attention_matches_einsum_reference():
     with torch.no_grad():
         ours = attn(x, extended_attention_mask(am, x.dtype))
         ref = einsum_attention(attn, x, am)
+        hint = mistake_hint(ours, attn, x, am) if ours.shape == ref.shape else ""
     torch.testing.assert_close(ours, ref, atol=ATOL, rtol=RTOL,
-                               msg=lambda m: f"minbert.attention.SelfAttention.forward (explicit path) differs from softmax(QKᵀ/√D + mask)V:\n{m}")
+                               msg=lambda m: f"minbert.attention.SelfAttention.forward (explicit path) differs from softmax(QKᵀ/√D + mask)V{hint}:\n{m}")
 
 
 def test_fast_attention_matches_explicit():
@@ -91,7 +106,7 @@ def test_attention_ignores_padded_keys():
         y, y2 = attn(x, mask), attn(x2, mask)
     real = am.bool()
     diff = (y - y2)[real].abs().max().item()
-    assert diff < ATOL, f"minbert.attention.SelfAttention.forward: padded keys leak into real positions (max |Δ| = {diff:.2e}, tol {ATOL}); add the mask before the softmax"
+    assert diff < ATOL, f"minbert.attention.SelfAttention.forward: changing padded tokens changed real positions (max |Δ| = {diff:.2e}, tol {ATOL}): is the mask added before the softmax?"
 
 
 def test_attention_dropout_only_in_training():

@@ -10,6 +10,7 @@ Notation as in the module: M heads, K outputs per head, D feature dim, B batch.
 Run: python -m pytest -q tests/test_mml.py   (offline, CPU, a few seconds)
 """
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -309,3 +310,44 @@ def test_methods_describe_the_baselines():
     flags = {m: (s["penalty"], s["eliminate"], s["dropout"]) for m, s in METHODS.items()}
     assert flags == {"mml": (True, True, 0.0), "bert": (False, False, 0.0), "bert-drop": (False, False, 0.3),
                      "mv": (True, False, 0.0), "ensemble": (False, False, 0.0)}, f"minbert.mml.METHODS: {flags}"
+
+
+# ---------------------------------------------------------------------------- graded without assignment 9
+def test_elimination_keeps_the_lowest_cluster_whatever_the_clustering(monkeypatch):
+    """MeanShift replaced by a fixed clustering (so this grade does not depend on minbert.meanshift):
+    the heads of the lowest-centre cluster stay active, all others get β = 0; one cluster removes nothing."""
+    import minbert.mml as mml
+    calls = []
+    monkeypatch.setattr(mml, "estimate_bandwidth", lambda x, quantile=0.3: 0.01)
+    def fake_mean_shift(x, bandwidth):
+        calls.append(bandwidth)
+        return np.array([0.6, 0.3, 0.9]), np.array([1, 0, 2, 1, 0, 1])   # centres, one label per active head
+    monkeypatch.setattr(mml, "mean_shift", fake_mean_shift)
+    heads, elim = set_eliminator([0.31, 0.62, 0.91, 0.30, 0.60, 0.29], min_bandwidth=0.05)
+    event = elim.maybe_eliminate(10)
+    assert calls == [0.05], f"{ELIM}.maybe_eliminate: bandwidth should be max(estimate_bandwidth, min_bandwidth) = 0.05, got {calls}"
+    assert heads.active.tolist() == [True, False, False, True, False, True], (
+        f"{ELIM}.maybe_eliminate: keep only the heads labelled with the LOWEST centre (0.3 at index 1), got β = {heads.active.tolist()}")
+    assert event is not None and event["kept"] == [0, 3, 5] and event["eliminated"] == [1, 2, 4], f"{ELIM}.maybe_eliminate: event {event}"
+    monkeypatch.setattr(mml, "mean_shift", lambda x, bandwidth: (np.array([0.3]), np.zeros(len(x), dtype=int)))
+    heads, elim = set_eliminator([0.31, 0.62, 0.91, 0.30, 0.60, 0.29])
+    assert elim.maybe_eliminate(10) is None and heads.active.all(), f"{ELIM}.maybe_eliminate: one cluster must remove no head"
+
+
+def test_predict_uses_only_active_heads():
+    """Eq. 5 properties (hold for any combination rule of the heads): rows are distributions; with one
+    active head it is that head's softmax; inactive heads never change it; regression = mean of values."""
+    heads = make_heads(K=3, M=5)
+    out = randn(4, 5, 3, seed=4)
+    heads.active.copy_(torch.tensor([False, True, False, False, False]))
+    close(heads.predict(out), out[:, 1].softmax(-1), f"{MOD}.predict (one active head: its softmax)")
+    heads.active.copy_(torch.tensor([True, False, True, False, True]))
+    p = heads.predict(out)
+    changed = out.clone()
+    changed[:, [1, 3]] = 50.0
+    close(heads.predict(changed), p, f"{MOD}.predict (inactive heads must not count)")
+    close(p.sum(-1), torch.ones(4), f"{MOD}.predict (each row must sum to 1)")
+    reg = make_heads(K=1, M=4)
+    reg.active.copy_(torch.tensor([True, True, False, True]))
+    values = randn(6, 4, 1, seed=5)
+    close(reg.predict(values), values[:, [0, 1, 3], 0].mean(1), f"{MOD}.predict (regression: mean of the active heads' values)")

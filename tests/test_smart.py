@@ -351,3 +351,88 @@ def test_smart_loss_trains_under_bf16_autocast():
     assert reg.dtype == torch.float32 and torch.isfinite(reg), f"minbert.smart.SMART.loss: {reg} under bf16 autocast"
     (task_loss("para", out, batch["labels"]) + reg).backward()
     assert model.encoder.layers[0].interm_dense.weight.grad is not None, "minbert.smart.SMART.loss: no gradient under autocast"
+
+
+# ---------------------------------------------------------------------------- graded on a stand-in model
+class Toy(torch.nn.Module):
+    """A stand-in for MultitaskBert with its interface (embed, forward(task, batch, embeds=)): embedding ->
+    dropout -> Linear + tanh -> mean over T -> one head per task. No BERT runs, so the SMART grades
+    do not depend on assignments 1-5. The buffer stands for R4F's power-iteration vectors."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.emb, self.enc, self.drop = torch.nn.Embedding(1000, 8), torch.nn.Linear(8, 8), torch.nn.Dropout(0.1)
+        self.heads = torch.nn.ModuleDict({"sst": torch.nn.Linear(8, 5), "para": torch.nn.Linear(8, 1), "sts": torch.nn.Linear(8, 1)})
+        self.register_buffer("u", torch.zeros(3))
+
+    def embed(self, batch, word_embeds=None):
+        return self.emb(batch["input_ids"])                                  # (B, T, C)
+
+    def forward(self, task, batch, embeds=None, word_embeds=None):
+        x = self.embed(batch) if embeds is None else embeds
+        out = self.heads[task](torch.tanh(self.enc(self.drop(x))).mean(1))   # (B, 5) or (B, 1)
+        return out.squeeze(-1) if out.shape[-1] == 1 else out                 # (B, 5) or (B,)
+
+
+def expected_step(model, task, batch, x, clean, delta0, eta, epsilon):
+    """δ_1 = clamp(δ_0 + η·g/‖g_i‖∞, −ε, ε) with g = ∂ℓ_s/∂δ at δ_0, written out here."""
+    d = delta0.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(divergence(task, model(task, batch, embeds=x + d), clean), d)
+    return (delta0 + eta * g / g.abs().amax(dim=(1, 2), keepdim=True)).clamp(-epsilon, epsilon)
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 2e-4])
+def test_ascent_normalises_per_example_and_projects_onto_the_ball(epsilon):
+    """property + written-out step, fp64, eval mode: with ε = 1 the ball does not bind and every
+    example moves by exactly η in ∞-norm; with ε = 2e-4 < η the clamp binds."""
+    model, batch = Toy().double().eval(), make_batch("sst")
+    smart = SMART(model, epsilon=epsilon, eta=1e-3, steps=1, mu=0)
+    with torch.no_grad():
+        x, clean = model.embed(batch), model("sst", batch)
+    delta0 = torch.randn(x.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 1e-4
+    got = smart.perturb("sst", batch, x, clean, delta=delta0)
+    want = expected_step(model, "sst", batch, x, clean, delta0, 1e-3, epsilon)
+    assert got.shape == x.shape, f"{PERTURB}: δ has shape {tuple(got.shape)}, expected (B, T, C) {tuple(x.shape)}"
+    assert not got.requires_grad, f"{PERTURB}: return δ detached (the inner loop trains nothing)"
+    hint = ""
+    if (got - want).abs().max() > 1e-12:
+        g_all = (got - delta0).abs().amax(dim=(1, 2))
+        if epsilon == 1.0 and not torch.allclose(g_all, torch.full_like(g_all, 1e-3), rtol=1e-6):
+            hint = " (hint: normalise g by its ∞-norm PER EXAMPLE: amax over T and C, one value per example)"
+        elif got.abs().max() > epsilon + 1e-15:
+            hint = " (hint: project onto the ε-ball: clamp δ to [−ε, ε] after the step)"
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-9, msg=lambda m:
+        f"{PERTURB}: expected δ_0 + η·g/‖g_i‖∞ clamped to [−ε, ε] (ε = {epsilon}){hint}\n{m}")
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_ascent_step_follows_the_divergence_gradient(task):
+    """property, fp64, eval mode: one ascent step from δ_0 increases ℓ_s(f(x + δ), f(x))."""
+    model, batch = Toy().double().eval(), make_batch(task)
+    smart = SMART(model, epsilon=1e-2, eta=1e-3, steps=1, mu=0)
+    with torch.no_grad():
+        x, clean = model.embed(batch), model(task, batch)
+    delta0 = torch.randn(x.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 1e-3
+    delta1 = smart.perturb(task, batch, x, clean, delta=delta0)
+    with torch.no_grad():
+        before = divergence(task, model(task, batch, embeds=x + delta0), clean).item()
+        after = divergence(task, model(task, batch, embeds=x + delta1), clean).item()
+    assert after > before, f"{PERTURB}[{task}]: ℓ_s went {before:.6e} -> {after:.6e}; an ascent step must increase it (step along +g)"
+
+
+def test_teacher_update_is_the_beta_weighted_average():
+    """θ̃ ← β·θ̃ + (1 − β)·θ for every parameter (atol 1e-7), buffers copied, β from current_beta."""
+    model = Toy()
+    smart = SMART(model, total_steps=100)
+    old = {n: p.clone() for n, p in smart.teacher.named_parameters()}
+    nudge(model)
+    model.u.fill_(3.0)
+    smart.update_teacher()
+    student = dict(model.named_parameters())
+    for name, p in smart.teacher.named_parameters():
+        want = 0.99 * old[name] + 0.01 * student[name]
+        hint = " (hint: β weighs the TEACHER: β·θ̃ + (1 − β)·θ)" if torch.allclose(p, 0.01 * old[name] + 0.99 * student[name], atol=1e-7) else ""
+        torch.testing.assert_close(p, want, atol=1e-7, rtol=1e-6, msg=lambda m: f"{EMA}: teacher {name} is not β·θ̃ + (1 − β)·θ with β = 0.99{hint}\n{m}")
+    assert torch.equal(smart.teacher.u, model.u), f"{EMA}: copy the student's buffers into the teacher"
+    assert smart.updates == 1, "minbert.smart.SMART.update_teacher: count the update"

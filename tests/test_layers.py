@@ -1,0 +1,149 @@
+"""Grades minbert.layers.Embeddings and minbert.layers.BertLayer (assignments 1 and 3).
+
+Oracle (a), stored: tests/fixtures/bert_tiny_reference.npz, the outputs of Hugging Face's BertModel
+for a tiny random BERT (made by tests/fixtures/make_reference.py, checked against live HF by
+tests/test_reference_fixtures.py), so these tests need no `transformers`. Oracle (b) for the
+`extra` hook: the layer written out with torch.nn.functional from the same weights.
+The layer runs with fast_attention=True (F.scaled_dot_product_attention, given code), so the
+layer's grade does not depend on assignment 2. Compared in fp32, eval mode, atol 1e-5, and only
+at real (non-padded) positions where the spec defines only those.
+Shapes: B batch, T tokens, C hidden (attention.py's letters).
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minbert.attention import extended_attention_mask
+from minbert.config import BertConfig
+from minbert.model import BertModel
+
+ATOL, RTOL = 1e-5, 1e-4
+FIXTURE = Path(__file__).parent / "fixtures" / "bert_tiny_reference.npz"
+EMB, LAYER = "minbert.layers.Embeddings.forward", "minbert.layers.BertLayer.forward"
+
+
+def reference():
+    """The stored tensors, and a BertModel (fast attention, eval) holding the stored weights."""
+    with np.load(FIXTURE) as f:
+        ref = {k: torch.from_numpy(f[k]) for k in f.files if k != "config"}
+        config = BertConfig(**json.loads(str(f["config"])), fast_attention=True)
+    model = BertModel(config).eval()
+    model.load_state_dict({k.removeprefix("weights."): v for k, v in ref.items() if k.startswith("weights.")})
+    return ref, model
+
+
+def max_diff(a, b):
+    return (a - b).abs().max().item()
+
+
+def hint(got, candidates):
+    """The first usual mistake whose output equals `got`, as ' (hint: ...)', else ''."""
+    for text, value in candidates:
+        if value.shape == got.shape and max_diff(got, value) <= ATOL:
+            return f" (hint: {text})"
+    return ""
+
+
+# ---------------------------------------------------------------------- assignment 1: embeddings
+
+def test_embeddings_output_shape_is_B_T_C():
+    ref, model = reference()
+    with torch.no_grad():
+        out = model.embeddings(ref["input_ids"], ref["token_type_ids"])
+    assert out.shape == ref["embeddings"].shape, f"{EMB}: expected (B, T, C) = {tuple(ref['embeddings'].shape)}, got {tuple(out.shape)}"
+
+
+def embedding_mistakes(model, ids, types):
+    """Outputs of the usual mistakes, computed from the same weights."""
+    e = model.embeddings
+    word, pos, typ = e.word_embedding(ids), e.pos_embedding(torch.arange(ids.shape[1])), e.tk_type_embedding(types)
+    ln = lambda x: F.layer_norm(x, (x.shape[-1],), e.layer_norm.weight, e.layer_norm.bias, e.layer_norm.eps)
+    return [("token_type_ids are ignored: add tk_type_embedding(token_type_ids)", ln(word + pos)),
+            ("the position embeddings are missing: add pos_embedding(arange(T))", ln(word + typ)),
+            ("LayerNorm is missing after the sum", word + pos + typ),
+            ("LayerNorm must come after the sum of all three embeddings", ln(word) + pos + typ)]
+
+
+def test_embeddings_match_stored_reference_without_token_types():
+    """token_type_ids=None means segment A (type 0) everywhere."""
+    ref, model = reference()
+    with torch.no_grad():
+        out = model.embeddings(ref["input_ids"])
+        mistakes = embedding_mistakes(model, ref["input_ids"], torch.zeros_like(ref["input_ids"]))
+    torch.testing.assert_close(out, ref["embeddings_no_types"], atol=ATOL, rtol=RTOL, msg=lambda m:
+        f"{EMB}(input_ids) differs from the stored HF embeddings (max |Δ| {max_diff(out, ref['embeddings_no_types']):.2e})"
+        + hint(out, mistakes[1:]) + f"\n{m}")
+
+
+def test_embeddings_match_stored_reference_with_token_types():
+    ref, model = reference()
+    with torch.no_grad():
+        out = model.embeddings(ref["input_ids"], ref["token_type_ids"])
+        mistakes = embedding_mistakes(model, ref["input_ids"], ref["token_type_ids"])
+    torch.testing.assert_close(out, ref["embeddings"], atol=ATOL, rtol=RTOL, msg=lambda m:
+        f"{EMB}(input_ids, token_type_ids) differs from the stored HF embeddings "
+        f"(max |Δ| {max_diff(out, ref['embeddings']):.2e})" + hint(out, mistakes) + f"\n{m}")
+
+
+def test_embeddings_dropout_only_in_training():
+    ref, model = reference()
+    emb = BertModel(BertConfig(**{**model.config.__dict__, "hidden_dropout_prob": 0.5})).embeddings
+    emb.load_state_dict(model.embeddings.state_dict())
+    ids, types = ref["input_ids"], ref["token_type_ids"]
+    with torch.no_grad():
+        e1, e2 = emb.eval()(ids, types), emb(ids, types)
+        t1, t2 = emb.train()(ids, types), emb(ids, types)
+    assert torch.equal(e1, e2), f"{EMB}: eval mode must be deterministic (no dropout)"
+    assert not torch.equal(t1, t2), f"{EMB}: train mode must apply self.dropout after the LayerNorm"
+    zeros = (t1 == 0).float().mean().item()
+    assert 0.3 < zeros < 0.7, f"{EMB}: with hidden_dropout_prob 0.5 about half the entries should be 0, got {zeros:.0%}"
+
+
+# ---------------------------------------------------------------------- assignment 3: the layer
+
+def written_out_layer(layer, h, mask, act=F.gelu, residual=True, extra=None):
+    """The post-LN layer with torch.nn.functional, from the layer's own weights (dropout off)."""
+    ln = lambda x, m: F.layer_norm(x, (x.shape[-1],), m.weight, m.bias, m.eps)
+    attn = layer.attention_dense(layer.self_attention(h, mask))                 # (B, T, C)
+    a = ln(h + attn if residual else attn, layer.attention_layer_norm)
+    f = layer.out_dense(act(layer.interm_dense(a)))                             # (B, T, C)
+    r = (a + f if residual else f) + (0 if extra is None else extra)
+    return ln(r, layer.out_layer_norm)
+
+
+def test_bert_layer_matches_stored_reference():
+    ref, model = reference()
+    layer, real = model.layers[0], ref["attention_mask"].bool()
+    mask = extended_attention_mask(ref["attention_mask"], torch.float32)         # (B, 1, 1, T)
+    h = ref["embeddings"]
+    with torch.no_grad():
+        out = layer(h, mask)
+        mistakes = [("use the exact GELU (F.gelu), not ReLU", written_out_layer(layer, h, mask, act=F.relu)),
+                    ("use the exact erf GELU, not the tanh approximation",
+                     written_out_layer(layer, h, mask, act=lambda x: F.gelu(x, approximate="tanh"))),
+                    ("add the residual (the sublayer's input) before each LayerNorm",
+                     written_out_layer(layer, h, mask, residual=False))]
+    assert out.shape == h.shape, f"{LAYER}: expected (B, T, C) = {tuple(h.shape)}, got {tuple(out.shape)}"
+    torch.testing.assert_close(out[real], ref["hidden_1"][real], atol=ATOL, rtol=RTOL, msg=lambda m:
+        f"{LAYER} differs from the stored HF layer output at real positions "
+        f"(max |Δ| {max_diff(out[real], ref['hidden_1'][real]):.2e})" + hint(out[real], [(t, v[real]) for t, v in mistakes]) + f"\n{m}")
+
+
+def test_bert_layer_adds_extra_before_the_second_layer_norm():
+    """Live oracle: LN2(a + FFN(a) + extra) written out; extra is PALs' hook (no dropout on it)."""
+    ref, model = reference()
+    layer = model.layers[1]
+    mask = extended_attention_mask(ref["attention_mask"], torch.float32)
+    h, extra = ref["hidden_1"], torch.randn(ref["hidden_1"].shape, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = layer(h, mask, extra)
+        want = written_out_layer(layer, h, mask, extra=extra)
+        after = written_out_layer(layer, h, mask) + extra
+    torch.testing.assert_close(out, want, atol=ATOL, rtol=RTOL, msg=lambda m:
+        f"{LAYER}(h, mask, extra): expected LayerNorm2(a + FFN(a) + extra), max |Δ| {max_diff(out, want):.2e}"
+        + hint(out, [("add extra INSIDE the second LayerNorm, not after it", after)]) + f"\n{m}")

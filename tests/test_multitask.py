@@ -1,0 +1,98 @@
+"""Grades the multitask heads and losses of minbert.multitask (assignment 5).
+
+Oracles: (a) hand computation in NumPy float64 for the three losses (cross-entropy from
+log-sum-exp, binary cross-entropy from the sigmoid, squared error) and for mean pooling;
+(c) properties: head shapes per task, padding never changes a mean-pooled vector.
+The encoder is replaced by a stand-in where the pooling is graded, so these tests do not
+depend on assignments 1-3. Shapes: B batch, T tokens, C hidden.
+"""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from minbert.config import BertConfig
+from minbert.model import BertModel
+from minbert.multitask import MultitaskBert, make_head, task_loss
+
+C = 16
+
+
+def model(**kw):
+    torch.manual_seed(0)
+    return MultitaskBert(BertModel(BertConfig.tiny(hidden_size=C, intermediate_size=32)), **kw).eval()
+
+
+@pytest.mark.parametrize("kind, layers", [("linear", [nn.Dropout, nn.Linear]),
+                                          ("mlp", [nn.Dropout, nn.Linear, nn.GELU, nn.Dropout, nn.Linear])])
+def test_heads_have_the_documented_layers(kind, layers):
+    head = make_head(kind, C, 5, 0.3)
+    got = [type(m) for m in head]
+    assert got == layers, f"minbert.multitask.make_head({kind!r}): expected layers {[t.__name__ for t in layers]}, got {[t.__name__ for t in got]}"
+    linears = [m for m in head if isinstance(m, nn.Linear)]
+    assert linears[-1].out_features == 5 and linears[0].in_features == C, (
+        f"minbert.multitask.make_head({kind!r}): the head maps (B, C) = (B, {C}) to (B, out) = (B, 5)")
+    assert all(m.p == 0.3 for m in head if isinstance(m, nn.Dropout)), f"minbert.multitask.make_head({kind!r}): use the given dropout rate"
+
+
+def test_head_output_shapes_per_task():
+    m = model()
+    u = torch.randn(4, C, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        shapes = {t: tuple(m.head(t, u).shape) for t in ("sst", "para", "sts")}
+        linear = m.heads["para"][-1]
+        para = (u @ linear.weight.T + linear.bias).squeeze(-1)
+        got = m.head("para", u)
+    expected = {"sst": (4, 5), "para": (4,), "sts": (4,)}
+    assert shapes == expected, (f"minbert.multitask.MultitaskBert.head: expected shapes {expected}, got {shapes} "
+                                "(hint: the one-output heads return (B,), not (B, 1): squeeze the last dimension)")
+    assert torch.allclose(got, para, atol=1e-6), "minbert.multitask.MultitaskBert.head: para must be the head's raw logit (no sigmoid)"
+
+
+def numpy_losses(logits, labels, logit, binary, score, target):
+    z = logits.double().numpy()
+    log_softmax = z - z.max(1, keepdims=True) - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True))
+    ce = -log_softmax[np.arange(len(z)), labels.numpy()].mean()
+    s = 1 / (1 + np.exp(-logit.double().numpy()))
+    y = binary.double().numpy()
+    bce = -(y * np.log(s) + (1 - y) * np.log(1 - s)).mean()
+    mse = ((score.double().numpy() - target.double().numpy()) ** 2).mean()
+    return {"sst": ce, "para": bce, "sts": mse}
+
+
+def test_task_losses_match_hand_computation():
+    g = torch.Generator().manual_seed(2)
+    logits, labels = torch.randn(6, 5, generator=g), torch.randint(0, 5, (6,), generator=g)
+    logit, binary = torch.randn(6, generator=g), torch.randint(0, 2, (6,), generator=g)      # para labels may be ints
+    score, target = torch.randn(6, generator=g) * 2 + 2.5, torch.rand(6, generator=g) * 5
+    want = numpy_losses(logits, labels, logit, binary, score, target)
+    args = {"sst": (logits, labels), "para": (logit, binary), "sts": (score, target)}
+    hints = {"sst": "cross-entropy takes the raw logits (it applies log-softmax itself)",
+             "para": "binary cross-entropy WITH logits on one logit per pair, labels as floats",
+             "sts": "mean squared error between the score and the similarity label"}
+    for task, (out, lab) in args.items():
+        got = task_loss(task, out, lab)
+        assert got.dim() == 0 and got.dtype == torch.float32, (
+            f"minbert.multitask.task_loss({task!r}): expected a float32 scalar (mean over the batch), got {got.dtype} {tuple(got.shape)}")
+        assert abs(got.item() - want[task]) <= 1e-5, (
+            f"minbert.multitask.task_loss({task!r}): expected {want[task]:.6f}, got {got.item():.6f} (hint: {hints[task]})")
+    under_autocast = task_loss("sst", logits.bfloat16(), labels)
+    assert under_autocast.dtype == torch.float32, "minbert.multitask.task_loss: compute in fp32 even for bf16 outputs"
+
+
+def test_mean_pooling_ignores_padding():
+    m = model(pooling="mean")
+    m.encoder.encode = lambda x, attention_mask, layer_extra=None: {"last_hidden_state": x, "pooler_output": x[:, 0]}
+    g = torch.Generator().manual_seed(3)
+    x, am = torch.randn(3, 7, C, generator=g), torch.ones(3, 7, dtype=torch.long)
+    am[1, 4:], am[2, 1:] = 0, 0
+    got = m.pooled("sst", x, am)
+    want = torch.stack([x[i, am[i].bool()].double().mean(0) for i in range(3)]).float()
+    assert got.shape == (3, C), f"minbert.multitask.MultitaskBert.pooled: expected (B, C) = (3, {C}), got {tuple(got.shape)}"
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5, msg=lambda msg:
+        "minbert.multitask.MultitaskBert.pooled (mean): expected the mean of last_hidden_state over the REAL "
+        f"tokens (attention_mask 1), not over all T\n{msg}")
+    x2 = x.clone()
+    x2[am == 0] = 100.0
+    assert torch.allclose(m.pooled("sst", x2, am), got, atol=1e-6), "minbert.multitask.MultitaskBert.pooled: padded tokens changed the mean"
