@@ -3,14 +3,15 @@
 Paper: Malkiel & Wolf, EACL 2021 (arXiv:1911.06182); the heads, losses and elimination live in
 minbert/mml.py. One flag picks the method (minbert.mml.METHODS):
     mml        M heads (default D), multiverse penalty λ·L_mv, MeanShift head elimination
-    bert       one linear head, no dropout before it          bert-drop  the same, dropout 0.3
+    bert       one linear head, dropout 0.1 before it          bert-drop  the same, dropout 0.3
     mv         M heads + penalty, no elimination (MV-5 = --method mv --heads 5)
-    ensemble   M heads, no penalty, no elimination
+    ensemble   M heads, no penalty, no elimination (BERT-Ensemble = --method ensemble --heads 1024)
 Choices: the heads read BERT's pooler output (tanh(W·h_[CLS]), what run_classifier.py and
 BertForSequenceClassification classify), so bert here is the usual BERT fine-tune. Encoder
 dropout is the checkpoint's (0.1); head dropout comes from METHODS. Adam (AdamW with weight decay
-0 by default), constant lr, as the paper states no schedule. Prediction: mean of the active
-heads' softmax (Eq. 5). After training, the best model is scored on --eval_tasks in the binary
+0 by default), constant lr, as the paper states no schedule. Prediction: softmax of the mean of
+the active heads' logits (Eq. 5). The best epoch is chosen by the task's metric in the paper
+(minbert.mml.PAPER_METRIC); --epochs defaults to its 10/30/100 rule (minbert.mml.paper_epochs). After training, the best model is scored on --eval_tasks in the binary
 space its category shares (minbert.glue.category_prediction): cross_dataset.json.
 
 GPU, full RTE (python -m minbert.download glue first):
@@ -39,7 +40,7 @@ from minbert.data import TaskData
 from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
 from minbert.errors import cli
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
-from minbert.mml import LAMBDA, METHODS, HeadEliminator, MultiverseHeads, resolve_num_heads
+from minbert.mml import LAMBDA, METHODS, PAPER_METRIC, HeadEliminator, MultiverseHeads, paper_epochs, resolve_num_heads
 from minbert.model import BertModel, atomic_write
 from minbert.multitask import to_device
 from minbert.report import append_jsonl, markdown_table
@@ -58,7 +59,7 @@ def parse_args(argv=None):
     p.add_argument("--min_bandwidth", type=float, default=0.05, help="MeanShift bandwidth floor in loss units: gaps smaller than this are noise")
     p.add_argument("--model", default="bert-base-uncased", help="hub name, local checkpoint dir, or 'minilm-l6' (offline)")
     # --- optimisation (paper: Adam, lr 2e-5, batch 32, 10/30/100 epochs for large/medium/small sets)
-    p.add_argument("--epochs", type=int, default=3, help="passes over the training set; the paper uses 10 (large), 30 (medium), 100 (small sets)")
+    p.add_argument("--epochs", type=int, default=None, help="passes over the training set; default the paper's rule: 10 / 30 / 100 for >= 100k / >= 10k / fewer train examples (after --limit)")
     p.add_argument("--lr", type=float, default=2e-5, help="constant learning rate; MiniLM likes ~5e-5")
     p.add_argument("--weight_decay", type=float, default=0.0, help="decoupled decay; 0 makes AdamW the paper's Adam")
     p.add_argument("--batch_size", type=int, default=32, help="examples per optimizer step")
@@ -108,6 +109,9 @@ def main(argv=None):
 
     train, dev = load(args.task, "train"), load(args.task, "dev")
     print(f"{args.task}: train {len(train)}, dev {len(dev)}")
+    if args.epochs is None:   # §4.2's 10/30/100 epochs for large/medium/small sets
+        args.epochs = paper_epochs(len(train))
+        print(f"--epochs not given: {args.epochs} for {len(train)} training examples (minbert.mml.EPOCHS_BY_SIZE)")
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)
@@ -169,7 +173,7 @@ def main(argv=None):
         print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best {best:.4f}")
 
     # ------------------------------------------------------------------ training loop
-    t0, bad_steps, headline = time.time(), 0, TASKS[args.task].metrics[0]
+    t0, bad_steps, headline = time.time(), 0, PAPER_METRIC[args.task]   # best epoch by the paper's metric
     for epoch in range(start_epoch, args.epochs + 1):
         loss_sum, mv_sum, n_steps = running if epoch == start_epoch else (0.0, 0.0, 0)
         bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
