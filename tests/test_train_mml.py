@@ -235,3 +235,13 @@ def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path):
         bad = [k for k, v in state["model"].items() if v.is_floating_point() and not torch.isfinite(v).all()]
         assert not bad, f"--amp {amp}: non-finite weights {bad[:3]}"
         assert (state["scaler"] is not None) == (amp == "fp16"), "only --amp fp16 uses (and checkpoints) a GradScaler"
+
+
+def test_best_checkpoint_is_chosen_by_the_paper_metric(setup, tmp_path, monkeypatch):
+    """MRPC is reported by accuracy in the paper (GLUE's headline is F1). Scores faked per epoch:
+    F1 peaks at epoch 1, accuracy at epoch 2, so best.pt must hold epoch 2's scores."""
+    fake = iter([{"f1": 0.9, "accuracy": 0.6}, {"f1": 0.7, "accuracy": 0.8}])
+    monkeypatch.setattr(train_mml, "score", lambda task, out, gold: next(fake))
+    run(setup, tmp_path, task="MRPC", method="bert")
+    best = torch.load(tmp_path / "best.pt", weights_only=False)["scores"]
+    assert best == {"f1": 0.7, "accuracy": 0.8}, f"train_mml.main: best.pt must follow minbert.mml.PAPER_METRIC['MRPC'] = accuracy, got {best}"
