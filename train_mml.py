@@ -11,8 +11,10 @@ BertForSequenceClassification classify), so bert here is the usual BERT fine-tun
 dropout is the checkpoint's (0.1); head dropout comes from METHODS. Adam (AdamW with weight decay
 0 by default), constant lr, as the paper states no schedule. Prediction: softmax of the mean of
 the active heads' logits (Eq. 5). The best epoch is chosen by the task's metric in the paper
-(minbert.mml.PAPER_METRIC); --epochs defaults to its 10/30/100 rule (minbert.mml.paper_epochs). After training, the best model is scored on --eval_tasks in the binary
-space its category shares (minbert.glue.category_prediction): cross_dataset.json.
+(minbert.mml.PAPER_METRIC: accuracy, CoLA Matthews, STS-B Spearman); --epochs defaults to its
+10/30/100 rule (minbert.mml.paper_epochs). After training, the best model is scored on
+--eval_tasks in the binary space its category shares (minbert.glue.category_prediction):
+cross_dataset.json.
 
 GPU, full RTE (python -m minbert.download glue first):
     python train_mml.py --task RTE --method mml --amp bf16 --epochs 30 --eval_tasks QNLI,MNLI
