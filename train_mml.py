@@ -3,15 +3,18 @@
 Paper: Malkiel & Wolf, EACL 2021 (arXiv:1911.06182); the heads, losses and elimination live in
 minbert/mml.py. One flag picks the method (minbert.mml.METHODS):
     mml        M heads (default D), multiverse penalty λ·L_mv, MeanShift head elimination
-    bert       one linear head, no dropout before it          bert-drop  the same, dropout 0.3
+    bert       one linear head, dropout 0.1 before it          bert-drop  the same, dropout 0.3
     mv         M heads + penalty, no elimination (MV-5 = --method mv --heads 5)
-    ensemble   M heads, no penalty, no elimination
+    ensemble   M heads, no penalty, no elimination (BERT-Ensemble = --method ensemble --heads 1024)
 Choices: the heads read BERT's pooler output (tanh(W·h_[CLS]), what run_classifier.py and
 BertForSequenceClassification classify), so bert here is the usual BERT fine-tune. Encoder
 dropout is the checkpoint's (0.1); head dropout comes from METHODS. Adam (AdamW with weight decay
-0 by default), constant lr, as the paper states no schedule. Prediction: mean of the active
-heads' softmax (Eq. 5). After training, the best model is scored on --eval_tasks in the binary
-space its category shares (minbert.glue.category_prediction): cross_dataset.json.
+0 by default), constant lr, as the paper states no schedule. Prediction: softmax of the mean of
+the active heads' logits (Eq. 5). The best epoch is chosen by the task's metric in the paper
+(minbert.mml.PAPER_METRIC: accuracy, CoLA Matthews, STS-B Spearman); --epochs defaults to its
+10/30/100 rule (minbert.mml.paper_epochs). After training, the best model is scored on
+--eval_tasks in the binary space its category shares (minbert.glue.category_prediction):
+cross_dataset.json.
 
 GPU, full RTE (python -m minbert.download glue first):
     python train_mml.py --task RTE --method mml --amp bf16 --epochs 30 --eval_tasks QNLI,MNLI
@@ -40,7 +43,7 @@ from minbert.errors import UserError, cli
 from minbert.flags import at_least, between, positive, writable_dir
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
 from minbert.interrupt import EXIT_STATUS, Interrupted, StopSignal
-from minbert.mml import LAMBDA, METHODS, HeadEliminator, MultiverseHeads, resolve_num_heads
+from minbert.mml import LAMBDA, METHODS, PAPER_METRIC, HeadEliminator, MultiverseHeads, paper_epochs, resolve_num_heads
 from minbert.model import BertModel, atomic_write
 from minbert.multitask import to_device
 from minbert.report import markdown_table, write_jsonl
@@ -59,7 +62,7 @@ def parse_args(argv=None):
     p.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="MeanShift bandwidth floor in loss units: gaps smaller than this are noise")
     p.add_argument("--model", default="bert-base-uncased", help="hub name, local checkpoint dir, or 'minilm-l6' (offline)")
     # --- optimisation (paper: Adam, lr 2e-5, batch 32, 10/30/100 epochs for large/medium/small sets)
-    p.add_argument("--epochs", type=at_least(1), default=3, help="passes over the training set; the paper uses 10 (large), 30 (medium), 100 (small sets)")
+    p.add_argument("--epochs", type=at_least(1), default=None, help="passes over the training set; default the paper's rule: 10 / 30 / 100 for >= 100k / >= 10k / fewer train examples (after --limit)")
     p.add_argument("--lr", type=positive, default=2e-5, help="constant learning rate; MiniLM likes ~5e-5")
     p.add_argument("--weight_decay", type=at_least(0.0, float), default=0.0, help="decoupled decay; 0 makes AdamW the paper's Adam")
     p.add_argument("--batch_size", type=at_least(1), default=32, help="examples per optimizer step")
@@ -109,6 +112,8 @@ def check_resume(args) -> dict:
                         f"{os.path.join(os.path.dirname(args.resume) or '.', 'last.pt')} (or interrupted.pt); score it "
                         f"with --predict_only --resume {args.resume}")
     saved, now = ck.get("args", {}), vars(args)
+    if args.epochs is None:   # not given: the run's own (the paper's rule, resolved when it started)
+        args.epochs = saved.get("epochs")
     diff = [f"  --{k}: checkpoint {saved.get(k)!r}, this command {now.get(k)!r}"
             for k in sorted(set(saved) | set(now)) if k not in RESUME_MAY_DIFFER and saved.get(k) != now.get(k)]
     if diff:
@@ -151,6 +156,9 @@ def train(args, stop):
 
     train, dev = load(args.task, "train"), load(args.task, "dev")
     print(f"{args.task}: train {len(train)}, dev {len(dev)}")
+    if args.epochs is None:   # §4.2's 10/30/100 epochs for large/medium/small sets
+        args.epochs = paper_epochs(len(train))
+        print(f"--epochs not given: {args.epochs} for {len(train)} training examples (minbert.mml.EPOCHS_BY_SIZE)")
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)
@@ -214,7 +222,7 @@ def train(args, stop):
 
     # ------------------------------------------------------------------ training loop
     # A signal during a step is handled at the next boundary (stop.check()); evaluation is abortable.
-    t0, bad_steps, headline = time.time(), 0, TASKS[args.task].metrics[0]
+    t0, bad_steps, headline = time.time(), 0, PAPER_METRIC[args.task]   # best epoch by the paper's metric
     epoch, position = start_epoch, start_step
     stop.defer()
     try:

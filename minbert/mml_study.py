@@ -1,23 +1,33 @@
 """The MML paper's study grid: train every (task, method, seed), then write its tables and figure.
 
-Paper: Malkiel & Wolf, EACL 2021 (arXiv:1911.06182). Each run is `train_mml.main([...])` in its own
-folder out_dir/TASK/METHOD/seedS, with --eval_tasks set to the other tasks of the training task's
-category that exist under --glue_dir. A run whose metrics.jsonl already has every epoch (and its
-cross_dataset.json, when it has eval tasks) is skipped, so an interrupted study resumes by rerunning
-the same command. Outputs in out_dir:
-  table1.md/.json          Table 1: dev score (the best epoch's headline metric, as best.pt keeps)
-                           per task × method, mean ± sample std (ddof 1) over seeds.
-  cross_dataset.md/.json   Tables 2/3: category-level accuracy of each model on the other datasets
-                           of its category (rows train task, columns eval task and split), per
-                           method, with the relative improvement over BERT, (m − bert)/bert × 100%.
-  performance_profile.png  Figure 3 (Dolan & Moré 2002, arXiv:cs/0102001): an experiment is one
-                           (train task, eval task, split) cell; r = best score / method's score;
-                           ρ_m(τ) = fraction of experiments with r ≤ τ.
-Method names: bert, bert-drop, mml, mv, ensemble, each optionally followed by a head count
-(mv5 = MV-5 = --method mv --heads 5; mml16 = MML with 16 heads).
+Paper: Malkiel & Wolf, EACL 2021 (arXiv:1911.06182), §4.1-4.2, Tables 1-5, Figure 3. Each run is
+`train_mml.main([...])` in its own folder out_dir/TASK/METHOD/seedS, with --eval_tasks set to every
+task of the training task's category that exists under --glue_dir, the training task included (the
+diagonal cells of Tables 2-5). A run whose metrics.jsonl has every epoch and whose
+cross_dataset.json scores every eval task is skipped, so an interrupted study resumes by rerunning
+the same command. Method names: bert, bert-drop, mml, mv, ensemble, each optionally followed by a
+head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). Outputs in out_dir:
 
-    python -m minbert.mml_study --tasks RTE,MRPC --methods bert,bert-drop,mv5,mml --seeds 1,2
-Left out: significance tests, and running seeds in parallel (one process, one run at a time).
+  table1.md/.json   Table 1: rows methods, columns tasks + Average. A cell is the dev score, ×100, of
+                    the best epoch, best by the task's paper metric (minbert.mml.PAPER_METRIC:
+                    accuracy, CoLA Matthews, STS-B Spearman), mean ± sample std (ddof 1) over seeds;
+                    the last row, "MML #heads", is the active heads of that best-epoch MML model.
+  cross_dataset.md/.json  Tables 2-5, one per category: a row per (method, training task), a
+                    column per dataset of the category, cells "train/dev" accuracy ×100 in the
+                    category's binary space (seed means). The diagonal is the in-dataset score. The
+                    last column is the row's relative average improvement over BERT trained on the
+                    same task, over the hold-out datasets only (the diagonal excluded), train and dev
+                    separately:  impr(m, t) = mean_{e ≠ t} (acc_m,t(e) / acc_bert,t(e) − 1) × 100%.
+                    The appendix's "impr." rows average the same ratio down a column instead: for
+                    dataset e, over the training tasks t ≠ e. (Checked against Tables 3 and 5.)
+  performance_profile.png  Figure 3 (Dolan & Moré 2002, arXiv:cs/0102001) on ERROR, as its caption
+                    says: an experiment is one hold-out cell (train task t, eval task e ≠ t, split),
+                    error = 1 − seed-mean accuracy; r_m = error_m / min over methods of error;
+                    ρ_m(τ) = fraction of experiments with r_m ≤ τ.
+
+    python -m minbert.mml_study --tasks RTE,MRPC --model minilm-l6 --seeds 1,2,3   # default methods
+Left out: the test-set rows of Table 1 (GLUE's test labels are private), significance tests, and
+running seeds in parallel (one process, one run at a time).
 """
 
 import argparse
@@ -27,20 +37,25 @@ import re
 
 import numpy as np
 
-from minbert.glue import DEFAULT_GLUE_DIR, TASKS
-from minbert.mml import METHODS
+from minbert.errors import cli
+from minbert.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
+from minbert.mml import METHODS, PAPER_METRIC, paper_epochs
 from minbert.report import markdown_table
+
+DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
+SPLITS = ("train", "dev")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", default="RTE,MRPC", help="comma list of training tasks; a category (nli/similarity) gives cross-dataset tables")
-    p.add_argument("--methods", default="bert,bert-drop,mv5,mml", help="comma list; include bert, the reference of the improvement columns")
-    p.add_argument("--seeds", default="1,2", help="comma list of seeds; tables show mean ± std over them")
+    p.add_argument("--tasks", default="RTE,MRPC", help="comma list of training tasks; two of one category (nli/similarity) give hold-out cells")
+    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
+    p.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")
     p.add_argument("--model", default="bert-base-uncased", help="as train_mml.py --model; minilm-l6 runs offline")
-    p.add_argument("--epochs", type=int, default=3, help="per run; the paper: 10/30/100 for large/medium/small sets")
+    p.add_argument("--epochs", type=int, default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.mml.paper_epochs)")
     p.add_argument("--limit", type=int, default=0, help="at most N examples per split in every run (smoke studies)")
     p.add_argument("--batch_size", type=int, default=32, help="as train_mml.py")
+    p.add_argument("--max_seq_len", type=int, default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
     p.add_argument("--lr", type=float, default=2e-5, help="as train_mml.py")
     p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off", help="as train_mml.py")
     p.add_argument("--eliminate_every", type=int, default=1000, help="as train_mml.py; lower it for short runs so mml eliminates at all")
@@ -65,22 +80,42 @@ def split_method(name, error=None):
     return method, int(heads) if heads else None
 
 
-def eval_tasks(task, glue_dir):
-    """The other tasks of `task`'s category whose dev file exists under glue_dir."""
+def paper_name(name):
+    """The paper's row label: mv5 -> MV-5, ensemble1024 -> BERT-Ensemble, mml -> MML."""
+    method, heads = split_method(name)
+    base = {"bert": "BERT", "bert-drop": "BERT-Drop", "mml": "MML", "mv": "MV", "ensemble": "BERT-Ensemble"}[method]
+    if heads is None or (method == "ensemble" and heads == 1024):
+        return base
+    return f"{base}-{heads}"
+
+
+def category_tasks(task, glue_dir):
+    """Every task of `task`'s category whose dev file exists under glue_dir, `task` included."""
     info = TASKS[task]
     if info.category is None:
         return []
-    return [t for t, i in TASKS.items() if t != task and i.category == info.category
+    return [t for t, i in TASKS.items() if i.category == info.category
             and os.path.isfile(os.path.join(glue_dir, i.folder, i.splits["dev"]))]
 
 
-def finished(run_dir, epochs, needs_cross):
+def finished(run_dir, epochs, evals):
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.isfile(path):
         return False
     with open(path) as f:
         done = {json.loads(line)["epoch"] for line in f if line.strip()}
-    return done >= set(range(1, epochs + 1)) and (not needs_cross or os.path.isfile(os.path.join(run_dir, "cross_dataset.json")))
+    if not done >= set(range(1, epochs + 1)):
+        return False
+    if not evals:
+        return True
+    cross = os.path.join(run_dir, "cross_dataset.json")
+    return os.path.isfile(cross) and set(evals) <= set(json.load(open(cross))["results"])
+
+
+def best_epoch(records, task):
+    """The epoch record with the highest paper metric (the first on ties, as train_mml keeps best.pt)."""
+    metric = PAPER_METRIC[task]
+    return max(records, key=lambda r: (r[metric], -r["epoch"]))
 
 
 def mean_std(values):
@@ -88,8 +123,41 @@ def mean_std(values):
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
 
 
-def fmt(ms):
-    return f"{ms[0]:.4f} ± {ms[1]:.4f}"
+def improvement(score, reference):
+    """Relative improvement in percent, (score / reference − 1) × 100; None without a reference."""
+    return None if score is None or not reference else (score / reference - 1) * 100
+
+
+def row_improvement(acc, method, task, datasets, split):
+    """Tables 2-5's last column: mean over hold-out datasets e ≠ task of improvement(method, bert).
+    acc[method][train task][eval task][split] = accuracy."""
+    gains = [improvement(acc[method][task].get(e, {}).get(split), acc["bert"][task].get(e, {}).get(split))
+             for e in datasets if e != task]
+    gains = [g for g in gains if g is not None]
+    return float(np.mean(gains)) if gains else None
+
+
+def column_improvement(acc, method, dataset, tasks, split):
+    """The appendix's "impr." rows: mean over training tasks t ≠ dataset of improvement(method, bert)."""
+    gains = [improvement(acc[method][t].get(dataset, {}).get(split), acc["bert"][t].get(dataset, {}).get(split))
+             for t in tasks if t != dataset]
+    gains = [g for g in gains if g is not None]
+    return float(np.mean(gains)) if gains else None
+
+
+def profile(errors, methods, taus):
+    """Dolan-Moré ρ_m(τ) on errors: each experiment {method: error}; r = error / best (lowest) error.
+    When the best error is 0, methods with error 0 have r = 1 and the others r = ∞."""
+    ratios = {m: [] for m in methods}
+    for e in errors:
+        best = min(e[m] for m in methods)
+        for m in methods:
+            ratios[m].append(e[m] / best if best > 0 else (1.0 if e[m] == 0 else np.inf))
+    return {m: [float(np.mean(np.asarray(r) <= tau)) for tau in taus] for m, r in ratios.items()}
+
+
+def pct(x, signed=False):
+    return "–" if x is None else (f"{x:+.2f}%" if signed else f"{100 * x:.2f}")
 
 
 def main(argv=None):
@@ -98,98 +166,125 @@ def main(argv=None):
     args = parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     # ------------------------------------------------------------------ runs
-    results = {}   # (task, method, seed) -> (dev headline score, cross_dataset results)
-    for task in args.tasks:
-        others = eval_tasks(task, args.glue_dir)
-        for name in args.methods:
+    runs = {}   # (task, method, seed) -> (best-epoch record, cross_dataset results)
+    epochs = {t: args.epochs or paper_epochs(len(read_glue(args.glue_dir, t, "train")[: args.limit or None]))
+              for t in args.tasks}
+    # Seed-major order: a study stopped early has every (task, method) for the seeds it finished.
+    for seed in args.seeds:
+        for task, name in ((t, m) for t in args.tasks for m in args.methods):
             method, heads = split_method(name)
-            for seed in args.seeds:
-                run_dir = os.path.join(args.out_dir, task, name, f"seed{seed}")
-                if finished(run_dir, args.epochs, bool(others)):
-                    print(f"skip {run_dir}: finished")
-                else:
-                    argv_run = ["--task", task, "--method", method, "--model", args.model, "--glue_dir", args.glue_dir,
-                                "--epochs", str(args.epochs), "--limit", str(args.limit), "--batch_size", str(args.batch_size),
-                                "--lr", str(args.lr), "--amp", args.amp, "--eliminate_every", str(args.eliminate_every),
-                                "--min_bandwidth", str(args.min_bandwidth), "--device", args.device, "--seed", str(seed),
-                                "--out_dir", run_dir, "--eval_tasks", ",".join(others)]
-                    if heads is not None:
-                        argv_run += ["--heads", str(heads)]
-                    if os.path.isfile(os.path.join(run_dir, "last.pt")):   # a run cut short: continue it
-                        argv_run += ["--resume", os.path.join(run_dir, "last.pt")]
-                    print("run train_mml.py", " ".join(argv_run))
-                    train_mml.main(argv_run)
-                with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-                    headline = TASKS[task].metrics[0]
-                    dev = max(json.loads(line)[headline] for line in f if line.strip())
-                cross_path = os.path.join(run_dir, "cross_dataset.json")
-                cross = {}
-                if os.path.isfile(cross_path):
-                    with open(cross_path) as f:
-                        cross = json.load(f)["results"]
-                results[task, name, seed] = (dev, cross)
+            evals = category_tasks(task, args.glue_dir)
+            run_dir = os.path.join(args.out_dir, task, name, f"seed{seed}")
+            if finished(run_dir, epochs[task], evals):
+                print(f"skip {run_dir}: finished")
+            else:
+                argv_run = ["--task", task, "--method", method, "--model", args.model, "--glue_dir", args.glue_dir,
+                            "--epochs", str(epochs[task]), "--limit", str(args.limit), "--batch_size", str(args.batch_size),
+                            "--max_seq_len", str(args.max_seq_len), "--lr", str(args.lr), "--amp", args.amp,
+                            "--eliminate_every", str(args.eliminate_every), "--min_bandwidth", str(args.min_bandwidth),
+                            "--device", args.device, "--seed", str(seed), "--out_dir", run_dir, "--eval_tasks", ",".join(evals)]
+                if heads is not None:
+                    argv_run += ["--heads", str(heads)]
+                if os.path.isfile(os.path.join(run_dir, "last.pt")):   # a run cut short: continue it
+                    argv_run += ["--resume", os.path.join(run_dir, "last.pt")]
+                print("run train_mml.py", " ".join(argv_run))
+                train_mml.main(argv_run)
+            with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+                records = [json.loads(line) for line in f if line.strip()]
+            cross_path = os.path.join(run_dir, "cross_dataset.json")
+            cross = json.load(open(cross_path))["results"] if os.path.isfile(cross_path) else {}
+            runs[task, name, seed] = (best_epoch(records, task), cross)
+    tables = {"table1": write_table1(args, runs)}
+    tables["cross"], errors = write_cross(args, runs)
+    tables["errors"] = errors
+    plot_profile(os.path.join(args.out_dir, "performance_profile.png"), errors, args.methods)
+    return tables
 
-    # ------------------------------------------------------------------ Table 1: dev scores
-    table1 = {t: {m: mean_std([results[t, m, s][0] for s in args.seeds]) for m in args.methods} for t in args.tasks}
-    rows = [{"task": f"{t} ({TASKS[t].metrics[0]})", **{m: fmt(table1[t][m]) for m in args.methods}} for t in args.tasks]
-    md1 = markdown_table(rows, ["task", *args.methods])
-    with open(os.path.join(args.out_dir, "table1.md"), "w") as f:
-        f.write(f"# Table 1: dev score, mean ± std over seeds {args.seeds}\n\n{md1}\n")
-    with open(os.path.join(args.out_dir, "table1.json"), "w") as f:
-        json.dump({t: {m: dict(zip(("mean", "std"), v)) for m, v in d.items()} for t, d in table1.items()}, f, indent=1)
 
-    # ------------------------------------------------------------------ Tables 2/3: cross-dataset accuracy
-    cross = {}   # train task -> eval task -> method -> split -> {mean, std, improvement_pct}
-    for t in args.tasks:
-        for e in eval_tasks(t, args.glue_dir):
-            for split in ("train", "dev"):
-                per_method = {}
-                for m in args.methods:
-                    scores = [results[t, m, s][1].get(e, {}).get(split, {}).get("accuracy") for s in args.seeds]
-                    if all(x is not None for x in scores):
-                        per_method[m] = mean_std(scores)
-                for m, (mu, sd) in per_method.items():
-                    ref = per_method.get("bert", (None,))[0]
-                    gain = round((mu - ref) / ref * 100, 2) if ref else None
-                    cell = cross.setdefault(t, {}).setdefault(e, {}).setdefault(m, {})
-                    cell[split] = {"mean": mu, "std": sd, "improvement_pct": gain}
-    md2 = []
+def write_table1(args, runs):
+    """Table 1 (dev rows): paper metric ×100 of the best epoch, mean ± std over seeds; MML #heads."""
+    table, rows = {}, []
     for m in args.methods:
-        rows = []
-        for t, evals in cross.items():
-            row = {"train task": t}
-            for e, by_method in evals.items():
-                for split, c in by_method.get(m, {}).items():
-                    gain = "" if c["improvement_pct"] is None else f" ({c['improvement_pct']:+.2f}%)"
-                    row[f"{e} {split}"] = f"{c['mean']:.4f}{gain}"
-            rows.append(row)
-        columns = sorted({c for r in rows for c in r if c != "train task"})
-        md2.append(f"## {m}: category accuracy (relative improvement over bert)\n\n" + markdown_table(rows, ["train task", *columns]))
+        table[m] = {t: mean_std([100 * runs[t, m, s][0][PAPER_METRIC[t]] for s in args.seeds]) for t in args.tasks}
+        row = {"model": paper_name(m), **{t: f"{mu:.1f} ± {sd:.1f}" for t, (mu, sd) in table[m].items()}}
+        row["Average"] = f"{np.mean([mu for mu, _ in table[m].values()]):.1f}"
+        rows.append(row)
+    heads = {m: {t: mean_std([runs[t, m, s][0]["active_heads"] for s in args.seeds]) for t in args.tasks}
+             for m in args.methods if split_method(m)[0] == "mml"}
+    for m, by_task in heads.items():
+        rows.append({"model": f"{paper_name(m)} #heads", **{t: f"{mu:.0f} ± {sd:.0f}" for t, (mu, sd) in by_task.items()}, "Average": "–"})
+    columns = ["model", *[f"{t}" for t in args.tasks], "Average"]
+    metrics = ", ".join(f"{t} {PAPER_METRIC[t]}" for t in args.tasks)
+    md = (f"# Table 1 (development set): best-epoch score ×100, mean ± std over seeds {args.seeds}\n\n"
+          f"Metric per task as in the paper ({metrics}); the best epoch is chosen by it. "
+          f"#heads: active heads of that best-epoch model.\n\n" + markdown_table(rows, columns) + "\n")
+    with open(os.path.join(args.out_dir, "table1.md"), "w") as f:
+        f.write(md)
+    out = {"scores": {m: {t: dict(zip(("mean", "std"), v)) for t, v in d.items()} for m, d in table.items()},
+           "mml_heads": {m: {t: dict(zip(("mean", "std"), v)) for t, v in d.items()} for m, d in heads.items()},
+           "metric": {t: PAPER_METRIC[t] for t in args.tasks}, "seeds": args.seeds}
+    with open(os.path.join(args.out_dir, "table1.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    print(md)
+    return out
+
+
+def write_cross(args, runs):
+    """Tables 2-5 per category, and the hold-out errors that Figure 3 profiles."""
+    acc, std = {}, {}   # method -> train task -> eval task -> split -> seed-mean (std) accuracy
+    for t, m in ((t, m) for t in args.tasks for m in args.methods):
+        for e in category_tasks(t, args.glue_dir):
+            for split in SPLITS:
+                scores = [runs[t, m, s][1].get(e, {}).get(split, {}).get("accuracy") for s in args.seeds]
+                if all(x is not None for x in scores):
+                    mu, sd = mean_std(scores)
+                    acc.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = mu
+                    std.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = sd
+    md, report, errors = [], {}, []
+    categories = sorted({TASKS[t].category for t in args.tasks if TASKS[t].category})
+    for cat in categories:
+        tasks = [t for t in args.tasks if TASKS[t].category == cat]
+        datasets = [e for e in TASKS if any(e in acc.get(m, {}).get(t, {}) for m in args.methods for t in tasks)]
+        rows, rep = [], {"datasets": datasets, "rows": [], "impr": {}}
+        for t in tasks:
+            for m in args.methods:
+                cells = acc.get(m, {}).get(t, {})
+                row = {"model": f"{paper_name(m)}-{t}"}
+                for e in datasets:
+                    row[e] = "/".join(pct(cells.get(e, {}).get(s)) for s in SPLITS)
+                gains = {s: (row_improvement(acc, m, t, datasets, s) if m != "bert" and "bert" in acc else None) for s in SPLITS}
+                row["Improvement compared to BERT"] = "-" if m == "bert" else "/".join(pct(gains[s], True) for s in SPLITS)
+                rows.append(row)
+                rep["rows"].append({"method": m, "train_task": t, "accuracy": cells,
+                                    "std": std.get(m, {}).get(t, {}), "improvement_pct": gains})
+        for m in args.methods:
+            if m == "bert" or "bert" not in acc:
+                continue
+            gains = {e: {s: column_improvement(acc, m, e, tasks, s) for s in SPLITS} for e in datasets}
+            rows.append({"model": f"{paper_name(m)} impr.", **{e: "/".join(pct(g[s], True) for s in SPLITS) for e, g in gains.items()}})
+            rep["impr"][m] = gains
+        md.append(f"## {cat}: train/dev accuracy ×100 (seed means)\n\n" + markdown_table(rows, ["model", *datasets, "Improvement compared to BERT"]))
+        report[cat] = rep
+        for t in tasks:   # Figure 3's experiments: hold-out cells that every method has
+            for e in datasets:
+                for s in SPLITS:
+                    cell = [acc.get(m, {}).get(t, {}).get(e, {}).get(s) for m in args.methods]
+                    if e != t and all(x is not None for x in cell):
+                        errors.append({m: 1 - a for m, a in zip(args.methods, cell)})
+    head = ("# Tables 2-5: cross-dataset evaluation (rows: model trained on one task; cells train/dev accuracy ×100 "
+            "in the category's binary space; the diagonal is the in-dataset score). Last column: mean over the hold-out "
+            "datasets (diagonal excluded) of (acc / acc of BERT trained on the same task − 1), train/dev. "
+            "\"impr.\" rows: the same ratio averaged down each column over the models trained on the other tasks.\n\n")
     with open(os.path.join(args.out_dir, "cross_dataset.md"), "w") as f:
-        f.write("# Tables 2/3: cross-dataset accuracy in the category's binary space\n\n" + "\n\n".join(md2) + "\n")
+        f.write(head + "\n\n".join(md) + "\n")
     with open(os.path.join(args.out_dir, "cross_dataset.json"), "w") as f:
-        json.dump(cross, f, indent=1)
-
-    # ------------------------------------------------------------------ Figure 3: performance profile
-    experiments = [{m: c[m][split]["mean"] for m in args.methods}
-                   for evals in cross.values() for c in evals.values() for split in ("train", "dev")
-                   if all(split in c.get(m, {}) for m in args.methods)]
-    plot_profile(os.path.join(args.out_dir, "performance_profile.png"), experiments, args.methods)
-    print(md1 + "\n\n" + "\n\n".join(md2))
-    return {"table1": table1, "cross": cross, "experiments": experiments}
+        json.dump(report, f, indent=1)
+    print("\n\n".join(md))
+    return report, errors
 
 
-def profile(experiments, methods, taus):
-    """ρ_m(τ) for each method: fraction of experiments with best/score ≤ τ (score 0: r = ∞)."""
-    ratios = {m: [] for m in methods}
-    for scores in experiments:
-        best = max(scores.values())
-        for m in methods:
-            ratios[m].append(best / scores[m] if scores[m] > 0 else np.inf)
-    return {m: [float(np.mean(np.asarray(r) <= tau)) for tau in taus] for m, r in ratios.items()}
-
-
-def plot_profile(path, experiments, methods) -> bool:
+def plot_profile(path, errors, methods) -> bool:
+    """Figure 3: ρ_m(τ) against τ for every method, as a step plot."""
     try:
         import matplotlib
         matplotlib.use("Agg")   # files only, no window
@@ -197,14 +292,14 @@ def plot_profile(path, experiments, methods) -> bool:
     except ImportError:
         print(f"matplotlib is not installed: no {path}")
         return False
-    finite = [max(s.values()) / v for s in experiments for v in s.values() if v > 0]
-    taus = np.linspace(1.0, max(finite + [1.0]) * 1.05 + 1e-3, 200)
-    rho = profile(experiments, methods, taus) if experiments else {m: [0.0] * len(taus) for m in methods}
+    finite = [e[m] / min(e.values()) for e in errors for m in methods if min(e.values()) > 0]
+    taus = np.linspace(1.0, max(finite + [1.0]) * 1.05 + 1e-3, 400)
+    rho = profile(errors, methods, taus) if errors else {m: [0.0] * len(taus) for m in methods}
     fig, ax = plt.subplots(figsize=(5, 4))
     for m in methods:
-        ax.step(taus, rho[m], where="post", label=m)
-    ax.set(xlabel="τ (best score / method score)", ylabel="fraction of experiments",
-           title=f"performance profile ({len(experiments)} experiments)", ylim=(0, 1.05))
+        ax.step(taus, rho[m], where="post", label=paper_name(m))
+    ax.set(xlabel="τ (error / lowest error of any method)", ylabel="fraction of experiments with error ≤ τ·best",
+           title=f"Dolan-Moré profile ({len(errors)} hold-out experiments)", ylim=(0, 1.05))
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
@@ -213,4 +308,4 @@ def plot_profile(path, experiments, methods) -> bool:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

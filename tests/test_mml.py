@@ -1,7 +1,8 @@
 """Grades minbert.mml: MultiverseHeads (forward, task_loss, multiverse_loss, predict),
 HeadEliminator (observe, maybe_eliminate), METHODS / resolve_num_heads.
 
-Oracles: (b) live — a Python loop over heads and a plain nn.Linear / F.cross_entropy / F.mse_loss
+Oracles: (a) hand computation — Eq. 5 on a 3-head case, the paper's metric per task and epoch rule;
+(b) live — a Python loop over heads and a plain nn.Linear / F.cross_entropy / F.mse_loss
 per head; a brute-force double loop for Eq. 4; (c) properties — L_mv = 0 on orthonormal heads,
 class-permutation invariance, masked heads drop out everywhere, elimination keeps the best
 head, never removes all, stops below MIN_HEADS, acts only every K steps, is deterministic.
@@ -15,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minbert.mml import METHODS, MIN_HEADS, HeadEliminator, MultiverseHeads, resolve_num_heads
+from minbert.mml import METHODS, MIN_HEADS, PAPER_METRIC, HeadEliminator, MultiverseHeads, paper_epochs, resolve_num_heads
 
 MOD = "minbert.mml.MultiverseHeads"
 ELIM = "minbert.mml.HeadEliminator"
@@ -187,15 +188,55 @@ def test_multiverse_loss_runs_in_fp32_under_autocast():
 
 
 # ---------------------------------------------------------------------------- inference (Eq. 5)
-def test_predict_averages_softmax_of_active_heads_only():
+def three_heads(logits):
+    """M = 3 heads, K = 2 classes, D = 2, whose outputs on d = e_1 are exactly `logits` (M, K)."""
+    heads = MultiverseHeads(2, 2, 3)
+    with torch.no_grad():
+        heads.weight.zero_()
+        heads.weight[:, :, 0] = torch.tensor(logits)                          # C_j(e_1) = column 0
+        heads.bias.zero_()
+    return heads
+
+
+def test_predict_is_softmax_of_mean_logits_on_a_hand_made_three_head_case():
+    """Oracle: Eq. 5 by hand. Logits (6, 0), (0, 2), (0, 2) average to ŷ = (2, 4/3), and
+    softmax(ŷ)_0 = 1 / (1 + e^(-2/3)) = 0.66073: class 0. Averaging the heads' probabilities instead
+    gives p_0 = (0.99753 + 2 × 0.11920) / 3 = 0.41198: class 1."""
+    heads = three_heads([[6.0, 0.0], [0.0, 2.0], [0.0, 2.0]])
+    out = heads(torch.tensor([[1.0, 0.0]]))                                   # (B, M, K) = (1, 3, 2)
+    p0 = 1 / (1 + torch.exp(torch.tensor(-2 / 3)))
+    close(heads.predict(out), torch.stack([p0, 1 - p0])[None], f"{MOD}.predict (Eq. 5: softmax of the mean logit)", atol=1e-6)
+    assert heads.predict(out).argmax(-1).item() == 0, \
+        f"{MOD}.predict: the mean logit (2, 4/3) predicts class 0; averaging probabilities (p_0 = 0.41) would give class 1"
+
+
+def test_predict_weights_only_active_heads():
+    """β_2 = 0: ŷ = mean of heads 0 and 1 = (3, 1), softmax_0 = 1 / (1 + e^-2) = 0.88080."""
+    heads = three_heads([[6.0, 0.0], [0.0, 2.0], [0.0, 50.0]])
+    heads.active[2] = False
+    out = heads(torch.tensor([[1.0, 0.0]]))
+    p0 = 1 / (1 + torch.exp(torch.tensor(-2.0)))
+    close(heads.predict(out), torch.stack([p0, 1 - p0])[None], f"{MOD}.predict (inactive head 2 must not count)", atol=1e-6)
+
+
+def test_predict_averages_logits_of_active_heads_only():
     heads = make_heads()
     heads.active[[0, 6]] = False
     out = heads(randn(4, 16))
-    expected = out[:, 1:6].softmax(-1).mean(1)                                # (B, K)
+    expected = out[:, 1:6].mean(1).softmax(-1)                                # (B, K)
     close(heads.predict(out), expected, f"{MOD}.predict")
     changed = out.clone()
     changed[:, [0, 6]] = 100.0                                                # inactive heads' outputs
     close(heads.predict(changed), expected, f"{MOD}.predict (inactive heads must not count)")
+
+
+def test_ensemble_predicts_mean_over_all_logits():
+    """BERT-Ensemble (§4.1) "infers predictions by calculating the mean over all classifiers' logits"."""
+    torch.manual_seed(0)
+    heads = MultiverseHeads(16, 2, resolve_num_heads("ensemble", 16, 1024), dropout=METHODS["ensemble"]["dropout"]).eval()
+    d = randn(5, 16)
+    logits = torch.stack([d @ heads.weight[j].T + heads.bias[j] for j in range(1024)], dim=1)   # (B, M, K)
+    close(heads.predict(heads(d)), logits.mean(1).softmax(-1), f"{MOD}.predict (BERT-Ensemble, 1024 heads)", atol=1e-5)
 
 
 def test_predict_regression_averages_values():
@@ -307,9 +348,50 @@ def test_methods_describe_the_baselines():
     assert resolve_num_heads("bert", 768) == 1 and resolve_num_heads("bert-drop", 768) == 1
     with pytest.raises(ValueError):
         resolve_num_heads("bert", 768, 5)
-    flags = {m: (s["penalty"], s["eliminate"], s["dropout"]) for m, s in METHODS.items()}
-    assert flags == {"mml": (True, True, 0.0), "bert": (False, False, 0.0), "bert-drop": (False, False, 0.3),
-                     "mv": (True, False, 0.0), "ensemble": (False, False, 0.0)}, f"minbert.mml.METHODS: {flags}"
+    flags = {m: (s["penalty"], s["eliminate"]) for m, s in METHODS.items()}
+    assert flags == {"mml": (True, True), "bert": (False, False), "bert-drop": (False, False),
+                     "mv": (True, False), "ensemble": (False, False)}, f"minbert.mml.METHODS: {flags}"
+
+
+def test_classifier_dropout_is_bert_s_0_1_and_0_3_for_bert_drop():
+    """§4.1: BERT-Drop uses "a dropout rate of 30% (instead of 10% as used in a regular BERT)" on
+    the [CLS] vector; every other method fine-tunes with BERT's own 0.1."""
+    rates = {m: s["dropout"] for m, s in METHODS.items()}
+    assert rates == {"mml": 0.1, "bert": 0.1, "bert-drop": 0.3, "mv": 0.1, "ensemble": 0.1}, \
+        f"minbert.mml.METHODS dropout: expected 0.1 everywhere but bert-drop 0.3, got {rates}"
+
+
+def test_head_dropout_keeps_a_fraction_1_minus_p_of_d():
+    """Property: in train mode the heads see d with ~p of its entries zeroed and the rest scaled by 1/(1 − p)."""
+    for method in ("bert", "bert-drop"):
+        p = METHODS[method]["dropout"]
+        heads = MultiverseHeads(1, 1, 1, dropout=p).train()
+        with torch.no_grad():
+            heads.weight.fill_(1.0)
+            heads.bias.zero_()
+        torch.manual_seed(0)
+        out = heads(torch.ones(20000, 1))[:, 0, 0]                            # (B,) = d · 1 after dropout
+        zeros = (out == 0).float().mean().item()
+        assert abs(zeros - p) < 0.015, f"{MOD}.dropout ({method}): expected {p:.0%} zeros, got {zeros:.3f}"
+        close(out[out != 0].mean(), torch.tensor(1 / (1 - p)), f"{MOD}.dropout ({method}) scale", atol=1e-3, rtol=1e-3)
+
+
+# ---------------------------------------------------------------------------- the paper's protocol (§4.1, §4.2)
+def test_paper_metric_matches_table_1():
+    """Table 1 reports accuracy except STS-B (Spearman) and CoLA (BERT-large's 60.5 is GLUE's Matthews
+    correlation); QQP 89.3 and MRPC 85.4 on test are BERT-large's accuracies, not its F1 (72.1, 89.3)."""
+    expected = {"MNLI": "accuracy", "QQP": "accuracy", "QNLI": "accuracy", "SST-2": "accuracy",
+                "CoLA": "matthews", "STS-B": "spearman", "MRPC": "accuracy", "RTE": "accuracy", "STS-B*": "accuracy"}
+    got = {t: PAPER_METRIC.get(t) for t in expected}
+    assert got == expected, f"minbert.mml.PAPER_METRIC: expected {expected}, got {got}"
+
+
+@pytest.mark.parametrize("task,size,epochs", [("MNLI", 392_702, 10), ("QQP", 363_846, 10), ("QNLI", 104_743, 10),
+                                              ("SST-2", 67_349, 30), ("CoLA", 8_551, 100), ("STS-B", 5_749, 100),
+                                              ("MRPC", 3_668, 100), ("RTE", 2_490, 100)])
+def test_paper_epochs_follow_the_10_30_100_rule(task, size, epochs):
+    """§4.2: 10/30/100 epochs for large/medium/small sets; our thresholds 100k and 10k train examples."""
+    assert paper_epochs(size) == epochs, f"minbert.mml.paper_epochs({size}) ({task}): expected {epochs}, got {paper_epochs(size)}"
 
 
 # ---------------------------------------------------------------------------- graded without assignment 9

@@ -1,0 +1,94 @@
+"""Grades minbert.mml_study's table arithmetic: the Dolan-Moré profile on error (Figure 3), the
+relative-improvement column and "impr." rows of Tables 2-5, best-epoch selection by the paper's
+metric, and the default method list of Table 1.
+
+Oracles: (a) the paper's own numbers — MML's improvement column of Table 3 and its "MML impr." row
+of Table 5, recomputed from the accuracies printed there (the paper truncates to 2 decimals);
+(a) hand computation — a 3-method toy error table whose profile is worked out in the docstring.
+The end-to-end study run is in tests/test_train_mml.py.
+
+Run: python -m pytest -q tests/test_mml_study.py   (offline, CPU, < 1 s)
+"""
+
+import pytest
+
+from minbert import mml_study
+
+MOD = "minbert.mml_study"
+
+
+# ---------------------------------------------------------------------------- Figure 3
+def test_profile_is_dolan_more_on_error_for_a_three_method_toy_table():
+    """Errors (lower is better) and r = error / lowest error of the experiment:
+         exp 1: a .125 b .25 c .5    -> r = 1, 2, 4
+         exp 2: a .5   b .25 c .25   -> r = 2, 1, 1
+         exp 3: a .375 b .5  c .25   -> r = 1.5, 2, 1
+    ρ(τ) = fraction of the 3 experiments with r ≤ τ:
+         τ = 1:   a 1/3, b 1/3, c 2/3;   τ = 1.5: a 2/3, b 1/3, c 2/3;
+         τ = 2:   a 1,   b 1,   c 2/3;   τ = 4:   a 1,   b 1,   c 1."""
+    errors = [{"a": 0.125, "b": 0.25, "c": 0.5}, {"a": 0.5, "b": 0.25, "c": 0.25}, {"a": 0.375, "b": 0.5, "c": 0.25}]
+    rho = mml_study.profile(errors, ["a", "b", "c"], [1.0, 1.5, 2.0, 4.0])
+    expected = {"a": [1 / 3, 2 / 3, 1.0, 1.0], "b": [1 / 3, 1 / 3, 1.0, 1.0], "c": [2 / 3, 2 / 3, 2 / 3, 1.0]}
+    for m in expected:
+        assert rho[m] == pytest.approx(expected[m]), f"{MOD}.profile: method {m}: expected {expected[m]}, got {rho[m]} (r = error / min error)"
+
+
+def test_profile_with_a_zero_best_error_counts_only_the_exact_ties():
+    rho = mml_study.profile([{"a": 0.0, "b": 0.1}, {"a": 0.2, "b": 0.1}], ["a", "b"], [1.0, 10.0])
+    assert rho == {"a": [0.5, 1.0], "b": [0.5, 0.5]}, f"{MOD}.profile: best error 0 gives r = 1 for ties, ∞ otherwise; got {rho}"
+
+
+# ---------------------------------------------------------------------------- Tables 2-5
+# Table 3 / Table 5 of the paper (similarity category), train/dev accuracy in %.
+DATASETS = ["QQP", "MRPC", "STS-B*"]
+BERT = {"QQP": [(99.73, 91.57), (66.90, 68.85), (88.34, 90.12)],
+        "MRPC": [(65.28, 65.18), (99.37, 87.25), (82.53, 88.58)],
+        "STS-B*": [(73.13, 73.11), (75.59, 75.49), (100.0, 95.49)]}
+MML = {"QQP": [(99.74, 91.68), (67.77, 68.87), (89.11, 90.55)],
+       "MRPC": [(68.37, 68.15), (99.23, 88.97), (86.12, 91.32)],
+       "STS-B*": [(74.13, 74.40), (75.51, 77.94), (99.85, 96.70)]}
+
+
+def accuracies(rows):
+    return {t: {e: {"train": tr, "dev": dv} for e, (tr, dv) in zip(DATASETS, cells)} for t, cells in rows.items()}
+
+
+ACC = {"bert": accuracies(BERT), "mml": accuracies(MML)}
+
+
+@pytest.mark.parametrize("task,train,dev", [("QQP", 1.08, 0.25), ("MRPC", 4.54, 3.82), ("STS-B*", 0.63, 2.50)])
+def test_row_improvement_reproduces_table_3(task, train, dev):
+    """The last column: mean over the two hold-out datasets (diagonal excluded) of acc_MML / acc_BERT − 1."""
+    for split, paper in (("train", train), ("dev", dev)):
+        got = mml_study.row_improvement(ACC, "mml", task, DATASETS, split)
+        assert got is not None and abs(got - paper) <= 0.01, \
+            f"{MOD}.row_improvement(MML-{task}, {split}): Table 3 prints {paper:+.2f}%, got {got}"
+
+
+@pytest.mark.parametrize("dataset,train,dev", [("QQP", 3.05, 3.16), ("MRPC", 0.59, 1.63), ("STS-B*", 2.61, 1.78)])
+def test_column_improvement_reproduces_table_5_mml_impr_row(dataset, train, dev):
+    """The "MML impr." row: per column, the mean over the models trained on the other datasets."""
+    for split, paper in (("train", train), ("dev", dev)):
+        got = mml_study.column_improvement(ACC, "mml", dataset, DATASETS, split)
+        assert got is not None and abs(got - paper) <= 0.01, \
+            f"{MOD}.column_improvement(MML, {dataset}, {split}): Table 5 prints {paper:+.2f}%, got {got}"
+
+
+# ---------------------------------------------------------------------------- Table 1
+def test_best_epoch_is_chosen_by_the_paper_metric():
+    """MRPC is reported by accuracy in the paper (GLUE's headline is F1): epoch 2 wins on accuracy."""
+    records = [{"epoch": 1, "f1": 0.90, "accuracy": 0.84, "active_heads": 40},
+               {"epoch": 2, "f1": 0.88, "accuracy": 0.86, "active_heads": 12},
+               {"epoch": 3, "f1": 0.89, "accuracy": 0.86, "active_heads": 9}]
+    best = mml_study.best_epoch(records, "MRPC")
+    assert best["epoch"] == 2, f"{MOD}.best_epoch: MRPC by accuracy, first of the tied epochs: expected 2, got {best['epoch']}"
+    stsb = [{"epoch": 1, "pearson": 0.80, "spearman": 0.85, "active_heads": 3}, {"epoch": 2, "pearson": 0.82, "spearman": 0.84, "active_heads": 3}]
+    assert mml_study.best_epoch(stsb, "STS-B")["epoch"] == 1, f"{MOD}.best_epoch: STS-B is chosen by Spearman"
+
+
+def test_default_methods_are_table_1_s_six_rows():
+    methods = mml_study.parse_args([]).methods
+    names = [mml_study.paper_name(m) for m in methods]
+    assert sorted(names) == sorted(["BERT", "BERT-Drop", "MV-5", "MV-1024", "BERT-Ensemble", "MML"]), \
+        f"{MOD}.DEFAULT_METHODS: expected Table 1's six models, got {names}"
+    assert mml_study.split_method("ensemble1024") == ("ensemble", 1024), "BERT-Ensemble has 1024 heads (§4.1)"
