@@ -63,10 +63,14 @@ def resolve_amp(amp: str, device: torch.device) -> tuple[str, str]:
     """--amp as given -> (off|bf16|fp16, the reason, printed at start). Warns on a slow explicit choice."""
     cpu_bf16 = device.type == "cpu" and cpu_has_native_bf16()
     if amp != "auto":
-        if device.type == "cpu" and amp != "off" and not (amp == "bf16" and cpu_bf16):
-            warnings.warn(f"--amp {amp} on a CPU without native {amp} (no AMX/AVX512-BF16): autocast emulates it and "
-                          f"runs about 30x SLOWER than fp32 (MiniLM train step 30.1 s vs 1.1 s on an AVX2 EPYC). "
-                          f"Use --amp off (or auto).", stacklevel=2)
+        if device.type == "cpu" and amp == "bf16" and not cpu_bf16:
+            warnings.warn("--amp bf16 on a CPU without native bf16 (no AMX/AVX512-BF16): autocast emulates it and "
+                          "runs about 30x SLOWER than fp32 (MiniLM train step 30.1 s vs 1.1 s on an AVX2 EPYC). "
+                          "Use --amp off (or auto).", stacklevel=2)
+        if device.type == "cpu" and amp == "fp16":
+            warnings.warn("--amp fp16 on a CPU: fp16 matmuls are not what CPUs accelerate, and a GradScaler is needed; "
+                          "expect it to be slower than fp32. Use --amp auto (bf16 where the CPU has it, else off).",
+                          stacklevel=2)
         return amp, "as requested"
     if device.type == "cuda":
         if torch.cuda.is_bf16_supported():
