@@ -28,9 +28,12 @@ Readings chosen where Alg. 1 is ambiguous (each documented and testable):
   - clip(p_b) clips to [0, 1], the range of a probability (`clip_high=1.0`). Clipping at 0
     only (`clip_high=inf`; --grad_compromise_clip_high inf) differs only when one task has
     p·n − 1 > n − 3; after the renormalisation both readings then give that task most of the draws.
-  - S_data is the raw training-set size per task, as in line 2. Dividing by the proportion
-    S / Σ S instead would multiply every task's loss by the same (Σ S)^β: the same direction,
-    a different step size under plain SGD, nearly the same step under Adam.
+  - S_data is the raw training-set size per task, as in line 2. The other reading, the
+    proportion S / Σ S (`normalize=True`; --grad_compromise_normalize), multiplies every
+    task's loss by the same (Σ S)^β: the same update direction, a different scale. Adam is
+    scale-free only while |g| ≫ its ε: at β = 1 the raw reading divides Quora's loss by ~1.4e5,
+    pushing per-weight gradients (~1e-5) to ~1e-10, below AdamW's ε = 1e-8, which then damps
+    the step. The proportion reading keeps the losses near their usual size.
   - n = 3 leaves no random slot: the schedule is each task once and 3) is skipped (it would
     divide by zero). n < 3 is rejected.
   - N_e = 1: α = 1, β = 0.2 (the first-epoch values; sampling.anneal_alpha's convention).
@@ -65,7 +68,8 @@ class GradientCompromise:
     divides each task's summed loss by S_data^β. Uses the caller's numpy Generator, so a
     checkpointed generator (TaskSampler.rng) replays the same schedules after a resume."""
 
-    def __init__(self, tasks, sizes, n_batches: int, num_epochs: int, clip_high: float = 1.0):
+    def __init__(self, tasks, sizes, n_batches: int, num_epochs: int, clip_high: float = 1.0,
+                 normalize: bool = False):
         self.task_names = list(tasks)
         self.sizes = np.asarray(sizes, dtype=np.float64)     # (K,) S_data
         K = len(self.task_names)
@@ -74,6 +78,7 @@ class GradientCompromise:
         if n_batches < K:
             raise ValueError(f"GradientCompromise: n_batches must be at least the number of tasks ({K}), got {n_batches}")
         self.n_batches, self.num_epochs, self.clip_high = n_batches, num_epochs, clip_high
+        self.normalize = normalize
 
     def probs(self, epoch: int) -> np.ndarray:
         """p_b (K,) of the random slots in `epoch` (steps 1-3); None when n = K (no random slot)."""
@@ -101,7 +106,9 @@ class GradientCompromise:
         return [schedule[i] for i in order]
 
     def scale(self, losses: dict, epoch: int) -> dict:
-        """Step 6: {task: summed loss} -> {task: summed loss / S_data[task]^β}."""
+        """Step 6: {task: summed loss} -> {task: summed loss / S_data[task]^β}
+        (S_data / Σ S_data with normalize=True)."""
         beta = self.beta(epoch)
-        size = dict(zip(self.task_names, self.sizes))
+        sizes = self.sizes / self.sizes.sum() if self.normalize else self.sizes
+        size = dict(zip(self.task_names, sizes))
         return {t: loss / float(size[t] ** beta) for t, loss in losses.items()}

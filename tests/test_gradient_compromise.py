@@ -58,6 +58,15 @@ def test_scale_divides_by_dataset_size_to_the_beta_not_by_batch_count():
     torch.testing.assert_close(out["para"], torch.tensor(0.144956), atol=1e-6, rtol=0)
 
 
+def test_normalized_reading_divides_by_the_size_fraction():
+    """Oracle: hand computation. normalize=True: sizes (100, 800, 100) -> fractions (0.1, 0.8, 0.1);
+    epoch 2 of 3 (β = 0.6): 3 / 0.1^0.6 = 11.943215, 8 / 0.8^0.6 = 9.146101."""
+    gc = GradientCompromise(TASKS, [100, 800, 100], n_batches=10, num_epochs=3, normalize=True)
+    out = gc.scale({"sst": torch.tensor(3.0), "para": torch.tensor(8.0)}, 2)
+    torch.testing.assert_close(torch.stack([out["sst"], out["para"]]), torch.tensor([11.943215, 9.146101]),
+                               atol=1e-5, rtol=0, msg="GradientCompromise.scale(normalize=True): loss / (S/ΣS)^β")
+
+
 def test_scale_keeps_the_autograd_graph():
     """Oracle: property. The scaled loss is still differentiable (GradVac takes its gradient)."""
     gc = GradientCompromise(TASKS, [100, 800, 100], n_batches=10, num_epochs=3)
