@@ -10,13 +10,21 @@ Heads read one vector per sequence, (B, C), chosen by `pooling`:
   mean     the mean of the last hidden states over real tokens; the better choice for
            checkpoints trained with mean pooling, such as all-MiniLM-L6-v2 (minilm-l6).
 A pair task
-uses one of three pair heads (`pair_heads={"para": ..., "sts": ...}`):
-  cross    (default) one sequence "[CLS] a [SEP] b [SEP]" with token types, so attention
-           compares the sentences token by token; then a head as for SST:
-             linear  Dropout -> Linear(C, out)
-             mlp     Dropout -> Linear(C, C) -> GELU -> Dropout -> Linear(C, out)
-  cosine   bi-encoder: a and b encoded separately, cos(u, v) (pair_heads.CosineHead)
-  siamese  bi-encoder: [u, v, |u − v|, u ⊙ v] -> MLP (pair_heads.SiameseHead)
+uses one of these pair heads (`pair_heads={"para": ..., "sts": ...}`):
+  cross       (default) one sequence "[CLS] a [SEP] b [SEP]" with token types, so attention
+              compares the sentences token by token; then a head as for SST (`make_head`):
+                linear  Dropout -> Linear(C, out)
+                mlp     [Dropout -> Linear -> act] x hidden_layers -> Dropout -> Linear(C, out),
+                        width C, act GELU (default) or ReLU. hidden_layers=1, GELU is the
+                        original minbert head; 2 hidden GELU layers are Song, Hu & Pan's
+                        (CS224N report, §3.1); 1 hidden ReLU layer of width C is Pritsky et
+                        al.'s best (CS224N report, §3.3.3 and §4.4).
+  cross_tanh  STS only: as cross, squashed by tanh onto [0, 5] (pair_heads.TanhScaledHead; Benton)
+  cosine      bi-encoder: a and b encoded separately, cos(u, v) (pair_heads.CosineHead)
+  dot         bi-encoder: u · v (pair_heads.DotHead; Benton's STS baseline)
+  concat      bi-encoder: [u; v] -> a head as above on 2C inputs (pair_heads.ConcatHead;
+              Song, Hu & Pan; Pritsky et al.'s "concat embed.")
+  siamese     bi-encoder: [u, v, |u − v|, u ⊙ v] -> MLP (pair_heads.SiameseHead)
 Bi-encoder tasks need TaskData(..., pair_mode="separate"); `features` then returns (u, v), which
 the MNR loss (mnr.py) also uses. The paraphrase head returns one logit (so the handout's
 `logits.sigmoid().round()` evaluation works); STS predicts the raw score (Pearson r ignores scale).
@@ -37,27 +45,40 @@ from tqdm import tqdm
 from .device import autocast
 from .metrics import accuracy, cs224n_overall, pearson
 from .model import BertModel
-from .pair_heads import CosineHead, SiameseHead
+from .pair_heads import ConcatHead, CosineHead, DotHead, SiameseHead, TanhScaledHead
 
 TASKS = ("sst", "para", "sts")
 NUM_OUTPUTS = {"sst": 5, "para": 1, "sts": 1}
-PAIR_HEADS = ("cross", "cosine", "siamese")
+PAIR_HEADS = ("cross", "cross_tanh", "cosine", "dot", "concat", "siamese")
+CROSS_HEADS = ("cross", "cross_tanh")   # pair heads that read one joint sequence
+HEAD_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 POOLINGS = ("pooler", "mean")
 STS_RANGE = (0.0, 5.0)
 
 
-def make_head(kind: str, C: int, out: int, dropout: float) -> nn.Sequential:
+def make_head(kind: str, C: int, out: int, dropout: float, hidden_layers: int = 1,
+              activation: str = "gelu", C_in: int | None = None) -> nn.Sequential:
+    """(B, C_in) -> (B, out); C_in defaults to C. 'linear': Dropout -> Linear. 'mlp': hidden_layers
+    blocks of Dropout -> Linear(·, C) -> activation, then Dropout -> Linear(C, out)."""
+    C_in = C_in or C
     if kind == "linear":
-        return nn.Sequential(nn.Dropout(dropout), nn.Linear(C, out))
-    if kind == "mlp":
-        return nn.Sequential(nn.Dropout(dropout), nn.Linear(C, C), nn.GELU(), nn.Dropout(dropout), nn.Linear(C, out))
-    raise ValueError(f"head must be 'linear' or 'mlp', got {kind!r}")
+        return nn.Sequential(nn.Dropout(dropout), nn.Linear(C_in, out))
+    if kind != "mlp":
+        raise ValueError(f"head must be 'linear' or 'mlp', got {kind!r}")
+    if activation not in HEAD_ACTIVATIONS:
+        raise ValueError(f"head activation must be one of {sorted(HEAD_ACTIVATIONS)}, got {activation!r}")
+    if hidden_layers < 1:
+        raise ValueError(f"an 'mlp' head needs hidden_layers >= 1, got {hidden_layers} (use head='linear' for none)")
+    layers = []
+    for i in range(hidden_layers):
+        layers += [nn.Dropout(dropout), nn.Linear(C_in if i == 0 else C, C), HEAD_ACTIVATIONS[activation]()]
+    return nn.Sequential(*layers, nn.Dropout(dropout), nn.Linear(C, out))
 
 
 class MultitaskBert(nn.Module):
     def __init__(self, encoder: BertModel, head: str = "linear", dropout: float = 0.1,
                  frozen_encoder: bool = False, pair_heads: dict | None = None, pals=None,
-                 pooling: str = "pooler"):
+                 pooling: str = "pooler", head_layers: int = 1, head_activation: str = "gelu"):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
@@ -71,18 +92,26 @@ class MultitaskBert(nn.Module):
         heads = {}
         for t in TASKS:
             kind = self.pair_heads.get(t, "cross")
+            mlp = dict(hidden_layers=head_layers, activation=head_activation)
             if kind == "cross":
-                heads[t] = make_head(head, C, NUM_OUTPUTS[t], dropout)
+                heads[t] = make_head(head, C, NUM_OUTPUTS[t], dropout, **mlp)
+            elif kind == "cross_tanh" and t == "sts":
+                heads[t] = TanhScaledHead(make_head(head, C, 1, dropout, **mlp), scale_to=STS_RANGE)
             elif kind == "cosine":
                 heads[t] = CosineHead(scale_to=STS_RANGE if t == "sts" else None)
+            elif kind == "dot":
+                heads[t] = DotHead()
+            elif kind == "concat":
+                heads[t] = ConcatHead(make_head(head, C, NUM_OUTPUTS[t], dropout, C_in=2 * C, **mlp))
             elif kind == "siamese":
                 heads[t] = SiameseHead(C, NUM_OUTPUTS[t], dropout)
             else:
-                raise ValueError(f"pair head for {t} must be one of {PAIR_HEADS}, got {kind!r}")
+                choices = [k for k in PAIR_HEADS if k != "cross_tanh" or t == "sts"]
+                raise ValueError(f"pair head for {t} must be one of {choices}, got {kind!r}")
         self.heads = nn.ModuleDict(heads)
 
     def bi_encoder(self, task: str) -> bool:
-        return self.pair_heads.get(task, "cross") != "cross"
+        return self.pair_heads.get(task, "cross") not in CROSS_HEADS
 
     def embed(self, batch: dict, word_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T) ids -> (B, T, C) embedding-layer output. `word_embeds` (B, T, C) replaces the
