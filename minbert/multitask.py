@@ -216,3 +216,31 @@ def task_scores(results: dict, splits: dict) -> dict:
     if len(scores) == 3:
         scores["overall"] = cs224n_overall(scores["sst_acc"], scores["para_acc"], scores["sts_pearson"])
     return scores
+
+
+# ---------------------------------------------------------------------- GradVac parameter groups
+
+GRADVAC_GROUPS = ("model", "layer", "matrix")
+
+
+def gradvac_groups(model: MultitaskBert, params: list, level: str = "model") -> list[list[int]] | None:
+    """Partition `params` (indices into the list) for minbert.gradvac.GradVac(groups=...):
+    model   one group (None: GradVac's default);
+    layer   the embeddings, each transformer layer, the pooler, and the rest (heads, PALs: used by
+            one task each, so surgery leaves them alone anyway). Wang et al. 2020 (arXiv:2010.05874)
+            found per-layer targets best;
+    matrix  every parameter tensor on its own."""
+    if level not in GRADVAC_GROUPS:
+        raise ValueError(f"gradvac_groups: level must be one of {GRADVAC_GROUPS}, got {level!r}")
+    if level == "model":
+        return None
+    if level == "matrix":
+        return [[i] for i in range(len(params))]
+    names = {id(p): n for n, p in model.named_parameters()}
+    keys = []
+    for p in params:
+        parts = names[id(p)].split(".")          # e.g. encoder.layers.3.out_dense.weight
+        keys.append(".".join(parts[:3]) if parts[:2] == ["encoder", "layers"] else
+                    ".".join(parts[:2]) if parts[0] == "encoder" else parts[0])
+    order = list(dict.fromkeys(keys))            # groups in model order
+    return [[i for i, k in enumerate(keys) if k == key] for key in order]

@@ -105,3 +105,20 @@ def test_head_layers_and_activation_reach_every_cross_head():
     model = tiny_model(head="mlp", head_layers=2, head_activation="relu")
     for t in ("sst", "para", "sts"):
         assert sum(isinstance(m, nn.ReLU) for m in model.heads[t]) == 2, f"MultitaskBert head {t}: expected 2 ReLU layers"
+
+
+def test_gradvac_layer_groups_follow_the_transformer_layers():
+    """Oracle: definition (Wang et al.'s per-layer granularity). A 2-layer model gives 5 groups, in order:
+    embeddings, layer 0, layer 1, pooler, heads; each parameter in exactly one, by its name."""
+    from minbert.multitask import gradvac_groups
+    model = tiny_model()
+    named = list(model.named_parameters())
+    params = [p for _, p in named]
+    groups = gradvac_groups(model, params, "layer")
+    prefixes = ["encoder.embeddings.", "encoder.layers.0.", "encoder.layers.1.", "encoder.pooler.", "heads."]
+    assert len(groups) == 5, f"minbert.multitask.gradvac_groups('layer'): expected 5 groups, got {len(groups)}"
+    for prefix, group in zip(prefixes, groups):
+        expected = [i for i, (n, _) in enumerate(named) if n.startswith(prefix)]
+        assert group == expected, f"gradvac_groups('layer'): group {prefix}* holds {group}, expected {expected}"
+    assert gradvac_groups(model, params, "model") is None
+    assert gradvac_groups(model, params, "matrix") == [[i] for i in range(len(params))]
