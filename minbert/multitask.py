@@ -9,8 +9,7 @@ Heads read one vector per sequence, (B, C), chosen by `pooling`:
   pooler   BERT's pooler_output = tanh(W·h_[CLS] + b) (the handout's choice, default);
   mean     the mean of the last hidden states over real tokens; the better choice for
            checkpoints trained with mean pooling, such as all-MiniLM-L6-v2 (minilm-l6).
-A pair task
-uses one of these pair heads (`pair_heads={"para": ..., "sts": ...}`):
+A pair task uses one of these pair heads (`pair_heads={"para": ..., "sts": ...}`):
   cross       (default) one sequence "[CLS] a [SEP] b [SEP]" with token types, so attention
               compares the sentences token by token; then a head as for SST (`make_head`):
                 linear  Dropout -> Linear(C, out)
@@ -33,6 +32,10 @@ PALs (pals.py), when given, add a task-specific term inside every layer: the tas
 the encoder through `layer_extra`. `frozen_encoder=True` (--option pretrain) trains no encoder
 weight; without PALs the encoder then runs under no_grad (no activations kept, so a step costs
 little more than a forward), with PALs it must keep the graph for the PAL gradients.
+
+`gradvac_groups` partitions the trainable parameters by transformer layer for GradVac's
+per-layer similarity targets (--gradvac_groups layer): it is here because it reads this model's
+parameter names.
 """
 
 import math
