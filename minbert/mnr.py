@@ -8,7 +8,19 @@ pairs (a_i, p_i), every other p_j in the batch serves as a negative for a_i:
     loss = mean_i [ −log softmax_j(S_ij) at j = i ]       = cross_entropy(S, arange(B))
 
 One direction only (anchor -> positives), scale = 20 (temperature 0.05), as sentence-transformers.
-Cosine, not dot product: the loss does not change if an embedding is rescaled.
+Cosine by default: the loss does not change if an embedding is rescaled. score="dot" is Henderson
+et al.'s and Benton's scoring (CS224N report, §4.2: "a scoring function that is simply the dot
+product of the pooled hidden states", D = M_x M_yᵀ), with scale 1 there (no temperature).
+
+How the loss joins training (`MNRObjective`, the script's --mnr_schedule):
+  add         task loss + weight · MNR on every batch of a bi-encoder task (minbert's default).
+  first_half  Benton's schedule: MNR alone (times weight) for epochs e ≤ E/2 (rounded down, so
+              E = 10 gives epochs 1-5, E = 1 none), then the task loss alone, e.g. the cosine
+              head's MSE ("we finetune using MNR loss for the first half of the epochs, then
+              cosine similarity for the rest"). In an MNR epoch a batch with < 2 positives has
+              no MNR loss; it contributes 0 · task loss (a zero gradient that keeps the graph).
+Positives (`positive_pairs_mask`): Quora duplicates; STS pairs with similarity ≥ 4 (Benton's
+threshold: "only train on examples whose similarity score is at least 4").
 
 Duplicates. Quora has many repeated questions, and a repeated text in a batch is a false
 negative: a_i is pushed away from a copy of its own answer. With texts (or any hashable ids,
@@ -63,23 +75,73 @@ def duplicate_mask(texts_a, texts_p) -> torch.Tensor:
     return mask
 
 
-def mnr_scores(a: torch.Tensor, p: torch.Tensor, scale: float = 20.0, texts_a=None, texts_p=None) -> torch.Tensor:
-    """(B, C) anchors, (B, C) positives -> (B, B) logits S_ij = scale · cos(a_i, p_j), with −inf
-    where `duplicate_mask` drops a column (only if texts are given)."""
+SCORES = ("cosine", "dot")
+SCHEDULES = ("add", "first_half")
+
+
+def mnr_scores(a: torch.Tensor, p: torch.Tensor, scale: float = 20.0, texts_a=None, texts_p=None,
+               score: str = "cosine") -> torch.Tensor:
+    """(B, C) anchors, (B, C) positives -> (B, B) logits S_ij = scale · cos(a_i, p_j) (score="dot":
+    scale · a_i · p_j), with −inf where `duplicate_mask` drops a column (only if texts are given)."""
     if a.shape != p.shape or a.dim() != 2:
         raise ValueError(f"mnr_scores: expected a, p of equal shape (B, C), got {tuple(a.shape)} and {tuple(p.shape)}")
     if (texts_a is None) != (texts_p is None):
         raise ValueError("mnr_scores: pass both texts_a and texts_p, or neither")
-    # unit vectors, in fp32 even under autocast: then a dot product is a cosine
-    a = F.normalize(a.float(), dim=-1)                                     # (B, C)
-    p = F.normalize(p.float(), dim=-1)                                     # (B, C)
+    if score not in SCORES:
+        raise ValueError(f"mnr_scores: score must be one of {SCORES}, got {score!r}")
+    a, p = a.float(), p.float()                                            # fp32 even under autocast
+    if score == "cosine":
+        # unit vectors: then a dot product is a cosine
+        a, p = F.normalize(a, dim=-1), F.normalize(p, dim=-1)              # (B, C)
     S = scale * (a @ p.T)                                                  # (B, C) @ (C, B) -> (B, B)
     if texts_a is not None:
         S = S.masked_fill(duplicate_mask(texts_a, texts_p).to(S.device), float("-inf"))
     return S
 
 
-def mnr_loss(a: torch.Tensor, p: torch.Tensor, scale: float = 20.0, texts_a=None, texts_p=None) -> torch.Tensor:
+def mnr_loss(a: torch.Tensor, p: torch.Tensor, scale: float = 20.0, texts_a=None, texts_p=None,
+             score: str = "cosine") -> torch.Tensor:
     """Scalar MNR loss: cross-entropy of each row of `mnr_scores` against its diagonal."""
-    S = mnr_scores(a, p, scale, texts_a, texts_p)                          # (B, B)
+    S = mnr_scores(a, p, scale, texts_a, texts_p, score)                   # (B, B)
     return F.cross_entropy(S, torch.arange(S.shape[0], device=S.device))
+
+
+class MNRObjective:
+    """MNR in training: `loss(task, u, v, batch, task_loss)` returns the loss to back-propagate for
+    one bi-encoder batch (see the module docstring for the two schedules); call `set_epoch(e)`
+    (1-indexed) at the start of each epoch. scale=None: 20 for cosine, 1 for dot scores."""
+
+    def __init__(self, weight: float = 1.0, score: str = "cosine", scale: float | None = None,
+                 schedule: str = "add", num_epochs: int = 1):
+        if score not in SCORES or schedule not in SCHEDULES:
+            raise ValueError(f"MNRObjective: score must be one of {SCORES} and schedule one of {SCHEDULES}, "
+                             f"got {score!r}, {schedule!r}")
+        self.weight, self.score, self.schedule, self.num_epochs = weight, score, schedule, num_epochs
+        self.scale = scale if scale is not None else (20.0 if score == "cosine" else 1.0)
+        self.epoch = 1
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    @property
+    def mnr_epoch(self) -> bool:
+        """first_half: MNR in epochs e ≤ E/2; add: every epoch."""
+        return self.schedule == "add" or self.epoch <= self.num_epochs // 2
+
+    def batch_mnr(self, task: str, u: torch.Tensor, v: torch.Tensor, batch: dict) -> torch.Tensor | None:
+        """MNR over the batch's positive pairs (duplicate texts masked); None with < 2 positives."""
+        pos = positive_pairs_mask(task, batch["labels"])                   # (B,)
+        if pos.sum() < 2:
+            return None
+        keys_a = token_keys(batch["input_ids"][pos], batch["attention_mask"][pos])
+        keys_b = token_keys(batch["input_ids_b"][pos], batch["attention_mask_b"][pos])
+        return mnr_loss(u[pos], v[pos], self.scale, keys_a, keys_b, self.score)
+
+    def loss(self, task: str, u: torch.Tensor, v: torch.Tensor, batch: dict, task_loss: torch.Tensor) -> torch.Tensor:
+        """add: task_loss + weight·MNR. first_half: weight·MNR in the MNR epochs, else task_loss."""
+        if not self.mnr_epoch:
+            return task_loss
+        mnr = self.batch_mnr(task, u, v, batch)
+        if self.schedule == "add":
+            return task_loss if mnr is None else task_loss + self.weight * mnr
+        return 0.0 * task_loss if mnr is None else self.weight * mnr

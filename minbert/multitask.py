@@ -9,14 +9,21 @@ Heads read one vector per sequence, (B, C), chosen by `pooling`:
   pooler   BERT's pooler_output = tanh(W·h_[CLS] + b) (the handout's choice, default);
   mean     the mean of the last hidden states over real tokens; the better choice for
            checkpoints trained with mean pooling, such as all-MiniLM-L6-v2 (minilm-l6).
-A pair task
-uses one of three pair heads (`pair_heads={"para": ..., "sts": ...}`):
-  cross    (default) one sequence "[CLS] a [SEP] b [SEP]" with token types, so attention
-           compares the sentences token by token; then a head as for SST:
-             linear  Dropout -> Linear(C, out)
-             mlp     Dropout -> Linear(C, C) -> GELU -> Dropout -> Linear(C, out)
-  cosine   bi-encoder: a and b encoded separately, cos(u, v) (pair_heads.CosineHead)
-  siamese  bi-encoder: [u, v, |u − v|, u ⊙ v] -> MLP (pair_heads.SiameseHead)
+A pair task uses one of these pair heads (`pair_heads={"para": ..., "sts": ...}`):
+  cross       (default) one sequence "[CLS] a [SEP] b [SEP]" with token types, so attention
+              compares the sentences token by token; then a head as for SST (`make_head`):
+                linear  Dropout -> Linear(C, out)
+                mlp     [Dropout -> Linear -> act] x hidden_layers -> Dropout -> Linear(C, out),
+                        width C, act GELU (default) or ReLU. hidden_layers=1, GELU is the
+                        original minbert head; 2 hidden GELU layers are Song, Hu & Pan's
+                        (CS224N report, §3.1); 1 hidden ReLU layer of width C is Pritsky et
+                        al.'s best (CS224N report, §3.3.3 and §4.4).
+  cross_tanh  STS only: as cross, squashed by tanh onto [0, 5] (pair_heads.TanhScaledHead; Benton)
+  cosine      bi-encoder: a and b encoded separately, cos(u, v) (pair_heads.CosineHead)
+  dot         bi-encoder: u · v (pair_heads.DotHead; Benton's STS baseline)
+  concat      bi-encoder: [u; v] -> a head as above on 2C inputs (pair_heads.ConcatHead;
+              Song, Hu & Pan; Pritsky et al.'s "concat embed.")
+  siamese     bi-encoder: [u, v, |u − v|, u ⊙ v] -> MLP (pair_heads.SiameseHead)
 Bi-encoder tasks need TaskData(..., pair_mode="separate"); `features` then returns (u, v), which
 the MNR loss (mnr.py) also uses. The paraphrase head returns one logit (so the handout's
 `logits.sigmoid().round()` evaluation works); STS predicts the raw score (Pearson r ignores scale).
@@ -25,6 +32,10 @@ PALs (pals.py), when given, add a task-specific term inside every layer: the tas
 the encoder through `layer_extra`. `frozen_encoder=True` (--option pretrain) trains no encoder
 weight; without PALs the encoder then runs under no_grad (no activations kept, so a step costs
 little more than a forward), with PALs it must keep the graph for the PAL gradients.
+
+`gradvac_groups` partitions the trainable parameters by transformer layer for GradVac's
+per-layer similarity targets (--gradvac_groups layer): it is here because it reads this model's
+parameter names.
 """
 
 import math
@@ -37,31 +48,44 @@ from tqdm import tqdm
 from .device import autocast
 from .metrics import accuracy, cs224n_overall, pearson
 from .model import BertModel
-from .pair_heads import CosineHead, SiameseHead
+from .pair_heads import ConcatHead, CosineHead, DotHead, SiameseHead, TanhScaledHead
 
 TASKS = ("sst", "para", "sts")
 NUM_OUTPUTS = {"sst": 5, "para": 1, "sts": 1}
-PAIR_HEADS = ("cross", "cosine", "siamese")
+PAIR_HEADS = ("cross", "cross_tanh", "cosine", "dot", "concat", "siamese")
+CROSS_HEADS = ("cross", "cross_tanh")   # pair heads that read one joint sequence
+HEAD_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 POOLINGS = ("pooler", "mean")
 STS_RANGE = (0.0, 5.0)
 
 
-def make_head(kind: str, C: int, out: int, dropout: float) -> nn.Sequential:
-    # Hint: the two heads of the module docstring as nn.Sequential: linear = Dropout -> Linear(C, out);
-    # mlp = Dropout -> Linear(C, C) -> GELU -> Dropout -> Linear(C, out).
+def make_head(kind: str, C: int, out: int, dropout: float, hidden_layers: int = 1,
+              activation: str = "gelu", C_in: int | None = None) -> nn.Sequential:
+    """(B, C_in) -> (B, out); C_in defaults to C. 'linear': Dropout -> Linear. 'mlp': hidden_layers
+    blocks of Dropout -> Linear(·, C) -> activation, then Dropout -> Linear(C, out)."""
+    C_in = C_in or C
+    if kind not in ("linear", "mlp"):
+        raise ValueError(f"head must be 'linear' or 'mlp', got {kind!r}")
+    if activation not in HEAD_ACTIVATIONS:
+        raise ValueError(f"head activation must be one of {sorted(HEAD_ACTIVATIONS)}, got {activation!r}")
+    if kind == "mlp" and hidden_layers < 1:
+        raise ValueError(f"an 'mlp' head needs hidden_layers >= 1, got {hidden_layers} (use head='linear' for none)")
+    # Hint: the heads of the module docstring as nn.Sequential: linear = Dropout -> Linear(C_in, out);
+    # mlp = hidden_layers x (Dropout -> Linear(C_in, then C, -> C) -> activation), then Dropout -> Linear(C, out).
     ### BEGIN SOLUTION multitask
     if kind == "linear":
-        return nn.Sequential(nn.Dropout(dropout), nn.Linear(C, out))
-    if kind == "mlp":
-        return nn.Sequential(nn.Dropout(dropout), nn.Linear(C, C), nn.GELU(), nn.Dropout(dropout), nn.Linear(C, out))
+        return nn.Sequential(nn.Dropout(dropout), nn.Linear(C_in, out))
+    layers = []
+    for i in range(hidden_layers):
+        layers += [nn.Dropout(dropout), nn.Linear(C_in if i == 0 else C, C), HEAD_ACTIVATIONS[activation]()]
+    return nn.Sequential(*layers, nn.Dropout(dropout), nn.Linear(C, out))
     ### END SOLUTION
-    raise ValueError(f"head must be 'linear' or 'mlp', got {kind!r}")
 
 
 class MultitaskBert(nn.Module):
     def __init__(self, encoder: BertModel, head: str = "linear", dropout: float = 0.1,
                  frozen_encoder: bool = False, pair_heads: dict | None = None, pals=None,
-                 pooling: str = "pooler"):
+                 pooling: str = "pooler", head_layers: int = 1, head_activation: str = "gelu"):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
@@ -75,18 +99,26 @@ class MultitaskBert(nn.Module):
         heads = {}
         for t in TASKS:
             kind = self.pair_heads.get(t, "cross")
+            mlp = dict(hidden_layers=head_layers, activation=head_activation)
             if kind == "cross":
-                heads[t] = make_head(head, C, NUM_OUTPUTS[t], dropout)
+                heads[t] = make_head(head, C, NUM_OUTPUTS[t], dropout, **mlp)
+            elif kind == "cross_tanh" and t == "sts":
+                heads[t] = TanhScaledHead(make_head(head, C, 1, dropout, **mlp), scale_to=STS_RANGE)
             elif kind == "cosine":
                 heads[t] = CosineHead(scale_to=STS_RANGE if t == "sts" else None)
+            elif kind == "dot":
+                heads[t] = DotHead()
+            elif kind == "concat":
+                heads[t] = ConcatHead(make_head(head, C, NUM_OUTPUTS[t], dropout, C_in=2 * C, **mlp))
             elif kind == "siamese":
                 heads[t] = SiameseHead(C, NUM_OUTPUTS[t], dropout)
             else:
-                raise ValueError(f"pair head for {t} must be one of {PAIR_HEADS}, got {kind!r}")
+                choices = [k for k in PAIR_HEADS if k != "cross_tanh" or t == "sts"]
+                raise ValueError(f"pair head for {t} must be one of {choices}, got {kind!r}")
         self.heads = nn.ModuleDict(heads)
 
     def bi_encoder(self, task: str) -> bool:
-        return self.pair_heads.get(task, "cross") != "cross"
+        return self.pair_heads.get(task, "cross") not in CROSS_HEADS
 
     def embed(self, batch: dict, word_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T) ids -> (B, T, C) embedding-layer output. `word_embeds` (B, T, C) replaces the
@@ -203,3 +235,31 @@ def task_scores(results: dict, splits: dict) -> dict:
     if len(scores) == 3:
         scores["overall"] = cs224n_overall(scores["sst_acc"], scores["para_acc"], scores["sts_pearson"])
     return scores
+
+
+# ---------------------------------------------------------------------- GradVac parameter groups
+
+GRADVAC_GROUPS = ("model", "layer", "matrix")
+
+
+def gradvac_groups(model: MultitaskBert, params: list, level: str = "model") -> list[list[int]] | None:
+    """Partition `params` (indices into the list) for minbert.gradvac.GradVac(groups=...):
+    model   one group (None: GradVac's default);
+    layer   the embeddings, each transformer layer, the pooler, and the rest (heads, PALs: used by
+            one task each, so surgery leaves them alone anyway). Wang et al. 2020 (arXiv:2010.05874)
+            found per-layer targets best;
+    matrix  every parameter tensor on its own."""
+    if level not in GRADVAC_GROUPS:
+        raise ValueError(f"gradvac_groups: level must be one of {GRADVAC_GROUPS}, got {level!r}")
+    if level == "model":
+        return None
+    if level == "matrix":
+        return [[i] for i in range(len(params))]
+    names = {id(p): n for n, p in model.named_parameters()}
+    keys = []
+    for p in params:
+        parts = names[id(p)].split(".")          # e.g. encoder.layers.3.out_dense.weight
+        keys.append(".".join(parts[:3]) if parts[:2] == ["encoder", "layers"] else
+                    ".".join(parts[:2]) if parts[0] == "encoder" else parts[0])
+    order = list(dict.fromkeys(keys))            # groups in model order
+    return [[i for i, k in enumerate(keys) if k == key] for key in order]

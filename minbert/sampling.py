@@ -11,6 +11,10 @@ Stickland & Murray 2019, "BERT and PALs" (arXiv:1902.02671), §4. At every step,
                 proportional and ends close to uniform (α = 0.2), so small tasks get more attention
                 late, which limits interference from the big task. With E = 1 the formula divides by
                 zero, so we define α = 1.
+- uniform:      α = 0, p_i = 1/K, drawn at random each step: the "random task scheduler" of
+                Pritsky, Somerville & Huynh (CS224N report, §3.1: "at each step of the training,
+                the task used for training is sampled randomly"; uniform is our reading, as the
+                report gives no weights). Same frequencies as round_robin, random order.
 - round_robin:  cycle the tasks in order 0, 1, 2, 0, ... Deterministic; `task_probs` reports it as uniform.
 
 Notes on the variant: the reference code (AsaCooperStickland/Bert-n-Pals, run_multi_task.py)
@@ -26,7 +30,7 @@ Deliberately left out: temperature sampling with other α schedules, loss- or me
 import numpy as np
 import torch
 
-SCHEDULES = ("proportional", "sqrt", "annealed", "round_robin")
+SCHEDULES = ("proportional", "sqrt", "annealed", "uniform", "round_robin")
 
 
 def anneal_alpha(epoch: int, num_epochs: int) -> float:
@@ -45,7 +49,7 @@ def task_probs(sizes: list[int], schedule: str, epoch: int = 1, num_epochs: int 
         raise ValueError(f"sizes must be a non-empty list of positive example counts, got {sizes.tolist()}")
     if schedule == "round_robin":
         return np.full(len(sizes), 1.0 / len(sizes))
-    alpha = {"proportional": 1.0, "sqrt": 0.5}.get(schedule)
+    alpha = {"proportional": 1.0, "sqrt": 0.5, "uniform": 0.0}.get(schedule)
     if schedule == "annealed":
         alpha = anneal_alpha(epoch, num_epochs)
     if alpha is None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minbert.mnr import duplicate_mask, mnr_loss, mnr_scores, positive_pairs_mask, token_keys
+from minbert.mnr import MNRObjective, duplicate_mask, mnr_loss, mnr_scores, positive_pairs_mask, token_keys
 
 LOSS = "minbert.mnr.mnr_loss"
 
@@ -163,3 +163,59 @@ def test_positive_pairs_mask_rule():
     assert positive_pairs_mask("sts", torch.tensor([5.0, 4.0, 3.99, 0.0])).tolist() == [True, True, False, False]
     with pytest.raises(ValueError, match="pair tasks"):
         positive_pairs_mask("sst", torch.tensor([4]))
+
+
+# ---------------------------------------------------------------------------- Benton's variant
+def test_dot_product_scores_match_hand_computation():
+    """Oracle: hand computation (Benton §4.2, D = M_x M_yᵀ, scale 1). a1 = (1, 0), a2 = (0, 1), p1 = (1, 0),
+    p2 = (1.2, 1.6) (norm 2, so dot ≠ cosine): D = [[1, 1.2], [0, 1.6]];
+    row 1: log(1 + e^{0.2}) = 0.798139, row 2: log(1 + e^{−1.6}) = 0.183901, mean 0.491020."""
+    a = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    p = torch.tensor([[1.0, 0.0], [1.2, 1.6]])
+    torch.testing.assert_close(mnr_scores(a, p, 1.0, score="dot"), torch.tensor([[1.0, 1.2], [0.0, 1.6]]), rtol=0, atol=1e-6,
+                               msg="minbert.mnr.mnr_scores(score='dot'): expected the raw dot products a_i · p_j")
+    torch.testing.assert_close(mnr_loss(a, p, 1.0, score="dot"), torch.tensor(0.4910198), rtol=0, atol=1e-6,
+                               msg=f"{LOSS}(score='dot', scale=1): expected 0.491020")
+    assert abs(mnr_loss(a, 3 * p, 1.0, score="dot") - mnr_loss(a, p, 1.0, score="dot")) > 1e-2, \
+        "dot-product MNR must depend on the embedding norm (the cosine version does not)"
+    with pytest.raises(ValueError, match="score"):
+        mnr_scores(a, p, score="euclid")
+
+
+def sts_batch(labels):
+    """A bi-encoder STS batch: distinct anchor/positive texts per row, given similarity labels."""
+    B = len(labels)
+    ids_a = torch.arange(B).unsqueeze(1) + 10          # (B, 1): distinct token ids per row
+    return {"labels": torch.tensor(labels), "input_ids": ids_a, "attention_mask": torch.ones(B, 1),
+            "input_ids_b": ids_a + 100, "attention_mask_b": torch.ones(B, 1)}
+
+
+def test_first_half_schedule_uses_mnr_alone_then_the_task_loss():
+    """Oracle: hand computation (Benton §4.2: MNR for the first half of the epochs, then cosine similarity).
+    E = 4: epochs 1-2 return weight · MNR over the positives (STS ≥ 4: rows 0 and 2), epochs 3-4 the task loss."""
+    u, v = embed(["x", "y", "z"]), embed(["p", "q", "r"], seed=1)
+    batch = sts_batch([4.5, 1.0, 4.0])
+    task = torch.tensor(7.0)
+    obj = MNRObjective(weight=0.5, score="dot", schedule="first_half", num_epochs=4)
+    expected = 0.5 * mnr_loss(u[[0, 2]], v[[0, 2]], 1.0, score="dot")
+    for epoch, want in [(1, expected), (2, expected), (3, task), (4, task)]:
+        obj.set_epoch(epoch)
+        torch.testing.assert_close(obj.loss("sts", u, v, batch, task), want, rtol=0, atol=1e-6,
+                                   msg=f"minbert.mnr.MNRObjective.loss(first_half), epoch {epoch} of 4")
+    odd = MNRObjective(schedule="first_half", num_epochs=5)
+    assert [odd.set_epoch(e) or odd.mnr_epoch for e in range(1, 6)] == [True, True, False, False, False], \
+        "MNRObjective(first_half): E = 5 -> MNR in epochs e <= 5 // 2 = 2"
+
+
+def test_add_schedule_adds_weighted_mnr_every_epoch_and_skips_batches_without_positives():
+    """Oracle: hand computation. add: task + weight · MNR (scale 20 cosine by default); < 2 positives -> the task
+    loss alone (add) or a zero loss that keeps the graph (first_half)."""
+    u, v = embed(["x", "y", "z"]), embed(["p", "q", "r"], seed=1)
+    task = torch.tensor(7.0, requires_grad=True)
+    obj = MNRObjective(weight=0.1, num_epochs=3)
+    obj.set_epoch(3)
+    torch.testing.assert_close(obj.loss("sts", u, v, sts_batch([4.5, 1.0, 4.0]), task),
+                               task + 0.1 * mnr_loss(u[[0, 2]], v[[0, 2]], 20.0), rtol=0, atol=1e-6)
+    assert obj.loss("sts", u, v, sts_batch([4.5, 1.0, 2.0]), task) is task
+    zero = MNRObjective(schedule="first_half", num_epochs=2).loss("sts", u, v, sts_batch([4.5, 1.0, 2.0]), task)
+    assert zero.item() == 0.0 and zero.requires_grad, "first_half, no MNR possible: expected 0 · task loss"

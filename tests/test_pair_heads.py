@@ -1,4 +1,5 @@
-"""Tests for minbert/pair_heads.py: CosineHead and SiameseHead (bi-encoder heads on u, v (B, C)).
+"""Tests for minbert/pair_heads.py: CosineHead, DotHead, ConcatHead, SiameseHead (bi-encoder heads on
+u, v (B, C)) and TanhScaledHead (Benton's bounded cross-encoder STS head).
 
 Run: python -m pytest -q tests/test_pair_heads.py   (offline, CPU, about a second)
 """
@@ -8,7 +9,7 @@ import math
 import pytest
 import torch
 
-from minbert.pair_heads import CosineHead, SiameseHead
+from minbert.pair_heads import ConcatHead, CosineHead, DotHead, SiameseHead, TanhScaledHead
 
 B, C = 4, 8
 
@@ -157,3 +158,46 @@ def test_gradients_flow_to_u_and_v(kind):
     for name, t in [("u", u), ("v", v)] + list(head.named_parameters()):
         assert t.grad is not None and torch.isfinite(t.grad).all(), f"{kind}: no finite gradient for {name}"
         assert t.grad.abs().sum() > 0, f"{kind}: zero gradient for {name}"
+
+
+# ---------------------------------------------------------------------------- the CS224N reports' heads
+def test_dot_head_is_the_plain_dot_product():
+    """Oracle: hand computation (Benton §4.1, STS baseline). u = (1, −2), v = (3, 4): u · v = 3 − 8 = −5;
+    symmetric, and it scales with the norms (unlike the cosine)."""
+    u, v = torch.tensor([[1.0, -2.0]]), torch.tensor([[3.0, 4.0]])
+    head = DotHead()
+    torch.testing.assert_close(head(u, v), torch.tensor([[-5.0]]), rtol=0, atol=0,
+                               msg="minbert.pair_heads.DotHead.forward: expected u · v = −5")
+    torch.testing.assert_close(head(2 * u, v), torch.tensor([[-10.0]]), rtol=0, atol=0)
+    a, b = make_uv(seed=8)
+    torch.testing.assert_close(head(a, b), head(b, a), rtol=0, atol=1e-6)
+    assert sum(p.numel() for p in head.parameters()) == 0, "DotHead has no parameters"
+
+
+def test_concat_head_applies_its_head_to_u_then_v():
+    """Oracle: hand computation (Song/Hu/Pan §3.1, plain concatenation). With a Linear(4, 1) of weight
+    (1, 2, 3, 4) and bias 0.5: u = (1, −2), v = (3, 4) -> 1 − 4 + 9 + 16 + 0.5 = 22.5; swapping u and v
+    gives 3 + 8 + 3 − 8 + 0.5 = 6.5 (order-sensitive)."""
+    lin = torch.nn.Linear(4, 1)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1.0, 2.0, 3.0, 4.0]]))
+        lin.bias.fill_(0.5)
+    head = ConcatHead(lin)
+    u, v = torch.tensor([[1.0, -2.0]]), torch.tensor([[3.0, 4.0]])
+    torch.testing.assert_close(head(u, v), torch.tensor([[22.5]]), rtol=0, atol=1e-6,
+                               msg="minbert.pair_heads.ConcatHead.forward: expected head([u; v])")
+    torch.testing.assert_close(head(v, u), torch.tensor([[6.5]]), rtol=0, atol=1e-6)
+
+
+def test_tanh_scaled_head_maps_the_logit_onto_the_label_range():
+    """Oracle: hand computation (Benton §4.2). z = 0 -> 2.5 (the middle of [0, 5]); z = atanh(0.6) -> 2.5·1.6 = 4;
+    large |z| -> the ends 0 and 5, never beyond."""
+    lin = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        lin.weight.fill_(1.0)
+    head = TanhScaledHead(lin, scale_to=(0.0, 5.0))
+    z = torch.tensor([[0.0], [math.atanh(0.6)], [50.0], [-50.0]])
+    torch.testing.assert_close(head(z), torch.tensor([[2.5], [4.0], [5.0], [0.0]]), rtol=0, atol=1e-5,
+                               msg="minbert.pair_heads.TanhScaledHead.forward: expected 2.5·(tanh(z) + 1)")
+    with pytest.raises(ValueError, match="lo < hi"):
+        TanhScaledHead(lin, scale_to=(5.0, 5.0))

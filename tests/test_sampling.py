@@ -144,3 +144,15 @@ def test_load_state_dict_rejects_a_different_task_setup():
     state = TaskSampler(SIZES_SAMPLE, "sqrt", num_epochs=4, seed=0).state_dict()
     with pytest.raises(ValueError, match="sizes, schedule, num_epochs"):
         TaskSampler(SIZES_FULL, "sqrt", num_epochs=4, seed=0).load_state_dict(state)
+
+
+def test_uniform_schedule_is_random_with_equal_probabilities():
+    """Oracle: definition (Pritsky et al. §3.1, a random task scheduler). p = (1/3, 1/3, 1/3) whatever the sizes
+    and epoch, and the draws are random, not round robin's fixed cycle."""
+    for epoch in (1, 3):
+        np.testing.assert_allclose(task_probs(SIZES_FULL, "uniform", epoch, 3), [1 / 3] * 3, rtol=0, atol=1e-15,
+                                   err_msg="minbert.sampling.task_probs('uniform'): expected 1/K per task")
+    sampler = TaskSampler(SIZES_FULL, "uniform", num_epochs=3, seed=0)
+    draws = [sampler.next() for _ in range(300)]
+    assert draws != [0, 1, 2] * 100, "TaskSampler('uniform') must draw at random, not cycle"
+    assert any(a == b for a, b in zip(draws, draws[1:])), "uniform draws repeat a task sometimes; a cycle never does"

@@ -164,6 +164,12 @@ METHOD_FLAGS = {
     "pcgrad_fp16": ["--surgery", "pcgrad", "--amp", "fp16"],
     "gradvac_bf16": ["--surgery", "gradvac", "--amp", "bf16"],
     "grad_compromise": ["--grad_compromise", "5"],
+    "grad_compromise_layers_normalized": ["--grad_compromise", "4", "--gradvac_groups", "layer", "--grad_compromise_normalize"],
+    "benton_dot_mnr_first_half": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half", "--epochs", "2"],
+    "dot_and_concat_heads": ["--sts_head", "dot", "--para_head", "concat", "--head", "mlp", "--head_layers", "2"],
+    "cross_tanh_relu_mlp": ["--sts_head", "cross_tanh", "--head", "mlp", "--head_activation", "relu", "--smart", "1"],
+    "uniform_extra_sst_patience": ["--schedule", "uniform", "--extra_sst_pass", "--head_pretrain_epochs", "3",
+                                   "--head_pretrain_patience", "1"],
 }
 
 
@@ -218,3 +224,85 @@ def test_head_lr_applies_to_heads_and_pals_only(setup, tmp_path):
     model = multitask.MultitaskBert(encoder, pals=PALs(encoder.config, multitask.TASKS, 16, 2))
     expected = len(list(model.heads.parameters())) + len(list(model.pals.parameters()))
     assert n_new == expected, f"--head_lr covers {n_new} tensors, expected the {expected} of heads + PALs"
+
+
+def record_task_losses(monkeypatch):
+    """Replace train_multitask.task_loss with a wrapper that logs (task, loss value) of every batch."""
+    log, real_loss = [], multitask.task_loss
+
+    def logged(task, out, labels):
+        loss = real_loss(task, out, labels)
+        log.append((task, loss.item()))
+        return loss
+
+    monkeypatch.setattr(train_multitask, "task_loss", logged)
+    return log
+
+
+def test_grad_compromise_divides_task_sums_by_dataset_size_to_the_beta(setup, tmp_path, monkeypatch):
+    """Oracle: hand computation of Alg. 1's last line (Pritsky et al.). 24 examples per task; epoch 1 of 2:
+    β = 0.2, epoch 2: β = 1. Each task's loss handed to GradVac must be (sum of its batch losses) / 24^β,
+    not / (number of its batches)^β."""
+    log = record_task_losses(monkeypatch)
+    seen = []
+
+    class RecordingGradVac(train_multitask.GradVac):
+        def accumulate(self, losses, scaler=None):
+            seen.append(([None if l is None else l.item() for l in losses], list(log)))
+            log.clear()
+            return super().accumulate(losses, scaler)
+
+    monkeypatch.setattr(train_multitask, "GradVac", RecordingGradVac)
+    run(setup, tmp_path, "--grad_compromise", "5", "--steps_per_epoch", "3")
+    assert len(seen) == 6, f"expected 3 updates x 2 epochs, got {len(seen)}"
+    for step, (got, batches) in enumerate(seen):
+        beta = 0.2 if step < 3 else 1.0
+        assert len(batches) == 5 and {t for t, _ in batches} == {"sst", "para", "sts"}, \
+            f"update {step}: expected 5 batches covering every task, got {batches}"
+        for k, task in enumerate(("sst", "para", "sts")):
+            want = sum(v for t, v in batches if t == task) / 24 ** beta
+            assert got[k] == pytest.approx(want, rel=1e-5), (
+                f"train_multitask --grad_compromise, update {step}, {task}: GradVac got {got[k]}, expected "
+                f"sum of batch losses / S_data^β = {want} (minbert.gradient_compromise.GradientCompromise.scale)")
+
+
+def test_extra_sst_pass_adds_one_sst_pass_per_epoch(setup, tmp_path, monkeypatch):
+    """Oracle: hand count (Song/Hu/Pan's extra SST run per epoch). 3 x 24 examples, batch 4, round robin:
+    18 steps = 6 batches per task; then ceil(24 / 4) = 6 SST-only steps."""
+    log = record_task_losses(monkeypatch)
+    run(setup, tmp_path, "--epochs", "1", "--schedule", "round_robin", "--extra_sst_pass")
+    tasks = [t for t, _ in log]
+    counts = {t: tasks.count(t) for t in ("sst", "para", "sts")}
+    assert counts == {"sst": 12, "para": 6, "sts": 6}, f"train_multitask --extra_sst_pass: batches per task {counts}"
+    assert tasks[-6:] == ["sst"] * 6, "the extra SST pass comes at the end of the epoch"
+
+
+def test_paper_hyperparameter_flags_reach_smart_r3f_and_gradvac(setup, tmp_path, monkeypatch):
+    """Oracle: definition (CLI flags map 1:1 to constructor fields). Song/Hu/Pan's weak SMART setting
+    (ε = σ = 1e-6, μ = 0.02), R3F with normal noise, GradVac with per-layer groups: the 2-layer model has 5
+    groups (embeddings, 2 layers, pooler, heads), so the saved targets are (K, K, G) = (3, 3, 5)."""
+    built = {}
+
+    class RecordingSMART(train_multitask.SMART):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built["SMART"] = self
+
+    class RecordingR3F(train_multitask.R3F):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built["R3F"] = self
+
+    monkeypatch.setattr(train_multitask, "SMART", RecordingSMART)
+    monkeypatch.setattr(train_multitask, "R3F", RecordingR3F)
+    run(setup, tmp_path, "--epochs", "1", "--steps_per_epoch", "2", "--smart", "1", "--smart_epsilon", "1e-6",
+        "--smart_sigma", "1e-6", "--smart_mu", "0.02", "--smart_eta", "1e-4", "--smart_steps", "2",
+        "--r3f", "0.5", "--r3f_epsilon", "2e-5", "--r3f_noise", "normal",
+        "--surgery", "gradvac", "--gradvac_groups", "layer", "--gradvac_beta", "0.05")
+    smart, r3f = built["SMART"], built["R3F"]
+    assert (smart.epsilon, smart.sigma, smart.mu, smart.eta, smart.steps) == (1e-6, 1e-6, 0.02, 1e-4, 2), \
+        "train_multitask: --smart_epsilon/--smart_sigma/--smart_mu/--smart_eta/--smart_steps must reach minbert.smart.SMART"
+    assert (r3f.lambda_, r3f.epsilon, r3f.noise) == (0.5, 2e-5, "normal"), "--r3f_epsilon/--r3f_noise must reach minbert.r3f.R3F"
+    surgery = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["surgery"]
+    assert tuple(surgery["targets"].shape) == (3, 3, 5), \
+        f"--gradvac_groups layer: expected GradVac targets (3, 3, 5), got {tuple(surgery['targets'].shape)}"
