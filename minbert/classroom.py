@@ -214,7 +214,7 @@ def assignments_markdown(selected=None) -> str:
              "Implement the functions below, in this order; in each, a stub raising NotImplementedError marks where.",
              "Grade yourself with `python -m minbert.classroom grade` (partial credit per test; needs only",
              "`pip install -r requirements.txt pytest`); `--assignments adamw` grades one. Each grader test",
-             "checks one assignment alone, so they can be done in any order once the course order is known.",
+             "checks one assignment on its own: a missing earlier piece never costs points on a later one.",
              "Given code, not assignments: the fast paths (attention through F.scaled_dot_product_attention",
              "with `BertConfig.fast_attention=True`, the CPU dropout of minbert/dropout.py, the one-Gram-matrix",
              "PCGrad/GradVac classes); the graders lean on them so that no assignment's grade depends on another's.", "",
@@ -238,8 +238,8 @@ def with_assignments_section(readme: str, section: str) -> str:
 
 
 def student(out: Path, selected: set, root: Path = ROOT) -> dict:
-    """Write the student copy; returns {path: removed solution lines} for the files that changed."""
-    out = Path(out)
+    """Write the student copy (selected: assignment keys, None = all); returns {path: removed lines}."""
+    out, selected = Path(out), set(BY_KEY) if selected is None else selected
     if out.exists() and any(out.iterdir()):
         raise UserError(f"student: {out} exists and is not empty; pass a new folder")
     removed = {}

@@ -30,16 +30,18 @@ def batch(cfg, B=3, T=8, seed=1):
     return x, am
 
 
-def einsum_attention(attn: SelfAttention, x, am, softmax_dim=-1, scale=True, mask=True):
+def einsum_attention(attn: SelfAttention, x, am, softmax_dim=-1, scale=True, mask=True, additive=False):
     """Independent reference: per-head einsums and masked_fill(-inf), no reshapes shared with the code.
-    The keyword arguments build the usual mistakes, for hints only."""
+    The keyword arguments build the usual mistakes (with the code's additive mask), for hints only."""
     H = attn.num_heads
     D = x.shape[-1] // H
     def heads(lin):
         return lin(x).unflatten(-1, (H, D))                       # (B, T, H, D)
     q, k, v = heads(attn.query), heads(attn.key), heads(attn.value)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) / (math.sqrt(D) if scale else 1.0)   # (B, H, T, T)
-    if mask:
+    if mask and additive:
+        s = s + (am[:, None, None, :] == 0) * -10000.0
+    elif mask:
         s = s.masked_fill(am[:, None, None, :] == 0, float("-inf"))
     y = torch.einsum("bhqk,bkhd->bqhd", s.softmax(softmax_dim), v)  # (B, T, H, D)
     return y.flatten(-2)                                          # (B, T, C)
@@ -52,7 +54,7 @@ def mistake_hint(got, attn, x, am):
                 ("scores are not scaled: divide Q Kᵀ by √D (D = head dim)", dict(scale=False)),
                 ("padded keys get probability: is the mask added before the softmax?", dict(mask=False))]
     for text, kw in mistakes:
-        if (got - einsum_attention(attn, x, am, **kw)).abs().max() <= ATOL:
+        if (got - einsum_attention(attn, x, am, additive=True, **kw)).abs().max() <= ATOL:
             return f" (hint: {text})"
     return ""
 

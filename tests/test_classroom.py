@@ -171,3 +171,15 @@ def test_stripper_keeps_hints_and_rejects_broken_markers():
     for bad in (src.replace("### END SOLUTION\n", ""), src.replace("adamw", "nope"), src.replace("    ### BEGIN SOLUTION adamw\n", "")):
         with pytest.raises(UserError):
             classroom.strip(bad, "minbert/toy.py", {"adamw"})
+
+
+def test_assignments_1_to_4_grade_without_transformers_or_sklearn(tmp_path, monkeypatch):
+    """`pip install -r requirements.txt pytest` must be enough to grade assignments 1-4: with
+    `transformers` and `sklearn` made unimportable, the repository still scores full points."""
+    for name in ("transformers", "sklearn"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"raise ImportError('{name} is blocked by test_classroom')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))            # ahead of site-packages in the grader's pytest
+    entries = classroom.grade(ROOT, {"embeddings", "attention", "layer", "adamw"})
+    lost = [(e["name"], e["output"]) for e in entries if e["score"] < e["max_score"]]
+    assert not lost, f"grading assignments 1-4 must not need transformers or scikit-learn: {lost}"

@@ -77,7 +77,8 @@ def test_embeddings_match_stored_reference_without_token_types():
         mistakes = embedding_mistakes(model, ref["input_ids"], torch.zeros_like(ref["input_ids"]))
     torch.testing.assert_close(out, ref["embeddings_no_types"], atol=ATOL, rtol=RTOL, msg=lambda m:
         f"{EMB}(input_ids) differs from the stored HF embeddings (max |Δ| {max_diff(out, ref['embeddings_no_types']):.2e})"
-        + hint(out, mistakes[1:]) + f"\n{m}")
+        + hint(out, [("token_type_ids=None means type 0 everywhere: still add tk_type_embedding of zeros",
+                      mistakes[0][1])] + mistakes[1:]) + f"\n{m}")
 
 
 def test_embeddings_match_stored_reference_with_token_types():
