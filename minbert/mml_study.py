@@ -296,8 +296,8 @@ def plot_profile(path, errors, methods) -> bool:
     taus = np.linspace(1.0, max(finite + [1.0]) * 1.05 + 1e-3, 400)
     rho = profile(errors, methods, taus) if errors else {m: [0.0] * len(taus) for m in methods}
     fig, ax = plt.subplots(figsize=(5, 4))
-    for m in methods:
-        ax.step(taus, rho[m], where="post", label=paper_name(m))
+    for i, m in enumerate(methods):   # line styles cycle so that identical curves stay visible
+        ax.step(taus, rho[m], where="post", label=paper_name(m), ls=("-", "--", "-.", ":")[i % 4], lw=1.5)
     ax.set(xlabel="τ (error / lowest error of any method)", ylabel="fraction of experiments with error ≤ τ·best",
            title=f"Dolan-Moré profile ({len(errors)} hold-out experiments)", ylim=(0, 1.05))
     ax.legend()
