@@ -92,3 +92,10 @@ def test_default_methods_are_table_1_s_six_rows():
     assert sorted(names) == sorted(["BERT", "BERT-Drop", "MV-5", "MV-1024", "BERT-Ensemble", "MML"]), \
         f"{MOD}.DEFAULT_METHODS: expected Table 1's six models, got {names}"
     assert mml_study.split_method("ensemble1024") == ("ensemble", 1024), "BERT-Ensemble has 1024 heads (§4.1)"
+
+
+def test_cost_is_the_error_or_the_inverse_score():
+    """--profile_on error ranks 1 − acc (Figure 3's caption); score ranks 1/acc, whose ratio is best/score."""
+    assert mml_study.cost(0.8) == pytest.approx(0.2) and mml_study.cost(0.9) == pytest.approx(0.1), f"{MOD}.cost: error = 1 − accuracy"
+    ratio = mml_study.cost(0.8, "score") / mml_study.cost(0.9, "score")
+    assert ratio == pytest.approx(0.9 / 0.8), f"{MOD}.cost(score): the ratio to the best must be best/score = 1.125, got {ratio}"
