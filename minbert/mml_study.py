@@ -38,7 +38,9 @@ import re
 
 import numpy as np
 
+from minbert.device import AMP_CHOICES
 from minbert.errors import cli
+from minbert.flags import at_least, between, positive
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
 from minbert.mml import METHODS, PAPER_METRIC, paper_epochs
 from minbert.report import markdown_table
@@ -53,21 +55,28 @@ def parse_args(argv=None):
     p.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
     p.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")
     p.add_argument("--model", default="bert-base-uncased", help="as train_mml.py --model; minilm-l6 runs offline")
-    p.add_argument("--epochs", type=int, default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.mml.paper_epochs)")
-    p.add_argument("--limit", type=int, default=0, help="at most N examples per split in every run (smoke studies)")
-    p.add_argument("--batch_size", type=int, default=32, help="as train_mml.py")
-    p.add_argument("--max_seq_len", type=int, default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
-    p.add_argument("--lr", type=float, default=2e-5, help="as train_mml.py")
-    p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off", help="as train_mml.py")
-    p.add_argument("--eliminate_every", type=int, default=1000, help="as train_mml.py; lower it for short runs so mml eliminates at all")
-    p.add_argument("--min_bandwidth", type=float, default=0.05, help="as train_mml.py; short runs need ~0.001 (head losses barely spread yet)")
+    p.add_argument("--epochs", type=at_least(1), default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.mml.paper_epochs)")
+    p.add_argument("--limit", type=at_least(0), default=0, help="at most N examples per split in every run (smoke studies)")
+    p.add_argument("--batch_size", type=at_least(1), default=32, help="as train_mml.py")
+    p.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
+    p.add_argument("--lr", type=positive, default=2e-5, help="as train_mml.py")
+    p.add_argument("--amp", choices=AMP_CHOICES, default="auto", help="as train_mml.py (auto: bf16 where the machine has it natively)")
+    p.add_argument("--eliminate_every", type=at_least(1), default=1000, help="as train_mml.py; lower it for short runs so mml eliminates at all")
+    p.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="as train_mml.py; short runs need ~0.001 (head losses barely spread yet)")
     p.add_argument("--device", default="auto", help="as train_mml.py")
     p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout")
     p.add_argument("--profile_on", choices=["error", "score"], default="error",
                    help="Figure 3: error (its caption: error ≤ τ × lowest error) or score (§4.2's text: best/score ≤ τ)")
     p.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
     args = p.parse_args(argv)
-    args.tasks, args.seeds = args.tasks.split(","), [int(s) for s in args.seeds.split(",")]
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        p.error(f"--seeds {args.seeds}: expected a comma list of integers, e.g. 1,2,3")
+    args.tasks = args.tasks.split(",")
+    for t in args.tasks:
+        if t not in TASKS:
+            p.error(f"--tasks: unknown task {t!r}; choose from {', '.join(TASKS)}")
     args.methods = args.methods.split(",")
     for m in args.methods:
         split_method(m, p.error)
@@ -99,6 +108,12 @@ def category_tasks(task, glue_dir):
         return []
     return [t for t, i in TASKS.items() if i.category == info.category
             and os.path.isfile(os.path.join(glue_dir, i.folder, i.splits["dev"]))]
+
+
+def latest_checkpoint(run_dir):
+    """The newer of interrupted.pt and last.pt in run_dir, or None: where an unfinished run continues."""
+    found = [p for p in (os.path.join(run_dir, n) for n in ("interrupted.pt", "last.pt")) if os.path.isfile(p)]
+    return max(found, key=os.path.getmtime) if found else None
 
 
 def finished(run_dir, epochs, evals):
@@ -194,8 +209,9 @@ def main(argv=None):
                             "--device", args.device, "--seed", str(seed), "--out_dir", run_dir, "--eval_tasks", ",".join(evals)]
                 if heads is not None:
                     argv_run += ["--heads", str(heads)]
-                if os.path.isfile(os.path.join(run_dir, "last.pt")):   # a run cut short: continue it
-                    argv_run += ["--resume", os.path.join(run_dir, "last.pt")]
+                resume = latest_checkpoint(run_dir)
+                if resume:   # a run cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
+                    argv_run += ["--resume", resume]
                 print("run train_mml.py", " ".join(argv_run))
                 train_mml.main(argv_run)
             with open(os.path.join(run_dir, "metrics.jsonl")) as f:

@@ -9,7 +9,6 @@ byte-identical prediction files. A SIGKILL is imitated by resuming from last.pt 
 
 import os
 import signal
-import shutil
 
 import pytest
 import torch
@@ -149,3 +148,28 @@ def test_second_signal_quits_at_once():
         os.kill(os.getpid(), signal.SIGINT)
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_interrupted_study_keeps_finished_runs_and_continues_the_cut_one(mml_setup, tmp_path, monkeypatch):
+    """python -m minbert.mml_study stopped by Ctrl-C in its second run, then rerun: the first run is
+    kept as it is (not retrained), the second continues from its interrupted.pt, and the tables equal
+    those of a study that was never interrupted."""
+    from minbert import mml_study
+    glue, model = mml_setup
+
+    def argv(out):
+        return ["--tasks", "RTE", "--methods", "bert,mml4", "--seeds", "1", "--model", str(model), "--epochs", "2",
+                "--glue_dir", str(glue), "--out_dir", str(out), "--batch_size", "8", "--amp", "off"]
+
+    full = mml_study.main(argv(tmp_path / "full"))
+    with monkeypatch.context() as m:   # bert: 2 epochs x 3 steps; the 5th step is mml4's 2nd
+        signal_on_call(m, train_mml.AdamW, "step", 8)
+        with pytest.raises(SystemExit):
+            mml_study.main(argv(tmp_path / "cut"))
+    first = tmp_path / "cut" / "RTE" / "bert" / "seed1" / "last.pt"
+    mtime = first.stat().st_mtime
+    assert (tmp_path / "cut" / "RTE" / "mml4" / "seed1" / "interrupted.pt").is_file()
+    resumed = mml_study.main(argv(tmp_path / "cut"))
+    assert first.stat().st_mtime == mtime, "the finished bert run must be kept, not retrained"
+    assert resumed["table1"]["scores"] == full["table1"]["scores"], \
+        f"interrupted + rerun study: Table 1 {resumed['table1']['scores']} differs from {full['table1']['scores']}"
