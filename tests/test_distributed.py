@@ -1,0 +1,185 @@
+"""minbert/distributed.py: two CPU processes (gloo) take the step one process takes on both batches.
+
+Oracle (b): the same step in a single process on the concatenated 2b batch (dropout off), run
+through the very same code, where every minbert.distributed helper is the identity. Each of the
+2 ranks trains on its half of a global batch of 2b = 6 rows (distributed.shard_batch); the
+gradients must equal the single-process ones to 1e-5, for: one task; all three tasks in one
+backward (heterogeneous batches); two micro-batches of different tasks (gradient accumulation,
+no_sync); PCGrad; GradVac; and 4 MML steps with elimination (same heads eliminated, same moving
+averages). The optimizer is SGD, so equal gradients give equal steps; AdamW sees the same
+gradients. The processes are started like torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR
+= 127.0.0.1, a free port), once for all scenarios to keep the test time small.
+Run: python -m pytest -q tests/test_distributed.py   (offline, CPU, ~15 s)
+"""
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from minbert import distributed
+from minbert.config import BertConfig
+from minbert.gradvac import GradVac
+from minbert.mml import LAMBDA, HeadEliminator, MultiverseHeads
+from minbert.model import BertModel
+from minbert.multitask import TASKS, MultitaskBert, task_loss
+from minbert.pcgrad import PCGrad
+
+WORLD = 2
+CPU = torch.device("cpu")
+# scenario -> the tasks of each micro-batch of one optimizer step
+SCENARIOS = {"one task": [["sst"]], "heterogeneous": [list(TASKS)], "grad_accum": [["sst"], ["para"]],
+             "pcgrad": [list(TASKS)], "gradvac": [list(TASKS)]}
+
+
+# ---------------------------------------------------------------------------- launching like torchrun
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank, world, port, fn, args):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)   # 2 processes on a few shared cores
+    distributed.setup("cpu")
+    try:
+        fn(rank, *args)
+    finally:
+        distributed.shutdown()
+
+
+def launch(fn, *args, world=WORLD):
+    """fn(rank, *args) in `world` processes with torchrun's environment variables (gloo, loopback)."""
+    mp.spawn(_worker, args=(world, free_port(), fn, args), nprocs=world, join=True)
+
+
+# ---------------------------------------------------------------------------- one step, any world size
+def make_batch(task, seed, B=2 * 3, T=10):
+    """A global batch of B rows with ragged lengths (padding to trim) and labels for `task`."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, T + 1, (B,), generator=g)
+    mask = (torch.arange(T)[None] < lengths[:, None]).long()                    # (B, T)
+    labels = {"sst": torch.randint(0, 5, (B,), generator=g), "para": torch.randint(0, 2, (B,), generator=g).float(),
+              "sts": torch.rand(B, generator=g) * 5}[task]
+    return {"input_ids": torch.randint(1000, 3000, (B, T), generator=g) * mask, "attention_mask": mask,
+            "token_type_ids": (torch.arange(T) >= 5).long().expand(B, T) * mask, "labels": labels,
+            "ids": [f"{task}{i}" for i in range(B)], "index": torch.arange(B)}
+
+
+def local(batch, rank):
+    return batch if rank is None else distributed.shard_batch(batch, rank, WORLD)
+
+
+def tiny_encoder():
+    torch.manual_seed(0)
+    return BertModel(BertConfig.tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+
+
+def multitask_step(name, rank):
+    """One optimizer step of `name`; rank None = single process on the global batches."""
+    model = MultitaskBert(tiny_encoder(), dropout=0.0, pooling="mean").train()
+    sync = distributed.Sync(model, CPU)
+    params = [p for p in model.parameters() if p.requires_grad]
+    surgery = {"pcgrad": PCGrad(params, seed=5), "gradvac": GradVac(params, seed=5, beta=0.5)}.get(name)
+    if name == "gradvac":
+        surgery._allocate(len(TASKS))
+        surgery.targets.fill_(0.3)   # a non-zero target, so GradVac differs from PCGrad
+    micro = SCENARIOS[name]
+    for m, tasks in enumerate(micro):
+        losses = {}
+        for i, t in enumerate(tasks):
+            batch = local(make_batch(t, seed=10 * m + i), rank)
+            losses[t] = task_loss(t, model(t, batch), batch["labels"])
+        if surgery:
+            with sync.no_sync():
+                surgery.accumulate([losses.get(t) for t in TASKS])
+        else:
+            sync.before_backward(sum(losses.values()) / len(micro), last=m == len(micro) - 1).backward()
+    if surgery:
+        sync.task_grads(surgery)
+        surgery.apply()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    torch.optim.SGD(params, lr=0.1).step()
+    return {"grads": grads, "params": {n: p.detach().clone() for n, p in model.named_parameters()}}
+
+
+def mml_steps(rank, steps=4):
+    """4 MML steps (M = 8 heads, penalty, elimination every 2 steps) on the global batches."""
+    encoder = tiny_encoder()
+    heads = MultiverseHeads(32, 2, 8)
+    model = torch.nn.ModuleDict({"encoder": encoder, "heads": heads})
+    model["eliminator"] = eliminator = HeadEliminator(heads, every=2, min_bandwidth=1e-4)
+    sync = distributed.Sync(model, CPU)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    for step in range(1, steps + 1):
+        batch = local(make_batch("para", seed=100 + step), rank)
+        d = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
+        loss, per_head = heads.task_loss(heads(d), batch["labels"].long())
+        sync.before_backward(loss + LAMBDA * heads.multiverse_loss()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        eliminator.observe(distributed.mean_over_ranks(per_head))   # every rank: the global batch's ℓ_j
+        eliminator.maybe_eliminate(step)
+    return {"active": heads.active.clone(), "moving_avg": eliminator.moving_avg.clone(),
+            "params": {n: p.detach().clone() for n, p in model.named_parameters()}}
+
+
+def all_scenarios(rank, out_dir):
+    results = {name: multitask_step(name, rank) for name in SCENARIOS}
+    results["mml"] = mml_steps(rank)
+    torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp")
+    launch(all_scenarios, str(out))
+    ranks = [torch.load(out / f"rank{r}.pt") for r in range(WORLD)]
+    single = {name: multitask_step(name, None) for name in SCENARIOS}
+    single["mml"] = mml_steps(None)
+    return ranks, single
+
+
+def close(got, want, where, atol=1e-5):
+    assert got.keys() == want.keys(), f"{where}: tensors {sorted(got)} vs {sorted(want)}"
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], atol=atol, rtol=1e-5, msg=lambda m: f"{where} [{k}]: {m}")
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_ddp_step_equals_single_process_step_on_concatenated_batch(runs, name):
+    ranks, single = runs
+    where = {"pcgrad": "minbert.distributed.Sync.task_grads + PCGrad.apply", "gradvac": "minbert.distributed.Sync.task_grads + GradVac.apply",
+             }.get(name, "minbert.distributed.Sync.before_backward")
+    for r, result in enumerate(ranks):
+        close(result[name]["grads"], single[name]["grads"], f"{where} ({name}, rank {r}): DDP gradient vs 1-process on 2b")
+        close(result[name]["params"], single[name]["params"], f"{where} ({name}, rank {r}): weights after the step")
+
+
+def test_ddp_mml_ranks_eliminate_the_same_heads_as_one_process(runs):
+    ranks, single = runs
+    want = single["mml"]
+    assert not bool(want["active"].all()), "test fixture: the single-process MML run should eliminate some heads"
+    for r, result in enumerate(ranks):
+        where = f"minbert.distributed.mean_over_ranks + HeadEliminator (rank {r})"
+        assert torch.equal(result["mml"]["active"], want["active"]), \
+            f"{where}: active heads {result['mml']['active'].tolist()} vs 1-process {want['active'].tolist()}"
+        torch.testing.assert_close(result["mml"]["moving_avg"], want["moving_avg"], atol=1e-5, rtol=1e-5,
+                                   msg=lambda m: f"{where}: moving averages differ: {m}")
+        close(result["mml"]["params"], want["params"], f"{where}: weights after 4 steps", atol=1e-5)
+
+
+def test_shard_batch_splits_rows_and_trims_padding():
+    """Property: the shards hold disjoint rows covering the batch, each trimmed to its longest row."""
+    batch = make_batch("sts", seed=1, B=5)
+    shards = [distributed.shard_batch(batch, r, 2) for r in range(2)]
+    assert sorted(sum((s["ids"] for s in shards), [])) == sorted(batch["ids"]), "minbert.distributed.shard_batch: rows lost or repeated"
+    for r, s in enumerate(shards):
+        rows = list(range(r, 5, 2))
+        T = int(batch["attention_mask"][rows].sum(1).max())
+        assert torch.equal(s["input_ids"], batch["input_ids"][rows, :T]), f"minbert.distributed.shard_batch: rank {r} rows/trim wrong"
+        assert torch.equal(s["labels"], batch["labels"][rows]), f"minbert.distributed.shard_batch: rank {r} labels wrong"
