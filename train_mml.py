@@ -33,17 +33,16 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, metrics
+from minbert import checkpoint, distributed, metrics
 from minbert.adamw import AdamW
 from minbert.data import TaskData
-from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
+from minbert.device import autocast, grad_scaler, rng_state, seed_everything, set_rng_state
 from minbert.errors import cli
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
 from minbert.mml import LAMBDA, METHODS, HeadEliminator, MultiverseHeads, resolve_num_heads
 from minbert.model import BertModel, atomic_write
 from minbert.multitask import to_device
 from minbert.report import append_jsonl, markdown_table
-from minbert.sampling import BatchStream
 from minbert.tokenizer import Tokenizer
 
 
@@ -95,7 +94,7 @@ def main(argv=None):
     args = parse_args(argv)
     # ------------------------------------------------------------------ setup
     seed_everything(args.seed)
-    device = pick_device(args.device)
+    device = distributed.setup(args.device)   # + process group under torchrun
     os.makedirs(args.out_dir, exist_ok=True)
     spec = METHODS[args.method]
     print(f"device {device}, amp {args.amp}, model {args.model}, task {args.task}, method {args.method}")
@@ -118,6 +117,7 @@ def main(argv=None):
         model["eliminator"] = HeadEliminator(heads, every=args.eliminate_every, min_bandwidth=args.min_bandwidth)
     eliminator = model["eliminator"] if spec["eliminate"] else None
     model.to(device).train()
+    sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
     print(f"{num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, head dropout {spec['dropout']}")
 
     def forward(batch):
@@ -140,10 +140,10 @@ def main(argv=None):
         return torch.stack(outs)
 
     # ------------------------------------------------------------------ optimizer, batch stream
-    steps_per_epoch = math.ceil(len(train) / args.batch_size)
+    steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
     optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     scaler = grad_scaler(device, args.amp)
-    stream = BatchStream(train, args.batch_size, args.seed)
+    stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch
 
     def snapshot():
         """Everything random or positional at the start of a step, so a resume replays it."""
@@ -151,7 +151,7 @@ def main(argv=None):
 
     def full_state(epoch, step, snap):
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict() if scaler else None, **snap, "epoch": epoch, "step": step,
+                "scaler": scaler.state_dict() if scaler else None, **distributed.gather_rng(snap), "epoch": epoch, "step": step,
                 "best": best, "history": history, "trace": trace, "events": events, "running": running, "args": vars(args)}
 
     best, history, trace, events, start_epoch, start_step = -math.inf, [], [], [], 1, 0
@@ -163,7 +163,7 @@ def main(argv=None):
         if scaler and ck["scaler"]:
             scaler.load_state_dict(ck["scaler"])
         stream.load_state_dict(ck["stream"])
-        set_rng_state(ck["rng"])
+        set_rng_state(distributed.own_rng(ck))
         best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
         trace, events, running = ck["trace"], ck["events"], ck["running"]
         print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best {best:.4f}")
@@ -173,7 +173,7 @@ def main(argv=None):
     for epoch in range(start_epoch, args.epochs + 1):
         loss_sum, mv_sum, n_steps = running if epoch == start_epoch else (0.0, 0.0, 0)
         bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                   total=steps_per_epoch, disable=None)
+                   total=steps_per_epoch, disable=None if distributed.is_main() else True)
         step, snap = start_step, snapshot()
         try:
             for step in bar:
@@ -185,8 +185,9 @@ def main(argv=None):
                 loss, per_head = heads.task_loss(outputs, batch["labels"], args.head_reduction)
                 mv = heads.multiverse_loss() if spec["penalty"] else torch.zeros((), device=device)
                 total = loss + LAMBDA * mv
-                finite = bool(torch.isfinite(total))
+                finite = not distributed.any_rank(not bool(torch.isfinite(total)))   # all ranks agree
                 if finite:
+                    total = sync.before_backward(total)
                     (scaler.scale(total) if scaler else total).backward()
                     if scaler:      # skips the step itself when the scaled gradients overflowed
                         scaler.step(optimizer)
@@ -201,12 +202,13 @@ def main(argv=None):
                     raise SystemExit("10 optimizer steps in a row had a non-finite loss: lower --lr or use --amp bf16/off")
                 if eliminator is not None:
                     if finite:
-                        eliminator.observe(per_head)
+                        eliminator.observe(distributed.mean_over_ranks(per_head))   # same averages on all ranks
                     event = eliminator.maybe_eliminate(global_step)
                     if event:
                         event = {"epoch": epoch, **event, "active_after": int(heads.active.sum())}
                         events.append(event)
-                        append_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), event)
+                        if distributed.is_main():
+                            append_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), event)
                         tqdm.write(f"step {global_step}: eliminated {len(event['eliminated'])} heads, "
                                    f"{event['active_after']} active")
                 trace.append((global_step, int(heads.active.sum())))
@@ -221,12 +223,13 @@ def main(argv=None):
         start_step = 0
 
         # -------------------------------------------------------------- dev evaluation, best checkpoint
-        scores = score(args.task, run(dev), dev.labels)
+        scores = distributed.on_main(lambda: score(args.task, run(dev), dev.labels))
         record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
                   "loss_task": round(loss_sum / max(n_steps, 1), 4), "loss_mv": round(mv_sum / max(n_steps, 1), 4),
                   "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)}
         history.append(record)
-        append_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), record)
+        if distributed.is_main():   # rank 0 alone writes files (checkpoint.save checks it itself)
+            append_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), record)
         tqdm.write(str(record))
         if scores[headline] > best:
             best = scores[headline]
@@ -235,6 +238,8 @@ def main(argv=None):
         checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0, snapshot()))
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
+    if not distributed.is_main():
+        return history
     model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
     cross = {}
     for task in args.eval_tasks:

@@ -28,10 +28,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint
+from minbert import checkpoint, distributed
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
-from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
+from minbert.device import autocast, grad_scaler, rng_state, seed_everything, set_rng_state
 from minbert.errors import cli
 from minbert.gradvac import GradVac
 from minbert.head_pretraining import pretrain_heads
@@ -43,7 +43,7 @@ from minbert.pals import PALs
 from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
 from minbert.report import append_jsonl, markdown_table, plot_panels
-from minbert.sampling import SCHEDULES, BatchStream, TaskSampler, anneal_alpha
+from minbert.sampling import SCHEDULES, TaskSampler, anneal_alpha
 from minbert.smart import SMART
 from minbert.tokenizer import Tokenizer
 
@@ -119,7 +119,7 @@ def main(argv=None):
     args = parse_args(argv)
     # ------------------------------------------------------------------ setup
     seed_everything(args.seed)
-    device = pick_device("cuda" if args.use_gpu else args.device)
+    device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
     os.makedirs(args.out_dir, exist_ok=True)
     print(f"device {device}, amp {args.amp}, model {args.model}, option {args.option}")
 
@@ -151,13 +151,14 @@ def main(argv=None):
     if args.r4f:
         spectral_norm_heads(model)
     model.to(device).train()
+    sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
     eval_bs = max(64, args.batch_size)
     if args.head_pretrain_epochs and not args.resume:
         pretrain_heads(model, train, dev, args.head_pretrain_epochs, args.batch_size, 1e-3, device, args.amp, args.seed)
 
     all_tasks_per_step = args.heterogeneous or args.surgery != "none"
     batches_per_step = args.grad_accum * (args.grad_compromise or (len(TASKS) if all_tasks_per_step else 1))
-    steps_per_epoch = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * batches_per_step))
+    steps_per_epoch = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * distributed.world_size() * batches_per_step))
     total_steps = steps_per_epoch * args.epochs
     # Pretrained encoder at --lr; the freshly initialised heads (and PALs) at --head_lr.
     new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
@@ -168,7 +169,7 @@ def main(argv=None):
     scaler = grad_scaler(device, args.amp)
     schedule = "annealed" if args.grad_compromise else args.schedule
     sampler = TaskSampler(sizes, schedule, args.epochs, args.seed)
-    streams = [BatchStream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]
+    streams = [distributed.stream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]   # rank's share
     smart = SMART(model, lambda_s=args.smart, total_steps=total_steps, mode=args.smart_mode) if args.smart else None
     r3f = R3F(model, lambda_=args.r3f) if args.r3f or args.r4f else None
     params = [p for p in model.parameters() if p.requires_grad]
@@ -182,7 +183,7 @@ def main(argv=None):
     def full_state(epoch, step, snap):
         extras = {"smart": smart.state_dict() if smart else None, "surgery": surgery.state_dict() if surgery else None}
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler else None, **snap, **extras, "epoch": epoch, "step": step,
+                "scaler": scaler.state_dict() if scaler else None, **distributed.gather_rng(snap), **extras, "epoch": epoch, "step": step,
                 "best": best, "history": history, "args": vars(args)}
 
     best, history, start_epoch, start_step = -1.0, [], 1, 0
@@ -196,7 +197,7 @@ def main(argv=None):
                 obj.load_state_dict(ck[key])
         for s, st in zip(streams, ck["streams"]):
             s.load_state_dict(st)
-        set_rng_state(ck["rng"])
+        set_rng_state(distributed.own_rng(ck))
         best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
         print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best overall {best:.4f}")
 
@@ -231,12 +232,12 @@ def main(argv=None):
         sampler.set_epoch(epoch)
         seen, loss_sum = 0, {t: [0.0, 0] for t in TASKS}
         bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                   total=steps_per_epoch, disable=None)
+                   total=steps_per_epoch, disable=None if distributed.is_main() else True)
         t_epoch, step, snap = time.time(), start_step, snapshot()
         try:
             for step in bar:
                 snap, finite = snapshot(), True
-                for _ in range(args.grad_accum):
+                for micro in range(args.grad_accum):
                     losses, counts = {}, {}
                     for task in step_tasks(epoch):
                         batch = to_device(streams[TASKS.index(task)].next(), device)
@@ -248,17 +249,20 @@ def main(argv=None):
                         counts[task] = counts.get(task, 0) + 1
                         loss_sum[task][0] += loss.item()
                         loss_sum[task][1] += 1
-                        seen += len(batch["ids"])
+                        seen += len(batch["ids"]) * distributed.world_size()
                     if args.grad_compromise:   # per-task sums divided by count^β, β: 0.2 -> 1.0 over the epochs
                         beta = 1.2 - anneal_alpha(epoch, args.epochs)
                         losses = {t: l / counts[t] ** beta for t, l in losses.items()}
                     if surgery:
-                        surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS], scaler)
+                        with sync.no_sync():   # per-task gradients stay local until task_grads
+                            surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS], scaler)
                     else:
-                        total = sum(losses.values()) / args.grad_accum
+                        total = sync.before_backward(sum(losses.values()) / args.grad_accum, last=micro == args.grad_accum - 1)
                         (scaler.scale(total) if scaler else total).backward()
                 if surgery:
+                    sync.task_grads(surgery)   # average the K per-task gradients over ranks
                     surgery.apply()
+                finite = not distributed.any_rank(not finite)   # every rank steps, or none
                 if scaler:      # skips the step itself when the scaled gradients overflowed
                     scaler.step(optimizer)
                     scaler.update()
@@ -282,13 +286,14 @@ def main(argv=None):
         train_time = time.time() - t_epoch
 
         # -------------------------------------------------------------- dev evaluation, best checkpoint
-        scores = task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev)
+        scores = distributed.on_main(lambda: task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev))
         model.train()
         record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
                   **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in loss_sum.items()},
                   "train_examples_per_s": round(seen / train_time, 1), "elapsed_s": round(time.time() - t0, 1)}
         history.append(record)
-        append_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), record)
+        if distributed.is_main():   # rank 0 alone writes files (checkpoint.save checks it itself)
+            append_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), record)
         tqdm.write(str(record))
         if scores["overall"] > best:
             best = scores["overall"]
@@ -296,6 +301,8 @@ def main(argv=None):
         checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0, snapshot()))
 
     # ------------------------------------------------------------------ final predictions from the best model
+    if not distributed.is_main():
+        return history
     model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
     for split, splits in (("dev", dev), ("test", test)):
         for task, (ids, _, out) in run_heads(model, splits, eval_bs, device, args.amp).items():

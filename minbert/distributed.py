@@ -42,6 +42,7 @@ MNR (each rank's negatives are its own batch), and uneven last batches beyond a 
 (a rank with no row of a too-small global batch re-uses row rank mod B).
 """
 
+import atexit
 import datetime
 import os
 import sys
@@ -87,6 +88,7 @@ def setup(device_name: str) -> torch.device:
         torch.cuda.set_device(device)
     if not active():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=datetime.timedelta(minutes=60))
+        atexit.register(lambda: dist.destroy_process_group() if active() else None)   # a clean exit, no warning
     if not is_main():
         sys.stdout = open(os.devnull, "w")   # rank 0 alone prints; stderr (errors) stays
     return device

@@ -13,13 +13,14 @@ Run: python -m pytest -q tests/test_distributed.py   (offline, CPU, ~15 s)
 """
 
 import os
+import shutil
 import socket
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-from minbert import distributed
+from minbert import distributed, hub
 from minbert.config import BertConfig
 from minbert.gradvac import GradVac
 from minbert.mml import LAMBDA, HeadEliminator, MultiverseHeads
@@ -183,3 +184,75 @@ def test_shard_batch_splits_rows_and_trims_padding():
         T = int(batch["attention_mask"][rows].sum(1).max())
         assert torch.equal(s["input_ids"], batch["input_ids"][rows, :T]), f"minbert.distributed.shard_batch: rank {r} rows/trim wrong"
         assert torch.equal(s["labels"], batch["labels"][rows]), f"minbert.distributed.shard_batch: rank {r} labels wrong"
+
+
+# ---------------------------------------------------------------------------- both scripts under 2 processes
+def script_runs(rank, root):
+    """Each rank runs the scripts as torchrun would start them (same argv except per-rank output
+    folders for the smoke runs, so files written by rank 1 would be seen), then the resume check."""
+    import train_multitask
+    from test_train_mml import run as run_mml
+    from test_train_multitask import run as run_multitask
+    paths = {"multitask": (root / "cs224n", root / "model"), "mml": (root / "glue", root / "model")}
+    histories = {}
+    # smoke: --surgery pcgrad and MML with elimination, one epoch each, per-rank output folders
+    histories["multitask"] = run_multitask(paths["multitask"], root / f"mt-rank{rank}", "--epochs", "1", "--surgery", "pcgrad")
+    histories["mml"] = run_mml(paths["mml"], root / f"mml-rank{rank}", "--epochs", "1", "--heads", "8", "--eliminate_every", "2")
+    # resume: full run; run cut by a Ctrl-C on both ranks at the same step; resumed run (shared folders)
+    histories["full"] = run_multitask(paths["multitask"], root / "full")
+    real_loss, calls = train_multitask.task_loss, {"n": 0}
+
+    def interrupt_on_call_12(*a):
+        calls["n"] += 1
+        if calls["n"] == 12:   # epoch 2, step 3 (9 steps per epoch: 24 + 24 + 24 rows, global batch 8)
+            raise KeyboardInterrupt
+        return real_loss(*a)
+
+    train_multitask.task_loss = interrupt_on_call_12
+    try:
+        run_multitask(paths["multitask"], root / "cut")
+    except SystemExit as e:
+        histories["cut_exit"] = e.code
+    train_multitask.task_loss = real_loss
+    histories["resumed"] = run_multitask(paths["multitask"], root / "cut", "--resume", str(root / "cut" / "run" / "interrupted.pt"))
+    torch.save(histories, root / f"histories{rank}.pt")
+
+
+@pytest.fixture(scope="module")
+def script_histories(tmp_path_factory):
+    from test_train_mml import write_glue
+    from test_train_multitask import write_task_files
+    root = tmp_path_factory.mktemp("ddp_scripts")
+    (root / "cs224n").mkdir()
+    write_task_files(root / "cs224n")
+    write_glue(root / "glue")
+    torch.manual_seed(0)
+    BertModel(BertConfig.tiny()).save_pretrained(root / "model")
+    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", root / "model" / "vocab.txt")
+    launch(script_runs, root)
+    return root, [torch.load(root / f"histories{r}.pt", weights_only=False) for r in range(WORLD)]
+
+
+def files(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_ddp_scripts_finish_and_only_rank_0_writes_files(script_histories):
+    root, histories = script_histories
+    for script, folder, names in (("train_multitask", "mt-rank{}", ["run/best.pt", "run/last.pt", "run/metrics.jsonl"]),
+                                  ("train_mml", "mml-rank{}", ["best.pt", "last.pt", "metrics.jsonl"])):
+        written = files(root / folder.format(0))
+        assert all(n in written for n in names), f"{script} under 2 processes: rank 0 wrote {written}, expected {names}"
+        assert files(root / folder.format(1)) == [], f"{script}: rank 1 wrote {files(root / folder.format(1))}; only rank 0 may write"
+    for r in range(WORLD):
+        assert [h["epoch"] for h in histories[r]["multitask"]] == [1], f"train_multitask rank {r}: history {histories[r]['multitask']}"
+        assert [h["epoch"] for h in histories[r]["mml"]] == [1], f"train_mml rank {r}: history {histories[r]['mml']}"
+
+
+def test_ddp_resume_after_interrupt_equals_uninterrupted_2_process_run(script_histories):
+    _, histories = script_histories
+    h = histories[0]
+    assert h["cut_exit"] == 130, f"train_multitask under 2 processes: a Ctrl-C should exit 130, got {h.get('cut_exit')}"
+    keys = ("sst_acc", "para_acc", "sts_pearson", "overall")   # the epoch's loss means restart at a resume, as in 1 process
+    got, want = [h["resumed"][-1][k] for k in keys], [h["full"][-1][k] for k in keys]
+    assert got == want, f"train_multitask 2-process resume: final record {got} differs from the uninterrupted run's {want}"
