@@ -12,6 +12,7 @@ gradients. The processes are started like torchrun starts them (RANK, WORLD_SIZE
 Run: python -m pytest -q tests/test_distributed.py   (offline, CPU, ~15 s)
 """
 
+import math
 import os
 import shutil
 import socket
@@ -198,6 +199,12 @@ def script_runs(rank, root):
     # smoke: --surgery pcgrad and MML with elimination, one epoch each, per-rank output folders
     histories["multitask"] = run_multitask(paths["multitask"], root / f"mt-rank{rank}", "--epochs", "1", "--surgery", "pcgrad")
     histories["mml"] = run_mml(paths["mml"], root / f"mml-rank{rank}", "--epochs", "1", "--heads", "8", "--eliminate_every", "2")
+    # every other method flag under DDP: SMART + PALs + heterogeneous batches + accumulation; R3F + GradVac
+    histories["methods"] = [
+        run_multitask(paths["multitask"], root / "methods1", "--epochs", "1", "--limit", "8", "--smart", "1", "--pals",
+                      "--pals_size", "8", "--pals_heads", "2", "--heterogeneous", "--grad_accum", "2"),
+        run_multitask(paths["multitask"], root / "methods2", "--epochs", "1", "--limit", "8", "--r3f", "1", "--surgery", "gradvac",
+                      "--scale_losses")]
     # resume: full run; run cut by a Ctrl-C on both ranks at the same step; resumed run (shared folders)
     histories["full"] = run_multitask(paths["multitask"], root / "full")
     real_loss, calls = train_multitask.task_loss, {"n": 0}
@@ -247,12 +254,17 @@ def test_ddp_scripts_finish_and_only_rank_0_writes_files(script_histories):
     for r in range(WORLD):
         assert [h["epoch"] for h in histories[r]["multitask"]] == [1], f"train_multitask rank {r}: history {histories[r]['multitask']}"
         assert [h["epoch"] for h in histories[r]["mml"]] == [1], f"train_mml rank {r}: history {histories[r]['mml']}"
+        for h in histories[r]["methods"]:   # SMART, PALs, heterogeneous, grad_accum, R3F, GradVac, loss scaling
+            assert len(h) == 1 and math.isfinite(h[0]["overall"]), f"train_multitask rank {r}: method run history {h}"
 
 
 def test_ddp_resume_after_interrupt_equals_uninterrupted_2_process_run(script_histories):
-    _, histories = script_histories
+    root, histories = script_histories
     h = histories[0]
     assert h["cut_exit"] == 130, f"train_multitask under 2 processes: a Ctrl-C should exit 130, got {h.get('cut_exit')}"
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")   # the epoch's loss means restart at a resume, as in 1 process
     got, want = [h["resumed"][-1][k] for k in keys], [h["full"][-1][k] for k in keys]
+    full, cut = (torch.load(root / name / "run" / "last.pt", weights_only=False)["model"] for name in ("full", "cut"))
+    for k in full:
+        assert torch.equal(full[k], cut[k]), f"train_multitask 2-process resume: final weight {k} differs from the uninterrupted run's"
     assert got == want, f"train_multitask 2-process resume: final record {got} differs from the uninterrupted run's {want}"
