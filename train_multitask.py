@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from minbert import checkpoint, distributed
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
+from minbert.compiled import compile_blocks
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
 from minbert.device import autocast, grad_scaler, rng_state, seed_everything, set_rng_state
 from minbert.errors import cli
@@ -92,6 +93,7 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
     p.add_argument("--use_gpu", action="store_true", help="the handout's flag: same as --device cuda")
     p.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off", help="mixed precision; bf16 also speeds up recent CPUs, fp16 uses a GradScaler")
+    p.add_argument("--compile", action="store_true", help="torch.compile the encoder blocks and heads: faster steps after a one-off compile (needs a C++ compiler on CPU)")
     p.add_argument("--seed", type=int, default=11711)
     # --- data and outputs
     p.add_argument("--data_dir", default=DEFAULT_DATA_DIR, help="folder with the CS224N files (python -m minbert.download cs224n)")
@@ -151,6 +153,8 @@ def main(argv=None):
     if args.r4f:
         spectral_norm_heads(model)
     model.to(device).train()
+    if args.compile:   # in place: state_dict keys unchanged
+        compile_blocks(model, list(model.heads.values()))
     sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
     eval_bs = max(64, args.batch_size)
     if args.head_pretrain_epochs and not args.resume:
