@@ -155,10 +155,10 @@ def main(argv=None):
     model.to(device).train()
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(model, list(model.heads.values()))
-    sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
     eval_bs = max(64, args.batch_size)
     if args.head_pretrain_epochs and not args.resume:
         pretrain_heads(model, train, dev, args.head_pretrain_epochs, args.batch_size, 1e-3, device, args.amp, args.seed)
+    sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
 
     all_tasks_per_step = args.heterogeneous or args.surgery != "none"
     batches_per_step = args.grad_accum * (args.grad_compromise or (len(TASKS) if all_tasks_per_step else 1))

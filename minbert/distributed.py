@@ -154,9 +154,9 @@ class Sync:
             return
         # A task's graph reaches the same params on every rank (same model, same task), but make
         # sure: a param used on any rank counts as used everywhere (its gradient is 0 elsewhere).
-        used = surgery.used.to(torch.uint8)
+        used = surgery.used.to(surgery.params[0].device, torch.uint8)   # nccl reduces CUDA tensors only
         dist.all_reduce(used, op=dist.ReduceOp.MAX)
-        surgery.used = used.bool()
+        surgery.used = used.bool().cpu()
         for k, row in enumerate(surgery.grads):
             for n in range(len(row)):
                 if surgery.used[k, n] and row[n] is None:
