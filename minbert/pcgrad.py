@@ -40,6 +40,8 @@ Left out: per-layer groups for PCGrad (GradVac has them; the class below already
 groups), and sparse gradients.
 """
 
+from collections import Counter
+
 import torch
 
 
@@ -147,16 +149,24 @@ class PCGrad:
             gram[i, j] = gram[j, i] = value
         return gram
 
-    def _combine(self, n: int, weights: list[float]) -> torch.Tensor:
-        """Σ_k w_k g_kn for param n: a fresh tensor shaped like the param (never an alias of a
-        stored gradient, which a later `p.grad +=` would otherwise write through)."""
-        out = None
-        for k, w in enumerate(weights):
-            g = self.grads[k][n]
-            if g is None or w == 0:
-                continue
-            out = g * w if out is None else out.add_(g, alpha=w)
-        return torch.zeros_like(self.params[n], dtype=torch.float32) if out is None else out
+    def _owned(self):
+        """A test: may we write into this stored gradient? Only if no other stored gradient shares
+        its memory (autograd hands one tensor to both inputs of an add) and it is not a broadcast
+        view (the gradient of p.sum() is a stride-0 expand)."""
+        counts = Counter(g.untyped_storage().data_ptr() for row in self.grads for g in row if g is not None)
+        return lambda g: g.is_contiguous() and counts[g.untyped_storage().data_ptr()] == 1
+
+    def _combine(self, n: int, weights: list[float], owned) -> torch.Tensor:
+        """Σ_k w_k g_kn for param n, shaped like it. Written into the first task's own gradient
+        when we own it: no new P_n-sized buffer, so no page faults, and w = 1 costs nothing."""
+        terms = [(self.grads[k][n], w) for k, w in enumerate(weights) if self.grads[k][n] is not None and w != 0]
+        if not terms:
+            return torch.zeros_like(self.params[n], dtype=torch.float32)
+        (first, w0), rest = terms[0], terms[1:]
+        out = (first if w0 == 1 else first.mul_(w0)) if owned(first) else first * w0
+        for g, w in rest:
+            out.add_(g, alpha=w)                                  # (P_n,) += w · (P_n,)
+        return out
 
     def apply(self, order: list[int] | None = None) -> dict:
         """Surgery on the shared part, combine the tasks, write p.grad (added to an existing .grad,
@@ -189,19 +199,21 @@ class PCGrad:
             group_weights = (coef.sum(0) * scale).tolist()
             for n in shared:
                 weights[n] = group_weights
-        finite = []
+        sums, owned = [], self._owned()
         for n, p in enumerate(self.params):
             if users[n] == 0:
                 continue  # no task touched it: p.grad stays as it was (None after zero_grad)
-            grad = self._combine(n, weights[n])
-            # Not fatal: a GradScaler skips such a step itself; without one, the caller should skip it.
-            finite.append(torch.isfinite(grad).all())
+            grad = self._combine(n, weights[n], owned)
+            # A sum is inf/NaN iff some element is (barring an overflow of finite values ~1e38), and
+            # a sum reads P_n floats once where isfinite(grad).all() also writes a P_n bool mask.
+            sums.append(grad.sum())
             grad = grad.to(p.dtype)
             if p.grad is None:
                 p.grad = grad
             else:
                 p.grad += grad
-        stats["finite"] = bool(torch.stack(finite).all()) if finite else True
+        # Not fatal: a GradScaler skips such a step itself; without one, the caller should skip it.
+        stats["finite"] = bool(torch.isfinite(torch.stack(sums)).all()) if sums else True
         self.grads = [[None] * len(self.params) for _ in range(K)]
         self.used.zero_()
         return stats
