@@ -9,7 +9,10 @@ no_sync); PCGrad; GradVac; and 4 MML steps with elimination (same heads eliminat
 averages). The optimizer is SGD, so equal gradients give equal steps; AdamW sees the same
 gradients. The processes are started like torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR
 = 127.0.0.1, a free port), once for all scenarios to keep the test time small.
-Run: python -m pytest -q tests/test_distributed.py   (offline, CPU, ~15 s)
+Both scripts also run under 2 processes (property (c)): they finish, rank 1 writes no file, and a
+run interrupted by Ctrl-C on both ranks and resumed ends with the uninterrupted 2-process run's
+scores and bit-identical weights (train_multitask and train_mml, dropout on).
+Run: python -m pytest -q tests/test_distributed.py   (offline, CPU, ~40 s on 2 cores)
 """
 
 import math
@@ -191,6 +194,7 @@ def test_shard_batch_splits_rows_and_trims_padding():
 def script_runs(rank, root):
     """Each rank runs the scripts as torchrun would start them (same argv except per-rank output
     folders for the smoke runs, so files written by rank 1 would be seen), then the resume check."""
+    import train_mml
     import train_multitask
     from test_train_mml import run as run_mml
     from test_train_multitask import run as run_multitask
@@ -222,6 +226,24 @@ def script_runs(rank, root):
         histories["cut_exit"] = e.code
     train_multitask.task_loss = real_loss
     histories["resumed"] = run_multitask(paths["multitask"], root / "cut", "--resume", str(root / "cut" / "run" / "interrupted.pt"))
+    # the same for train_mml (elimination every 2 steps): Ctrl-C at epoch 2, step 1 on both ranks
+    extra = ("--heads", "8", "--eliminate_every", "2", "--min_bandwidth", "0.001")
+    histories["mml_full"] = run_mml(paths["mml"], root / "mml_full", *extra)
+    real_to_device, calls = train_mml.to_device, {"n": 0}
+
+    def interrupt_at_epoch_2_step_1(*a):
+        calls["n"] += 1   # 3 training batches per epoch; rank 0 alone also fetches 1 dev batch
+        if calls["n"] == (6 if rank == 0 else 5):
+            raise KeyboardInterrupt
+        return real_to_device(*a)
+
+    train_mml.to_device = interrupt_at_epoch_2_step_1
+    try:
+        run_mml(paths["mml"], root / "mml_cut", *extra)
+    except SystemExit as e:
+        histories["mml_cut_exit"] = e.code
+    train_mml.to_device = real_to_device
+    histories["mml_resumed"] = run_mml(paths["mml"], root / "mml_cut", *extra, "--resume", str(root / "mml_cut" / "interrupted.pt"))
     torch.save(histories, root / f"histories{rank}.pt")
 
 
@@ -267,4 +289,10 @@ def test_ddp_resume_after_interrupt_equals_uninterrupted_2_process_run(script_hi
     full, cut = (torch.load(root / name / "run" / "last.pt", weights_only=False)["model"] for name in ("full", "cut"))
     for k in full:
         assert torch.equal(full[k], cut[k]), f"train_multitask 2-process resume: final weight {k} differs from the uninterrupted run's"
+    assert h["mml_cut_exit"] == 130, f"train_mml under 2 processes: a Ctrl-C should exit 130, got {h.get('mml_cut_exit')}"
+    strip = [{k: v for k, v in r.items() if k != "elapsed_s"} for r in h["mml_resumed"]]
+    mml_want = [{k: v for k, v in r.items() if k != "elapsed_s"} for r in h["mml_full"]]
+    assert strip == mml_want, f"train_mml 2-process resume: records {strip} differ from the uninterrupted run's {mml_want}"
+    full, cut = (torch.load(root / name / "last.pt", weights_only=False)["model"] for name in ("mml_full", "mml_cut"))
+    assert all(torch.equal(full[k], cut[k]) for k in full), "train_mml 2-process resume: final weights/β/moving averages differ"
     assert got == want, f"train_multitask 2-process resume: final record {got} differs from the uninterrupted run's {want}"
