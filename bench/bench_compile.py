@@ -44,10 +44,10 @@ def train_step(model, opt, batch):
     return step
 
 
-def timed(fn):
-    t = time.perf_counter()
+def timed(fn, clock=time.perf_counter):
+    t = clock()
     fn()
-    return time.perf_counter() - t
+    return clock() - t
 
 
 def main():
@@ -55,9 +55,15 @@ def main():
     p.add_argument("--shapes", default="minilm,bert-base", help="comma list of: " + ", ".join(SHAPES))
     p.add_argument("--reps", type=int, default=5, help="timed rounds after warm-up; medians are reported")
     p.add_argument("--fast_attention", action="store_true", help="the SDPA attention path (default: written-out softmax)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--cpu_time", action="store_true", help="time steps with the process's CPU time (steadier on a shared "
+                   "machine; use with --threads 1). The compile time stays wall time (inductor compiles in worker processes)")
     a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    clock = time.process_time if a.cpu_time else time.perf_counter
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, fp32, "
-          f"{'SDPA' if a.fast_attention else 'explicit'} attention, median of {a.reps}")
+          f"{'SDPA' if a.fast_attention else 'explicit'} attention, median of {a.reps}, {'CPU' if a.cpu_time else 'wall'} time")
     print("| shape | eager s/step | compiled s/step | speed-up | compile s |\n|---|---|---|---|---|")
     for shape in a.shapes.split(","):
         name, B, T = SHAPES[shape]
@@ -74,7 +80,7 @@ def main():
         times = {k: [] for k in steps}
         for _ in range(a.reps):
             for k, fn in steps.items():
-                times[k].append(timed(fn))
+                times[k].append(timed(fn, clock))
         e, c = statistics.median(times["eager"]), statistics.median(times["compiled"])
         print(f"| {name} | {e:.3f} | {c:.3f} | {e / c:.2f}× | {compile_s:.0f} |", flush=True)
 
