@@ -26,7 +26,7 @@ of the single-process scripts. What each piece does under torchrun, and why:
   of heads and PALs that only some tasks use included. Micro-batches before the last one of a
   gradient-accumulation step go through `no_sync()`, DDP's official way to accumulate locally.
 - PCGrad/GradVac need every task's gradient on the whole global batch *before* the Gram matrix:
-  the per-task passes run under `no_sync()`, then `all_reduce_task_grads` averages all K
+  the per-task passes run under `no_sync()`, then `Sync.task_grads` averages all K
   per-task gradients (K·P floats per step instead of P: K× plain DDP's traffic, and it cannot
   overlap with backward). The surgery then runs identically on every rank.
 - MML: each rank's per-head losses are averaged (`mean_over_ranks`, M floats) before the moving
@@ -37,9 +37,14 @@ of the single-process scripts. What each piece does under torchrun, and why:
 - Files: rank 0 alone writes (checkpoint.save is a no-op on other ranks; the scripts guard their
   other writes with `is_main()`). Checkpoints hold every rank's RNG state (`gather_rng`), so a
   resumed run replays each rank's dropout exactly.
+- Stopping: the decision to stop early (Ctrl-C, a signal) must be taken at the same step on every
+  rank, since building a checkpoint is collective: agree on it with `any_rank(flag)`.
+- Head pretraining (train_multitask --head_pretrain_epochs) runs on every rank on all the data
+  (identical work, not sharded); DDP is built after it and broadcasts rank 0's result.
 Left out: sharded optimizer states (ZeRO/FSDP), gathering in-batch negatives across ranks for
-MNR (each rank's negatives are its own batch), and uneven last batches beyond a simple rule
-(a rank with no row of a too-small global batch re-uses row rank mod B).
+MNR (each rank's negatives are its own batch), and exact weighting of uneven batches: the last
+global batch of a pass splits unevenly, and averaging the ranks' mean losses then weights its
+examples slightly unequally, as plain DDP does (a rank with no row re-uses row rank mod B).
 """
 
 import atexit

@@ -35,7 +35,7 @@ Variant chosen (where the references differ, see REFERENCE-NOTES §7):
   `scaler.step(optimizer)` unscale them. An inf/NaN gradient makes the Gram NaN; comparisons with
   NaN are False, nothing is projected, the update stays non-finite and scaler.step skips it.
 DDP: run the per-task backward passes under no_sync() and average self.grads over the ranks
-before apply() (minbert.distributed.all_reduce_task_grads does both halves' bookkeeping).
+before apply() (minbert.distributed.Sync.task_grads).
 Left out: per-layer groups for PCGrad (GradVac has them; the class below already loops over
 groups), and sparse gradients.
 """
