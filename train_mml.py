@@ -35,10 +35,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, metrics
+from minbert import checkpoint, distributed, metrics
 from minbert.adamw import AdamW
+from minbert.compiled import compile_blocks
 from minbert.data import TaskData
-from minbert.device import AMP_CHOICES, autocast, grad_scaler, pick_device, resolve_amp, rng_state, seed_everything, set_rng_state
+from minbert.device import AMP_CHOICES, autocast, grad_scaler, resolve_amp, rng_state, seed_everything, set_rng_state
 from minbert.errors import UserError, cli
 from minbert.flags import at_least, between, positive, writable_dir
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
@@ -47,7 +48,6 @@ from minbert.mml import LAMBDA, METHODS, PAPER_METRIC, HeadEliminator, Multivers
 from minbert.model import BertModel, atomic_write
 from minbert.multitask import to_device
 from minbert.report import markdown_table, write_jsonl
-from minbert.sampling import BatchStream
 from minbert.tokenizer import Tokenizer
 
 
@@ -72,6 +72,7 @@ def parse_args(argv=None):
     p.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                    help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off elsewhere "
                         "(bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
+    p.add_argument("--compile", action="store_true", help="torch.compile the encoder blocks and heads: faster steps after a one-off compile (needs a C++ compiler on CPU)")
     p.add_argument("--seed", type=int, default=1, help="seeds heads, dropout and batch order; report mean ± std over several")
     # --- data and outputs
     p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout (TASK/train.tsv, dev.tsv)")
@@ -130,7 +131,9 @@ def score(task, out, gold) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    with StopSignal() as stop:   # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py)
+    # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
+    # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
+    with StopSignal(abortable=distributed.world_size() == 1, agree=distributed.any_rank) as stop:
         try:
             return train(args, stop)
         except Interrupted as e:     # during setup: nothing trained yet
@@ -143,7 +146,7 @@ def train(args, stop):
     writable_dir(args.out_dir, "--out_dir")
     ck = check_resume(args) if args.resume else None
     seed_everything(args.seed)
-    device = pick_device(args.device)
+    device = distributed.setup(args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
     spec = METHODS[args.method]
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, method {args.method}")
@@ -169,6 +172,9 @@ def train(args, stop):
         model["eliminator"] = HeadEliminator(heads, every=args.eliminate_every, min_bandwidth=args.min_bandwidth)
     eliminator = model["eliminator"] if spec["eliminate"] else None
     model.to(device).train()
+    if args.compile:   # in place: state_dict keys unchanged
+        compile_blocks(encoder, [heads])
+    sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
     print(f"{num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, head dropout {spec['dropout']}")
 
     def forward(batch):
@@ -191,15 +197,16 @@ def train(args, stop):
         return torch.stack(outs)
 
     # ------------------------------------------------------------------ optimizer, batch stream
-    steps_per_epoch = math.ceil(len(train) / args.batch_size)
+    steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
     optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     scaler = grad_scaler(device, args.amp)
-    stream = BatchStream(train, args.batch_size, args.seed)
+    stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch
 
     def full_state(epoch, step):
         """Everything a resume needs, at a step boundary (the only place it is ever called)."""
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict() if scaler else None, "rng": rng_state(), "stream": stream.state_dict(),
+                "scaler": scaler.state_dict() if scaler else None, **distributed.gather_rng({"rng": rng_state()}),
+                "stream": stream.state_dict(),
                 "epoch": epoch, "step": step, "best": best, "history": history, "trace": trace, "events": events,
                 "running": (loss_sum, mv_sum, n_steps), "args": vars(args)}
 
@@ -214,7 +221,7 @@ def train(args, stop):
             if scaler and ck["scaler"]:
                 scaler.load_state_dict(ck["scaler"])
             stream.load_state_dict(ck["stream"])
-            set_rng_state(ck["rng"])
+            set_rng_state(distributed.own_rng(ck))
             best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
             trace, events, (loss_sum, mv_sum, n_steps) = ck["trace"], ck["events"], ck["running"]
             print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best {best:.4f}")
@@ -228,7 +235,7 @@ def train(args, stop):
     try:
         for epoch in range(start_epoch, args.epochs + 1):
             bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                       total=steps_per_epoch, disable=None)
+                       total=steps_per_epoch, disable=None if distributed.is_main() else True)
             for step in bar:
                 position = step
                 stop.check()
@@ -239,8 +246,9 @@ def train(args, stop):
                 loss, per_head = heads.task_loss(outputs, batch["labels"], args.head_reduction)
                 mv = heads.multiverse_loss() if spec["penalty"] else torch.zeros((), device=device)
                 total = loss + LAMBDA * mv
-                finite = bool(torch.isfinite(total))
+                finite = not distributed.any_rank(not bool(torch.isfinite(total)))   # all ranks agree
                 if finite:
+                    total = sync.before_backward(total)
                     (scaler.scale(total) if scaler else total).backward()
                     if scaler:      # skips the step itself when the scaled gradients overflowed
                         scaler.step(optimizer)
@@ -256,11 +264,12 @@ def train(args, stop):
                                     f"{args.out_dir}/last.pt holds the last finished epoch")
                 if eliminator is not None:
                     if finite:
-                        eliminator.observe(per_head)
+                        eliminator.observe(distributed.mean_over_ranks(per_head))   # same averages on all ranks
                     event = eliminator.maybe_eliminate(global_step)
                     if event:
                         events.append({"epoch": epoch, **event, "active_after": int(heads.active.sum())})
-                        write_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), events)
+                        if distributed.is_main():
+                            write_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), events)
                         tqdm.write(f"step {global_step}: eliminated {len(event['eliminated'])} heads, "
                                    f"{events[-1]['active_after']} active")
                 trace.append((global_step, int(heads.active.sum())))
@@ -271,12 +280,13 @@ def train(args, stop):
 
             # ---------------------------------------------------------- dev evaluation, best checkpoint
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
-                scores = score(args.task, run(dev), dev.labels)
+                scores = distributed.on_main(lambda: score(args.task, run(dev), dev.labels))
             record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
                       "loss_task": round(loss_sum / max(n_steps, 1), 4), "loss_mv": round(mv_sum / max(n_steps, 1), 4),
                       "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)}
             history.append(record)
-            write_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), history)
+            if distributed.is_main():   # rank 0 alone writes files (checkpoint.save checks it itself)
+                write_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), history)
             tqdm.write(str(record))
             if scores[headline] > best:
                 best = scores[headline]
@@ -291,6 +301,8 @@ def train(args, stop):
         raise SystemExit(EXIT_STATUS) from None
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
+    if not distributed.is_main():
+        return history
     source = args.resume if args.predict_only else os.path.join(args.out_dir, "best.pt")
     if not args.predict_only:
         model.load_state_dict(checkpoint.load(source)["model"])

@@ -27,10 +27,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint
+from minbert import checkpoint, distributed
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
+from minbert.compiled import compile_blocks
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, default_paths, read_quora, read_sst, read_sts, write_predictions
-from minbert.device import AMP_CHOICES, autocast, grad_scaler, pick_device, resolve_amp, rng_state, seed_everything, set_rng_state
+from minbert.device import AMP_CHOICES, autocast, grad_scaler, resolve_amp, rng_state, seed_everything, set_rng_state
 from minbert.errors import UserError, cli
 from minbert.flags import at_least, between, positive, writable_dir, writable_file
 from minbert.gradient_compromise import GradientCompromise
@@ -48,7 +49,7 @@ from minbert.pals import PALs
 from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
 from minbert.report import markdown_table, plot_panels, write_jsonl
-from minbert.sampling import SCHEDULES, BatchStream, TaskSampler
+from minbert.sampling import SCHEDULES, TaskSampler
 from minbert.smart import SMART
 from minbert.tokenizer import Tokenizer
 
@@ -124,6 +125,7 @@ def parse_args(argv=None):
     p.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                    help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off elsewhere "
                         "(bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
+    p.add_argument("--compile", action="store_true", help="torch.compile the encoder blocks and heads: faster steps after a one-off compile (needs a C++ compiler on CPU)")
     p.add_argument("--seed", type=int, default=11711)
     # --- data and outputs
     p.add_argument("--data_dir", default=DEFAULT_DATA_DIR,
@@ -196,7 +198,9 @@ def check_resume(args) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    with StopSignal() as stop:   # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py)
+    # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
+    # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
+    with StopSignal(abortable=distributed.world_size() == 1, agree=distributed.any_rank) as stop:
         try:
             return train(args, stop)
         except Interrupted as e:     # during setup: nothing trained yet
@@ -209,7 +213,7 @@ def train(args, stop):
     check_outputs(args)
     ck = check_resume(args) if args.resume else None
     seed_everything(args.seed)
-    device = pick_device("cuda" if args.use_gpu else args.device)
+    device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
     for note in args.data_notes:
@@ -246,17 +250,22 @@ def train(args, stop):
     if args.r4f:
         spectral_norm_heads(model)
     model.to(device).train()
+    if args.compile:   # in place: state_dict keys unchanged
+        compile_blocks(model, list(model.heads.values()))
     eval_bs = max(64, args.batch_size)
     if args.predict_only:
         model.load_state_dict(ck["model"])
+        if not distributed.is_main():
+            return None
         return write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.resume)
     if args.head_pretrain_epochs and not args.resume:
         pretrain_heads(model, train, dev, args.head_pretrain_epochs, args.batch_size, args.head_pretrain_lr, device,
                        args.amp, args.seed, patience=args.head_pretrain_patience)
+    sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
 
     all_tasks_per_step = args.heterogeneous or args.surgery != "none"
     batches_per_step = args.grad_accum * (args.grad_compromise or (len(TASKS) if all_tasks_per_step else 1))
-    steps_per_epoch = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * batches_per_step))
+    steps_per_epoch = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * distributed.world_size() * batches_per_step))
     base_steps = steps_per_epoch   # steps from the schedule; then, with --extra_sst_pass, one SST pass
     steps_per_epoch += math.ceil(len(train["sst"]) / (args.batch_size * args.grad_accum)) if args.extra_sst_pass else 0
     total_steps = steps_per_epoch * args.epochs
@@ -269,7 +278,7 @@ def train(args, stop):
     scaler = grad_scaler(device, args.amp)
     schedule = "annealed" if args.grad_compromise else args.schedule
     sampler = TaskSampler(sizes, schedule, args.epochs, args.seed)
-    streams = [BatchStream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]
+    streams = [distributed.stream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]   # rank's share
     smart = SMART(model, lambda_s=args.smart, epsilon=args.smart_epsilon, sigma=args.smart_sigma, eta=args.smart_eta,
                   steps=args.smart_steps, mu=args.smart_mu, total_steps=total_steps, mode=args.smart_mode) if args.smart else None
     r3f = R3F(model, lambda_=args.r3f, epsilon=args.r3f_epsilon, noise=args.r3f_noise) if args.r3f or args.r4f else None
@@ -285,8 +294,8 @@ def train(args, stop):
         """Everything a resume needs, at a step boundary (the only place it is ever called)."""
         extras = {"smart": smart.state_dict() if smart else None, "surgery": surgery.state_dict() if surgery else None}
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler else None, "rng": rng_state(), "sampler": sampler.state_dict(),
-                "streams": [s.state_dict() for s in streams], **extras, "epoch": epoch, "step": step,
+                "scaler": scaler.state_dict() if scaler else None, **distributed.gather_rng({"rng": rng_state()}),
+                "sampler": sampler.state_dict(), "streams": [s.state_dict() for s in streams], **extras, "epoch": epoch, "step": step,
                 "running": loss_sum, "best": best, "history": history, "args": vars(args)}
 
     best, history, start_epoch, start_step = -1.0, [], 1, 0
@@ -300,7 +309,7 @@ def train(args, stop):
                 obj.load_state_dict(ck[key])
         for s, st in zip(streams, ck["streams"]):
             s.load_state_dict(st)
-        set_rng_state(ck["rng"])
+        set_rng_state(distributed.own_rng(ck))
         best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
         loss_sum = ck.get("running") or loss_sum
         print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best overall {best:.4f}")
@@ -340,13 +349,13 @@ def train(args, stop):
                 mnr.set_epoch(epoch)
             seen = 0
             bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                       total=steps_per_epoch, disable=None)
+                       total=steps_per_epoch, disable=None if distributed.is_main() else True)
             t_epoch = time.time()
             for step in bar:
                 position = step
                 stop.check()
                 finite = True
-                for _ in range(args.grad_accum):
+                for micro in range(args.grad_accum):
                     losses = {}
                     for task in step_tasks(epoch, step):
                         batch = to_device(streams[TASKS.index(task)].next(), device)
@@ -357,16 +366,19 @@ def train(args, stop):
                         losses[task] = losses.get(task, 0.0) + loss
                         loss_sum[task][0] += loss.item()
                         loss_sum[task][1] += 1
-                        seen += len(batch["ids"])
+                        seen += len(batch["ids"]) * distributed.world_size()
                     if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
                         losses = compromise.scale(losses, epoch)
                     if surgery:
-                        surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS], scaler)
+                        with sync.no_sync():   # per-task gradients stay local until task_grads
+                            surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS], scaler)
                     else:
-                        total = sum(losses.values()) / args.grad_accum
+                        total = sync.before_backward(sum(losses.values()) / args.grad_accum, last=micro == args.grad_accum - 1)
                         (scaler.scale(total) if scaler else total).backward()
                 if surgery:
+                    sync.task_grads(surgery)   # average the K per-task gradients over ranks
                     surgery.apply()
+                finite = not distributed.any_rank(not finite)   # every rank steps, or none
                 if scaler:      # skips the step itself when the scaled gradients overflowed
                     scaler.step(optimizer)
                     scaler.update()
@@ -388,13 +400,14 @@ def train(args, stop):
 
             # ---------------------------------------------------------- dev evaluation, best checkpoint
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
-                scores = task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev)
+                scores = distributed.on_main(lambda: task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev))
             model.train()
             record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
                       **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in loss_sum.items()},
                       "train_examples_per_s": round(seen / max(train_time, 1e-9), 1), "elapsed_s": round(time.time() - t0, 1)}
             history.append(record)
-            write_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), history)
+            if distributed.is_main():   # rank 0 alone writes files (checkpoint.save checks it itself)
+                write_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), history)
             tqdm.write(str(record))
             if scores["overall"] > best:
                 best = scores["overall"]
@@ -409,6 +422,8 @@ def train(args, stop):
         raise SystemExit(EXIT_STATUS) from None
 
     # ------------------------------------------------------------------ final predictions from the best model
+    if not distributed.is_main():
+        return history
     model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
     write_all_predictions(args, stop, model, dev, test, eval_bs, device, os.path.join(args.out_dir, "best.pt"))
     print("\n" + markdown_table(history, ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]))

@@ -15,11 +15,16 @@ from pathlib import Path
 
 import torch
 
+from . import distributed
 from .errors import UserError
 from .model import atomic_write
 
 
 def save(path, state: dict) -> None:
+    """Under torchrun only rank 0 writes: every rank holds the same weights, and `state` itself
+    must still be built on all ranks (distributed.gather_rng is collective)."""
+    if not distributed.is_main():
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda tmp: torch.save(state, tmp))

@@ -18,6 +18,10 @@ training loop starts; evaluation and writing predictions run inside `with stop.a
 and the run is saved at the last boundary (the evaluation is simply redone on resume). Checkpoint writes are never abortable, and
 they are atomic anyway (checkpoint.py). A second Ctrl-C quits at once without saving (the last
 `last.pt` still resumes exactly, as after a SIGKILL).
+
+Under torchrun (minbert/distributed.py) a signal may reach the ranks at different steps, and
+a checkpoint is a collective: so nothing is abortable there, and at every boundary the ranks
+agree (an all-reduce of one flag) to stop together.
 """
 
 import signal
@@ -36,9 +40,13 @@ class Interrupted(Exception):
 class StopSignal:
     """Context manager: while active, SIGINT/SIGTERM request a stop instead of raising mid-step."""
 
-    def __init__(self):
+    def __init__(self, abortable: bool = True, agree=None):
+        """abortable=False: no phase stops at once (under torchrun every rank must stop at the same step);
+        agree(flag) -> bool combines the ranks' flags at each check (distributed.any_rank)."""
         self.signum = None
-        self._abortable = True    # until defer(): nothing to save yet
+        self._can_abort = abortable
+        self._abortable = abortable   # until defer(): nothing to save yet
+        self._agree = agree
         self._previous = {}
 
     def __enter__(self):
@@ -66,14 +74,21 @@ class StopSignal:
         self._abortable = False
 
     def check(self) -> None:
-        """Call at a step boundary: raises Interrupted if a signal came during the last step."""
-        if self.signum is not None:
-            raise Interrupted(signal.Signals(self.signum).name)
+        """Call at a step boundary: raises Interrupted if a signal came during the last step (on any rank)."""
+        requested = self.signum is not None
+        if self._agree is not None:
+            requested = self._agree(requested)
+        if requested:
+            raise Interrupted(signal.Signals(self.signum).name if self.signum else "a signal on another rank")
 
     @contextmanager
     def abortable(self):
-        """A phase that changes no training state: a signal stops it at once."""
-        self.check()
+        """A phase that changes no training state: a signal stops it at once (where aborting is allowed)."""
+        if not self._can_abort:
+            yield
+            return
+        if self.signum is not None:
+            raise Interrupted(signal.Signals(self.signum).name)
         before, self._abortable = self._abortable, True
         try:
             yield

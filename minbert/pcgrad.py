@@ -10,7 +10,8 @@ Each projection is against the *original* g_j, and the order matters with ≥ 3 
 
 Use:   pc = PCGrad(trainable_params);  pc.accumulate([loss_sst, loss_para, loss_sts]) (once per
 micro-batch);  pc.apply();  optimizer.step().  Shapes: K tasks, P scalars in all params,
-(P,) one flattened gradient, (K, P) the per-task stack, (K, K) the Gram matrix.
+(P,) one flattened gradient, g (K, P) the per-task gradients (kept param by param, never as one
+stacked copy), (K, K) the Gram matrix.
 
 Variant chosen (where the references differ, see REFERENCE-NOTES §7):
 - Shared vs task-specific. A parameter is *shared* when ≥ 2 tasks used it this step (it was in
@@ -20,7 +21,11 @@ Variant chosen (where the references differ, see REFERENCE-NOTES §7):
 - One Gram matrix. g_i' is always a linear combination of the original gradients, g_i' = c_i · g
   with c_i (K,), so every dot the loop needs is g_i' · g_j = (c_i G)_j with G = g gᵀ. We compute
   G once (one device sync, not K²), run the loop on K×K float64 numbers, then form the update
-  with one (K,) @ (K, P) product, since Σ_i g_i' = (Σ_i c_i) · g.
+  as Σ_i g_i' = (Σ_i c_i) · g.
+- No flat copy. g is never written as one (K, P) tensor: each task's gradient stays in the tensors
+  autograd returned, G is summed param by param (G_ij = Σ_n g_in · g_jn, one dot of two views per
+  pair and param), and the update of param n is Σ_k w_k g_kn. The stacked version cost 1.21× a
+  plain summed 3-task step (it wrote and zeroed K·P floats every step); see bench/bench_surgery.py.
 - The order: a fresh permutation per task per step from a seeded torch.Generator, saved by
   state_dict() for exact resume. `apply(order=...)` fixes it (tests, the paper's figures).
 - 'sum' is the paper. 'mean' divides the whole update, heads included, by the number of tasks
@@ -29,9 +34,13 @@ Variant chosen (where the references differ, see REFERENCE-NOTES §7):
   one GradScaler scale shared by all tasks we can project the *scaled* gradients and let
   `scaler.step(optimizer)` unscale them. An inf/NaN gradient makes the Gram NaN; comparisons with
   NaN are False, nothing is projected, the update stays non-finite and scaler.step skips it.
-Left out: DDP (use no_sync() and all-reduce the (K, P) stack yourself), per-layer groups for
-PCGrad (GradVac has them; the class below already loops over groups), and sparse gradients.
+DDP: run the per-task backward passes under no_sync() and average self.grads over the ranks
+before apply() (minbert.distributed.Sync.task_grads).
+Left out: per-layer groups for PCGrad (GradVac has them; the class below already loops over
+groups), and sparse gradients.
 """
+
+from collections import Counter
 
 import torch
 
@@ -73,28 +82,24 @@ class PCGrad:
         if not all(p.requires_grad for p in self.params):
             raise ValueError(f"{type(self).__name__}: pass only trainable params: [p for p in model.parameters() if p.requires_grad]")
         self.reduction = reduction
-        # Param n occupies [offsets[n], offsets[n+1]) of every flattened (P,) vector.
-        self.offsets = [0]
-        for p in self.params:
-            self.offsets.append(self.offsets[-1] + p.numel())
         self.groups = [list(range(len(self.params)))]  # PCGrad: the whole model is one group
         self.generator = torch.Generator().manual_seed(seed)
-        self.grads = None  # (K, P) fp32 running sums of the per-task gradients; K is set by accumulate
+        self.grads = None  # grads[k][n]: task k's running gradient of param n (shaped like it), or None
         self.used = None   # (K, N) bool: task k's graph reached param n (N = number of param tensors)
 
     def _allocate(self, num_tasks: int) -> None:
-        device = self.params[0].device if self.params else "cpu"
-        self.grads = torch.zeros(num_tasks, self.offsets[-1], device=device)
+        self.grads = [[None] * len(self.params) for _ in range(num_tasks)]
         self.used = torch.zeros(num_tasks, len(self.params), dtype=torch.bool)
 
     @property
     def num_tasks(self) -> int | None:
-        return None if self.grads is None else self.grads.shape[0]
+        return None if self.grads is None else len(self.grads)
 
     def accumulate(self, losses: list[torch.Tensor | None], scaler: torch.amp.GradScaler | None = None) -> None:
-        """Add one micro-batch: the gradient of each task's scalar loss w.r.t. self.params goes into
-        row k of the (K, P) stack. `losses` keeps a fixed task order; None = task absent. With a
-        GradScaler every loss is scaled by the same factor (the AMP rule in the module docstring)."""
+        """Add one micro-batch: the gradient of each task's scalar loss w.r.t. self.params is kept
+        per task and per param (autograd's own output tensors: no copy into a (K, P) stack).
+        `losses` keeps a fixed task order; None = task absent. With a GradScaler every loss is
+        scaled by the same factor (the AMP rule in the module docstring)."""
         if self.grads is None:
             self._allocate(len(losses))
         if len(losses) != self.num_tasks:
@@ -108,7 +113,10 @@ class PCGrad:
             grads = torch.autograd.grad(loss, self.params, retain_graph=count < len(live) - 1, allow_unused=True)
             for n, g in enumerate(grads):
                 if g is not None:
-                    self.grads[k, self.offsets[n]:self.offsets[n + 1]] += g.reshape(-1)  # (P_n,) slice of row k
+                    g = g.float()  # fp32 sums, as .grad of an fp32 param; a no-op for fp32 grads
+                    # Out of place: autograd may hand the same tensor to two params (y = a + b).
+                    previous = self.grads[k][n]
+                    self.grads[k][n] = g if previous is None else previous + g
                     self.used[k, n] = True
 
     def _orders(self, order: list[int] | None) -> list[list[int]]:
@@ -125,64 +133,98 @@ class PCGrad:
     def _surgery(self, gram: torch.Tensor, orders: list[list[int]], group: int) -> tuple[torch.Tensor, int]:
         return pcgrad_coefficients(gram, orders)  # GradVac overrides this one method
 
-    def _spans(self, indices: list[int]) -> list[tuple[int, int]]:
-        """Merge params with consecutive indices into contiguous [start, end) coordinate ranges,
-        so slicing the (K, P) stack gives views (a BERT encoder is one span), never copies."""
-        spans = []
-        for n in sorted(indices):
-            if spans and spans[-1][1] == self.offsets[n]:
-                spans[-1] = (spans[-1][0], self.offsets[n + 1])
-            else:
-                spans.append((self.offsets[n], self.offsets[n + 1]))
-        return spans
+    def _gram(self, shared: list[int]) -> torch.Tensor:
+        """G = g gᵀ (K, K) float64 over the shared params, summed param by param: G_ij = Σ_n g_in · g_jn.
+        Each (i, j ≤ i) is one dot of two (P_n,) views, so no (K, P_n) stack is ever written; the
+        dots stay on the device and come to the CPU in one sync per group."""
+        K = self.num_tasks
+        pairs = [(i, j) for i in range(K) for j in range(i + 1)]
+        dots = []
+        for n in shared:
+            for i, j in pairs:
+                gi, gj = self.grads[i][n], self.grads[j][n]
+                if gi is None or gj is None:  # task absent from this param: its gradient there is 0
+                    dots.append(torch.zeros((), device=self.params[n].device))
+                else:
+                    dots.append(torch.dot(gi.reshape(-1), gj.reshape(-1)))  # (P_n,) · (P_n,)
+        # (S·pairs,) -> (S, pairs) -> sum over params in float64 -> (pairs,), one device sync.
+        sums = torch.stack(dots).view(len(shared), len(pairs)).double().sum(0).cpu()
+        gram = torch.zeros(K, K, dtype=torch.float64)
+        for (i, j), value in zip(pairs, sums):
+            gram[i, j] = gram[j, i] = value
+        return gram
+
+    def _owned(self):
+        """A test: may we write into this stored gradient? Only if no other stored gradient shares
+        its memory (autograd hands one tensor to both inputs of an add) and it is not a broadcast
+        view (the gradient of p.sum() is a stride-0 expand)."""
+        counts = Counter(g.untyped_storage().data_ptr() for row in self.grads for g in row if g is not None)
+        return lambda g: g.is_contiguous() and counts[g.untyped_storage().data_ptr()] == 1
+
+    def _combine(self, n: int, weights: list[float], owned) -> torch.Tensor:
+        """Σ_k w_k g_kn for param n, shaped like it. Written into the first task's own gradient
+        when we own it: no new P_n-sized buffer, so no page faults, and w = 1 costs nothing."""
+        terms = [(self.grads[k][n], w) for k, w in enumerate(weights) if self.grads[k][n] is not None and w != 0]
+        if not terms:
+            return torch.zeros_like(self.params[n], dtype=torch.float32)
+        (first, w0), rest = terms[0], terms[1:]
+        out = (first if w0 == 1 else first.mul_(w0)) if owned(first) else first * w0
+        for g, w in rest:
+            out.add_(g, alpha=w)                                  # (P_n,) += w · (P_n,)
+        return out
 
     def apply(self, order: list[int] | None = None) -> dict:
         """Surgery on the shared part, combine the tasks, write p.grad (added to an existing .grad,
-        like backward), clear the stack. order: fix the visiting order (a permutation of the task
-        indices, used for every task, itself skipped); None draws it from the seeded generator.
-        Returns {'conflicts': pairs i<j with g_i·g_j < 0, 'projections': surgeries done,
-        'finite': False if some task gradient had inf/NaN}."""
+        like backward), clear the stored gradients. order: fix the visiting order (a permutation
+        of the task indices, used for every task, itself skipped); None draws it from the seeded
+        generator. Returns {'conflicts': pairs i<j with g_i·g_j < 0, 'projections': surgeries
+        done, 'finite': False if some task gradient had inf/NaN}."""
         if self.grads is None:
             raise RuntimeError(f"{type(self).__name__}.apply: call accumulate(losses) first")
-        g = self.grads                              # (K, P)
+        K = self.num_tasks
         users = self.used.sum(0).tolist()           # (N,) how many tasks used each param
         orders = self._orders(order)
         stats = {"conflicts": 0, "projections": 0, "finite": True}
-        # Coordinates outside the shared part are non-zero in at most one row, so the plain sum over
-        # tasks is exactly the owning task's gradient there. The shared spans are overwritten below.
-        out = g.sum(0)                              # (K, P) -> (P,)
+        # 'mean' divides the whole update by the number of tasks that contributed this step.
+        scale = 1.0 / max(1, int(self.used.any(1).sum())) if self.reduction == "mean" else 1.0
+        # A param used by at most one task gets that task's gradient: weight 1 for every row is
+        # exactly that, since the other rows are absent there. Shared params get Σ_i c_i below.
+        weights = {n: [scale] * K for n in range(len(self.params))}
         for group_index, group in enumerate(self.groups):
-            spans = self._spans([n for n in group if users[n] >= 2])
-            if not spans:
+            shared = [n for n in group if users[n] >= 2]
+            if not shared:
                 continue
-            # 1) G = g gᵀ over the shared coordinates: (K, S) @ (S, K) -> (K, K), one per span.
-            gram = sum(g[:, a:b] @ g[:, a:b].T for a, b in spans).double().cpu()  # one sync per group
-            stats["conflicts"] += sum(int(gram[i, j] < 0) for i in range(len(gram)) for j in range(i + 1, len(gram)))
+            # 1) G = g gᵀ over the shared coordinates, accumulated param by param: (K, K).
+            gram = self._gram(shared)
+            stats["conflicts"] += sum(int(gram[i, j] < 0) for i in range(K) for j in range(i + 1, K))
             # 2) The surgery runs on K×K numbers only and returns g_i' = coef[i] · g.
             coef, done = self._surgery(gram, orders, group_index)
             stats["projections"] += done
-            # 3) Σ_i g_i' = (Σ_i c_i) · g: a (K,) @ (K, S) -> (S,) product per span.
-            weights = coef.sum(0).to(g)
-            for a, b in spans:
-                out[a:b] = weights @ g[:, a:b]
-        if self.reduction == "mean":
-            out /= max(1, int(self.used.any(1).sum()))  # tasks that contributed this step
-        # Not fatal: a GradScaler skips such a step itself; without one, the caller should skip it.
-        stats["finite"] = bool(torch.isfinite(out).all())
+            # 3) Σ_i g_i' = (Σ_i c_i) · g: per shared param n, Σ_k w_k g_kn with w = Σ_i c_i.
+            group_weights = (coef.sum(0) * scale).tolist()
+            for n in shared:
+                weights[n] = group_weights
+        sums, owned = [], self._owned()
         for n, p in enumerate(self.params):
             if users[n] == 0:
                 continue  # no task touched it: p.grad stays as it was (None after zero_grad)
-            grad = out[self.offsets[n]:self.offsets[n + 1]].view_as(p).to(p.dtype)
+            grad = self._combine(n, weights[n], owned)
+            # A sum is inf/NaN iff some element is (barring an overflow of finite values ~1e38), and
+            # a sum reads P_n floats once where isfinite(grad).all() also writes a P_n bool mask.
+            sums.append(grad.sum())
+            grad = grad.to(p.dtype)
             if p.grad is None:
                 p.grad = grad
             else:
                 p.grad += grad
-        self.grads.zero_()
+        # Not fatal: a GradScaler skips such a step itself; without one, the caller should skip it.
+        stats["finite"] = bool(torch.isfinite(torch.stack(sums)).all()) if sums else True
+        self.grads = [[None] * len(self.params) for _ in range(K)]
         self.used.zero_()
         return stats
 
     def state_dict(self) -> dict:
-        """The RNG of the task order. The (K, P) stack is empty between steps, so it is not saved."""
+        """The RNG of the task order. The per-task gradients are empty between steps, so they are not saved."""
         return {"generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
