@@ -22,12 +22,13 @@ from .model import atomic_write
 
 def save(path, state: dict) -> None:
     """Under torchrun only rank 0 writes: every rank holds the same weights, and `state` itself
-    must still be built on all ranks (distributed.gather_rng is collective)."""
-    if not distributed.is_main():
-        return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda tmp: torch.save(state, tmp))
+    must still be built on all ranks (distributed.gather_rng is collective). Every rank calls save
+    and returns once the file is in place, so no rank reads it back (--resume) before it exists."""
+    if distributed.is_main():
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp: torch.save(state, tmp))
+    distributed.barrier()
 
 
 def load(path, map_location="cpu") -> dict:

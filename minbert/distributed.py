@@ -99,6 +99,12 @@ def setup(device_name: str) -> torch.device:
     return device
 
 
+def barrier() -> None:
+    """Wait for every rank (nothing in a single process)."""
+    if active():
+        dist.barrier()
+
+
 def shutdown() -> None:
     if active():
         dist.barrier()

@@ -17,6 +17,7 @@ Run: python -m pytest -q tests/test_distributed.py   (offline, CPU, ~40 s on 2 c
 
 import math
 import os
+import signal
 import shutil
 import socket
 
@@ -216,7 +217,7 @@ def script_runs(rank, root):
     def interrupt_on_call_12(*a):
         calls["n"] += 1
         if calls["n"] == 12:   # epoch 2, step 3 (9 steps per epoch: 24 + 24 + 24 rows, global batch 8)
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)   # a real Ctrl-C: handled at the next step boundary
         return real_loss(*a)
 
     train_multitask.task_loss = interrupt_on_call_12
@@ -234,7 +235,7 @@ def script_runs(rank, root):
     def interrupt_at_epoch_2_step_1(*a):
         calls["n"] += 1   # 3 training batches per epoch; rank 0 alone also fetches 1 dev batch
         if calls["n"] == (6 if rank == 0 else 5):
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)   # a real Ctrl-C: handled at the next step boundary
         return real_to_device(*a)
 
     train_mml.to_device = interrupt_at_epoch_2_step_1
