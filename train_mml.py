@@ -38,6 +38,7 @@ from minbert.adamw import AdamW
 from minbert.data import TaskData
 from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
 from minbert.errors import cli
+from minbert.export import MODEL_DIR, export
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
 from minbert.mml import LAMBDA, METHODS, HeadEliminator, MultiverseHeads, resolve_num_heads
 from minbert.model import BertModel, atomic_write
@@ -236,6 +237,9 @@ def main(argv=None):
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
     model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
+    # the best model as a complete folder: --model RUN_DIR/model loads it in either script
+    export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
+           {"model": args.model, "args": vars(args), "best_dev": max(history, key=lambda r: r[headline])})
     cross = {}
     for task in args.eval_tasks:
         cross[task] = {}

@@ -33,6 +33,7 @@ from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, read_quora, read_sst, read_sts, write_predictions
 from minbert.device import autocast, grad_scaler, pick_device, rng_state, seed_everything, set_rng_state
 from minbert.errors import cli
+from minbert.export import MODEL_DIR, OUTPUTS, STAGE, export, init_from, model_dir, save_outputs, summarise, write_json
 from minbert.gradvac import GradVac
 from minbert.head_pretraining import pretrain_heads
 from minbert.loss_scaling import scaled_task_loss
@@ -80,6 +81,9 @@ def parse_args(argv=None):
     p.add_argument("--mnr", type=float, default=0.0, help="weight of the multiple-negatives ranking loss on bi-encoder pair tasks (0 = off)")
     p.add_argument("--heterogeneous", action="store_true", help="every optimizer step takes one batch of each task (Muppet)")
     p.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n) (Muppet)")
+    p.add_argument("--init_from", default=None, help="a previous run's --out_dir (or its model/ folder): its encoder replaces --model, and its heads/PALs with matching names and shapes are reused (Muppet head reuse, stage chaining)")
+    p.add_argument("--pals_after", default=None, help="RUN_DIR of a fine-tuned run: add zero-initialised PALs (outputs unchanged at step 0) and train only them (Pritsky et al. §3.3.2); = --init_from RUN_DIR --pals --pals_init zero --option pretrain, heads frozen")
+    p.add_argument("--pals_after_heads", action="store_true", help="with --pals_after: train the task heads too")
     p.add_argument("--head_pretrain_epochs", type=int, default=0, help="first train each head alone on the frozen encoder for N epochs")
     # --- regularisers and gradient surgery (minbert/smart.py, r3f.py, pcgrad.py, gradvac.py)
     p.add_argument("--smart", type=float, default=0.0, help="SMART weight λ_s (paper: 1; 0 = off); adds the Bregman teacher term (μ = 1)")
@@ -103,6 +107,10 @@ def parse_args(argv=None):
     p.add_argument("--out_dir", default="runs/multitask", help="checkpoints (best.pt, last.pt), metrics.jsonl, curves.png")
     p.add_argument("--resume", default=None, help="continue from a checkpoint written by this script (last.pt or interrupted.pt)")
     args = p.parse_args(argv)
+    if args.pals_after:
+        args.init_from, args.pals, args.pals_init, args.option = args.pals_after, True, "zero", "pretrain"
+    if args.init_from:
+        args.model = str(model_dir(args.init_from))
     args.lr = args.lr or (1e-3 if args.option == "pretrain" else 1e-5)
     for key, name in CS224N_FILES.items():
         setattr(args, key, getattr(args, key) or os.path.join(args.data_dir, name))
@@ -150,6 +158,13 @@ def main(argv=None):
                           frozen_encoder=args.option == "pretrain", pals=pals, pooling=args.pooling)
     if args.r4f:
         spectral_norm_heads(model)
+    stage = {"model": args.model, "init_from": None, "pals_after": args.pals_after}
+    if args.init_from and not args.resume:
+        stage["init_from"] = init_from(args.init_from, {"heads": model.heads, "pals": model.pals})
+        print(summarise(stage["init_from"]))
+    if args.pals_after and not args.pals_after_heads:
+        model.heads.requires_grad_(False)   # only the PALs train
+    write_json(os.path.join(args.out_dir, STAGE), stage)
     model.to(device).train()
     eval_bs = max(64, args.batch_size)
     if args.head_pretrain_epochs and not args.resume:
@@ -297,9 +312,14 @@ def main(argv=None):
 
     # ------------------------------------------------------------------ final predictions from the best model
     model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
+    outputs = {}
     for split, splits in (("dev", dev), ("test", test)):
-        for task, (ids, _, out) in run_heads(model, splits, eval_bs, device, args.amp).items():
+        outputs[split] = run_heads(model, splits, eval_bs, device, args.amp)
+        for task, (ids, _, out) in outputs[split].items():
             write_predictions(getattr(args, f"{task}_{split}_out"), PREDICTION_HEADERS[task], ids, predictions(task, out))
+    save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # for python -m minbert.ensemble
+    export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
+           stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])})
     print("\n" + markdown_table(history, ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]))
     print(f"best dev overall {best:.4f}")
     epochs = [r["epoch"] for r in history]
