@@ -40,7 +40,7 @@ from minbert.loss_scaling import scaled_task_loss
 from minbert.mnr import mnr_loss, positive_pairs_mask, token_keys
 from minbert.model import BertModel
 from minbert.multitask import PAIR_HEADS, POOLINGS, TASKS, MultitaskBert, predictions, run_heads, task_loss, task_scores, to_device
-from minbert.pals import PALs
+from minbert.pals import PALs, freeze_for_pals_after
 from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
 from minbert.report import append_jsonl, markdown_table, plot_panels
@@ -162,8 +162,8 @@ def main(argv=None):
     if args.init_from and not args.resume:
         stage["init_from"] = init_from(args.init_from, {"heads": model.heads, "pals": model.pals})
         print(summarise(stage["init_from"]))
-    if args.pals_after and not args.pals_after_heads:
-        model.heads.requires_grad_(False)   # only the PALs train
+    if args.pals_after:     # only the PALs (and, if asked, the heads) train
+        freeze_for_pals_after(model, train_heads=args.pals_after_heads)
     write_json(os.path.join(args.out_dir, STAGE), stage)
     model.to(device).train()
     eval_bs = max(64, args.batch_size)
