@@ -36,7 +36,6 @@ Left out: stacking (a learned combiner), weighting per example, weight averaging
 """
 
 import argparse
-import json
 import os
 
 import torch

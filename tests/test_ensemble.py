@@ -8,7 +8,6 @@ train_multitask.py reproduces that run's six prediction files byte for byte.
 
 import math
 
-import pytest
 import torch
 
 from minbert import ensemble
