@@ -14,8 +14,9 @@ Weights are fitted on dev by greedy forward selection WITH replacement (Caruana 
 addition gives the highest dev overall score; stop when no addition strictly improves it. A
 member's weight is the number of times it was added, so a strong member can count twice. The
 report's Algorithm 1 (Wortsman et al. 2022's greedy soup, applied to outputs) is the special
-case of one pass in rank order without replacement; with replacement it can only do as well or
-better on dev. `--weights uniform` or `--weights 2,1,1` skip the fitting.
+case of one pass in rank order without replacement (`--weights ranked`: members sorted by their
+own dev overall, each kept if it strictly improves the ensemble). `--weights uniform` or
+`--weights 2,1,1` skip the fitting.
 
 Documented tie-breaking (so results are reproducible):
   - greedy: among candidates with the same dev score, the one listed first on the command line;
@@ -124,6 +125,20 @@ def greedy_select(dev: list[dict], method: str = "average", max_rounds: int = 10
     return counts
 
 
+def ranked_select(dev: list[dict], method: str = "average") -> list[int]:
+    """The report's Algorithm 1: one pass over the members in order of their own dev overall
+    (best first; equal scores keep command-line order), keeping each that strictly improves."""
+    alone = [dev_scores(dev, [int(j == i) for j in range(len(dev))], method)["overall"] for i in range(len(dev))]
+    counts, best = [0] * len(dev), float("-inf")
+    for i in sorted(range(len(dev)), key=lambda i: -alone[i]):   # sorted() is stable
+        trial = counts.copy()
+        trial[i] = 1
+        overall = dev_scores(dev, trial, method)["overall"]
+        if overall > best:
+            counts, best = trial, overall
+    return counts
+
+
 def aligned(runs: list[dict], split: str) -> list[dict]:
     """Each member's {task: entry} of `split`, rows reordered to the first member's id order.
     Only tasks every member has (a run may skip a test file) are kept."""
@@ -143,7 +158,7 @@ def aligned(runs: list[dict], split: str) -> list[dict]:
 
 
 def parse_weights(text: str, n: int) -> list[float] | None:
-    if text == "greedy":
+    if text in ("greedy", "ranked"):
         return None
     if text == "uniform":
         return [1.0] * n
@@ -152,7 +167,7 @@ def parse_weights(text: str, n: int) -> list[float] | None:
     except ValueError:
         weights = []
     if len(weights) != n or min(weights) < 0 or sum(weights) <= 0:
-        raise UserError(f"--weights {text}: expected 'greedy', 'uniform' or {n} non-negative numbers "
+        raise UserError(f"--weights {text}: expected 'greedy', 'ranked', 'uniform' or {n} non-negative numbers "
                         "separated by commas, one per RUN_DIR, not all 0")
     return weights
 
@@ -162,7 +177,7 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="--out_dir folders of finished train_multitask.py runs (each holds outputs.pt)")
     p.add_argument("--method", choices=METHODS, default="average", help="average: weighted mean of probabilities/scores (the report's best); vote: weighted majority vote of classes")
-    p.add_argument("--weights", default="greedy", help="greedy: fitted on dev by forward selection with replacement; uniform; or one number per run, e.g. 2,1,1")
+    p.add_argument("--weights", default="greedy", help="greedy: fitted on dev by forward selection with replacement; ranked: the report's one-pass Algorithm 1; uniform; or one number per run, e.g. 2,1,1")
     p.add_argument("--out_dir", default="runs/ensemble", help="predictions/ (the handout's six files), members.md, members.json")
     args = p.parse_args(argv)
 
@@ -172,7 +187,8 @@ def main(argv=None):
         raise UserError(f"every run needs dev outputs of {TASKS}; got {sorted(dev[0])}")
     weights = parse_weights(args.weights, len(runs))
     if weights is None:
-        weights = [float(c) for c in greedy_select(dev, args.method)]
+        select = greedy_select if args.weights == "greedy" else ranked_select
+        weights = [float(c) for c in select(dev, args.method)]
 
     rows = []
     for k, run_dir in enumerate(args.runs):

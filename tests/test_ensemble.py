@@ -55,6 +55,16 @@ def test_greedy_selection_finds_the_known_best_subset():
     assert counts == [0, 1, 0, 1, 1], f"minbert.ensemble.greedy_select: members reordered {order}: expected C, A, B, got {counts}"
 
 
+def test_ranked_selection_is_one_pass_without_replacement():
+    """The report's Algorithm 1: members in order of their own score, each kept once if it helps."""
+    members = constructed_members()
+    assert ensemble.ranked_select(members, "average") == [1, 1, 1, 0, 0], \
+        "minbert.ensemble.ranked_select: expected A, B, C kept (in rank order) and D, E rejected"
+    # a strong member listed twice: with replacement greedy may reuse it, ranked never does
+    counts = ensemble.ranked_select([members[0], members[3]], "average")
+    assert counts == [1, 0], f"minbert.ensemble.ranked_select: expected [1, 0], got {counts}"
+
+
 def test_greedy_ties_go_to_the_member_listed_first():
     members = constructed_members()
     twins = [members[3], members[0], members[0]]          # D, then two identical copies of A
@@ -95,7 +105,7 @@ def test_ensemble_of_one_run_reproduces_its_prediction_files_byte_for_byte(tmp_p
     from test_train_multitask import run
     data, model = tiny_run_inputs(tmp_path)
     run((data, model), tmp_path, "--epochs", "1", "--limit", "12")
-    for method, weights in (("average", "greedy"), ("vote", "uniform"), ("average", "3")):
+    for method, weights in (("average", "greedy"), ("average", "ranked"), ("vote", "uniform"), ("average", "3")):
         out = tmp_path / f"ens-{method}-{weights}"
         ensemble.main([str(tmp_path / "run"), "--method", method, "--weights", weights, "--out_dir", str(out)])
         for task in ("sst", "para", "sts"):
