@@ -208,8 +208,9 @@ def main(argv=None):
         f.write(table + "\n")
     write_json(os.path.join(args.out_dir, "members.json"), {"method": args.method, "weights_from": args.weights, "rows": rows})
     print(table)
-    print(f"dev overall: ensemble {ensemble['overall']:.4f}, best member {max(r['overall'] for r in rows[:-1]):.4f} "
-          "(greedy weights were fitted on this dev set, so the ensemble's dev score is optimistic)")
+    fitted = args.weights in ("greedy", "ranked")   # then the dev score is optimistic
+    print(f"dev overall: ensemble {ensemble['overall']:.4f}, best member {max(r['overall'] for r in rows[:-1]):.4f}"
+          + (" (weights fitted on this dev set: the ensemble's dev score is optimistic)" if fitted else ""))
     return rows
 
 
