@@ -7,7 +7,7 @@ set -e
 D=${DATA:-../shared/data/cs224n}
 G=${GLUE:-../shared/data/glue}
 R=runs/stages
-PY="nice -n 10 python -u"
+PY="nice -n 10 python -u"   # under load from other jobs, also export OMP_NUM_THREADS=1
 mkdir -p $R
 mt() {  # mt NAME args...: one train_multitask.py run into $R/NAME
   local name=$1; shift
