@@ -41,6 +41,7 @@ from minbert.compiled import compile_blocks
 from minbert.data import TaskData
 from minbert.device import AMP_CHOICES, autocast, grad_scaler, resolve_amp, rng_state, seed_everything, set_rng_state
 from minbert.errors import UserError, cli
+from minbert.export import MODEL_DIR, export
 from minbert.flags import at_least, between, positive, writable_dir
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
 from minbert.interrupt import EXIT_STATUS, Interrupted, StopSignal
@@ -306,6 +307,9 @@ def train(args, stop):
     source = args.resume if args.predict_only else os.path.join(args.out_dir, "best.pt")
     if not args.predict_only:
         model.load_state_dict(checkpoint.load(source)["model"])
+        # the best model as a complete folder: --model RUN_DIR/model loads it in either script
+        export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
+               {"model": args.model, "args": vars(args), "best_dev": max(history, key=lambda r: r[headline])})
     cross = {}
     try:
         with stop.abortable():

@@ -33,6 +33,7 @@ from minbert.compiled import compile_blocks
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, default_paths, read_quora, read_sst, read_sts, write_predictions
 from minbert.device import AMP_CHOICES, autocast, grad_scaler, resolve_amp, rng_state, seed_everything, set_rng_state
 from minbert.errors import UserError, cli
+from minbert.export import MODEL_DIR, OUTPUTS, STAGE, export, init_from, model_dir, save_outputs, summarise, write_json
 from minbert.flags import at_least, between, positive, writable_dir, writable_file
 from minbert.gradient_compromise import GradientCompromise
 from minbert.gradvac import GradVac
@@ -45,7 +46,7 @@ from minbert.mnr import MNRObjective
 from minbert.model import BertModel
 from minbert.multitask import (CROSS_HEADS, GRADVAC_GROUPS, HEAD_ACTIVATIONS, PAIR_HEADS, POOLINGS, TASKS, MultitaskBert,
                                gradvac_groups, predictions, run_heads, task_loss, task_scores, to_device)
-from minbert.pals import PALs
+from minbert.pals import PALs, freeze_for_pals_after
 from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
 from minbert.report import markdown_table, plot_panels, write_jsonl
@@ -98,6 +99,9 @@ def parse_args(argv=None):
     p.add_argument("--mnr_schedule", choices=MNR_SCHEDULES, default="add", help="add: task loss + mnr*MNR always; first_half: MNR alone for epochs <= E/2, then the task loss (Benton)")
     p.add_argument("--heterogeneous", action="store_true", help="every optimizer step takes one batch of each task (Muppet)")
     p.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n) (Muppet)")
+    p.add_argument("--init_from", default=None, help="a previous run's --out_dir (or its model/ folder): its encoder replaces --model, and its heads/PALs with matching names and shapes are reused (Muppet head reuse, stage chaining)")
+    p.add_argument("--pals_after", default=None, help="RUN_DIR of a fine-tuned run: add zero-initialised PALs (outputs unchanged at step 0) and train only them (Pritsky et al. §3.3.2); = --init_from RUN_DIR --pals --pals_init zero --option pretrain, heads frozen")
+    p.add_argument("--pals_after_heads", action="store_true", help="with --pals_after: train the task heads too")
     p.add_argument("--head_pretrain_epochs", type=at_least(0), default=0, help="first train each head alone on the frozen encoder for N epochs (Pritsky et al.: 25)")
     p.add_argument("--head_pretrain_patience", type=at_least(0), default=0, help="stop a head after N epochs without a better dev score (Pritsky et al.: 3; 0 = off)")
     p.add_argument("--head_pretrain_lr", type=positive, default=1e-3, help="lr of head pretraining (Pritsky et al.: 1e-3)")
@@ -141,6 +145,10 @@ def parse_args(argv=None):
     p.add_argument("--predict_only", action="store_true",
                    help="no training: write the dev/test predictions of the model in --resume (best.pt or last.pt)")
     args = p.parse_args(argv)
+    if args.pals_after:
+        args.init_from, args.pals, args.pals_init, args.option = args.pals_after, True, "zero", "pretrain"
+    if args.init_from:
+        args.model = str(model_dir(args.init_from))
     args.lr = args.lr or (1e-3 if args.option == "pretrain" else 1e-5)
     defaults, args.data_notes = default_paths(args.data_dir)
     for key in CS224N_FILES:
@@ -249,6 +257,14 @@ def train(args, stop):
                           head_layers=args.head_layers, head_activation=args.head_activation)
     if args.r4f:
         spectral_norm_heads(model)
+    stage = {"model": args.model, "init_from": None, "pals_after": args.pals_after}
+    if args.init_from and not args.resume:
+        stage["init_from"] = init_from(args.init_from, {"heads": model.heads, "pals": model.pals})
+        print(summarise(stage["init_from"]))
+    if args.pals_after:     # only the PALs (and, if asked, the heads) train
+        freeze_for_pals_after(model, train_heads=args.pals_after_heads)
+    if distributed.is_main():
+        write_json(os.path.join(args.out_dir, STAGE), stage)
     model.to(device).train()
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(model, list(model.heads.values()))
@@ -425,7 +441,10 @@ def train(args, stop):
     if not distributed.is_main():
         return history
     model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
-    write_all_predictions(args, stop, model, dev, test, eval_bs, device, os.path.join(args.out_dir, "best.pt"))
+    outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, os.path.join(args.out_dir, "best.pt"))
+    save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for python -m minbert.ensemble
+    export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
+           stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])})
     print("\n" + markdown_table(history, ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]))
     print(f"best dev overall {best:.4f}")
     epochs = [r["epoch"] for r in history]
@@ -440,11 +459,14 @@ def train(args, stop):
 
 
 def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source):
-    """The handout's six prediction files from `model`. The weights are safe in `source` whatever happens here."""
+    """The handout's six prediction files from `model`; returns the raw outputs {split: run_heads(...)}.
+    The weights are safe in `source` whatever happens here."""
+    outputs = {}
     try:
         with stop.abortable():
             for split, splits in (("dev", dev), ("test", test)):
-                for task, (ids, _, out) in run_heads(model, splits, eval_bs, device, args.amp).items():
+                outputs[split] = run_heads(model, splits, eval_bs, device, args.amp)
+                for task, (ids, _, out) in outputs[split].items():
                     path = getattr(args, f"{task}_{split}_out")
                     write_predictions(path, PREDICTION_HEADERS[task], ids, predictions(task, out))
                     print(f"wrote {path}")
@@ -455,6 +477,7 @@ def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source)
         print(f"\ninterrupted while writing predictions; the model is in {source}: "
               f"the same command plus --predict_only --resume {source} writes them")
         raise SystemExit(EXIT_STATUS) from None
+    return outputs
 
 
 if __name__ == "__main__":

@@ -6,7 +6,11 @@ interface: `model(input_ids, attention_mask, token_type_ids)` returns a dict wit
 
 Checkpoints: `BertModel.from_pretrained(name_or_path)` takes a local directory or weights file,
 a hub name (`bert-base-uncased`, reusing the Hugging Face cache or downloading; see hub.py) or
-the offline alias `minilm-l6`. Parameter names are mapped to checkpoint names through ONE
+the offline alias `minilm-l6`. `save_pretrained(directory)` writes a COMPLETE folder: config.json,
+model.safetensors in Hugging Face naming, and the tokenizer files (vocab.txt,
+tokenizer_config.json) of the checkpoint the model was loaded from, or of the `tokenizer` passed
+in, so the folder loads through `BertModel.from_pretrained`, `Tokenizer.from_pretrained` and
+`--model` of both scripts. Parameter names are mapped to checkpoint names through ONE
 explicit table (`checkpoint_names`), nanoGPT-style; every other key is an error, except:
   - a `bert.` prefix and the original release's `LayerNorm.gamma/beta` names are accepted;
   - pre-training heads (`cls.*`) and the `embeddings.position_ids` buffer are ignored;
@@ -104,11 +108,16 @@ class BertModel(nn.Module):
             model = cls(config)
         state = from_checkpoint_names(read_state_dict(weights), model, source=str(weights))
         model.load_state_dict(state, assign=True)
+        model.source = directory   # where save_pretrained finds the tokenizer files
         return model.train()
 
-    def save_pretrained(self, directory) -> None:
-        """Write config.json + model.safetensors in Hugging Face naming (HF BertModel can load it)."""
+    def save_pretrained(self, directory, tokenizer=None) -> None:
+        """Write config.json + model.safetensors in Hugging Face naming (HF BertModel can load it)
+        and the tokenizer files: `tokenizer`'s, else those of the checkpoint this model was loaded
+        from. A model built from a bare config with no tokenizer gets a warning: its folder has no
+        vocabulary, so it cannot be passed to --model until a vocab.txt is added."""
         from safetensors.torch import save_file
+        from .tokenizer import Tokenizer
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         names = checkpoint_names(self.config)
@@ -116,6 +125,15 @@ class BertModel(nn.Module):
         atomic_write(directory / "model.safetensors", lambda p: save_file(state, p, metadata={"format": "pt"}))
         text = json.dumps(self.config.to_hf_dict(), indent=2)
         atomic_write(directory / "config.json", lambda p: Path(p).write_text(text))
+        source = getattr(self, "source", None)
+        if tokenizer is None and source is not None and (source / "vocab.txt").is_file():
+            tokenizer = Tokenizer.from_pretrained(source)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(directory)
+        else:
+            warnings.warn(f"BertModel.save_pretrained: {directory} gets no vocab.txt (the model was "
+                          "not loaded from a checkpoint with one); pass tokenizer= to make it complete",
+                          stacklevel=2)
 
 
 # ---------------------------------------------------------------------- the name table

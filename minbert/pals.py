@@ -41,6 +41,14 @@ Training modes: everything (BERT + PALs + heads) or BERT frozen (`encoder.requir
 only PALs and heads train). Freeze with requires_grad, not torch.no_grad: PAL gradients flow
 back through the frozen layers' activations (later layers read earlier layers' outputs).
 
+PALs after fine-tuning (Pritsky, Somerville & Huynh, CS224N report §3.3.2 and §4.4; their best
+single model): take an already fine-tuned multitask model, add PALs whose output is 0 (here
+zero_init: V_D = 0, so TS = GELU(0) = 0; their V_E = V_D = 0 with identity Q/K/V is the same
+idea in their placement), freeze the encoder and the heads, and train only the PALs
+(`freeze_for_pals_after`; optionally the heads too). At step 0 the model's outputs equal the
+fine-tuned model's bit for bit (eval mode); V_D gets gradient at once (GELU'(0) = 1/2), V_E and
+Q/K/V from the second step. train_multitask.py --pals_after RUN_DIR runs this stage.
+
 Shapes: B batch, T tokens, C hidden, S = size (the PAL width, d_s in the paper), H heads.
 Deliberately left out: the reference's other adapters (low-rank, Houlsby, LHUC, the "top"
 PAL stack above BERT), per-task poolers, PALs in only some layers.
@@ -54,6 +62,7 @@ from torch import nn
 
 from .attention import SelfAttention
 from .config import BertConfig
+from .errors import UserError
 
 
 def num_parameters_formula(C: int, L: int, S: int, num_tasks: int) -> int:
@@ -123,3 +132,16 @@ class PALs(nn.Module):
         s = g(s, mask)                  # (B, T, S): H heads of width S/H attend, same padding mask
         return F.gelu(V_D(s))           # (B, T, S) @ (S, C) -> (B, T, C): project up, GELU (ref. code)
         ### END SOLUTION
+
+
+def freeze_for_pals_after(model, train_heads: bool = False) -> None:
+    """PALs after fine-tuning: everything but the PALs (and the heads if train_heads) stops
+    training. `model` is a MultitaskBert whose PALs were just added with zero_init=True."""
+    if model.pals is None:
+        raise ValueError("minbert.pals.freeze_for_pals_after: the model has no PALs; build it with pals=PALs(..., zero_init=True)")
+    if any(V_D.weight.any() or V_D.bias.any() for V_D in model.pals.V_D.values()):
+        raise UserError("minbert.pals.freeze_for_pals_after: V_D is not zero, so the PALs would change the "
+                         "fine-tuned model's outputs at step 0; build them with zero_init=True (--pals_init zero)")
+    model.requires_grad_(False)
+    model.pals.requires_grad_(True)
+    model.heads.requires_grad_(train_heads)

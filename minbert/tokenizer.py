@@ -21,6 +21,10 @@ Special tokens typed in the text ("[MASK]") are kept whole, as in HF. Sequences 
 the longer of the two. Padding is dynamic: `pad` pads to the longest sequence in the batch, not
 to `max_length`, which is much faster on short sentences.
 
+Saving: `save_pretrained(directory)` copies vocab.txt byte for byte and writes
+tokenizer_config.json with `do_lower_case` stated explicitly, so a saved model folder never
+depends on its name for casing (Hugging Face's BertTokenizer reads the same two files).
+
 Deliberately left out: training a vocabulary, character offsets, overflowing tokens / stride,
 left padding, a `strip_accents` setting that differs from `lowercase`, and return types other
 than torch tensors.
@@ -34,6 +38,7 @@ from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
 
 from minbert.hub import resolve
+from minbert.model import atomic_write
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -45,6 +50,7 @@ class Tokenizer:
         if missing:
             raise ValueError(f"{vocab_file} lacks the special tokens {missing}; is it a BERT vocab.txt?")
         self.lowercase = lowercase
+        self.vocab_file = Path(vocab_file)  # save_pretrained copies it unchanged
         self.pad_id, self.cls_id, self.sep_id = vocab["[PAD]"], vocab["[CLS]"], vocab["[SEP]"]
         self.vocab_size = len(vocab)
 
@@ -79,6 +85,19 @@ class Tokenizer:
             name = (directory.name if Path(name_or_path).exists() else str(name_or_path)).lower()
             lowercase = not ("cased" in name and "uncased" not in name)
         return cls(directory / "vocab.txt", lowercase=lowercase)
+
+    def save_pretrained(self, directory) -> None:
+        """Write vocab.txt (a byte copy) and tokenizer_config.json into `directory`: with a
+        model's config.json and weights this makes a folder `--model` accepts."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        data = self.vocab_file.read_bytes()
+        atomic_write(directory / "vocab.txt", lambda p: Path(p).write_bytes(data))
+        # the keys Hugging Face's BertTokenizer reads; do_lower_case is what from_pretrained reads
+        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase,
+                  "strip_accents": None, "tokenize_chinese_chars": True}
+        text = json.dumps(config, indent=2)
+        atomic_write(directory / "tokenizer_config.json", lambda p: Path(p).write_text(text))
 
     def encode(self, texts: list[str], pairs: list[str] | None = None,
                max_length: int = 512) -> tuple[list[list[int]], list[list[int]]]:

@@ -264,3 +264,74 @@ def test_pal_term_ignores_padded_keys():
     with torch.no_grad():
         d = (pals("sts", 1, h, mask) - pals("sts", 1, h2, mask))[am.bool()].abs().max().item()
     assert d < ATOL, f"minbert.pals.PALs.forward: changing padded tokens changed real positions (max |Δ| {d:.2e}): pass the mask to g"
+
+
+# ---------------------------------------------------------------------- PALs after fine-tuning
+
+
+def fine_tuned_pair(train_heads=False):
+    """A 'fine-tuned' MultitaskBert (random encoder + heads) and the same model with zero-init PALs
+    added and frozen for the PALs-after-fine-tuning stage (encoder and heads are copies)."""
+    import copy
+    from minbert.multitask import MultitaskBert
+    from minbert.pals import freeze_for_pals_after
+    torch.manual_seed(0)
+    cfg = BertConfig.tiny()
+    base = MultitaskBert(BertModel(cfg), dropout=0.1)
+    after = MultitaskBert(copy.deepcopy(base.encoder), dropout=0.1, frozen_encoder=True,
+                          pals=PALs(cfg, TASKS, size=12, heads=3, zero_init=True))
+    after.heads.load_state_dict(base.heads.state_dict())
+    freeze_for_pals_after(after, train_heads=train_heads)
+    return base, after
+
+
+def task_batch(tok, task):
+    if task == "sst":
+        return tok(SENTENCES)
+    return tok(SENTENCES, ["A fine film.", "Not good at all.", "Okay."])
+
+
+def test_pals_after_fine_tuning_leave_outputs_unchanged_at_step_0():
+    base, after = fine_tuned_pair()
+    base.eval(), after.eval()
+    tok = Tokenizer.from_pretrained("minilm-l6")
+    with torch.no_grad():
+        for task in TASKS:
+            b = task_batch(tok, task)
+            assert torch.equal(base(task, b), after(task, b)), \
+                f"minbert.pals.freeze_for_pals_after / PALs(zero_init=True): {task} outputs changed at step 0"
+
+
+@pytest.mark.parametrize("train_heads", [False, True])
+def test_pals_after_fine_tuning_train_only_the_pals(train_heads):
+    from minbert.adamw import AdamW
+    from minbert.multitask import task_loss
+    base, after = fine_tuned_pair(train_heads)
+    before = {k: v.clone() for k, v in after.state_dict().items()}
+    tok = Tokenizer.from_pretrained("minilm-l6")
+    labels = {"sst": torch.tensor([0, 3, 4]), "para": torch.tensor([1.0, 0.0, 1.0]), "sts": torch.tensor([4.0, 1.0, 2.5])}
+    optimizer = AdamW([p for p in after.parameters() if p.requires_grad], lr=1e-2, weight_decay=0.01)
+    after.train()
+    for _ in range(3):   # three steps: V_D moves first, then V_E and Q/K/V get gradient
+        for task in TASKS:
+            task_loss(task, after(task, task_batch(tok, task)), labels[task]).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    changed = {k for k, v in after.state_dict().items() if not torch.equal(v, before[k])}
+    allowed = ("pals.", "heads.") if train_heads else ("pals.",)
+    assert changed and all(k.startswith(allowed) for k in changed), \
+        f"minbert.pals.freeze_for_pals_after(train_heads={train_heads}): only {allowed} may change, changed: {sorted(k for k in changed if not k.startswith(allowed))}"
+    for part in ("V_D.sst", "V_E.sst", "attention.sst.0.query"):
+        assert any(k.startswith(f"pals.{part}") for k in changed), f"PALs after fine-tuning: pals.{part} did not train"
+    assert any(k.startswith("heads.") for k in changed) == train_heads, \
+        f"minbert.pals.freeze_for_pals_after(train_heads={train_heads}): heads changed = {not train_heads}"
+
+
+def test_pals_after_fine_tuning_refuse_pals_that_change_the_outputs():
+    from minbert.errors import UserError
+    from minbert.multitask import MultitaskBert
+    from minbert.pals import freeze_for_pals_after
+    cfg = BertConfig.tiny()
+    model = MultitaskBert(BertModel(cfg), pals=PALs(cfg, TASKS, size=12, heads=3, zero_init=False))
+    with pytest.raises(UserError, match="zero_init"):
+        freeze_for_pals_after(model)

@@ -1,0 +1,218 @@
+"""Ensembles of finished multitask runs, from their stored outputs (no model is reloaded).
+
+Song, Hu & Pan (CS224N report, §3.1 and appendix Algorithm 1) combine k fine-tuned models:
+
+    weighted average        f(x) = Σ_i W_i f(x; θ_i) / Σ_i W_i
+    weighted majority vote  f(x) = C_j  with the largest Σ_{i: f(x; θ_i) = C_j} W_i
+
+where f(x; θ_i) is member i's class probabilities (SST: softmax of the 5 logits; Quora: sigmoid
+of the logit) or its STS score; the vote counts each member's predicted class. Their 7-model
+ensemble reached dev overall 0.786 against 0.778 for their best single model.
+
+Weights are fitted on dev by greedy forward selection WITH replacement (Caruana et al. 2004,
+"Ensemble selection from libraries of models"): start empty; each round, add the member whose
+addition gives the highest dev overall score; stop when no addition strictly improves it. A
+member's weight is the number of times it was added, so a strong member can count twice. The
+report's Algorithm 1 (Wortsman et al. 2022's greedy soup, applied to outputs) is the special
+case of one pass in rank order without replacement (`--weights ranked`: members sorted by their
+own dev overall, each kept if it strictly improves the ensemble). `--weights uniform` or
+`--weights 2,1,1` skip the fitting.
+
+Documented tie-breaking (so results are reproducible):
+  - greedy: among candidates with the same dev score, the one listed first on the command line;
+  - vote: among classes with the same total weight, the smallest class id;
+  - average: SST takes the first largest probability (argmax), Quora predicts 1 only when the
+    averaged probability is > 0.5 (like a single run's logit > 0);
+  - STS is a regression: "vote" has no classes to count, so STS is always the weighted average.
+
+Dev scores of a greedy ensemble are optimistic (the weights were chosen on the same dev set);
+the test predictions are not. With one member and any weight, every prediction file is byte for
+byte the member's own (probabilities are exact monotone maps of the logits, in float64).
+
+Usage:  python -m minbert.ensemble runs/a runs/b runs/c --method average --out_dir runs/ensemble
+Writes OUT_DIR/predictions/{sst,para,sts}-{dev,test}-output.csv (the handout's six files) and
+OUT_DIR/members.md + members.json: each member's weight and dev scores, and the ensemble's.
+Left out: stacking (a learned combiner), weighting per example, weight averaging of parameters
+(a model soup proper needs one shared architecture and reloading the models).
+"""
+
+import argparse
+import os
+
+import torch
+
+from .data import PREDICTION_HEADERS, write_predictions
+from .errors import UserError, cli
+from .export import load_outputs, write_json
+from .metrics import accuracy, cs224n_overall, pearson
+from .report import markdown_table
+
+TASKS = ("sst", "para", "sts")
+METHODS = ("average", "vote")
+SCORE_KEYS = {"sst": "sst_acc", "para": "para_acc", "sts": "sts_pearson"}
+
+
+def probabilities(task: str, outputs: torch.Tensor) -> torch.Tensor:
+    """Raw head outputs -> f(x; θ) in float64: sst (N, 5) softmax, para (N,) sigmoid, sts (N,) scores."""
+    outputs = outputs.double()
+    if task == "sst":
+        return outputs.softmax(-1)
+    if task == "para":
+        return outputs.sigmoid()
+    return outputs
+
+
+def decide(task: str, f: torch.Tensor) -> list:
+    """Averaged f -> prediction-file values: sst class, para 0/1, sts float."""
+    if task == "sst":
+        return f.argmax(-1).tolist()
+    if task == "para":
+        return (f > 0.5).long().tolist()
+    return f.tolist()
+
+
+def weighted_average(fs: list[torch.Tensor], weights: list[float]) -> torch.Tensor:
+    """Σ_i W_i f_i / Σ_i W_i over members with weight > 0."""
+    total = sum(weights)
+    out = sum(w * f for w, f in zip(weights, fs) if w > 0)
+    return out / total
+
+
+def weighted_vote(classes: list[list[int]], weights: list[float], num_classes: int) -> list[int]:
+    """Per example, the class with the largest summed weight; ties -> the smallest class id."""
+    tally = torch.zeros(len(classes[0]), num_classes, dtype=torch.float64)     # (N, K)
+    for w, c in zip(weights, classes):
+        if w > 0:
+            tally[torch.arange(len(c)), torch.tensor(c)] += w
+    # argmax returns the first maximum, i.e. the smallest class id among tied totals
+    return tally.argmax(-1).tolist()
+
+
+def combine(task: str, members: list[dict], weights: list[float], method: str) -> list:
+    """Prediction-file values of the ensemble for one task; members: [{"outputs": ...}, ...]."""
+    if method == "vote" and task != "sts":
+        classes = [decide(task, probabilities(task, m["outputs"])) for m in members]
+        return weighted_vote(classes, weights, 5 if task == "sst" else 2)
+    return decide(task, weighted_average([probabilities(task, m["outputs"]) for m in members], weights))
+
+
+def score(task: str, values: list, labels: torch.Tensor) -> float:
+    gold = labels.tolist()
+    return pearson(values, gold) if task == "sts" else accuracy(values, gold)
+
+
+def dev_scores(dev: list[dict], weights: list[float], method: str) -> dict:
+    """{sst_acc, para_acc, sts_pearson, overall} of the ensemble on dev. dev: per member {task: entry}."""
+    s = {SCORE_KEYS[t]: score(t, combine(t, [m[t] for m in dev], weights, method), dev[0][t]["labels"]) for t in TASKS}
+    s["overall"] = cs224n_overall(s["sst_acc"], s["para_acc"], s["sts_pearson"])
+    return s
+
+
+def greedy_select(dev: list[dict], method: str = "average", max_rounds: int = 100) -> list[int]:
+    """Forward selection with replacement on dev overall; returns how often each member was added."""
+    counts, best = [0] * len(dev), float("-inf")
+    for _ in range(max_rounds):
+        round_best, pick = float("-inf"), None
+        for i in range(len(dev)):
+            trial = counts.copy()
+            trial[i] += 1
+            overall = dev_scores(dev, trial, method)["overall"]
+            if overall > round_best:      # strict: ties keep the earlier member
+                round_best, pick = overall, i
+        if round_best <= best:            # no addition strictly improves: stop
+            break
+        best, counts[pick] = round_best, counts[pick] + 1
+    return counts
+
+
+def ranked_select(dev: list[dict], method: str = "average") -> list[int]:
+    """The report's Algorithm 1: one pass over the members in order of their own dev overall
+    (best first; equal scores keep command-line order), keeping each that strictly improves."""
+    alone = [dev_scores(dev, [int(j == i) for j in range(len(dev))], method)["overall"] for i in range(len(dev))]
+    counts, best = [0] * len(dev), float("-inf")
+    for i in sorted(range(len(dev)), key=lambda i: -alone[i]):   # sorted() is stable
+        trial = counts.copy()
+        trial[i] = 1
+        overall = dev_scores(dev, trial, method)["overall"]
+        if overall > best:
+            counts, best = trial, overall
+    return counts
+
+
+def aligned(runs: list[dict], split: str) -> list[dict]:
+    """Each member's {task: entry} of `split`, rows reordered to the first member's id order.
+    Only tasks every member has (a run may skip a test file) are kept."""
+    tasks = [t for t in TASKS if all(t in r.get(split, {}) for r in runs)]
+    out = [{} for _ in runs]
+    for task in tasks:
+        ids = runs[0][split][task]["ids"]
+        for k, run in enumerate(runs):
+            entry = run[split][task]
+            position = {x: j for j, x in enumerate(entry["ids"])}
+            if len(position) != len(ids) or set(position) != set(ids):
+                raise UserError(f"member {k + 1}: its {split} {task} ids differ from member 1's; "
+                                "ensembles need runs on the same data files (and the same --limit)")
+            order = torch.tensor([position[x] for x in ids])
+            out[k][task] = {key: (v[order] if torch.is_tensor(v) else ids) for key, v in entry.items()}
+    return out
+
+
+def parse_weights(text: str, n: int) -> list[float] | None:
+    if text in ("greedy", "ranked"):
+        return None
+    if text == "uniform":
+        return [1.0] * n
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        weights = []
+    if len(weights) != n or min(weights) < 0 or sum(weights) <= 0:
+        raise UserError(f"--weights {text}: expected 'greedy', 'ranked', 'uniform' or {n} non-negative numbers "
+                        "separated by commas, one per RUN_DIR, not all 0")
+    return weights
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m minbert.ensemble", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="--out_dir folders of finished train_multitask.py runs (each holds outputs.pt)")
+    p.add_argument("--method", choices=METHODS, default="average", help="average: weighted mean of probabilities/scores (the report's best); vote: weighted majority vote of classes")
+    p.add_argument("--weights", default="greedy", help="greedy: fitted on dev by forward selection with replacement; ranked: the report's one-pass Algorithm 1; uniform; or one number per run, e.g. 2,1,1")
+    p.add_argument("--out_dir", default="runs/ensemble", help="predictions/ (the handout's six files), members.md, members.json")
+    args = p.parse_args(argv)
+
+    runs = [load_outputs(r) for r in args.runs]
+    dev, test = aligned(runs, "dev"), aligned(runs, "test")
+    if len(dev[0]) != len(TASKS):
+        raise UserError(f"every run needs dev outputs of {TASKS}; got {sorted(dev[0])}")
+    weights = parse_weights(args.weights, len(runs))
+    if weights is None:
+        select = greedy_select if args.weights == "greedy" else ranked_select
+        weights = [float(c) for c in select(dev, args.method)]
+
+    rows = []
+    for k, run_dir in enumerate(args.runs):
+        one = [1.0 if j == k else 0.0 for j in range(len(runs))]
+        rows.append({"member": run_dir, "weight": weights[k], **{key: round(v, 4) for key, v in dev_scores(dev, one, "average").items()}})
+    ensemble = dev_scores(dev, weights, args.method)
+    rows.append({"member": f"ensemble ({args.method}, {args.weights} weights)", "weight": sum(weights),
+                 **{key: round(v, 4) for key, v in ensemble.items()}})
+
+    for split, members in (("dev", dev), ("test", test)):
+        for task in members[0]:
+            values = combine(task, [m[task] for m in members], weights, args.method)
+            path = os.path.join(args.out_dir, "predictions", f"{task}-{split}-output.csv")
+            write_predictions(path, PREDICTION_HEADERS[task], members[0][task]["ids"], values)
+    table = markdown_table(rows, ["member", "weight", "sst_acc", "para_acc", "sts_pearson", "overall"])
+    with open(os.path.join(args.out_dir, "members.md"), "w") as f:
+        f.write(table + "\n")
+    write_json(os.path.join(args.out_dir, "members.json"), {"method": args.method, "weights_from": args.weights, "rows": rows})
+    print(table)
+    fitted = args.weights in ("greedy", "ranked")   # then the dev score is optimistic
+    print(f"dev overall: ensemble {ensemble['overall']:.4f}, best member {max(r['overall'] for r in rows[:-1]):.4f}"
+          + (" (weights fitted on this dev set: the ensemble's dev score is optimistic)" if fitted else ""))
+    return rows
+
+
+if __name__ == "__main__":
+    cli(main)

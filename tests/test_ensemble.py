@@ -1,0 +1,130 @@
+"""Grades minbert.ensemble (Song, Hu & Pan §3.1; greedy selection with replacement, Caruana 2004).
+
+Oracles: (c) constructed outputs whose best subset is known by design (three complementary
+members beat every other choice; two harmful members never help); hand-computed weighted
+averages and votes, including the documented ties; and an ensemble of ONE real run of
+train_multitask.py reproduces that run's six prediction files byte for byte.
+"""
+
+import math
+
+import torch
+
+from minbert import ensemble
+from minbert.ensemble import combine, greedy_select, weighted_average, weighted_vote
+
+N = 30   # examples per task; thirds 0-9, 10-19, 20-29
+
+
+def constructed_members():
+    """Members A, B, C: right (confidently) except on their own third, where they are wrong
+    (weakly). D, E: confidently wrong everywhere. STS: gold + mutually orthogonal noise of equal
+    size for A, B, C (averaging all three is best), -gold for D and E."""
+    sst_gold = torch.arange(N) % 5
+    para_gold = torch.arange(N) % 2
+    # orthonormal, mean-zero columns: gold direction and three noise directions
+    g = torch.Generator().manual_seed(0)
+    basis, _ = torch.linalg.qr(torch.cat([torch.ones(N, 1), torch.randn(N, 4, generator=g, dtype=torch.float64)], 1))
+    sts_gold = basis[:, 1] * 5
+    members = []
+    for k in range(5):
+        wrong = torch.zeros(N, dtype=torch.bool) if k < 3 else torch.ones(N, dtype=torch.bool)
+        if k < 3:
+            wrong[10 * k: 10 * k + 10] = True
+        sst = torch.zeros(N, 5)
+        sst[torch.arange(N), sst_gold] = 2.0                     # right: margin 2 on the gold class
+        sst[wrong] = 0.0
+        sst[wrong, (sst_gold[wrong] + 1) % 5] = 1.0 if k < 3 else 4.0   # wrong: weak (A-C) or strong (D, E)
+        para = torch.where(para_gold == 1, 3.0, -3.0)           # right: margin 3
+        para[wrong] = torch.where(para_gold[wrong] == 1, -1.0, 1.0) * (1 if k < 3 else 4)
+        sts = (sts_gold + 3 * basis[:, 2 + k]) if k < 3 else -sts_gold
+        members.append({"sst": {"outputs": sst, "labels": sst_gold}, "para": {"outputs": para, "labels": para_gold.float()},
+                        "sts": {"outputs": sts.float(), "labels": sts_gold.float()}})
+    return members
+
+
+def test_greedy_selection_finds_the_known_best_subset():
+    members = constructed_members()
+    counts = greedy_select(members, "average")
+    assert counts == [1, 1, 1, 0, 0], f"minbert.ensemble.greedy_select: expected A, B, C once each and D, E never, got counts {counts}"
+    best = ensemble.dev_scores(members, [1, 1, 1, 0, 0], "average")
+    assert best["sst_acc"] == 1.0 and best["para_acc"] == 1.0, f"constructed case: A+B+C should be perfect, got {best}"
+    # the order of the command line decides ties only: shuffling the members keeps the subset
+    order = [4, 2, 3, 0, 1]
+    counts = greedy_select([members[i] for i in order], "average")
+    assert counts == [0, 1, 0, 1, 1], f"minbert.ensemble.greedy_select: members reordered {order}: expected C, A, B, got {counts}"
+
+
+def test_ranked_selection_is_one_pass_without_replacement():
+    """The report's Algorithm 1: members in order of their own score, each kept once if it helps."""
+    members = constructed_members()
+    assert ensemble.ranked_select(members, "average") == [1, 1, 1, 0, 0], \
+        "minbert.ensemble.ranked_select: expected A, B, C kept (in rank order) and D, E rejected"
+    # a strong member listed twice: with replacement greedy may reuse it, ranked never does
+    counts = ensemble.ranked_select([members[0], members[3]], "average")
+    assert counts == [1, 0], f"minbert.ensemble.ranked_select: expected [1, 0], got {counts}"
+
+
+def test_greedy_ties_go_to_the_member_listed_first():
+    members = constructed_members()
+    twins = [members[3], members[0], members[0]]          # D, then two identical copies of A
+    assert greedy_select(twins, "average") == [0, 1, 0], \
+        "minbert.ensemble.greedy_select: two equally good members: the first listed must be taken"
+
+
+def test_weighted_average_matches_hand_computation():
+    # two members, weights 3 and 1: (3·0.2 + 1·0.6) / 4 = 0.3 and (3·0.9 + 0.1) / 4 = 0.7
+    f = weighted_average([torch.tensor([0.2, 0.9], dtype=torch.float64), torch.tensor([0.6, 0.1], dtype=torch.float64)], [3.0, 1.0])
+    torch.testing.assert_close(f, torch.tensor([0.3, 0.7], dtype=torch.float64), atol=1e-12, rtol=0,
+                               msg="minbert.ensemble.weighted_average: expected Σ w f / Σ w = [0.3, 0.7]")
+    # para from logits: sigmoid(0) = 0.5 and sigmoid(ln 3) = 0.75 -> (0.5 + 0.75) / 2 = 0.625 > 0.5 -> 1;
+    # sigmoid(-ln 3) = 0.25 and sigmoid(ln 3) = 0.75 average exactly 0.5 -> 0 (only > 0.5 predicts 1)
+    members = [{"outputs": torch.tensor([0.0, -math.log(3)])}, {"outputs": torch.tensor([math.log(3), math.log(3)])}]
+    assert combine("para", members, [1.0, 1.0], "average") == [1, 0], "minbert.ensemble.combine(para, average): expected [1, 0]"
+    # sts: plain weighted mean of scores, whatever the method
+    sts = [{"outputs": torch.tensor([1.0, 4.0])}, {"outputs": torch.tensor([3.0, 0.0])}]
+    for method in ("average", "vote"):
+        assert combine("sts", sts, [1.0, 3.0], method) == [2.5, 1.0], f"minbert.ensemble.combine(sts, {method}): expected [2.5, 1.0]"
+
+
+def test_weighted_vote_matches_hand_computation_and_breaks_ties_to_the_smallest_class():
+    # example 0: class 0 has weight 0.5, class 1 has 0.3 + 0.3 = 0.6 -> 1
+    # example 1: classes 3 and 1 both have weight 1 (third member weight 0) -> tie -> 1
+    got = weighted_vote([[0, 3], [1, 1], [1, 4]], [0.5, 0.3, 0.3], 5)
+    assert got[0] == 1, f"minbert.ensemble.weighted_vote: 0.3 + 0.3 > 0.5 must win, got {got[0]}"
+    got = weighted_vote([[3], [1], [4]], [1.0, 1.0, 0.0], 5)
+    assert got == [1], f"minbert.ensemble.weighted_vote: tie between classes 3 and 1 must go to 1, got {got}"
+    # sst through combine: the vote counts predicted classes, not probabilities
+    logits = [torch.tensor([[5.0, 0, 0, 0, 0]]), torch.tensor([[0, 0.1, 0, 0, 0]]), torch.tensor([[0, 0.1, 0, 0, 0]])]
+    members = [{"outputs": x} for x in logits]
+    assert combine("sst", members, [1, 1, 1], "vote") == [1], "minbert.ensemble.combine(sst, vote): two weak votes beat one confident"
+    assert combine("sst", members, [1, 1, 1], "average") == [0], "minbert.ensemble.combine(sst, average): the confident member dominates"
+
+
+def test_ensemble_of_one_run_reproduces_its_prediction_files_byte_for_byte(tmp_path):
+    from test_train_multitask import run
+    data, model = tiny_run_inputs(tmp_path)
+    run((data, model), tmp_path, "--epochs", "1", "--limit", "12")
+    for method, weights in (("average", "greedy"), ("average", "ranked"), ("vote", "uniform"), ("average", "3")):
+        out = tmp_path / f"ens-{method}-{weights}"
+        ensemble.main([str(tmp_path / "run"), "--method", method, "--weights", weights, "--out_dir", str(out)])
+        for task in ("sst", "para", "sts"):
+            for split in ("dev", "test"):
+                name = f"{task}-{split}-output.csv"
+                mine, theirs = (out / "predictions" / name).read_bytes(), (tmp_path / "predictions" / name).read_bytes()
+                assert mine == theirs, f"minbert.ensemble.main ({method}, {weights}): {name} of a one-run ensemble differs from the run's own file"
+        assert "ensemble" in (out / "members.md").read_text()
+
+
+def tiny_run_inputs(root):
+    """The CS224N-format files and the tiny model (with MiniLM's vocabulary) of test_train_multitask."""
+    from minbert.config import BertConfig
+    from minbert.model import BertModel
+    from minbert.tokenizer import Tokenizer
+    from test_train_multitask import write_task_files
+    data, model = root / "data", root / "model"
+    data.mkdir()
+    write_task_files(data)
+    torch.manual_seed(0)
+    BertModel(BertConfig.tiny()).save_pretrained(model, tokenizer=Tokenizer.from_pretrained("minilm-l6"))
+    return data, model

@@ -1,0 +1,109 @@
+"""Grades minbert.simcse (SimCSE, Gao et al. 2021, arXiv:2104.08821) and minbert.embedding_eval.
+
+Oracles: (a) a NumPy float64 reference written from the paper's Eq. 4 (unsupervised) and Eq. 5
+(supervised); (c) properties: identical embeddings give loss log N (every candidate is equally
+likely); with dropout off the two views are bit-identical; the gradient reaches the encoder;
+alignment/uniformity on hand-computed cases (Wang & Isola 2020, Eq. 4-5).
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from minbert import simcse
+from minbert.config import BertConfig
+from minbert.embedding_eval import alignment, uniformity
+from minbert.model import BertModel
+from minbert.simcse import SimCSE, simcse_loss
+from minbert.tokenizer import Tokenizer
+
+
+def reference_loss(h, h_pos, h_neg=None, tau=0.05):
+    """Eq. 4 / Eq. 5 literally, in float64: a loop over anchors i and candidates j."""
+    def sim(a, b):
+        return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    h, h_pos = np.asarray(h, np.float64), np.asarray(h_pos, np.float64)
+    losses = []
+    for i in range(len(h)):
+        denom = sum(math.exp(sim(h[i], h_pos[j]) / tau) for j in range(len(h)))
+        if h_neg is not None:
+            denom += sum(math.exp(sim(h[i], np.float64(h_neg[j])) / tau) for j in range(len(h)))
+        losses.append(-math.log(math.exp(sim(h[i], h_pos[i]) / tau) / denom))
+    return float(np.mean(losses))
+
+
+def test_simcse_loss_of_identical_embeddings_is_log_N():
+    for N in (2, 5, 16):
+        h = torch.randn(1, 8).expand(N, 8)    # every view of every sentence is the same vector
+        got = simcse_loss(h, h.clone()).item()
+        assert abs(got - math.log(N)) < 1e-5, f"minbert.simcse.simcse_loss: identical embeddings, N={N}: expected log N = {math.log(N):.6f}, got {got:.6f}"
+
+
+@pytest.mark.parametrize("tau", [0.05, 0.5])
+def test_simcse_loss_matches_float64_reference_of_eq4_and_eq5(tau):
+    g = torch.Generator().manual_seed(0)
+    h, h_pos, h_neg = (torch.randn(6, 10, generator=g, dtype=torch.float64) for _ in range(3))
+    # a positive close to its anchor, so the loss is far from log N and a wrong diagonal would show
+    h_pos = h + 0.3 * h_pos
+    unsup = simcse_loss(h, h_pos, temperature=tau).item()
+    sup = simcse_loss(h, h_pos, h_neg, temperature=tau).item()
+    ref_unsup, ref_sup = reference_loss(h, h_pos, tau=tau), reference_loss(h, h_pos, h_neg, tau=tau)
+    assert abs(unsup - ref_unsup) < 1e-4 * max(1, ref_unsup), \
+        f"minbert.simcse.simcse_loss (unsupervised, Eq. 4, τ={tau}): expected {ref_unsup:.6f}, got {unsup:.6f}"
+    assert abs(sup - ref_sup) < 1e-4 * max(1, ref_sup), \
+        f"minbert.simcse.simcse_loss (supervised, Eq. 5, τ={tau}): expected {ref_sup:.6f}, got {sup:.6f}"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    tok = Tokenizer.from_pretrained("minilm-l6")
+    return SimCSE(BertModel(BertConfig.tiny())), tok
+
+
+def test_simcse_views_differ_only_by_dropout(tiny):
+    model, tok = tiny
+    batch = tok(["a good movie", "the plot was dull and the actors bored", "fun"])
+    model.train()
+    a, b = model(batch), model(batch)
+    assert not torch.equal(a, b), "minbert.simcse.SimCSE.forward: with dropout on, two passes of one batch must differ (dropout is the augmentation)"
+    model.eval()   # dropout off: the two views are the same function of the same input
+    a, b = model(batch), model(batch)
+    assert torch.equal(a, b), "minbert.simcse.SimCSE.forward: with dropout off the two views must be identical"
+    same = tok(["the same sentence"] * 4)   # four copies: every candidate is equally similar
+    got = model.loss(same).item()
+    assert abs(got - math.log(4)) < 1e-4, f"minbert.simcse.SimCSE.loss: dropout off, 4 copies of one sentence: expected log 4, got {got}"
+    model.train()
+
+
+def test_simcse_gradient_reaches_the_encoder(tiny):
+    model, tok = tiny
+    model.zero_grad()
+    model.loss(tok(["a good movie", "a bad movie", "an awful film", "a fun story"])).backward()
+    for name in ("embeddings.word_embedding.weight", "layers.0.self_attention.query.weight", "layers.1.out_dense.weight"):
+        grad = model.encoder.get_parameter(name).grad
+        assert grad is not None and grad.abs().sum() > 0, f"minbert.simcse.SimCSE.loss: no gradient reached encoder.{name}"
+
+
+def test_alignment_and_uniformity_match_hand_computation():
+    x = torch.tensor([[1.0, 0.0], [0.0, 2.0]])            # unit directions e1, e2 (scale is ignored)
+    assert alignment(x, x * 3) == pytest.approx(0.0, abs=1e-12), "minbert.embedding_eval.alignment: identical directions must give 0"
+    # ||e1 - e2||² = 2 for the one pair -> align = 2; uniform = log exp(-2·2) = -4
+    assert alignment(x[:1], x[1:]) == pytest.approx(2.0), "minbert.embedding_eval.alignment: e1 vs e2: expected 2"
+    assert uniformity(x) == pytest.approx(-4.0), "minbert.embedding_eval.uniformity: {e1, e2}: expected -4"
+    # three points: e1, e2, -e1: squared distances 2, 4, 2 -> log mean(e^-4, e^-8, e^-4)
+    y = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    expected = math.log((2 * math.exp(-4) + math.exp(-8)) / 3)
+    assert uniformity(y) == pytest.approx(expected), f"minbert.embedding_eval.uniformity: expected {expected}"
+
+
+def test_read_nli_requires_simcse_columns(tmp_path):
+    good = tmp_path / "nli.csv"
+    good.write_text("sent0,sent1,hard_neg\nA man sings.,Someone sings.,Nobody sings.\n")
+    assert simcse.read_nli(str(good)) == [("A man sings.", "Someone sings.", "Nobody sings.")]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("premise,hypothesis\nx,y\n")
+    with pytest.raises(simcse.UserError, match="sent0, sent1, hard_neg"):
+        simcse.read_nli(str(bad))
