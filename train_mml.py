@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, metrics
+from minbert import checkpoint, distributed, interrupt, metrics
 from minbert.adamw import AdamW
 from minbert.compiled import compile_blocks
 from minbert.data import TaskData
@@ -44,7 +44,7 @@ from minbert.errors import UserError, cli
 from minbert.export import MODEL_DIR, export
 from minbert.flags import at_least, between, positive, writable_dir
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
-from minbert.interrupt import EXIT_STATUS, Interrupted, StopSignal
+from minbert.interrupt import EXIT_STATUS, Interrupted
 from minbert.mml import LAMBDA, METHODS, PAPER_METRIC, HeadEliminator, MultiverseHeads, paper_epochs, resolve_num_heads
 from minbert.model import BertModel, atomic_write
 from minbert.multitask import to_device
@@ -101,29 +101,6 @@ def parse_args(argv=None):
 RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "amp", "glue_dir", "out_dir", "eval_tasks"}
 
 
-def check_resume(args) -> dict:
-    """Load --resume and refuse what cannot continue this command: weights-only files, other flags."""
-    ck = checkpoint.load(args.resume)
-    if "model" not in ck:
-        raise UserError(f"--resume {args.resume}: no 'model' key; not a checkpoint written by train_mml.py")
-    if args.predict_only:
-        return ck
-    if "optimizer" not in ck:
-        raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer or data "
-                        f"position), so training cannot continue from it. Continue training with --resume "
-                        f"{os.path.join(os.path.dirname(args.resume) or '.', 'last.pt')} (or interrupted.pt); score it "
-                        f"with --predict_only --resume {args.resume}")
-    saved, now = ck.get("args", {}), vars(args)
-    if args.epochs is None:   # not given: the run's own (the paper's rule, resolved when it started)
-        args.epochs = saved.get("epochs")
-    diff = [f"  --{k}: checkpoint {saved.get(k)!r}, this command {now.get(k)!r}"
-            for k in sorted(set(saved) | set(now)) if k not in RESUME_MAY_DIFFER and saved.get(k) != now.get(k)]
-    if diff:
-        raise UserError(f"--resume {args.resume} was trained with other flags; an exact resume needs the same ones:\n"
-                        + "\n".join(diff) + "\nRerun with the checkpoint's values, or start a new run without --resume.")
-    return ck
-
-
 def score(task, out, gold) -> dict:
     """GLUE's metrics for `task` from Eq. 5 outputs: (N, K) probabilities, or (N,) values for STS-B."""
     pred = out if TASKS[task].num_labels == 1 else out.argmax(-1)
@@ -134,18 +111,13 @@ def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
-    with StopSignal(abortable=distributed.world_size() == 1, agree=distributed.any_rank) as stop:
-        try:
-            return train(args, stop)
-        except Interrupted as e:     # during setup: nothing trained yet
-            print(f"\n{e}: stopped before training started; nothing to save")
-            raise SystemExit(EXIT_STATUS) from None
+    return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
 
 
 def train(args, stop):
     # ------------------------------------------------------------------ setup (every input checked before work)
     writable_dir(args.out_dir, "--out_dir")
-    ck = check_resume(args) if args.resume else None
+    ck = checkpoint.load_for_resume(args, RESUME_MAY_DIFFER, "train_mml.py") if args.resume else None
     seed_everything(args.seed)
     device = distributed.setup(args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
@@ -296,10 +268,7 @@ def train(args, stop):
             checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0))
             epoch, position = epoch + 1, 0
     except Interrupted as e:
-        path = os.path.join(args.out_dir, "interrupted.pt")
-        checkpoint.save(path, full_state(epoch, position))
-        print(f"\n{e}: saved {path} (epoch {epoch}, step {position}); continue with the same command plus --resume {path}")
-        raise SystemExit(EXIT_STATUS) from None
+        interrupt.save_and_exit(e, os.path.join(args.out_dir, "interrupted.pt"), full_state(epoch, position), epoch, position)
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
     if not distributed.is_main():

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed
+from minbert import checkpoint, distributed, interrupt
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, default_paths, read_quora, read_sst, read_sts, write_predictions
@@ -38,7 +38,7 @@ from minbert.flags import at_least, between, positive, writable_dir, writable_fi
 from minbert.gradient_compromise import GradientCompromise
 from minbert.gradvac import GradVac
 from minbert.head_pretraining import pretrain_heads
-from minbert.interrupt import EXIT_STATUS, Interrupted, StopSignal
+from minbert.interrupt import EXIT_STATUS, Interrupted
 from minbert.loss_scaling import scaled_task_loss
 from minbert.mnr import SCHEDULES as MNR_SCHEDULES
 from minbert.mnr import SCORES as MNR_SCORES
@@ -56,7 +56,7 @@ from minbert.tokenizer import Tokenizer
 
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
-RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "use_gpu", "amp", "data_dir", "out_dir",
+RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "use_gpu", "amp", "data_dir", "data_notes", "out_dir",
                      *CS224N_FILES, *(f"{t}_{s}_out" for t in TASKS for s in ("dev", "test"))}
 
 
@@ -183,43 +183,17 @@ def check_outputs(args) -> None:
                 writable_file(getattr(args, f"{task}_{split}_out"), f"--{task}_{split}_out")
 
 
-def check_resume(args) -> dict:
-    """Load --resume and refuse what cannot continue this command: weights-only files, other flags."""
-    ck = checkpoint.load(args.resume)
-    if "model" not in ck:
-        raise UserError(f"--resume {args.resume}: no 'model' key; not a checkpoint written by train_multitask.py")
-    if args.predict_only:
-        return ck
-    if "optimizer" not in ck:
-        raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer, schedule or data "
-                        f"position), so training cannot continue from it. Continue training with --resume "
-                        f"{os.path.join(os.path.dirname(args.resume) or '.', 'last.pt')} (or interrupted.pt); write its "
-                        f"predictions with --predict_only --resume {args.resume}")
-    saved, now = ck.get("args", {}), vars(args)
-    diff = [f"  --{k}: checkpoint {saved.get(k)!r}, this command {now.get(k)!r}"
-            for k in sorted(set(saved) | set(now)) if k not in RESUME_MAY_DIFFER and k != "data_notes" and saved.get(k) != now.get(k)]
-    if diff:
-        raise UserError(f"--resume {args.resume} was trained with other flags; an exact resume needs the same ones:\n"
-                        + "\n".join(diff) + "\nRerun with the checkpoint's values, or start a new run without --resume.")
-    return ck
-
-
 def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
-    with StopSignal(abortable=distributed.world_size() == 1, agree=distributed.any_rank) as stop:
-        try:
-            return train(args, stop)
-        except Interrupted as e:     # during setup: nothing trained yet
-            print(f"\n{e}: stopped before training started; nothing to save")
-            raise SystemExit(EXIT_STATUS) from None
+    return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
 
 
 def train(args, stop):
     # ------------------------------------------------------------------ setup (every input checked before work)
     check_outputs(args)
-    ck = check_resume(args) if args.resume else None
+    ck = checkpoint.load_for_resume(args, RESUME_MAY_DIFFER, "train_multitask.py") if args.resume else None
     seed_everything(args.seed)
     device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
@@ -432,10 +406,7 @@ def train(args, stop):
             checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0))
             epoch, position = epoch + 1, 0
     except Interrupted as e:
-        path = os.path.join(args.out_dir, "interrupted.pt")
-        checkpoint.save(path, full_state(epoch, position))
-        print(f"\n{e}: saved {path} (epoch {epoch}, step {position}); continue with the same command plus --resume {path}")
-        raise SystemExit(EXIT_STATUS) from None
+        interrupt.save_and_exit(e, os.path.join(args.out_dir, "interrupted.pt"), full_state(epoch, position), epoch, position)
 
     # ------------------------------------------------------------------ final predictions from the best model
     if not distributed.is_main():

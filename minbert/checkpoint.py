@@ -40,3 +40,30 @@ def load(path, map_location="cpu") -> dict:
         return torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:  # truncated or foreign file
         raise UserError(f"{path}: not a readable minbert checkpoint ({type(e).__name__}: {e})") from None
+
+
+def load_for_resume(args, may_differ: set, script: str) -> dict:
+    """Load --resume for `script` and refuse what cannot continue this command: a file that is no
+    checkpoint of this script, a weights-only file (best.pt) unless --predict_only, and a checkpoint
+    trained with other flags than `args` (those in `may_differ` say where things are, not what is
+    trained, and may change). Flags left at None take the checkpoint's value."""
+    ck = load(args.resume)
+    if "model" not in ck:
+        raise UserError(f"--resume {args.resume}: no 'model' key; not a checkpoint written by {script}")
+    if args.predict_only:
+        return ck
+    if "optimizer" not in ck:
+        last = Path(args.resume).parent / "last.pt"
+        raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer, schedule or "
+                        f"data position), so training cannot continue from it. Continue training with --resume {last} "
+                        f"(or interrupted.pt); use its weights with --predict_only --resume {args.resume}")
+    saved, now = ck.get("args", {}), vars(args)
+    for k, v in now.items():
+        if v is None and saved.get(k) is not None:   # e.g. train_mml's --epochs: the paper's rule, resolved then
+            setattr(args, k, saved[k])
+    diff = [f"  --{k}: checkpoint {saved.get(k)!r}, this command {now.get(k)!r}"
+            for k in sorted(set(saved) | set(now)) if k not in may_differ and saved.get(k) != now.get(k)]
+    if diff:
+        raise UserError(f"--resume {args.resume} was trained with other flags; an exact resume needs the same ones:\n"
+                        + "\n".join(diff) + "\nRerun with the checkpoint's values, or start a new run without --resume.")
+    return ck

@@ -13,8 +13,9 @@ survives stripping:
         copies the repository's tracked files to OUT and replaces each selected block with a stub
         raising NotImplementedError("assignment N (key): write <qualified name> ..."). Blocks of
         assignments not selected lose only their two marker lines. Left out of the copy: git
-        history, caches, benchmark results (bench/results), helper notes and this module's own test
-        (tests/test_classroom.py, which needs the solution). README.md gets an "Assignments" section.
+        history, caches, benchmark results (bench/results), helper notes, this module's own test
+        (tests/test_classroom.py, which needs the solution) and tests/test_pcgrad_per_param.py (its
+        float64 reference re-derives Algorithm 1 line by line: assignment 8's solution). README.md gets an "Assignments" section.
     python -m minbert.classroom grade [DIR] [--json results.json]
         runs the grader tests of THIS repository (the instructor's tests and tests/fixtures) against
         DIR's minbert/ package in a scratch folder, so editing the tests in DIR changes nothing.
@@ -194,7 +195,7 @@ def strip(text: str, path: str, selected: set) -> tuple[str, list[str]]:
 # ---------------------------------------------------------------------- the student copy
 
 LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^bench/results/|^NOTES-[^/]*\.md$"
-                      r"|^tests/test_classroom\.py$")
+                      r"|^tests/test_classroom\.py$|^tests/test_pcgrad_per_param\.py$")
 
 
 def tracked_files(root: Path) -> list[str]:
