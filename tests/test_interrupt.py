@@ -20,24 +20,10 @@ from minbert.interrupt import Interrupted, StopSignal
 from test_train_mml import run as run_mml
 from test_train_mml import setup as mml_setup  # noqa: F401  (pytest fixture)
 from test_train_multitask import run as run_multitask
+from test_train_multitask import signal_on_call
 from test_train_multitask import setup  # noqa: F401  (pytest fixture)
 
 SCORES = ("sst_acc", "para_acc", "sts_pearson", "overall", "loss_sst", "loss_para", "loss_sts")
-
-
-def signal_on_call(monkeypatch, owner, name, n, sig=signal.SIGINT, when=None):
-    """Patch owner.name so that its n-th call (counting only calls where when() is true) sends `sig` to
-    this process first, then runs the real function: the signal lands inside that phase."""
-    real, calls = getattr(owner, name), {"n": 0}
-
-    def patched(*a, **k):
-        if when is None or when():
-            calls["n"] += 1
-            if calls["n"] == n:
-                os.kill(os.getpid(), sig)
-        return real(*a, **k)
-
-    monkeypatch.setattr(owner, name, patched)
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,21 @@ def write_task_files(d, n=24):
         (d / name).write_text("\n".join([header] + [row(i) for i in range(n)]) + "\n")
 
 
+def signal_on_call(monkeypatch, owner, name, n, sig=signal.SIGINT, when=None):
+    """Patch owner.name so that its n-th call (counting only calls where when() is true) sends `sig` to
+    this process first, then runs the real function: the signal lands inside that phase."""
+    real, calls = getattr(owner, name), {"n": 0}
+
+    def patched(*a, **k):
+        if when is None or when():
+            calls["n"] += 1
+            if calls["n"] == n:
+                os.kill(os.getpid(), sig)
+        return real(*a, **k)
+
+    monkeypatch.setattr(owner, name, patched)
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("multitask")
@@ -91,20 +106,11 @@ def test_smoke_run_trains_evaluates_and_writes_every_output(setup, tmp_path):
 
 def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch):
     full = run(setup, tmp_path / "full")
-    calls = {"n": 0}
-    real_loss = multitask.task_loss
-
-    def interrupt_on_call_20(*a):
-        calls["n"] += 1
-        if calls["n"] == 20:   # epoch 2 (each epoch has 18 steps of batch 4): a real Ctrl-C
-            os.kill(os.getpid(), signal.SIGINT)
-        return real_loss(*a)
-
-    monkeypatch.setattr(train_multitask, "task_loss", interrupt_on_call_20)
-    with pytest.raises(SystemExit) as e:
-        run(setup, tmp_path / "cut")
+    with monkeypatch.context() as m:   # a real Ctrl-C during the 20th task loss
+        signal_on_call(m, train_multitask, "task_loss", 20)
+        with pytest.raises(SystemExit) as e:
+            run(setup, tmp_path / "cut")
     assert e.value.code == 130
-    monkeypatch.setattr(train_multitask, "task_loss", real_loss)
     resumed = run(setup, tmp_path / "cut", "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     got, want = [resumed[-1][k] for k in keys], [full[-1][k] for k in keys]
@@ -194,21 +200,12 @@ def test_pals_with_frozen_bert_train_only_pals_and_heads(setup, tmp_path):
 def test_resume_keeps_smart_teacher_and_gradvac_state(setup, tmp_path, monkeypatch):
     flags = ["--smart", "1", "--surgery", "gradvac"]
     full = run(setup, tmp_path / "full", *flags)
-    calls = {"n": 0}
-    real_loss = multitask.task_loss
-
-    def interrupt(*a):
-        calls["n"] += 1
-        if calls["n"] == 25:   # epoch 2 (6 steps x 3 tasks = 18 calls per epoch): a real Ctrl-C
-            os.kill(os.getpid(), signal.SIGINT)
-        return real_loss(*a)
-
-    monkeypatch.setattr(train_multitask, "task_loss", interrupt)
-    with pytest.raises(SystemExit):
-        run(setup, tmp_path / "cut", *flags)
+    with monkeypatch.context() as m:   # a real Ctrl-C during the 25th task loss
+        signal_on_call(m, train_multitask, "task_loss", 25)
+        with pytest.raises(SystemExit):
+            run(setup, tmp_path / "cut", *flags)
     ck = torch.load(tmp_path / "cut" / "run" / "interrupted.pt", weights_only=False)
     assert ck["smart"] is not None and ck["surgery"] is not None, "interrupted.pt must hold the SMART teacher and GradVac state"
-    monkeypatch.setattr(train_multitask, "task_loss", real_loss)
     resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     assert [resumed[-1][k] for k in keys] == [full[-1][k] for k in keys], "resume with --smart --surgery gradvac diverged"
@@ -315,19 +312,10 @@ def test_resume_with_grad_compromise_replays_the_schedule(setup, tmp_path, monke
     (20 batch losses) per epoch; the interrupt comes at loss 27, inside epoch 2."""
     flags = ["--grad_compromise", "5", "--gradvac_groups", "layer"]
     full = run(setup, tmp_path / "full", *flags)
-    calls = {"n": 0}
-    real_loss = multitask.task_loss
-
-    def interrupt(*a):
-        calls["n"] += 1
-        if calls["n"] == 27:   # a real Ctrl-C
-            os.kill(os.getpid(), signal.SIGINT)
-        return real_loss(*a)
-
-    monkeypatch.setattr(train_multitask, "task_loss", interrupt)
-    with pytest.raises(SystemExit):
-        run(setup, tmp_path / "cut", *flags)
-    monkeypatch.setattr(train_multitask, "task_loss", real_loss)
+    with monkeypatch.context() as m:   # a real Ctrl-C during the 27th task loss
+        signal_on_call(m, train_multitask, "task_loss", 27)
+        with pytest.raises(SystemExit):
+            run(setup, tmp_path / "cut", *flags)
     resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     assert [resumed[-1][k] for k in keys] == [full[-1][k] for k in keys], \
