@@ -24,7 +24,6 @@ CPU smoke run with the packaged MiniLM (a few minutes):
 Resume after Ctrl-C or a crash: the same command plus --resume runs/mml/last.pt (or interrupted.pt)
 """
 
-import argparse
 import json
 import math
 import os
@@ -35,7 +34,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, interrupt, metrics
+from minbert import checkpoint, distributed, flags, interrupt, metrics
 from minbert.adamw import AdamW
 from minbert.compiled import compile_blocks
 from minbert.data import TaskData
@@ -53,7 +52,7 @@ from minbert.tokenizer import Tokenizer
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = flags.ArgumentParser(description=__doc__)
     # --- what to train
     p.add_argument("--task", required=True, choices=list(TASKS), help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
     p.add_argument("--method", choices=list(METHODS), default="mml", help="mml, or a baseline of the paper's Table 1 (see the docstring)")

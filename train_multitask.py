@@ -18,7 +18,6 @@ Smoke run (seconds): add --limit 64 --epochs 1.
 Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/last.pt
 """
 
-import argparse
 import math
 import os
 import time
@@ -27,7 +26,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, interrupt
+from minbert import checkpoint, distributed, flags, interrupt
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, default_paths, read_quora, read_sst, read_sts, write_predictions
@@ -61,7 +60,7 @@ RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "use_gpu", "amp", "data
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = flags.ArgumentParser(description=__doc__)
     # --- what to train
     p.add_argument("--option", choices=["pretrain", "finetune"], default="finetune",
                    help="pretrain: BERT frozen, only heads (and PALs) train; finetune: everything trains")

@@ -36,12 +36,12 @@ Left out: stacking (a learned combiner), weighting per example, weight averaging
 (a model soup proper needs one shared architecture and reloading the models).
 """
 
-import argparse
 import os
 
 import torch
 
 from .data import PREDICTION_HEADERS, write_predictions
+from . import flags
 from .errors import UserError, cli
 from .export import load_outputs, write_json
 from .metrics import accuracy, cs224n_overall, pearson
@@ -173,8 +173,7 @@ def parse_weights(text: str, n: int) -> list[float] | None:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m minbert.ensemble", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = flags.ArgumentParser(prog="python -m minbert.ensemble", description=__doc__)
     p.add_argument("runs", nargs="+", help="--out_dir folders of finished train_multitask.py runs (each holds outputs.pt)")
     p.add_argument("--method", choices=METHODS, default="average", help="average: weighted mean of probabilities/scores (the report's best); vote: weighted majority vote of classes")
     p.add_argument("--weights", default="greedy", help="greedy: fitted on dev by forward selection with replacement; ranked: the report's one-pass Algorithm 1; uniform; or one number per run, e.g. 2,1,1")

@@ -7,6 +7,10 @@ stops at parse time with argparse's own message ("argument --batch_size: expecte
 file where the output will go: that catches a missing permission, a read-only disk, and a path
 whose parent is a file, which os.access alone would not. An unwritable prediction path then
 fails in well under a second, not after an hour of training.
+
+`ArgumentParser` is argparse's, plus recipe files: `python train_multitask.py @recipes/x.args`
+reads flags from a file, one `--flag value` per line, `#` starting a comment (the recipes cite
+the paper's section on each line).
 """
 
 import argparse
@@ -15,6 +19,18 @@ import os
 import tempfile
 
 from .errors import UserError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse.ArgumentParser that also reads `@file` arguments: `--flag value  # comment` per line."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("fromfile_prefix_chars", "@")
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def convert_arg_line_to_args(self, line: str) -> list:
+        return line.split("#", 1)[0].split()
 
 
 def _number(kind):

@@ -31,13 +31,13 @@ Left out: the test-set rows of Table 1 (GLUE's test labels are private), signifi
 running seeds in parallel (one process, one run at a time).
 """
 
-import argparse
 import json
 import os
 import re
 
 import numpy as np
 
+from minbert import flags
 from minbert.device import AMP_CHOICES
 from minbert.errors import cli
 from minbert.flags import at_least, between, positive
@@ -50,7 +50,7 @@ SPLITS = ("train", "dev")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = flags.ArgumentParser(description=__doc__)
     p.add_argument("--tasks", default="RTE,MRPC", help="comma list of training tasks; two of one category (nli/similarity) give hold-out cells")
     p.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
     p.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")

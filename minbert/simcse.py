@@ -44,7 +44,6 @@ Left out: the MLM auxiliary loss, the Song/Hu/Pan report's Eq. 1 variant (its de
 holds same-view terms sim(h_i, h_j), including the constant j = i term), multi-GPU gathering.
 """
 
-import argparse
 import csv
 import json
 import math
@@ -60,6 +59,7 @@ from .adamw import AdamW, linear_warmup_decay
 from .data import CS224N_FILES, DEFAULT_DATA_DIR, read_quora, read_sst, read_sts
 from .device import autocast, pick_device, seed_everything
 from .embedding_eval import POOLINGS, pool, sts_report
+from . import flags
 from .errors import UserError, cli
 from .export import MODEL_DIR, export, write_json
 from .model import BertModel
@@ -144,8 +144,7 @@ def read_nli(path: str) -> list[tuple[str, str, str]]:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m minbert.simcse", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = flags.ArgumentParser(prog="python -m minbert.simcse", description=__doc__)
     p.add_argument("--model", default="bert-base-uncased", help="encoder to start from: hub name, local folder, or 'minilm-l6' (offline)")
     p.add_argument("--data", default="cs224n", help="'cs224n' (the task sentences under --data_dir) or a text file, one sentence per line")
     p.add_argument("--para_train", default=None, help="with --data cs224n: the Quora training file (default DATA_DIR/quora-train.csv; e.g. quora-train-sample.csv)")
