@@ -18,9 +18,8 @@ cross_dataset.json.
 
 GPU, full RTE (python -m minbert.download glue first):
     python train_mml.py --task RTE --method mml --amp bf16 --epochs 30 --eval_tasks QNLI,MNLI
-CPU smoke run with the packaged MiniLM (a few minutes):
-    python train_mml.py --task RTE --method mml --model minilm-l6 --glue_dir ../shared/data/glue \
-        --limit 400 --epochs 2 --eliminate_every 10 --amp bf16 --eval_tasks QNLI
+CPU smoke run with the packaged MiniLM on the shipped RTE files (a few minutes):
+    python train_mml.py --task RTE --method mml --model minilm-l6 --limit 400 --epochs 2 --eliminate_every 10
 Resume after Ctrl-C or a crash: the same command plus --resume runs/mml/last.pt (or interrupted.pt)
 """
 
@@ -34,70 +33,52 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, interrupt, metrics
+from minbert import checkpoint, distributed, flags, glue, interrupt, metrics, mml
+from minbert import device as machine
 from minbert.adamw import AdamW
+from minbert.atomic import atomic_write
 from minbert.compiled import compile_blocks
 from minbert.data import TaskData
-from minbert.device import AMP_CHOICES, autocast, grad_scaler, resolve_amp, rng_state, seed_everything, set_rng_state
+from minbert.device import autocast, grad_scaler, resolve_amp, seed_everything
 from minbert.errors import UserError, cli
 from minbert.export import MODEL_DIR, export
-from minbert.flags import at_least, between, positive, writable_dir
-from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
+from minbert.glue import TASKS, category_prediction, read_glue, to_category_labels
 from minbert.interrupt import EXIT_STATUS, Interrupted
-from minbert.mml import LAMBDA, METHODS, PAPER_METRIC, HeadEliminator, MultiverseHeads, paper_epochs, resolve_num_heads
-from minbert.model import BertModel, atomic_write
+from minbert.mml import LAMBDA, METHODS, PAPER_METRIC, paper_epochs
+from minbert.model import BertModel
 from minbert.multitask import to_device
-from minbert.report import markdown_table, write_jsonl
+from minbert.optimizer_step import OptimizerStep
+from minbert.report import markdown_table, plot_heads, write_jsonl
 from minbert.tokenizer import Tokenizer
 
 
-def parse_args(argv=None):
+def parser():
     p = flags.ArgumentParser(description=__doc__)
-    # --- what to train
-    p.add_argument("--task", required=True, choices=list(TASKS), help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
-    p.add_argument("--method", choices=list(METHODS), default="mml", help="mml, or a baseline of the paper's Table 1 (see the docstring)")
-    p.add_argument("--heads", type=at_least(1), default=None, help="M for mml/mv/ensemble (default: hidden size D, e.g. 768); MV-5 is --method mv --heads 5")
-    p.add_argument("--head_reduction", choices=["sum", "mean"], default="sum", help="sum is Eq. 3 (λ was tuned for it); mean divides by the active-head count")
-    p.add_argument("--eliminate_every", type=at_least(1), default=1000, help="K: steps between MeanShift elimination rounds (mml only); lower it for short runs")
-    p.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="MeanShift bandwidth floor in loss units: gaps smaller than this are noise")
-    p.add_argument("--model", default="bert-base-uncased", help="hub name, local checkpoint dir, or 'minilm-l6' (offline)")
-    # --- optimisation (paper: Adam, lr 2e-5, batch 32, 10/30/100 epochs for large/medium/small sets)
-    p.add_argument("--epochs", type=at_least(1), default=None, help="passes over the training set; default the paper's rule: 10 / 30 / 100 for >= 100k / >= 10k / fewer train examples (after --limit)")
-    p.add_argument("--lr", type=positive, default=2e-5, help="constant learning rate; MiniLM likes ~5e-5")
-    p.add_argument("--weight_decay", type=at_least(0.0, float), default=0.0, help="decoupled decay; 0 makes AdamW the paper's Adam")
-    p.add_argument("--batch_size", type=at_least(1), default=32, help="examples per optimizer step")
-    p.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="truncate pairs (longest first) to this many tokens")
-    # --- machine
-    p.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
-    p.add_argument("--amp", choices=AMP_CHOICES, default="auto",
-                   help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off elsewhere "
-                        "(bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
-    p.add_argument("--compile", action="store_true", help="torch.compile the encoder blocks and heads: faster steps after a one-off compile (needs a C++ compiler on CPU)")
-    p.add_argument("--seed", type=int, default=1, help="seeds heads, dropout and batch order; report mean ± std over several")
-    # --- data and outputs
-    p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout (TASK/train.tsv, dev.tsv)")
-    p.add_argument("--limit", type=at_least(0), default=0, help="use at most N examples per split, eval tasks included (smoke runs)")
-    p.add_argument("--eval_tasks", default="", help="comma list of same-category tasks to score the best model on, e.g. QNLI,MNLI")
-    p.add_argument("--out_dir", default="runs/mml", help="best.pt, last.pt, metrics.jsonl, eliminations.jsonl, heads.png, cross_dataset.json")
-    p.add_argument("--resume", default=None, help="continue from last.pt or interrupted.pt written by this script")
-    p.add_argument("--predict_only", action="store_true",
-                   help="no training: score the model in --resume (best.pt or last.pt) on dev and --eval_tasks")
+    g = p.add_argument_group("model and optimisation (paper: Adam, lr 2e-5, batch 32, 10/30/100 epochs)")
+    g.add_argument("--model", default="bert-base-uncased",
+                   help="hub name, local model folder, or 'minilm-l6' (offline)")
+    g.add_argument("--epochs", type=flags.at_least(1), default=None,
+                   help="default: the paper's rule, 10 / 30 / 100 for >= 100k / >= 10k / fewer train examples")
+    g.add_argument("--lr", type=flags.positive, default=2e-5, help="constant learning rate; MiniLM likes ~5e-5")
+    g.add_argument("--weight_decay", type=flags.at_least(0.0, float), default=0.0,
+                   help="decoupled decay; 0 makes AdamW the paper's Adam")
+    g.add_argument("--batch_size", type=flags.at_least(1), default=32, help="examples per optimizer step")
+    g.add_argument("--max_seq_len", type=flags.between(5, 512, int), default=128,
+                   help="truncate pairs (longest first) to this many tokens")
+    g.add_argument("--limit", type=flags.at_least(0), default=0,
+                   help="use at most N examples per split, eval tasks included (smoke runs)")
+    glue.add_args(p)
+    machine.add_args(p, seed=1)
+    checkpoint.add_args(p, out_dir="runs/mml")
+    mml.add_args(p)
+    return p
+
+
+def parse_args(argv=None):
+    p = parser()
     args = p.parse_args(argv)
-    args.eval_tasks = [t for t in args.eval_tasks.split(",") if t]
-    category = TASKS[args.task].category
-    for t in args.eval_tasks:
-        if t not in TASKS or TASKS[t].category is None or TASKS[t].category != category:
-            p.error(f"--eval_tasks {t}: must be a task of {args.task}'s category ({category}); "
-                    f"candidates: {[n for n, i in TASKS.items() if i.category == category and category]}")
-    if args.method in ("bert", "bert-drop") and args.heads not in (None, 1):
-        p.error(f"--method {args.method} has one head; drop --heads")
-    if args.predict_only and not args.resume:
-        p.error("--predict_only needs --resume CHECKPOINT (e.g. runs/mml/best.pt)")
+    flags.check(args, p, glue, checkpoint, mml)
     return args
-
-
-# Flags that may differ between a run and its --resume: where things are, not what is trained.
-RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "amp", "glue_dir", "out_dir", "eval_tasks"}
 
 
 def score(task, out, gold) -> dict:
@@ -115,13 +96,14 @@ def main(argv=None):
 
 def train(args, stop):
     # ------------------------------------------------------------------ setup (every input checked before work)
-    writable_dir(args.out_dir, "--out_dir")
-    ck = checkpoint.load_for_resume(args, RESUME_MAY_DIFFER, "train_mml.py") if args.resume else None
+    flags.writable_dir(args.out_dir, "--out_dir")
+    ck = checkpoint.load_for_resume(args, "train_mml.py") if args.resume else None
     seed_everything(args.seed)
     device = distributed.setup(args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
     spec = METHODS[args.method]
-    print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, method {args.method}")
+    print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, "
+          f"method {args.method}")
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -137,17 +119,17 @@ def train(args, stop):
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)
-    num_heads = resolve_num_heads(args.method, encoder.config.hidden_size, args.heads)
-    heads = MultiverseHeads(encoder.config.hidden_size, TASKS[args.task].num_labels, num_heads, dropout=spec["dropout"])
+    heads, eliminator = mml.from_args(args, encoder.config.hidden_size, TASKS[args.task].num_labels)
     model = nn.ModuleDict({"encoder": encoder, "heads": heads})
-    if spec["eliminate"]:   # an attribute of the model, so its buffers are in model.state_dict()
-        model["eliminator"] = HeadEliminator(heads, every=args.eliminate_every, min_bandwidth=args.min_bandwidth)
-    eliminator = model["eliminator"] if spec["eliminate"] else None
+    if eliminator is not None:   # an attribute of the model, so its buffers are in model.state_dict()
+        model["eliminator"] = eliminator
     model.to(device).train()
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(encoder, [heads])
     sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
-    print(f"{num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, head dropout {spec['dropout']}")
+    num_heads = heads.num_heads
+    print(f"{num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, "
+          f"head dropout {spec['dropout']}")
 
     def forward(batch):
         """(B, M, K) outputs of every head on the pooled [CLS] vector d (B, D)."""
@@ -168,122 +150,104 @@ def train(args, stop):
         model.train()
         return torch.stack(outs)
 
-    # ------------------------------------------------------------------ optimizer, batch stream
+    # ------------------------------------------------------------------ optimizer, batch stream, resumable state
     steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
     optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     scaler = grad_scaler(device, args.amp)
+    update = OptimizerStep(optimizer, None, scaler, args.out_dir)   # step, skip non-finite (no schedule: the paper's)
     stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch
-
-    def full_state(epoch, step):
-        """Everything a resume needs, at a step boundary (the only place it is ever called)."""
-        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict() if scaler else None, **distributed.gather_rng({"rng": rng_state()}),
-                "stream": stream.state_dict(),
-                "epoch": epoch, "step": step, "best": best, "history": history, "trace": trace, "events": events,
-                "running": (loss_sum, mv_sum, n_steps), "args": vars(args)}
-
-    best, history, trace, events, start_epoch, start_step = -math.inf, [], [], [], 1, 0
-    loss_sum, mv_sum, n_steps = 0.0, 0.0, 0   # this epoch's task loss sum, L_mv sum, finite steps
+    state = checkpoint.TrainState(args, {"task": 0.0, "mv": 0.0, "n": 0}, model=model, optimizer=optimizer,
+                                  scaler=scaler, stream=stream)
+    state.extra = {"trace": [], "events": []}   # (step, active heads) after every step; elimination events
     if ck is not None:
-        model.load_state_dict(ck["model"])
         if args.predict_only:
-            start_epoch = args.epochs + 1     # no training: straight to the scores below
+            model.load_state_dict(ck["model"])
+            state.epoch = args.epochs + 1     # no training: straight to the scores below
         else:
-            optimizer.load_state_dict(ck["optimizer"])
-            if scaler and ck["scaler"]:
-                scaler.load_state_dict(ck["scaler"])
-            stream.load_state_dict(ck["stream"])
-            set_rng_state(distributed.own_rng(ck))
-            best, history, start_epoch, start_step = ck["best"], ck["history"], ck["epoch"], ck["step"]
-            trace, events, (loss_sum, mv_sum, n_steps) = ck["trace"], ck["events"], ck["running"]
-            print(f"resumed from {args.resume}: epoch {start_epoch}, step {start_step}, best {best:.4f}")
+            state.load_state_dict(ck)
         del ck
+    trace, events = state.extra["trace"], state.extra["events"]
 
     # ------------------------------------------------------------------ training loop
-    # A signal during a step is handled at the next boundary (stop.check()); evaluation is abortable.
-    t0, bad_steps, headline = time.time(), 0, PAPER_METRIC[args.task]   # best epoch by the paper's metric
-    epoch, position = start_epoch, start_step
-    stop.defer()
-    try:
-        for epoch in range(start_epoch, args.epochs + 1):
-            bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                       total=steps_per_epoch, disable=None if distributed.is_main() else True)
-            for step in bar:
-                position = step
-                stop.check()
+    t0, headline = time.time(), PAPER_METRIC[args.task]   # the best epoch by the paper's metric
+    with state.saved_on_interrupt(stop):   # Ctrl-C: finish the step, save interrupted.pt, exit
+        for epoch in state.epochs(args.epochs):
+            for step in state.steps(steps_per_epoch, stop):
                 global_step = (epoch - 1) * steps_per_epoch + step + 1
+                # 1) forward and loss: Eq. 3's task loss over the heads, plus λ·L_mv (Eq. 4) for mml/mv
                 batch = to_device(stream.next(), device)
                 with autocast(device, args.amp):
                     outputs = forward(batch)                                    # (B, M, K)
                 loss, per_head = heads.task_loss(outputs, batch["labels"], args.head_reduction)
                 mv = heads.multiverse_loss() if spec["penalty"] else torch.zeros((), device=device)
                 total = loss + LAMBDA * mv
-                finite = not distributed.any_rank(not bool(torch.isfinite(total)))   # all ranks agree
-                if finite:
-                    total = sync.before_backward(total)
-                    (scaler.scale(total) if scaler else total).backward()
-                    if scaler:      # skips the step itself when the scaled gradients overflowed
-                        scaler.step(optimizer)
-                        scaler.update()
-                    else:
-                        optimizer.step()
-                else:               # never write NaN/inf into the weights or the averages
+                finite = bool(torch.isfinite(total))
+                if not finite:     # never written into the weights or the averages
                     tqdm.write(f"non-finite loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
-                optimizer.zero_grad(set_to_none=True)
-                bad_steps = 0 if finite else bad_steps + 1
-                if bad_steps >= 10:
-                    raise UserError("10 optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; "
-                                    f"{args.out_dir}/last.pt holds the last finished epoch")
+                # 2) backward and the optimizer step
+                update.backward(sync.before_backward(total))
+                finite = update(finite)
+                # 3) method hook: Algorithm 1's moving averages and, every K steps, MeanShift elimination
                 if eliminator is not None:
-                    if finite:
-                        eliminator.observe(distributed.mean_over_ranks(per_head))   # same averages on all ranks
-                    event = eliminator.maybe_eliminate(global_step)
-                    if event:
-                        events.append({"epoch": epoch, **event, "active_after": int(heads.active.sum())})
-                        if distributed.is_main():
-                            write_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), events)
-                        tqdm.write(f"step {global_step}: eliminated {len(event['eliminated'])} heads, "
-                                   f"{events[-1]['active_after']} active")
+                    eliminate(eliminator, per_head if finite else None, global_step, epoch, heads, events, args)
                 trace.append((global_step, int(heads.active.sum())))
                 if finite:
-                    loss_sum, mv_sum, n_steps = loss_sum + loss.item(), mv_sum + mv.item(), n_steps + 1
-                bar.set_postfix(loss=f"{loss_sum / max(n_steps, 1):.3f}", active=trace[-1][1])
-            position, start_step = steps_per_epoch, 0
+                    state.running = {"task": state.running["task"] + loss.item(), "mv": state.running["mv"] + mv.item(),
+                                     "n": state.running["n"] + 1}
+                state.show(loss=state.running["task"] / max(state.running["n"], 1), active=trace[-1][1])
 
-            # ---------------------------------------------------------- dev evaluation, best checkpoint
+            # ---------------------------------------------------------- dev evaluation, best and last checkpoints
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
                 scores = distributed.on_main(lambda: score(args.task, run(dev), dev.labels))
+            n = max(state.running["n"], 1)
             record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                      "loss_task": round(loss_sum / max(n_steps, 1), 4), "loss_mv": round(mv_sum / max(n_steps, 1), 4),
+                      "loss_task": round(state.running["task"] / n, 4), "loss_mv": round(state.running["mv"] / n, 4),
                       "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)}
-            history.append(record)
-            if distributed.is_main():   # rank 0 alone writes files (checkpoint.save checks it itself)
-                write_jsonl(os.path.join(args.out_dir, "metrics.jsonl"), history)
-            tqdm.write(str(record))
-            if scores[headline] > best:
-                best = scores[headline]
-                checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
-            loss_sum, mv_sum, n_steps = 0.0, 0.0, 0
-            checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0))
-            epoch, position = epoch + 1, 0
-    except Interrupted as e:
-        interrupt.save_and_exit(e, os.path.join(args.out_dir, "interrupted.pt"), full_state(epoch, position), epoch, position)
+            state.end_epoch(record, scores[headline], model, scores)
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
     if not distributed.is_main():
-        return history
+        return state.history
     source = args.resume if args.predict_only else os.path.join(args.out_dir, "best.pt")
     if not args.predict_only:
         model.load_state_dict(checkpoint.load(source)["model"])
         # the best model as a complete folder: --model RUN_DIR/model loads it in either script
         export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
-               {"model": args.model, "args": vars(args), "best_dev": max(history, key=lambda r: r[headline])})
+               {"model": args.model, "args": vars(args), "best_dev": max(state.history, key=lambda r: r[headline])})
+    cross_dataset(args, stop, run, load, source, dev)
+    if args.predict_only:
+        return state.history
+
+    # ------------------------------------------------------------------ summary and heads.png
+    history = state.history
+    print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv", "active_heads",
+                                          "elapsed_s"]))
+    print(f"best dev {headline} {state.best:.4f}; {len(events)} elimination event(s); "
+          f"the best model has {int(heads.active.sum())}/{num_heads} heads active")
+    plot_heads(os.path.join(args.out_dir, "heads.png"), trace, events, num_heads)
+    return history
+
+
+def eliminate(eliminator, per_head, global_step, epoch, heads, events, args) -> None:
+    """Feed this step's per-head losses (None: a non-finite step) to the moving averages, and log an elimination."""
+    if per_head is not None:
+        eliminator.observe(distributed.mean_over_ranks(per_head))   # the same averages on every rank
+    event = eliminator.maybe_eliminate(global_step)
+    if event:
+        events.append({"epoch": epoch, **event, "active_after": int(heads.active.sum())})
+        if distributed.is_main():
+            write_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), events)
+        tqdm.write(f"step {global_step}: eliminated {len(event['eliminated'])} heads, "
+                   f"{events[-1]['active_after']} active")
+
+
+def cross_dataset(args, stop, run, load, source, dev) -> None:
+    """--predict_only's dev scores, and the best model's scores on --eval_tasks in its category's binary space."""
     cross = {}
     try:
         with stop.abortable():
             if args.predict_only:
-                scores = score(args.task, run(dev), dev.labels)
-                print(f"{source}: dev {scores}")
+                print(f"{source}: dev {score(args.task, run(dev), dev.labels)}")
             for task in args.eval_tasks:
                 cross[task] = {}
                 for split in ("train", "dev"):
@@ -295,7 +259,8 @@ def train(args, stop):
                         continue
                     pred = category_prediction(args.task, run(data)).numpy()            # (N,) in {0, 1}
                     gold = to_category_labels(task, data.labels)
-                    cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)), "f1": float(metrics.f1(pred, gold)), "n": len(data)}
+                    cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)),
+                                          "f1": float(metrics.f1(pred, gold)), "n": len(data)}
                     print(f"cross-dataset {args.task} -> {task}/{split}: {cross[task][split]}")
     except Interrupted:
         print(f"\ninterrupted while scoring; the model is in {source}: the same command plus --predict_only "
@@ -303,44 +268,8 @@ def train(args, stop):
         raise SystemExit(EXIT_STATUS) from None
     if args.eval_tasks:
         report = {"train_task": args.task, "method": args.method, "results": cross}
-        atomic_write(Path(args.out_dir) / "cross_dataset.json", lambda tmp: Path(tmp).write_text(json.dumps(report, indent=1)))
-    if args.predict_only:
-        return history
-
-    # ------------------------------------------------------------------ summary and heads.png
-    print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv", "active_heads", "elapsed_s"]))
-    print(f"best dev {headline} {best:.4f}; {len(events)} elimination event(s); "
-          f"the best model has {int(heads.active.sum())}/{num_heads} heads active")
-    plot_heads(os.path.join(args.out_dir, "heads.png"), trace, events, num_heads)
-    return history
-
-
-def plot_heads(path, trace, events, num_heads) -> bool:
-    """Fig. 2: active heads per step with elimination events, and kept vs eliminated averages."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")   # files only, no window
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"matplotlib is not installed: no {path}")
-        return False
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    a.step([0] + [s for s, _ in trace], [num_heads] + [n for _, n in trace], where="post")
-    for e in events:
-        a.axvline(e["step"], color="r", ls=":", lw=1)
-    a.set(xlabel="step", ylabel="active heads Σβ", title="active heads (red: elimination)")
-    for i, e in enumerate(events):   # one column per event, labelled by its step
-        b.scatter([i] * len(e["kept_moving_avg"]), e["kept_moving_avg"], c="g", s=8, label="kept" if i == 0 else None)
-        b.scatter([i] * len(e["eliminated_moving_avg"]), e["eliminated_moving_avg"], c="r", s=8,
-                  label="eliminated" if i == 0 else None)
-    b.set(xlabel="elimination event (step)", ylabel="moving-average loss a_j", title="heads at each event")
-    if events:
-        b.set_xticks(range(len(events)), [str(e["step"]) for e in events])
-        b.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+        text = json.dumps(report, indent=1)
+        atomic_write(Path(args.out_dir) / "cross_dataset.json", lambda tmp: Path(tmp).write_text(text))
 
 
 if __name__ == "__main__":

@@ -1,23 +1,53 @@
-"""Training checkpoints that never lose work.
+"""Training checkpoints: one resumable state, written atomically, read without running code.
 
-`save(path, state)` writes with torch.save to a temporary file in the same folder and renames
-it into place (os.replace is atomic on POSIX and Windows), so a crash or Ctrl-C during the
-write leaves the previous checkpoint intact, never a truncated one. `load(path)` gives a
-clear error for a missing or unreadable file.
+`TrainState` is everything a resume needs, for both scripts: the objects that have a state_dict
+(model, optimizer, LR scheduler, GradScaler, task sampler, batch streams, SMART's teacher, the
+surgery's targets and generator), the position (epoch, step), the best score so far, the
+per-epoch history and running loss sums, every RNG state, and the run's flags as JSON. The
+training loop walks it: `state.epochs(n)` and `state.steps(n, stop)` yield positions and
+remember them, `state.saved_on_interrupt(...)` turns a Ctrl-C into `interrupted.pt` at the last
+step boundary (minbert/interrupt.py), and `state.end_epoch(...)` writes `last.pt`.
 
-What a resumable state holds (train_multitask.py builds it): model, optimizer, LR scheduler,
-GradScaler, task sampler and batch-stream positions, every RNG state, the epoch/step counters,
-the best score so far, and the run's arguments (vars(args)). Model weights are saved from the
-plain module (never a torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes.
+Files are written with `atomic_write` (a crash mid-write leaves the previous file) and read
+with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
+checkpoint someone shares cannot run code when it is loaded (a pickle can). Numpy's RNG state
+is stored as a tensor for that reason, and the flags as a JSON string. Weights are saved from
+the plain module (never a torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes.
 """
 
+import json
+import math
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import torch
+from tqdm import tqdm
 
-from . import distributed
+from . import distributed, interrupt
+from .atomic import atomic_write
+from .device import rng_state, set_rng_state
 from .errors import UserError
-from .model import atomic_write
+from .report import write_jsonl
+
+# Flags that may differ between a run and its --resume: where things are, not what is trained.
+WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
+         "eval_tasks", "dry_run", "overwrite", "keep_resume_state",
+         *(f"{t}_{s}{o}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test") for o in ("", "_out"))}
+
+
+def add_args(parser, out_dir: str) -> None:
+    g = parser.add_argument_group("run folder and resume")
+    g.add_argument("--out_dir", default=out_dir, help="where the run writes: checkpoints, metrics.jsonl, model/, plots")
+    g.add_argument("--resume", default=None, help="continue from OUT_DIR/last.pt or interrupted.pt of this script")
+    g.add_argument("--predict_only", action="store_true",
+                   help="no training: write the predictions/scores of the model in --resume (best.pt or last.pt)")
+
+
+def check_args(args, parser) -> None:
+    if args.predict_only and not args.resume:
+        parser.error(f"--predict_only needs --resume CHECKPOINT (e.g. {args.out_dir}/best.pt)")
 
 
 def save(path, state: dict) -> None:
@@ -36,16 +66,28 @@ def load(path, map_location="cpu") -> dict:
     if not path.is_file():
         raise UserError(f"{path}: no such checkpoint file")
     try:
-        # weights_only=False: our own checkpoints hold Python RNG states and argparse values.
-        return torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as e:  # truncated or foreign file
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # a pickled object (refused: it could run code), a truncated or foreign file
+        if "Weights only load failed" in str(e) or "Unsupported global" in str(e):
+            raise UserError(f"{path}: holds pickled Python objects, not only tensors and numbers; minbert never "
+                            "writes those, and loading them could run someone else's code, so it is refused. "
+                            "Use checkpoints written by this version of minbert.") from None
         raise UserError(f"{path}: not a readable minbert checkpoint ({type(e).__name__}: {e})") from None
 
 
-def load_for_resume(args, may_differ: set, script: str) -> dict:
+def save_weights(path, model, args, **info) -> None:
+    """best.pt: the model's weights, the flags (JSON) and `info` (e.g. scores); no resume state."""
+    save(path, {"model": model.state_dict(), "args": json.dumps(vars(args)), **info})
+
+
+def saved_args(ck: dict) -> dict:
+    return json.loads(ck.get("args") or "{}")
+
+
+def load_for_resume(args, script: str) -> dict:
     """Load --resume for `script` and refuse what cannot continue this command: a file that is no
     checkpoint of this script, a weights-only file (best.pt) unless --predict_only, and a checkpoint
-    trained with other flags than `args` (those in `may_differ` say where things are, not what is
+    trained with other flags than `args` (those in WHERE say where things are, not what is
     trained, and may change). Flags left at None take the checkpoint's value."""
     ck = load(args.resume)
     if "model" not in ck:
@@ -57,13 +99,107 @@ def load_for_resume(args, may_differ: set, script: str) -> dict:
         raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer, schedule or "
                         f"data position), so training cannot continue from it. Continue training with --resume {last} "
                         f"(or interrupted.pt); use its weights with --predict_only --resume {args.resume}")
-    saved, now = ck.get("args", {}), vars(args)
+    saved, now = saved_args(ck), json.loads(json.dumps(vars(args)))   # tuples become lists, as in the file
     for k, v in now.items():
         if v is None and saved.get(k) is not None:   # e.g. train_mml's --epochs: the paper's rule, resolved then
             setattr(args, k, saved[k])
+            now[k] = saved[k]
     diff = [f"  --{k}: checkpoint {saved.get(k)!r}, this command {now.get(k)!r}"
-            for k in sorted(set(saved) | set(now)) if k not in may_differ and saved.get(k) != now.get(k)]
+            for k in sorted(set(saved) | set(now)) if k not in WHERE and saved.get(k) != now.get(k)]
     if diff:
         raise UserError(f"--resume {args.resume} was trained with other flags; an exact resume needs the same ones:\n"
                         + "\n".join(diff) + "\nRerun with the checkpoint's values, or start a new run without --resume.")
     return ck
+
+
+def _to_tensors(state):
+    """Numpy arrays (numpy's RNG keys) as tensors, so weights_only loading accepts them."""
+    if isinstance(state, np.ndarray):
+        return {"ndarray": torch.from_numpy(state.copy()), "dtype": str(state.dtype)}
+    if isinstance(state, dict):
+        return {k: _to_tensors(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(_to_tensors(v) for v in state)
+    return state
+
+
+def _from_tensors(state):
+    if isinstance(state, dict) and set(state) == {"ndarray", "dtype"}:
+        return state["ndarray"].numpy().astype(state["dtype"])
+    if isinstance(state, dict):
+        return {k: _from_tensors(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(_from_tensors(v) for v in state)
+    return state
+
+
+class TrainState:
+    """The run's resumable state; `parts` are objects with state_dict/load_state_dict (None: a method that
+    is off; a list: one per task)."""
+
+    def __init__(self, args, running, **parts):
+        self.args, self.parts = args, parts
+        self.epoch, self.step, self.best, self.history = 1, 0, -math.inf, []
+        self.running, self._fresh_running = running, json.dumps(running)   # this epoch's loss sums
+        self.extra = {}      # script-specific lists (train_mml: the head trace and elimination events)
+        self.bar = None
+
+    def state_dict(self) -> dict:
+        def one(obj):
+            return [o.state_dict() for o in obj] if isinstance(obj, list) else None if obj is None else obj.state_dict()
+        return {**{name: one(obj) for name, obj in self.parts.items()},
+                **_to_tensors(distributed.gather_rng({"rng": rng_state()})),
+                "epoch": self.epoch, "step": self.step, "best": self.best, "history": self.history,
+                "running": self.running, "extra": self.extra, "args": json.dumps(vars(self.args))}
+
+    def load_state_dict(self, ck: dict) -> None:
+        for name, obj in self.parts.items():
+            if obj is None or ck.get(name) is None:
+                continue
+            for o, s in zip(obj, ck[name]) if isinstance(obj, list) else [(obj, ck[name])]:
+                o.load_state_dict(s)
+        set_rng_state(_from_tensors(distributed.own_rng(ck)))
+        self.epoch, self.step, self.best, self.history = ck["epoch"], ck["step"], ck["best"], ck["history"]
+        self.running, self.extra = ck["running"], ck["extra"]
+        print(f"resumed from {self.args.resume}: epoch {self.epoch}, step {self.step}, best {self.best:.4f}")
+
+    # -------------------------------------------------------------- the loop's positions
+    def epochs(self, num_epochs: int):
+        """The epochs still to run; the caller ends each with end_epoch()."""
+        while self.epoch <= num_epochs:
+            yield self.epoch
+
+    def steps(self, num_steps: int, stop):
+        """The steps of this epoch still to run, with a progress bar; a Ctrl-C during a step stops at the next."""
+        self.bar = tqdm(range(self.step, num_steps), desc=f"epoch {self.epoch}/{self.args.epochs}", initial=self.step,
+                        total=num_steps, disable=None if distributed.is_main() else True)
+        for step in self.bar:
+            self.step = step
+            stop.check()
+            yield step
+        self.step = num_steps
+
+    def show(self, **numbers) -> None:
+        self.bar.set_postfix({k: f"{v:.3f}" if isinstance(v, float) else v for k, v in numbers.items()})
+
+    def end_epoch(self, record: dict, score: float, model, scores: dict) -> None:
+        """Log the epoch, keep best.pt when `score` is the best so far, save last.pt at the next epoch's start."""
+        self.history.append(record)
+        if distributed.is_main():   # rank 0 alone writes files (save() checks it itself)
+            write_jsonl(os.path.join(self.args.out_dir, "metrics.jsonl"), self.history)
+        tqdm.write(str(record))
+        if score > self.best:
+            self.best = score
+            save_weights(os.path.join(self.args.out_dir, "best.pt"), model, self.args, scores=scores)
+        self.epoch, self.step, self.running = self.epoch + 1, 0, json.loads(self._fresh_running)
+        save(os.path.join(self.args.out_dir, "last.pt"), self.state_dict())
+
+    @contextmanager
+    def saved_on_interrupt(self, stop):
+        """From here a signal waits for the next step boundary; there the state is saved to interrupted.pt."""
+        stop.defer()
+        try:
+            yield
+        except interrupt.Interrupted as e:
+            interrupt.save_and_exit(e, os.path.join(self.args.out_dir, "interrupted.pt"), self.state_dict(),
+                                    self.epoch, self.step)

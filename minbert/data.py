@@ -363,3 +363,24 @@ def write_predictions(path, header: str, ids, values) -> None:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    g = parser.add_argument_group("CS224N data and prediction files")
+    g.add_argument("--data_dir", default=DEFAULT_DATA_DIR,
+                   help="folder with the CS224N files; the repository ships them, with a 16k/2k Quora sample "
+                        "standing in for the full Quora files (python -m minbert.download cs224n)")
+    for key, name in CS224N_FILES.items():
+        g.add_argument(f"--{key}", default=None,
+                       help=f"default: DATA_DIR/{name}" + ("; 'none' skips it" if key.endswith("test") else ""))
+    for task in PREDICTION_HEADERS:
+        for split in ("dev", "test"):
+            g.add_argument(f"--{task}_{split}_out", default=f"predictions/{task}-{split}-output.csv")
+
+
+def resolve_paths(args) -> None:
+    """Fill the data file flags left unset from --data_dir; args.data_notes says what stands in for what."""
+    defaults, args.data_notes = default_paths(args.data_dir)
+    for key in CS224N_FILES:
+        setattr(args, key, getattr(args, key) or defaults[key])

@@ -113,3 +113,16 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser, seed: int) -> None:
+    g = parser.add_argument_group("machine")
+    g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
+    g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                   help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off "
+                        "elsewhere (bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
+    g.add_argument("--compile", action="store_true",
+                   help="torch.compile the encoder blocks and heads: faster steps after a one-off compile "
+                        "(needs a C++ compiler on CPU)")
+    g.add_argument("--seed", type=int, default=seed, help="seeds heads, dropout and batch order; report several")

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from .errors import UserError
-from .model import atomic_write
+from .atomic import atomic_write
 
 MODEL_DIR = "model"                       # RUN_DIR/model: the exported model folder
 TASK_MODULES = "task_modules.safetensors"

@@ -14,6 +14,7 @@ the paper's section on each line).
 """
 
 import argparse
+import inspect
 import math
 import os
 import tempfile
@@ -31,6 +32,16 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def convert_arg_line_to_args(self, line: str) -> list:
         return line.split("#", 1)[0].split()
+
+
+def defaults(fn) -> dict:
+    """{name: default} of fn's keyword parameters (for a class, its __init__'s). A method's defaults
+    are written once, in its signature; its add_args reads them from there."""
+    for f in [k.__init__ for k in fn.__mro__] if inspect.isclass(fn) else [fn]:   # a subclass may take (*args, **kwargs)
+        found = {k: p.default for k, p in inspect.signature(f).parameters.items() if p.default is not p.empty}
+        if found:
+            return found
+    return {}
 
 
 def _number(kind):
@@ -96,3 +107,19 @@ def writable_file(path: str, flag: str) -> None:
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UserError(f"{flag} {path}: the file exists and is read-only")
     _try_write(os.path.dirname(path) or ".", f"{flag} {path}")
+
+
+def check(args, parser, *modules) -> None:
+    """Each module's combination rules (its check_args), after parsing."""
+    for module in modules:
+        if hasattr(module, "check_args"):
+            module.check_args(args, parser)
+
+
+def check_outputs(args, files: list[str]) -> None:
+    """--out_dir and each --KEY_out path of `files` writable, before any data or model loads
+    (a KEY whose input flag is 'none', e.g. --para_test none, writes nothing)."""
+    writable_dir(args.out_dir, "--out_dir")
+    for key in files:
+        if getattr(args, key, None) != "none":
+            writable_file(getattr(args, f"{key}_out"), f"--{key}_out")

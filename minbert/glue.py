@@ -302,3 +302,22 @@ def category_prediction(task: str, probs: torch.Tensor) -> torch.Tensor:
                          "pass logits.softmax(dim=-1), not logits")
     positive = probs[:, info.positive_class]  # (B,)
     return (positive > total - positive).long()  # (B,)
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    g = parser.add_argument_group("GLUE data")
+    g.add_argument("--task", required=True, choices=list(TASKS),
+                   help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
+    g.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout (TASK/train.tsv, dev.tsv)")
+    g.add_argument("--eval_tasks", default="", help="comma list of same-category tasks to score the best model on, e.g. QNLI,MNLI")
+
+
+def check_args(args, parser) -> None:
+    """--eval_tasks becomes a list, each a task of --task's category."""
+    args.eval_tasks = [t for t in args.eval_tasks.split(",") if t] if isinstance(args.eval_tasks, str) else args.eval_tasks
+    category = TASKS[args.task].category
+    for t in args.eval_tasks:
+        if t not in TASKS or TASKS[t].category is None or TASKS[t].category != category:
+            parser.error(f"--eval_tasks {t}: must be a task of {args.task}'s category ({category}); "
+                         f"candidates: {[n for n, i in TASKS.items() if i.category == category and category]}")

@@ -47,6 +47,7 @@ training script's --grad_accum) and its AMP details.
 
 import numpy as np
 
+from . import flags
 from .sampling import anneal_alpha
 
 
@@ -114,3 +115,29 @@ class GradientCompromise:
         sizes = self.sizes / self.sizes.sum() if self.normalize else self.sizes
         size = dict(zip(self.task_names, sizes))
         return {t: loss / float(size[t] ** beta) for t, loss in losses.items()}
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    d = flags.defaults(GradientCompromise)
+    g = parser.add_argument_group("Gradient Compromise (Pritsky et al., CS224N report, Alg. 1)")
+    g.add_argument("--grad_compromise", type=flags.at_least(0), default=0,
+                   help="N batches per GradVac update: each task once, the rest by the corrected PAL schedule (0 = off)")
+    g.add_argument("--grad_compromise_clip_high", type=flags.positive, default=d["clip_high"],
+                   help="upper clip of the corrected probabilities p_b (1: a probability; inf: clip at 0 only)")
+    g.add_argument("--grad_compromise_normalize", action="store_true",
+                   help="divide losses by (S/ΣS)^β instead of S^β (same direction; keeps gradients above AdamW's ε)")
+
+
+def check_args(args, parser, num_tasks: int = 3) -> None:
+    if args.grad_compromise and args.grad_compromise < num_tasks:
+        parser.error(f"--grad_compromise must be at least the number of tasks ({num_tasks})")
+    if args.grad_compromise and args.surgery != "none":
+        parser.error("--grad_compromise already combines the task gradients with GradVac: drop --surgery")
+
+
+def from_args(args, tasks, sizes) -> "GradientCompromise | None":
+    if not args.grad_compromise:
+        return None
+    return GradientCompromise(tasks, sizes, args.grad_compromise, args.epochs, args.grad_compromise_clip_high,
+                              args.grad_compromise_normalize)

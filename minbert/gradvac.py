@@ -33,6 +33,8 @@ import math
 
 import torch
 
+from minbert import flags
+from minbert.multitask import GRADVAC_GROUPS, gradvac_groups
 from minbert.pcgrad import PCGrad
 
 # Keep |φ̂| < 1: √(1−φ̂²) is a denominator.
@@ -113,3 +115,29 @@ class GradVac(PCGrad):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.targets = None if state["targets"] is None else state["targets"].clone().double()
+
+
+# ---------------------------------------------------------------------------------------------- flags
+SURGERIES = ("none", "pcgrad", "gradvac")
+
+
+def add_args(parser) -> None:
+    d = flags.defaults(GradVac)
+    g = parser.add_argument_group("gradient surgery: PCGrad (Yu et al. 2020, arXiv:2001.06782), "
+                                  "GradVac (Wang et al. 2020, arXiv:2010.05874)")
+    g.add_argument("--surgery", choices=SURGERIES, default="none",
+                   help="combine per-task gradients (implies one batch of every task per step)")
+    g.add_argument("--gradvac_groups", choices=GRADVAC_GROUPS, default="model",
+                   help="GradVac similarity targets per model, per layer (Wang et al.'s best) or per matrix")
+    g.add_argument("--gradvac_beta", type=flags.between(0.0, 1.0, open_lo=True), default=d["beta"],
+                   help="GradVac EMA rate of the targets")
+
+
+def from_args(args, model, params, seed: int):
+    """PCGrad or GradVac over `params` (GradVac also for --grad_compromise), or None."""
+    if args.surgery == "pcgrad":
+        return PCGrad(params, seed=seed)
+    if args.surgery == "gradvac" or args.grad_compromise:
+        groups = gradvac_groups(model, params, args.gradvac_groups)
+        return GradVac(params, seed=seed, beta=args.gradvac_beta, groups=groups)
+    return None

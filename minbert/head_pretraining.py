@@ -20,6 +20,7 @@ import copy
 
 import torch
 
+from . import flags
 from .adamw import AdamW
 from .device import autocast
 from .multitask import run_heads, task_loss, task_scores, to_device
@@ -64,3 +65,29 @@ def pretrain_heads(model, train: dict, dev: dict, epochs: int, batch_size: int, 
     model.frozen_encoder, model.pals = was_frozen, pals
     model.train()
     return best
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    d = flags.defaults(pretrain_heads)
+    g = parser.add_argument_group("head pretraining (Pritsky et al., CS224N report §3.3)")
+    g.add_argument("--head_pretrain_epochs", type=flags.at_least(0), default=0,
+                   help="first train each head alone on the frozen encoder for N epochs (Pritsky et al.: 25)")
+    g.add_argument("--head_pretrain_patience", type=flags.at_least(0), default=d["patience"],
+                   help="stop a head after N epochs without a better dev score (Pritsky et al.: 3; 0 = off)")
+    g.add_argument("--head_pretrain_lr", type=flags.positive, default=1e-3, help="lr of head pretraining (Pritsky et al.: 1e-3)")
+
+
+def check_args(args, parser) -> None:
+    if args.option == "pretrain" and args.head_pretrain_epochs:
+        parser.error("--head_pretrain_epochs trains the heads on the frozen encoder, which is what --option pretrain "
+                     "already does")
+
+
+def from_args(args, model, train: dict, dev: dict, device) -> dict | None:
+    """Head pretraining before a fresh run when --head_pretrain_epochs is set (never on --resume: the heads
+    in the checkpoint were pretrained already)."""
+    if not args.head_pretrain_epochs or args.resume:
+        return None
+    return pretrain_heads(model, train, dev, args.head_pretrain_epochs, args.batch_size, args.head_pretrain_lr, device,
+                          args.amp, args.seed, patience=args.head_pretrain_patience)

@@ -54,3 +54,9 @@ def scaled_loss(loss: torch.Tensor, num_labels: int, label_range: tuple[float, f
 def scaled_task_loss(task: str, loss: torch.Tensor) -> torch.Tensor:
     """scaled_loss with this repository's tasks: sst / ln 5, para / ln 2, sts / (25/12)."""
     return scaled_loss(loss, NUM_LABELS[task], LABEL_RANGES.get(task))
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    g = parser.add_argument_group("loss scaling (Muppet, arXiv:2101.11038 §3)")
+    g.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n)")

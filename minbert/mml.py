@@ -65,6 +65,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import flags
 from .dropout import Dropout
 from .meanshift import estimate_bandwidth, mean_shift
 
@@ -266,3 +267,33 @@ class HeadEliminator(nn.Module):
             "kept_moving_avg": avgs[keep.numpy()].tolist(),
             "eliminated_moving_avg": avgs[~keep.numpy()].tolist(),
         }
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    d = flags.defaults(HeadEliminator)
+    g = parser.add_argument_group("MML (Malkiel & Wolf, EACL 2021, arXiv:1911.06182)")
+    g.add_argument("--method", choices=list(METHODS), default="mml",
+                   help="mml, or a baseline of the paper's Table 1: bert, bert-drop, mv, ensemble (train_mml.py docstring)")
+    g.add_argument("--heads", type=flags.at_least(1), default=None,
+                   help="M for mml/mv/ensemble (default: hidden size D, e.g. 768); MV-5 is --method mv --heads 5")
+    g.add_argument("--head_reduction", choices=["sum", "mean"], default="sum",
+                   help="sum is Eq. 3 (λ was tuned for it); mean divides by the active-head count")
+    g.add_argument("--eliminate_every", type=flags.at_least(1), default=d["every"],
+                   help="K: steps between MeanShift elimination rounds (mml only); lower it for short runs")
+    g.add_argument("--min_bandwidth", type=flags.at_least(0.0, float), default=d["min_bandwidth"],
+                   help="MeanShift bandwidth floor in loss units: gaps smaller than this are noise")
+
+
+def check_args(args, parser) -> None:
+    if args.method in ("bert", "bert-drop") and args.heads not in (None, 1):
+        parser.error(f"--method {args.method} has one head; drop --heads")
+
+
+def from_args(args, dim: int, num_outputs: int) -> tuple[MultiverseHeads, "HeadEliminator | None"]:
+    """The method's heads, and the eliminator when it prunes (mml)."""
+    spec = METHODS[args.method]
+    heads = MultiverseHeads(dim, num_outputs, resolve_num_heads(args.method, dim, args.heads), dropout=spec["dropout"])
+    if not spec["eliminate"]:
+        return heads, None
+    return heads, HeadEliminator(heads, every=args.eliminate_every, min_bandwidth=args.min_bandwidth)

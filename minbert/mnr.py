@@ -41,6 +41,8 @@ pool of negatives: each micro-batch is its own softmax.
 import torch
 import torch.nn.functional as F
 
+from . import flags
+
 STS_POSITIVE_MIN = 4.0  # STS 4 = "mostly equivalent", 5 = "completely equivalent"
 
 
@@ -145,3 +147,24 @@ class MNRObjective:
         if self.schedule == "add":
             return task_loss if mnr is None else task_loss + self.weight * mnr
         return 0.0 * task_loss if mnr is None else self.weight * mnr
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    g = parser.add_argument_group("multiple-negatives ranking loss (Henderson et al. 2017; Benton, CS224N report)")
+    g.add_argument("--mnr", type=flags.at_least(0.0, float), default=0.0,
+                   help="weight of the MNR loss on bi-encoder pair tasks (0 = off)")
+    g.add_argument("--mnr_score", choices=SCORES, default="cosine",
+                   help="cosine (sentence-transformers) or dot (Benton, Henderson et al.)")
+    g.add_argument("--mnr_scale", type=flags.positive, default=None, help="multiplies the scores; default 20 for cosine, 1 for dot")
+    g.add_argument("--mnr_schedule", choices=SCHEDULES, default="add",
+                   help="add: task loss + mnr·MNR always; first_half: MNR alone for epochs <= E/2, then the task loss (Benton)")
+
+
+def check_args(args, parser) -> None:
+    if args.mnr and {args.para_head, args.sts_head} <= {"cross", "cross_tanh"}:
+        parser.error("--mnr needs a bi-encoder pair head: --para_head or --sts_head cosine|dot|concat|siamese")
+
+
+def from_args(args) -> "MNRObjective | None":
+    return MNRObjective(args.mnr, args.mnr_score, args.mnr_scale, args.mnr_schedule, args.epochs) if args.mnr else None

@@ -24,8 +24,6 @@ returning all hidden states or attention maps.
 """
 
 import json
-import os
-import tempfile
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -34,10 +32,12 @@ import torch
 from torch import nn
 
 from . import hub
+from .atomic import atomic_write
 from .attention import extended_attention_mask
 from .config import BertConfig
 from .errors import UserError
 from .layers import BertLayer, Embeddings, Pooler
+from .tokenizer import Tokenizer
 
 
 class CheckpointError(UserError, ValueError):
@@ -117,7 +117,6 @@ class BertModel(nn.Module):
         from. A model built from a bare config with no tokenizer gets a warning: its folder has no
         vocabulary, so it cannot be passed to --model until a vocab.txt is added."""
         from safetensors.torch import save_file
-        from .tokenizer import Tokenizer
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         names = checkpoint_names(self.config)
@@ -222,17 +221,3 @@ def from_checkpoint_names(state: dict, model: BertModel, source: str) -> dict[st
                       "Fine when fine-tuning; with a frozen encoder prefer the [CLS] hidden state.",
                       stacklevel=3)
     return out
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path) on a temp file beside `path`, then rename it into place: a crash
-    mid-write never leaves a truncated file under the real name."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)

@@ -45,7 +45,9 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from . import flags
 from .device import autocast
+from .errors import UserError
 from .metrics import accuracy, cs224n_overall, pearson
 from .model import BertModel
 from .pair_heads import ConcatHead, CosineHead, DotHead, SiameseHead, TanhScaledHead
@@ -263,3 +265,39 @@ def gradvac_groups(model: MultitaskBert, params: list, level: str = "model") -> 
                     ".".join(parts[:2]) if parts[0] == "encoder" else parts[0])
     order = list(dict.fromkeys(keys))            # groups in model order
     return [[i for i, k in enumerate(keys) if k == key] for key in order]
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    d = flags.defaults(MultitaskBert)
+    g = parser.add_argument_group("the multitask model (heads and pooling)")
+    g.add_argument("--option", choices=["pretrain", "finetune"], default="finetune",
+                   help="pretrain: BERT frozen, only heads (and PALs) train; finetune: everything trains")
+    g.add_argument("--head", choices=["linear", "mlp"], default=d["head"], help="task head on the pooled vector")
+    g.add_argument("--head_layers", type=flags.at_least(1), default=d["head_layers"],
+                   help="hidden layers of an mlp head (width C); Song/Hu/Pan: 2")
+    g.add_argument("--head_activation", choices=sorted(HEAD_ACTIVATIONS), default=d["head_activation"],
+                   help="mlp head activation; Pritsky et al.: relu")
+    g.add_argument("--pooling", choices=POOLINGS, default=d["pooling"],
+                   help="pooler: BERT's tanh([CLS]) (handout); mean: mean of token states (use for minilm-l6)")
+    g.add_argument("--para_head", choices=PAIR_HEADS, default="cross",
+                   help="cross-encoder, or a bi-encoder head (cosine, dot, concat, siamese)")
+    g.add_argument("--sts_head", choices=PAIR_HEADS, default="cross",
+                   help="as --para_head, plus cross_tanh (Benton's tanh-scaled cross-encoder); dot: Benton's baseline")
+    g.add_argument("--fast_attention", action="store_true",
+                   help="F.scaled_dot_product_attention in the encoder: the same maths, faster")
+
+
+def check_args(args, parser) -> None:
+    if args.para_head == "cross_tanh":
+        parser.error("--para_head cross_tanh: the tanh-scaled head is for STS scores; use --sts_head cross_tanh")
+
+
+def from_args(args, encoder: BertModel, pals=None) -> MultitaskBert:
+    if args.max_seq_len > encoder.config.max_position_embeddings:
+        raise UserError(f"--max_seq_len {args.max_seq_len}: {args.model} has only "
+                        f"{encoder.config.max_position_embeddings} positions")
+    return MultitaskBert(encoder, head=args.head, dropout=args.hidden_dropout_prob, pals=pals, pooling=args.pooling,
+                         pair_heads={"para": args.para_head, "sts": args.sts_head},
+                         frozen_encoder=args.option == "pretrain", head_layers=args.head_layers,
+                         head_activation=args.head_activation)

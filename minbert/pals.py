@@ -60,6 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import flags
 from .attention import SelfAttention
 from .config import BertConfig
 from .errors import UserError
@@ -145,3 +146,27 @@ def freeze_for_pals_after(model, train_heads: bool = False) -> None:
     model.requires_grad_(False)
     model.pals.requires_grad_(True)
     model.heads.requires_grad_(train_heads)
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    d = flags.defaults(PALs)
+    g = parser.add_argument_group("PALs (Stickland & Murray 2019, arXiv:1902.02671)")
+    g.add_argument("--pals", action="store_true", help="projected attention layers, one set per task, in every layer")
+    g.add_argument("--pals_size", type=flags.at_least(1), default=d["size"],
+                   help="PAL width d_s (paper: 204, ~1.13x BERT-base params for 8 tasks; Pritsky et al.: 132)")
+    g.add_argument("--pals_heads", type=flags.at_least(1), default=d["heads"],
+                   help="attention heads inside a PAL (paper text 12; reference code 6); must divide --pals_size")
+    g.add_argument("--pals_init", choices=["random", "zero"], default="zero" if d["zero_init"] else "random",
+                   help="zero: V_D starts at 0, so training starts at plain BERT")
+
+
+def check_args(args, parser) -> None:
+    if args.pals and args.pals_size % args.pals_heads:
+        parser.error(f"--pals_size {args.pals_size} must be divisible by --pals_heads {args.pals_heads}")
+
+
+def from_args(args, config: BertConfig, tasks) -> PALs | None:
+    if not args.pals:
+        return None
+    return PALs(config, tasks, args.pals_size, args.pals_heads, zero_init=args.pals_init == "zero")

@@ -35,6 +35,7 @@ from torch import nn
 from torch.nn.utils.parametrizations import spectral_norm
 from torch.nn.utils.parametrize import is_parametrized
 
+from . import flags
 from .multitask import TASKS
 from .smart import divergence
 
@@ -78,3 +79,29 @@ def spectral_norm_heads(model, tasks=TASKS) -> None:
                              "(a parameter-free cosine head?); leave it out of `tasks`")
         if not is_parametrized(linears[-1], "weight"):   # twice would normalise twice; once is enough
             spectral_norm(linears[-1])
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    d = flags.defaults(R3F)
+    g = parser.add_argument_group("R3F / R4F (Aghajanyan et al. 2020, arXiv:2008.03156)")
+    g.add_argument("--r3f", type=flags.at_least(0.0, float), default=0.0,
+                   help=f"weight λ of the noise-consistency KL (paper: {d['lambda_']:g}; 0 = off); no term for STS")
+    g.add_argument("--r3f_epsilon", type=flags.positive, default=d["epsilon"], help="noise size ε")
+    g.add_argument("--r3f_noise", choices=["uniform", "normal"], default=d["noise"],
+                   help="U(−ε, ε) (fairseq's default) or N(0, ε²)")
+    g.add_argument("--r4f", action="store_true", help="R3F plus spectral norm on each head's final linear layer")
+
+
+def check_args(args, parser) -> None:
+    if (args.r3f or args.r4f) and not {args.para_head, args.sts_head} <= {"cross", "cross_tanh"}:
+        parser.error("--r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads")
+
+
+def from_args(args, model):
+    """R3F for `model` (R4F: its heads spectrally normalised first), or None when off."""
+    if args.r4f:
+        spectral_norm_heads(model)
+    if not (args.r3f or args.r4f):
+        return None
+    return R3F(model, lambda_=args.r3f, epsilon=args.r3f_epsilon, noise=args.r3f_noise)

@@ -137,3 +137,13 @@ class BatchStream:
 
     def load_state_dict(self, state: dict) -> None:
         self.passes, self.position, self._batches = state["passes"], state["position"], None
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    g = parser.add_argument_group("task sampling (Stickland & Murray 2019 §4; Muppet, arXiv:2101.11038)")
+    g.add_argument("--schedule", choices=SCHEDULES, default="proportional",
+                   help="how the task of each batch is chosen (annealed: PALs; uniform: Pritsky et al.)")
+    g.add_argument("--heterogeneous", action="store_true", help="every optimizer step takes one batch of each task (Muppet)")
+    g.add_argument("--extra_sst_pass", action="store_true",
+                   help="end each epoch with one pass of SST-only steps (Song/Hu/Pan, against Quora's dominance)")

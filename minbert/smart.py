@@ -48,6 +48,8 @@ import copy
 import torch
 import torch.nn.functional as F
 
+from . import flags
+
 
 def divergence(task: str, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """ℓ_s for one head type, mean over the batch, computed in fp32: symmetric KL of softmax for 'sst';
@@ -193,3 +195,34 @@ class SMART:
         if self.teacher is not None:
             self.teacher.load_state_dict(d["teacher"])
         self.updates = int(d["updates"])
+
+
+# ---------------------------------------------------------------------------------------------- flags
+def add_args(parser) -> None:
+    d = flags.defaults(SMART)
+    g = parser.add_argument_group("SMART (Jiang et al. 2020, arXiv:1911.03437, Alg. 1)")
+    g.add_argument("--smart", type=flags.at_least(0.0, float), default=0.0,
+                   help=f"weight λ_s of the smoothness term (paper: {d['lambda_s']:g}; 0 = off)")
+    g.add_argument("--smart_epsilon", type=flags.positive, default=d["epsilon"],
+                   help="ε, ∞-ball radius (Song/Hu/Pan text: 1e-6; their Fig. 1: strong 1e-5)")
+    g.add_argument("--smart_sigma", type=flags.positive, default=d["sigma"],
+                   help="σ, std of the initial noise (Song/Hu/Pan: weak 1e-6, strong 1e-5)")
+    g.add_argument("--smart_eta", type=flags.positive, default=d["eta"], help="η, ascent step size")
+    g.add_argument("--smart_mu", type=flags.at_least(0.0, float), default=d["mu"],
+                   help="μ, Bregman weight (Song/Hu/Pan text: weak 0.02, strong 2; Fig. 1: weak 0.2; 0 = no teacher)")
+    g.add_argument("--smart_steps", type=flags.at_least(1), default=d["steps"], help="ascent steps T_x̃ (paper: 1)")
+    g.add_argument("--smart_mode", choices=["paper", "reference"], default=d["mode"],
+                   help="paper: projected ε-ball ascent; reference: mt-dnn's rescaled noise")
+
+
+def check_args(args, parser) -> None:
+    if args.smart and not {args.para_head, args.sts_head} <= {"cross", "cross_tanh"}:
+        parser.error("--smart perturbs one input sequence, so it needs cross-encoder pair heads")
+
+
+def from_args(args, model, total_steps: int):
+    """SMART for `model`, or None when --smart is 0."""
+    if not args.smart:
+        return None
+    return SMART(model, lambda_s=args.smart, epsilon=args.smart_epsilon, sigma=args.smart_sigma, eta=args.smart_eta,
+                 steps=args.smart_steps, mu=args.smart_mu, total_steps=total_steps, mode=args.smart_mode)

@@ -37,8 +37,8 @@ import torch
 from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
 
-from minbert.hub import resolve
-from minbert.model import atomic_write
+from .hub import resolve
+from .atomic import atomic_write
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 

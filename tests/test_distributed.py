@@ -287,13 +287,13 @@ def test_ddp_resume_after_interrupt_equals_uninterrupted_2_process_run(script_hi
     assert h["cut_exit"] == 130, f"train_multitask under 2 processes: a Ctrl-C should exit 130, got {h.get('cut_exit')}"
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")   # the epoch's loss means restart at a resume, as in 1 process
     got, want = [h["resumed"][-1][k] for k in keys], [h["full"][-1][k] for k in keys]
-    full, cut = (torch.load(root / name / "run" / "last.pt", weights_only=False)["model"] for name in ("full", "cut"))
+    full, cut = (torch.load(root / name / "run" / "last.pt", weights_only=True)["model"] for name in ("full", "cut"))
     for k in full:
         assert torch.equal(full[k], cut[k]), f"train_multitask 2-process resume: final weight {k} differs from the uninterrupted run's"
     assert h["mml_cut_exit"] == 130, f"train_mml under 2 processes: a Ctrl-C should exit 130, got {h.get('mml_cut_exit')}"
     strip = [{k: v for k, v in r.items() if k != "elapsed_s"} for r in h["mml_resumed"]]
     mml_want = [{k: v for k, v in r.items() if k != "elapsed_s"} for r in h["mml_full"]]
     assert strip == mml_want, f"train_mml 2-process resume: records {strip} differ from the uninterrupted run's {mml_want}"
-    full, cut = (torch.load(root / name / "last.pt", weights_only=False)["model"] for name in ("mml_full", "mml_cut"))
+    full, cut = (torch.load(root / name / "last.pt", weights_only=True)["model"] for name in ("mml_full", "mml_cut"))
     assert all(torch.equal(full[k], cut[k]) for k in full), "train_mml 2-process resume: final weights/β/moving averages differ"
     assert got == want, f"train_multitask 2-process resume: final record {got} differs from the uninterrupted run's {want}"

@@ -183,7 +183,7 @@ def test_failed_prediction_write_says_how_to_write_them_again(setup, tmp_path, c
     def disk_full(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(train_multitask, "write_predictions", disk_full)
+    monkeypatch.setattr(train_multitask.data, "write_predictions", disk_full)
     text = fails(capsys, train_multitask.main, multitask_args(setup, tmp_path), "No space left on device",
                  "--predict_only --resume")
     assert str(tmp_path / "run" / "best.pt") in text, "the message must name the checkpoint that holds the model"

@@ -15,7 +15,7 @@ import torch
 
 import train_mml
 import train_multitask
-from minbert import checkpoint, multitask
+from minbert import checkpoint, mml, multitask
 from minbert.interrupt import Interrupted, StopSignal
 from test_train_mml import run as run_mml
 from test_train_mml import setup as mml_setup  # noqa: F401  (pytest fixture)
@@ -105,7 +105,7 @@ def test_train_mml_sigint_in_optimizer_step_and_evaluation_resumes_exactly(mml_s
     extra = ("--heads", "16", "--eliminate_every", "4", "--min_bandwidth", "0.001")
     full = run_mml(mml_setup, tmp_path / "full", *extra)
     phases = {"optimizer_step": (train_mml.AdamW, "step", 8, None),
-              "evaluation": (train_mml.MultiverseHeads, "predict", 1, None)}
+              "evaluation": (mml.MultiverseHeads, "predict", 1, None)}
     for phase, (owner, name, n, when) in phases.items():
         with monkeypatch.context() as m:
             signal_on_call(m, owner, name, n, when=when)

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-import train_mml
-from minbert.report import markdown_table, plot_panels, write_jsonl
+from minbert.report import markdown_table, plot_heads, plot_panels, write_jsonl
 
 
 def test_write_jsonl_rewrites_the_whole_history(tmp_path):
@@ -40,6 +39,6 @@ def test_without_matplotlib_plots_are_skipped_with_a_note(tmp_path, monkeypatch,
     if plot == "curves":
         written = plot_panels(path, [1], {"loss": {"sst": [1.0]}})
     else:
-        written = train_mml.plot_heads(path, [(1, 4)], [], 4)
+        written = plot_heads(path, [(1, 4)], [], 4)
     assert written is False and not path.exists(), f"without matplotlib, {plot}.png must be skipped, not half-written"
     assert "matplotlib is not installed" in capsys.readouterr().out, "the skipped plot must be announced"

@@ -117,7 +117,7 @@ def test_frequent_elimination_logs_events_and_shrinks_beta(setup, tmp_path):
     for e in events:
         assert e["step"] % 3 == 0 and e["kept"] and e["eliminated"], e
         assert max(e["kept_moving_avg"]) <= min(e["eliminated_moving_avg"]) + 1e-9, "kept heads must have the lowest averages"
-    active = torch.load(tmp_path / "last.pt", weights_only=False)["model"]["heads.active"]
+    active = torch.load(tmp_path / "last.pt", weights_only=True)["model"]["heads.active"]
     assert int(active.sum()) == after[-1] < M, f"checkpointed β has {int(active.sum())} active heads, events say {after[-1]}"
 
 
@@ -127,7 +127,7 @@ def test_method_bert_equals_hand_written_single_head_finetune(setup, tmp_path):
     stream and AdamW(weight_decay=0), ends at the same weights."""
     glue, model_dir = setup
     run(setup, tmp_path, method="bert")
-    got = torch.load(tmp_path / "last.pt", weights_only=False)["model"]
+    got = torch.load(tmp_path / "last.pt", weights_only=True)["model"]
 
     seed_everything(3)
     tok = Tokenizer.from_pretrained(model_dir)
@@ -172,8 +172,8 @@ def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkey
     strip = [{k: v for k, v in r.items() if k not in drop} for r in resumed]
     want = [{k: v for k, v in r.items() if k not in drop} for r in full]
     assert strip == want, f"train_mml resume: records {strip} differ from the uninterrupted run's {want}"
-    a = torch.load(tmp_path / "full" / "last.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "cut" / "last.pt", weights_only=False)["model"]
+    a = torch.load(tmp_path / "full" / "last.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "cut" / "last.pt", weights_only=True)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a), "train_mml resume: final weights/buffers differ"
     assert (tmp_path / "full" / "eliminations.jsonl").read_text() == (tmp_path / "cut" / "eliminations.jsonl").read_text()
 
@@ -226,7 +226,7 @@ def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_p
     monkeypatch.setattr(MultiverseHeads, "multiverse_loss", nan_on_third)
     run(setup, tmp_path, "--heads", "4", "--epochs", "1", method="mv")
     assert "non-finite loss at epoch 1 step 2" in capsys.readouterr().out, "train_mml.main must report a non-finite loss and its step"
-    state = torch.load(tmp_path / "last.pt", weights_only=False)["model"]
+    state = torch.load(tmp_path / "last.pt", weights_only=True)["model"]
     bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     assert not bad, f"a NaN loss reached the weights: {bad[:3]}"
 
@@ -234,7 +234,7 @@ def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_p
 def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path):
     for amp in ("fp16", "bf16"):
         run(setup, tmp_path / amp, "--heads", "4", "--epochs", "1", "--amp", amp)
-        state = torch.load(tmp_path / amp / "last.pt", weights_only=False)
+        state = torch.load(tmp_path / amp / "last.pt", weights_only=True)
         bad = [k for k, v in state["model"].items() if v.is_floating_point() and not torch.isfinite(v).all()]
         assert not bad, f"--amp {amp}: non-finite weights {bad[:3]}"
         assert (state["scaler"] is not None) == (amp == "fp16"), "only --amp fp16 uses (and checkpoints) a GradScaler"
@@ -246,5 +246,5 @@ def test_best_checkpoint_is_chosen_by_the_paper_metric(setup, tmp_path, monkeypa
     fake = iter([{"f1": 0.9, "accuracy": 0.6}, {"f1": 0.7, "accuracy": 0.8}])
     monkeypatch.setattr(train_mml, "score", lambda task, out, gold: next(fake))
     run(setup, tmp_path, task="MRPC", method="bert")
-    best = torch.load(tmp_path / "best.pt", weights_only=False)["scores"]
+    best = torch.load(tmp_path / "best.pt", weights_only=True)["scores"]
     assert best == {"f1": 0.7, "accuracy": 0.8}, f"train_mml.main: best.pt must follow minbert.mml.PAPER_METRIC['MRPC'] = accuracy, got {best}"

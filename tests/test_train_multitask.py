@@ -16,7 +16,9 @@ import pytest
 import torch
 
 import train_multitask
-from minbert import hub, multitask
+from minbert import gradvac, hub, multitask
+from minbert import r3f as r3f_module
+from minbert import smart as smart_module
 from minbert.config import BertConfig
 from minbert.model import BertModel
 from minbert.pals import PALs
@@ -119,7 +121,7 @@ def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkey
 
 def test_pretrain_option_leaves_encoder_weights_untouched(setup, tmp_path):
     run(setup, tmp_path, "--option", "pretrain", "--epochs", "1")
-    trained = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["model"]
+    trained = torch.load(tmp_path / "run" / "best.pt", weights_only=True)["model"]
     original = BertModel.from_pretrained(setup[1]).state_dict()
     for name, value in original.items():
         assert torch.equal(trained[f"encoder.{name}"], value), f"--option pretrain changed encoder weight {name}"
@@ -132,7 +134,7 @@ def test_pretrain_option_leaves_encoder_weights_untouched(setup, tmp_path):
 def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path):
     for amp in ("fp16", "bf16"):
         run(setup, tmp_path / amp, "--amp", amp, "--epochs", "1")
-        state = torch.load(tmp_path / amp / "run" / "last.pt", weights_only=False)
+        state = torch.load(tmp_path / amp / "run" / "last.pt", weights_only=True)
         bad = [k for k, v in state["model"].items() if v.is_floating_point() and not torch.isfinite(v).all()]
         assert not bad, f"--amp {amp}: non-finite weights {bad[:3]}"
         if amp == "fp16":
@@ -153,7 +155,7 @@ def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_p
     out = capsys.readouterr()
     assert "non-finite para loss" in out.out + out.err or "non-finite sst loss" in out.out + out.err or \
         "non-finite sts loss" in out.out + out.err, "train_multitask.main must report a non-finite loss with its task and step"
-    state = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["model"]
+    state = torch.load(tmp_path / "run" / "last.pt", weights_only=True)["model"]
     assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()), "a NaN loss reached the weights"
 
 
@@ -183,14 +185,14 @@ METHOD_FLAGS = {
 def test_each_method_flag_trains_and_keeps_weights_finite(setup, tmp_path, method):
     history = run(setup, tmp_path, "--epochs", "1", *METHOD_FLAGS[method])
     assert 0.0 <= history[-1]["overall"] <= 1.0, f"{method}: overall score {history[-1]['overall']} out of range"
-    state = torch.load(tmp_path / "run" / "last.pt", weights_only=False)
+    state = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     bad = [k for k, v in state["model"].items() if v.is_floating_point() and not torch.isfinite(v).all()]
     assert not bad, f"train_multitask {METHOD_FLAGS[method]}: non-finite weights {bad[:3]}"
 
 
 def test_pals_with_frozen_bert_train_only_pals_and_heads(setup, tmp_path):
     run(setup, tmp_path, "--epochs", "1", *METHOD_FLAGS["pals_frozen_bert"])
-    trained = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["model"]
+    trained = torch.load(tmp_path / "run" / "best.pt", weights_only=True)["model"]
     original = BertModel.from_pretrained(setup[1]).state_dict()
     changed = [n for n, v in original.items() if not torch.equal(trained[f"encoder.{n}"], v)]
     assert not changed, f"--pals --option pretrain changed BERT weights {changed[:3]}"
@@ -204,7 +206,7 @@ def test_resume_keeps_smart_teacher_and_gradvac_state(setup, tmp_path, monkeypat
         signal_on_call(m, train_multitask, "task_loss", 25)
         with pytest.raises(SystemExit):
             run(setup, tmp_path / "cut", *flags)
-    ck = torch.load(tmp_path / "cut" / "run" / "interrupted.pt", weights_only=False)
+    ck = torch.load(tmp_path / "cut" / "run" / "interrupted.pt", weights_only=True)
     assert ck["smart"] is not None and ck["surgery"] is not None, "interrupted.pt must hold the SMART teacher and GradVac state"
     resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
@@ -213,7 +215,7 @@ def test_resume_keeps_smart_teacher_and_gradvac_state(setup, tmp_path, monkeypat
 
 def test_head_lr_applies_to_heads_and_pals_only(setup, tmp_path):
     run(setup, tmp_path, "--epochs", "1", "--head_lr", "0.02", "--pals", "--pals_size", "16", "--pals_heads", "2")
-    groups = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["optimizer"]["param_groups"]
+    groups = torch.load(tmp_path / "run" / "last.pt", weights_only=True)["optimizer"]["param_groups"]
     lrs = sorted({g["initial_lr"] for g in groups})
     assert lrs == [1e-3, 0.02], f"train_multitask --head_lr: expected encoder groups at --lr 1e-3 and heads/PALs at 0.02, got {lrs}"
     n_new = sum(len(g["params"]) for g in groups if g["initial_lr"] == 0.02)
@@ -243,13 +245,13 @@ def test_grad_compromise_divides_task_sums_by_dataset_size_to_the_beta(setup, tm
     log = record_task_losses(monkeypatch)
     seen = []
 
-    class RecordingGradVac(train_multitask.GradVac):
+    class RecordingGradVac(gradvac.GradVac):
         def accumulate(self, losses, scaler=None):
             seen.append(([None if l is None else l.item() for l in losses], list(log)))
             log.clear()
             return super().accumulate(losses, scaler)
 
-    monkeypatch.setattr(train_multitask, "GradVac", RecordingGradVac)
+    monkeypatch.setattr(gradvac, "GradVac", RecordingGradVac)
     run(setup, tmp_path, "--grad_compromise", "5", "--steps_per_epoch", "3")
     assert len(seen) == 6, f"expected 3 updates x 2 epochs, got {len(seen)}"
     for step, (got, batches) in enumerate(seen):
@@ -280,18 +282,18 @@ def test_paper_hyperparameter_flags_reach_smart_r3f_and_gradvac(setup, tmp_path,
     groups (embeddings, 2 layers, pooler, heads), so the saved targets are (K, K, G) = (3, 3, 5)."""
     built = {}
 
-    class RecordingSMART(train_multitask.SMART):
+    class RecordingSMART(smart_module.SMART):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             built["SMART"] = self
 
-    class RecordingR3F(train_multitask.R3F):
+    class RecordingR3F(r3f_module.R3F):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             built["R3F"] = self
 
-    monkeypatch.setattr(train_multitask, "SMART", RecordingSMART)
-    monkeypatch.setattr(train_multitask, "R3F", RecordingR3F)
+    monkeypatch.setattr(smart_module, "SMART", RecordingSMART)
+    monkeypatch.setattr(r3f_module, "R3F", RecordingR3F)
     run(setup, tmp_path, "--epochs", "1", "--steps_per_epoch", "2", "--smart", "1", "--smart_epsilon", "1e-6",
         "--smart_sigma", "1e-6", "--smart_mu", "0.02", "--smart_eta", "1e-4", "--smart_steps", "2",
         "--r3f", "0.5", "--r3f_epsilon", "2e-5", "--r3f_noise", "normal",
@@ -300,7 +302,7 @@ def test_paper_hyperparameter_flags_reach_smart_r3f_and_gradvac(setup, tmp_path,
     assert (smart.epsilon, smart.sigma, smart.mu, smart.eta, smart.steps) == (1e-6, 1e-6, 0.02, 1e-4, 2), \
         "train_multitask: --smart_epsilon/--smart_sigma/--smart_mu/--smart_eta/--smart_steps must reach minbert.smart.SMART"
     assert (r3f.lambda_, r3f.epsilon, r3f.noise) == (0.5, 2e-5, "normal"), "--r3f_epsilon/--r3f_noise must reach minbert.r3f.R3F"
-    surgery = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["surgery"]
+    surgery = torch.load(tmp_path / "run" / "last.pt", weights_only=True)["surgery"]
     assert tuple(surgery["targets"].shape) == (3, 3, 5), \
         f"--gradvac_groups layer: expected GradVac targets (3, 3, 5), got {tuple(surgery['targets'].shape)}"
 
