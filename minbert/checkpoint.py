@@ -68,7 +68,7 @@ def load(path, map_location="cpu") -> dict:
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # a pickled object (refused: it could run code), a truncated or foreign file
-        if "Weights only load failed" in str(e) or "Unsupported global" in str(e):
+        if "Unsupported global" in str(e):
             raise UserError(f"{path}: holds pickled Python objects, not only tensors and numbers; minbert never "
                             "writes those, and loading them could run someone else's code, so it is refused. "
                             "Use checkpoints written by this version of minbert.") from None
