@@ -33,12 +33,14 @@ FIELDS = [f.name for f in fields(BertConfig) if f.name != "fast_attention"]   # 
 def test_defaults_are_bert_base_uncased():
     ours = asdict(BertConfig())
     wrong = {k: (ours[k], BERT_BASE_UNCASED[k]) for k in FIELDS if ours[k] != BERT_BASE_UNCASED[k]}
-    assert not wrong, f"minbert.config.BertConfig: defaults differ from bert-base-uncased's config.json (ours, theirs): {wrong}"
+    assert not wrong, \
+        f"minbert.config.BertConfig: defaults differ from bert-base-uncased's config.json (ours, theirs): {wrong}"
     assert ours["fast_attention"] is False, "BertConfig.fast_attention must default to the written-out attention"
     transformers = pytest.importorskip("transformers")
     hf = transformers.BertConfig()
     wrong = {k: (ours[k], getattr(hf, k)) for k in FIELDS if ours[k] != getattr(hf, k)}
-    assert not wrong, f"minbert.config.BertConfig: defaults differ from transformers.BertConfig() (ours, theirs): {wrong}"
+    assert not wrong, \
+        f"minbert.config.BertConfig: defaults differ from transformers.BertConfig() (ours, theirs): {wrong}"
 
 
 def test_bert_base_uncased_config_json_reads_to_the_defaults(tmp_path):
@@ -94,7 +96,8 @@ def test_malformed_config_json_is_refused_with_file_and_key(tmp_path, text, expe
         BertConfig.from_json(path)
     assert isinstance(e.value, UserError), "ConfigError must be a UserError (one line, no traceback, in the scripts)"
     for want in expected:
-        assert want in str(e.value), f"minbert.config.BertConfig.from_json({text!r}): message {str(e.value)!r} lacks {want!r}"
+        assert want in str(e.value), \
+            f"minbert.config.BertConfig.from_json({text!r}): message {str(e.value)!r} lacks {want!r}"
 
 
 def test_config_json_without_model_type_is_read_as_bert(tmp_path):
@@ -109,7 +112,8 @@ def test_model_folder_of_another_model_type_is_refused_before_its_weights_are_re
     """A RoBERTa-labelled folder with BERT-shaped weights used to load and train as BERT, silently."""
     folder = save_tiny_model(tmp_path / "model")
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "model_type": "roberta", "architectures": ["RobertaModel"]}))
+    roberta = {**config, "model_type": "roberta", "architectures": ["RobertaModel"]}
+    (folder / "config.json").write_text(json.dumps(roberta))
     read = []
     real = model_module.read_state_dict
     monkeypatch.setattr(model_module, "read_state_dict", lambda path: read.append(path) or real(path))
@@ -133,5 +137,6 @@ def test_train_multitask_refuses_a_non_bert_model_with_one_line(tmp_path, capsys
         cli(train_multitask.main, argv)
     text = capsys.readouterr().err
     assert e.value.code == 2 and "model_type='electra'" in text and "Traceback" not in text, \
-        f"train_multitask --model <an ELECTRA folder>: expected exit 2 and one line naming model_type, got {e.value.code}:\n{text}"
+        f"train_multitask --model <an ELECTRA folder>: expected exit 2 and one line naming model_type, " \
+        f"got {e.value.code}:\n{text}"
     assert not (tmp_path / "run" / "last.pt").exists(), "train_multitask trained a non-BERT model"

@@ -120,7 +120,8 @@ def written_out_forward(model, batch, masks):
     E, C = enc.embeddings, enc.config.hidden_size
     H, eps = enc.config.num_attention_heads, enc.config.layer_norm_eps
     x = E.word_embedding.weight[ids] + E.pos_embedding.weight[:T] + E.tk_type_embedding.weight[types]
-    h = drop(F.layer_norm(x, (C,), E.layer_norm.weight, E.layer_norm.bias, eps), "embeddings (after LayerNorm)", HIDDEN_P)
+    h = F.layer_norm(x, (C,), E.layer_norm.weight, E.layer_norm.bias, eps)                              # (B, T, C)
+    h = drop(h, "embeddings (after LayerNorm)", HIDDEN_P)
     additive = (1.0 - am[:, None, None, :].float()) * -10000.0                        # (B, 1, 1, T)
     for i, L in enumerate(enc.layers):
         A = L.self_attention
@@ -137,7 +138,8 @@ def written_out_forward(model, batch, masks):
     pooled = drop(pooled, "sst head (before its Linear)", HEAD_P)
     logits = model.heads["sst"][-1](pooled)                                                              # (B, 5)
     left = list(calls)
-    assert not left, f"the model made {len(left)} dropout call(s) beyond BERT's five sites: {[(p, s) for p, s, _ in left]}"
+    assert not left, \
+        f"the model made {len(left)} dropout call(s) beyond BERT's five sites: {[(p, s) for p, s, _ in left]}"
     return logits
 
 
@@ -159,7 +161,8 @@ def test_dropout_in_train_mode_sits_at_each_of_berts_sites(monkeypatch):
     with torch.no_grad():
         want = written_out_forward(model, batch, masks)
     L = model.encoder.config.num_hidden_layers
-    assert len(masks) == 1 + 3 * L + 1, f"expected {1 + 3 * L + 1} dropout calls (embeddings, 3 per layer, head), got {len(masks)}"
+    assert len(masks) == 1 + 3 * L + 1, \
+        f"expected {1 + 3 * L + 1} dropout calls (embeddings, 3 per layer, head), got {len(masks)}"
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=lambda m: (
         "minbert.layers / minbert.attention: the train-mode forward differs from BERT's with the same dropout masks: "
         f"a dropout is applied at the right rate and shape but at the wrong point (e.g. after the residual add)\n{m}"))

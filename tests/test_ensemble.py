@@ -144,10 +144,10 @@ def test_greedy_selection_reuses_a_member_when_counting_it_twice_is_best():
     same = {"sst": {"outputs": torch.nn.functional.one_hot(sst_gold, 5).float(), "labels": sst_gold},
             "para": {"outputs": torch.where(para_gold == 1, 2.0, -2.0), "labels": para_gold.float()}}
     members = [{**same, "sts": {"outputs": sts, "labels": gold}} for sts in (gold + e1, gold + 2 ** 0.5 * e2, -gold)]
-    pearsons = {w: ensemble.dev_scores(members, list(w), "average")["sts_pearson"] for w in ((1, 0, 0), (1, 1, 0), (2, 1, 0))}
     for w, s2 in (((1, 0, 0), 1.0), ((1, 1, 0), 0.75), ((2, 1, 0), 2 / 3)):
-        assert abs(pearsons[w] - (1 + s2) ** -0.5) < 1e-9, \
-            f"constructed case: weights {w} should give Pearson {(1 + s2) ** -0.5:.6f}, got {pearsons[w]:.6f}"
+        r = ensemble.dev_scores(members, list(w), "average")["sts_pearson"]
+        assert abs(r - (1 + s2) ** -0.5) < 1e-9, \
+            f"constructed case: weights {w} should give Pearson {(1 + s2) ** -0.5:.6f}, got {r:.6f}"
     counts = greedy_select(members, "average")
     assert counts == [2, 1, 0], (
         f"minbert.ensemble.greedy_select: expected [2, 1, 0] (A twice, B once, D never), got {counts}; selection is "

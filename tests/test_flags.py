@@ -36,7 +36,8 @@ def parse(type_, text, capsys):
 @pytest.mark.parametrize("check, plain, text", [
     (flags.at_least(1), int, "1"), (flags.at_least(1), int, "512"), (flags.at_least(0), int, "0"),
     (flags.at_least(0.5, float), float, "0.5"), (flags.at_least(0.5, float), float, "1e3"),
-    (flags.between(0.0, 1.0), float, "0"), (flags.between(0.0, 1.0), float, "1"), (flags.between(0.0, 1.0), float, ".25"),
+    (flags.between(0.0, 1.0), float, "0"), (flags.between(0.0, 1.0), float, "1"),
+    (flags.between(0.0, 1.0), float, ".25"),
     (flags.between(0.0, 1.0, open_lo=True), float, "1e-9"), (flags.between(5, 512, int), int, "5"),
     (flags.positive, float, "1e-5"), (flags.positive, float, "3"),
 ])
@@ -45,7 +46,8 @@ def test_accepted_values_parse_like_plain_argparse(capsys, check, plain, text):
     want, _ = parse(plain, text, capsys)
     assert err is None, f"minbert.flags: {text!r} must be accepted, got: {err}"
     assert got == want and type(got) is type(want), \
-        f"minbert.flags: {text!r} parsed to {got!r} ({type(got).__name__}); argparse type={plain.__name__} gives {want!r}"
+        f"minbert.flags: {text!r} parsed to {got!r} ({type(got).__name__}); " \
+        f"argparse type={plain.__name__} gives {want!r}"
 
 
 @pytest.mark.parametrize("check, text, why", [
@@ -69,7 +71,8 @@ def test_refused_values_stop_like_argparse_type_errors(capsys, check, text, why)
     assert err is not None, f"minbert.flags: --x {text} must be refused ({why}), got {got!r}"
     _, argparse_err = parse(int, "many", capsys)    # argparse's own wording for a bad type= value
     assert argparse_err.startswith("usage: prog") and "error: argument --x: " in argparse_err
-    assert err.startswith("usage: prog"), f"minbert.flags: a refused value must print argparse's usage line first:\n{err}"
+    assert err.startswith("usage: prog"), \
+        f"minbert.flags: a refused value must print argparse's usage line first:\n{err}"
     assert f"error: argument --x: {why}" in err, f"minbert.flags: expected 'error: argument --x: {why}', got:\n{err}"
 
 
@@ -152,11 +155,14 @@ def test_recipe_file_with_comments_equals_the_same_flags_on_the_command_line(tmp
     (tmp_path / "weak.args").write_text(RECIPE)
     got = recipe_parser().parse_args([f"@{tmp_path / 'weak.args'}"])
     want = recipe_parser(argparse.ArgumentParser).parse_args(ARGV)
-    assert vars(got) == vars(want), f"minbert.flags.ArgumentParser @file: {vars(got)} differs from the command line's {vars(want)}"
+    assert vars(got) == vars(want), \
+        f"minbert.flags.ArgumentParser @file: {vars(got)} differs from the command line's {vars(want)}"
     # argparse's own @file reading (one argument per line, no comments) of the same flags
     (tmp_path / "plain.args").write_text("\n".join(ARGV) + "\n")
-    plain = recipe_parser(argparse.ArgumentParser, fromfile_prefix_chars="@").parse_args([f"@{tmp_path / 'plain.args'}"])
-    assert vars(got) == vars(plain), f"minbert.flags.ArgumentParser @file: {vars(got)} differs from argparse's {vars(plain)}"
+    plain_parser = recipe_parser(argparse.ArgumentParser, fromfile_prefix_chars="@")
+    plain = plain_parser.parse_args([f"@{tmp_path / 'plain.args'}"])
+    assert vars(got) == vars(plain), \
+        f"minbert.flags.ArgumentParser @file: {vars(got)} differs from argparse's {vars(plain)}"
 
 
 def test_flags_after_a_recipe_override_it_as_in_argparse(tmp_path):

@@ -127,7 +127,8 @@ def test_task_scores_sts_pearson_matches_metrics_pearson_and_scipy():
         "outputs against the gold scores of the same examples (hint: gold = labels[index], and Pearson, not Spearman)")
     sst_acc = (sst_out.argmax(-1) == gold["sst"][index]).double().mean().item()
     para_acc = ((para_out > 0).float() == gold["para"][index]).double().mean().item()
-    assert abs(scores["sst_acc"] - sst_acc) < 1e-12 and abs(scores["para_acc"] - para_acc) < 1e-12, \
-        f"minbert.multitask.task_scores: accuracies {scores['sst_acc']}, {scores['para_acc']}, expected {sst_acc}, {para_acc}"
+    got = (scores["sst_acc"], scores["para_acc"])
+    assert abs(got[0] - sst_acc) < 1e-12 and abs(got[1] - para_acc) < 1e-12, \
+        f"minbert.multitask.task_scores: accuracies (sst, para) {got}, expected {(sst_acc, para_acc)}"
     overall = (sst_acc + para_acc + (want + 1) / 2) / 3         # the CS224N handout's overall score
     assert abs(scores["overall"] - overall) < 1e-6, f"task_scores: overall {scores['overall']}, expected {overall}"
