@@ -1,9 +1,12 @@
 """BertConfig: every size and rate the model reads, with bert-base-uncased's values as defaults.
 
 Field names are the ones Hugging Face `config.json` files use, so a checkpoint's config maps onto
-this dataclass 1:1 (`BertConfig.from_json`). Keys we do not read (architectures, model_type, ...)
-are ignored; settings that would change the maths in a way minbert does not implement
-(another activation, relative positions) raise instead of being silently ignored.
+this dataclass 1:1 (`BertConfig.from_json`). Keys we do not read (architectures, ...) are ignored;
+settings that would change the maths in a way minbert does not implement (another activation,
+relative positions) raise instead of being silently ignored. So does a `model_type` other than
+"bert": a RoBERTa, DistilBERT or ELECTRA folder has other weight names, position offsets or
+embedding sizes, and loading it as BERT would fail late or, worse, train quietly on the wrong
+model. A config.json without `model_type` (some old BERT exports) is read as BERT.
 """
 
 import json
@@ -49,13 +52,35 @@ class BertConfig:
     def from_dict(cls, d: dict, source: str = "config") -> "BertConfig":
         # A checkpoint trained with another activation or position scheme would load without
         # error and give wrong outputs, so refuse it loudly.
+        if not isinstance(d, dict):
+            raise ConfigError(f"{source}: expected a JSON object of BERT settings, got {type(d).__name__}")
+        if d.get("model_type", "bert") != "bert":
+            raise ConfigError(f"{source}: model_type={d['model_type']!r}, but minbert implements BERT only "
+                              "(model_type 'bert'); pass a BERT checkpoint, e.g. bert-base-uncased or minilm-l6")
         if d.get("hidden_act", "gelu") != "gelu":
             raise ConfigError(f"{source}: hidden_act={d['hidden_act']!r}; minbert implements only exact 'gelu'")
         if d.get("position_embedding_type", "absolute") != "absolute":
             raise ConfigError(f"{source}: position_embedding_type={d['position_embedding_type']!r}; "
                              "minbert implements only 'absolute'")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        values = {}
+        for f in fields(cls):
+            if f.name not in d:
+                continue
+            # JSON gives int, float, bool or str: "768" or 768.0 would build a model that fails
+            # far from here (or, for a bool, silently as 0/1), so check each field's type now.
+            v, kind = d[f.name], f.type                     # kind: int, float or bool
+            if kind is bool:
+                ok = isinstance(v, bool)
+            else:
+                ok = isinstance(v, int if kind is int else (int, float)) and not isinstance(v, bool)
+            if not ok:
+                what = {int: "an integer", float: "a number", bool: "true or false"}[kind]
+                raise ConfigError(f"{source}: {f.name}={v!r}; expected {what}")
+            values[f.name] = v
+        try:
+            return cls(**values)
+        except ValueError as e:   # __post_init__: sizes that do not fit together
+            raise ConfigError(f"{source}: {e}") from None
 
     @classmethod
     def from_json(cls, path) -> "BertConfig":

@@ -11,19 +11,13 @@ so they are compared to 1e-4 (labels exactly).
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 import train_mml
 import train_multitask
-from minbert import hub
-from minbert.config import BertConfig
-from minbert.model import BertModel
-from test_train_mml import write_glue
-from test_train_multitask import write_task_files
+from conftest import save_tiny_model, write_glue, write_task_files
 
 STORED = Path(__file__).parent / "fixtures" / "behaviour"
 WRITE = os.environ.get("MINBERT_WRITE_BEHAVIOUR") == "1"
@@ -33,10 +27,7 @@ TIMING = {"elapsed_s", "train_examples_per_s"}   # wall-clock figures, never pin
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     model = tmp_path_factory.mktemp("behaviour") / "model"
-    torch.manual_seed(0)
-    BertModel(BertConfig.tiny()).save_pretrained(model)
-    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", model / "vocab.txt")
-    return model
+    return save_tiny_model(model)
 
 
 def same_numbers(got: str, want: str, where: str) -> None:

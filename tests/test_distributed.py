@@ -18,20 +18,20 @@ Run: python -m pytest -q tests/test_distributed.py   (offline, CPU, ~40 s on 2 c
 import math
 import os
 import signal
-import shutil
 import socket
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-from minbert import distributed, hub
+from minbert import distributed
 from minbert.config import BertConfig
 from minbert.gradvac import GradVac
 from minbert.mml import LAMBDA, HeadEliminator, MultiverseHeads
 from minbert.model import BertModel
 from minbert.multitask import TASKS, MultitaskBert, task_loss
 from minbert.pcgrad import PCGrad
+from conftest import save_tiny_model, write_glue, write_task_files
 
 WORLD = 2
 CPU = torch.device("cpu")
@@ -250,15 +250,11 @@ def script_runs(rank, root):
 
 @pytest.fixture(scope="module")
 def script_histories(tmp_path_factory):
-    from test_train_mml import write_glue
-    from test_train_multitask import write_task_files
     root = tmp_path_factory.mktemp("ddp_scripts")
     (root / "cs224n").mkdir()
     write_task_files(root / "cs224n")
     write_glue(root / "glue")
-    torch.manual_seed(0)
-    BertModel(BertConfig.tiny()).save_pretrained(root / "model")
-    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", root / "model" / "vocab.txt")
+    save_tiny_model(root / "model")
     launch(script_runs, root)
     return root, [torch.load(root / f"histories{r}.pt", weights_only=False) for r in range(WORLD)]
 

@@ -74,3 +74,96 @@ def test_expectation_matches_torch_dropout():
     for name, m in (("minbert", ours), ("torch", theirs)):
         err = ((m - x).abs() / (x.abs() + 1e-3)).mean().item()
         assert err < 0.03, f"{name} dropout mean deviates from x by {err:.3f} (relative)"
+
+
+# ---------------------------------------------------------------------------- where dropout sits in the model
+# BERT (Devlin et al. 2019, and the reference code's modeling.py) drops out at five sites in training:
+# the embedding output (after LayerNorm), the attention probabilities, the attention output after its
+# projection (before the residual add), the feed-forward output (before the residual add), and the
+# pooled vector before each task head. Each site gets its own rate below, so a dropout applied with
+# the wrong rate, at the wrong place or on the wrong tensor shows up by rate and shape, and one
+# applied around the right tensor but at the wrong point shows up in the numbers.
+HIDDEN_P, ATTENTION_P, HEAD_P = 0.2, 0.3, 0.4
+
+
+class MaskRecorder:
+    """Stands in for minbert.dropout.dropout and torch's F.dropout: draws its own Bernoulli(1 − p) keep
+    mask from a seeded generator, records (p, shape, mask) in call order and returns x·mask/(1 − p)."""
+
+    def __init__(self):
+        self.calls, self.g = [], torch.Generator().manual_seed(0)
+
+    def __call__(self, x, p, training=True, inplace=False):
+        if not training or p == 0.0:
+            return x
+        keep = torch.rand(x.shape, generator=self.g) >= p
+        self.calls.append((p, tuple(x.shape), keep))
+        return x * keep / (1 - p)
+
+
+def written_out_forward(model, batch, masks):
+    """The BERT forward of the sst task written out from the model's weights, applying `masks` (the
+    recorded (p, shape, mask) list) at the five sites in order. Returns (B, 5) logits."""
+    import torch.nn.functional as F
+    enc, calls = model.encoder, iter(masks)
+
+    def drop(x, site, p):
+        got = next(calls, None)
+        assert got is not None, f"no dropout call left for {site}: expected dropout(p={p}) on {tuple(x.shape)} there"
+        assert (got[0], got[1]) == (p, tuple(x.shape)), (
+            f"{site}: expected dropout with p={p} on a {tuple(x.shape)} tensor; the model's next dropout call had "
+            f"p={got[0]} on {got[1]} (a missing, extra or misplaced dropout)")
+        return x * got[2] / (1 - p)
+
+    ids, am, types = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+    B, T = ids.shape
+    E, C = enc.embeddings, enc.config.hidden_size
+    H, eps = enc.config.num_attention_heads, enc.config.layer_norm_eps
+    x = E.word_embedding.weight[ids] + E.pos_embedding.weight[:T] + E.tk_type_embedding.weight[types]
+    h = F.layer_norm(x, (C,), E.layer_norm.weight, E.layer_norm.bias, eps)                              # (B, T, C)
+    h = drop(h, "embeddings (after LayerNorm)", HIDDEN_P)
+    additive = (1.0 - am[:, None, None, :].float()) * -10000.0                        # (B, 1, 1, T)
+    for i, L in enumerate(enc.layers):
+        A = L.self_attention
+        q, k, v = (lin(h).view(B, T, H, C // H).transpose(1, 2) for lin in (A.query, A.key, A.value))   # (B, H, T, D)
+        probs = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(C // H) + additive, dim=-1)          # (B, H, T, T)
+        probs = drop(probs, f"layer {i}: attention probabilities (after softmax, before · V)", ATTENTION_P)
+        attn = L.attention_dense((probs @ v).transpose(1, 2).reshape(B, T, C))                           # (B, T, C)
+        attn = drop(attn, f"layer {i}: attention output (after attention_dense, before + h)", HIDDEN_P)
+        a = F.layer_norm(h + attn, (C,), L.attention_layer_norm.weight, L.attention_layer_norm.bias, eps)
+        f = L.out_dense(F.gelu(L.interm_dense(a)))                                                       # (B, T, C)
+        f = drop(f, f"layer {i}: feed-forward output (after out_dense, before + a)", HIDDEN_P)
+        h = F.layer_norm(a + f, (C,), L.out_layer_norm.weight, L.out_layer_norm.bias, eps)
+    pooled = torch.tanh(enc.pooler.dense(h[:, 0]))                                                       # (B, C)
+    pooled = drop(pooled, "sst head (before its Linear)", HEAD_P)
+    logits = model.heads["sst"][-1](pooled)                                                              # (B, 5)
+    left = list(calls)
+    assert not left, \
+        f"the model made {len(left)} dropout call(s) beyond BERT's five sites: {[(p, s) for p, s, _ in left]}"
+    return logits
+
+
+def test_dropout_in_train_mode_sits_at_each_of_berts_sites(monkeypatch):
+    """Oracle: the written-out BERT forward with the same masks. A recorder replaces both dropout
+    functions, so the model's masks are known and the reference applies them where BERT puts them."""
+    from conftest import make_batch, tiny_multitask
+    from minbert import attention
+    from minbert import dropout as dropout_module
+    model = tiny_multitask(config=dict(hidden_dropout_prob=HIDDEN_P, attention_probs_dropout_prob=ATTENTION_P),
+                           dropout=HEAD_P).train()
+    batch = make_batch("sst")
+    rec = MaskRecorder()
+    monkeypatch.setattr(dropout_module, "dropout", rec)          # minbert.dropout.Dropout (embeddings, layers)
+    monkeypatch.setattr(attention, "dropout", rec)               # the attention probabilities
+    monkeypatch.setattr(torch.nn.functional, "dropout", rec)     # nn.Dropout in the task heads
+    got = model("sst", batch)
+    masks = list(rec.calls)
+    with torch.no_grad():
+        want = written_out_forward(model, batch, masks)
+    L = model.encoder.config.num_hidden_layers
+    assert len(masks) == 1 + 3 * L + 1, \
+        f"expected {1 + 3 * L + 1} dropout calls (embeddings, 3 per layer, head), got {len(masks)}"
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=lambda m: (
+        "minbert.layers / minbert.attention: the train-mode forward differs from BERT's with the same dropout masks: "
+        f"a dropout is applied at the right rate and shape but at the wrong point (e.g. after the residual add)\n{m}"))
+    assert all(k.float().mean() < 1 for _, _, k in masks), "the recorder must drop something at every site"

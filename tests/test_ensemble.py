@@ -128,3 +128,27 @@ def tiny_run_inputs(root):
     torch.manual_seed(0)
     BertModel(BertConfig.tiny()).save_pretrained(model, tokenizer=Tokenizer.from_pretrained("minilm-l6"))
     return data, model
+
+
+def test_greedy_selection_reuses_a_member_when_counting_it_twice_is_best():
+    """Caruana et al. 2004, with replacement. SST and Quora are identical for every member, so only
+    STS decides. A = g + e1, B = g + sqrt(2)·e2 with g, e1, e2 orthogonal, mean-zero and |g| = |e_i|;
+    D = -g. By hand, the weighted average w_A·A + w_B·B has Pearson r = 1 / sqrt(1 + s²) with
+    s² = (w_A² + 2·w_B²) / (w_A + w_B)²: A alone 1, A+B 0.75, 2A+B 2/3 (the optimum, inverse-variance
+    weights 2:1), A+2B 1, 3A+B 0.6875, 2A+2B 0.75. Greedy: A; then B; then A AGAIN; then nothing
+    improves -> counts [2, 1, 0]. Without replacement it would stop at [1, 1, 0]."""
+    g = torch.Generator().manual_seed(1)
+    basis, _ = torch.linalg.qr(torch.cat([torch.ones(N, 1), torch.randn(N, 3, generator=g, dtype=torch.float64)], 1))
+    gold, e1, e2 = basis[:, 1], basis[:, 2], basis[:, 3]
+    sst_gold, para_gold = torch.arange(N) % 5, torch.arange(N) % 2
+    same = {"sst": {"outputs": torch.nn.functional.one_hot(sst_gold, 5).float(), "labels": sst_gold},
+            "para": {"outputs": torch.where(para_gold == 1, 2.0, -2.0), "labels": para_gold.float()}}
+    members = [{**same, "sts": {"outputs": sts, "labels": gold}} for sts in (gold + e1, gold + 2 ** 0.5 * e2, -gold)]
+    for w, s2 in (((1, 0, 0), 1.0), ((1, 1, 0), 0.75), ((2, 1, 0), 2 / 3)):
+        r = ensemble.dev_scores(members, list(w), "average")["sts_pearson"]
+        assert abs(r - (1 + s2) ** -0.5) < 1e-9, \
+            f"constructed case: weights {w} should give Pearson {(1 + s2) ** -0.5:.6f}, got {r:.6f}"
+    counts = greedy_select(members, "average")
+    assert counts == [2, 1, 0], (
+        f"minbert.ensemble.greedy_select: expected [2, 1, 0] (A twice, B once, D never), got {counts}; selection is "
+        "WITH replacement (Caruana et al. 2004): a member already chosen stays a candidate in every round")

@@ -24,7 +24,7 @@ from minbert.multitask import MultitaskBert
 from minbert.pals import PALs
 from minbert.tokenizer import Tokenizer
 from test_ensemble import tiny_run_inputs
-from test_train_mml import write_glue
+from conftest import write_glue
 
 FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json")
 TEXTS = ["The movie was surprisingly good.", "Ünïcödé and CAPITALS, unknownwordzzz!", "[MASK] it"]

@@ -11,18 +11,12 @@ A new flag lands in neither list by accident: it is run, and fails here if it do
 import contextlib
 import io
 import json
-import shutil
 
 import pytest
-import torch
 
 import train_mml
 import train_multitask
-from minbert import hub
-from minbert.config import BertConfig
-from minbert.model import BertModel
-from test_train_mml import write_glue
-from test_train_multitask import write_task_files
+from conftest import save_tiny_model, write_glue, write_task_files
 
 TIMING = {"elapsed_s", "train_examples_per_s"}
 
@@ -99,11 +93,10 @@ def fingerprint(root) -> dict:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("flags")
+    (root / "cs224n").mkdir()
     write_task_files(root / "cs224n")
     write_glue(root / "glue")
-    torch.manual_seed(0)
-    BertModel(BertConfig.tiny()).save_pretrained(root / "model")
-    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", root / "model" / "vocab.txt")
+    save_tiny_model(root / "model")
     return root
 
 

@@ -14,6 +14,7 @@ import torch
 
 from minbert.gradvac import GradVac, gradvac_coefficients
 from minbert.pcgrad import PCGrad
+from conftest import check
 
 APPLY = "minbert.gradvac.GradVac.apply"
 COEF = "minbert.gradvac.gradvac_coefficients"
@@ -21,15 +22,6 @@ SQRT_HALF = math.sqrt(0.5)
 
 
 # ---------------------------------------------------------------------------- helpers
-def check(actual, expected, where, atol=1e-6):
-    """Fail with the function to fix, both values and the max abs diff."""
-    actual = torch.as_tensor(actual, dtype=torch.float64)
-    expected = torch.as_tensor(expected, dtype=torch.float64)
-    assert actual.shape == expected.shape, f"`{where}`: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}"
-    diff = (actual - expected).abs().max().item() if actual.numel() else 0.0
-    assert diff <= atol, f"`{where}`: expected {expected.tolist()}, got {actual.tolist()} (max abs diff {diff:.3g} > atol {atol})"
-
-
 def cos(a, b):
     return (a @ b / (a.norm() * b.norm())).item()
 

@@ -9,10 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from minbert.config import BertConfig
-from minbert.model import BertModel
-from minbert.multitask import MultitaskBert, make_head
+from minbert.multitask import make_head
 from minbert.pair_heads import ConcatHead, DotHead, TanhScaledHead
+from conftest import tiny_multitask
 
 C = 8
 
@@ -56,11 +55,6 @@ def test_make_head_reads_c_in_inputs():
         assert head(torch.randn(4, 2 * C)).shape == (4, 3), f"make_head({kind!r}, C_in=2C): wrong output shape"
 
 
-def tiny_model(**kw):
-    torch.manual_seed(0)
-    return MultitaskBert(BertModel(BertConfig.tiny()), **kw).eval()
-
-
 def batch(B=3, T=5, pair=False):
     g = torch.Generator().manual_seed(1)
     ids = lambda: torch.randint(5, 90, (B, T), generator=g)
@@ -73,7 +67,7 @@ def batch(B=3, T=5, pair=False):
 @pytest.mark.parametrize("kind", ["dot", "concat"])
 def test_bi_encoder_dot_and_concat_heads_compute_their_formula(kind):
     """Oracle: hand formula on the model's own pooled vectors u, v: dot -> u · v; concat -> W[u; v] + b."""
-    model = tiny_model(pair_heads={"para": kind, "sts": kind}, head="linear")
+    model = tiny_multitask(pair_heads={"para": kind, "sts": kind}, head="linear").eval()
     assert model.bi_encoder("sts"), f"MultitaskBert: pair head {kind!r} must encode the two sentences separately"
     b = batch(pair=True)
     with torch.no_grad():
@@ -91,18 +85,18 @@ def test_bi_encoder_dot_and_concat_heads_compute_their_formula(kind):
 
 def test_cross_tanh_is_a_bounded_cross_encoder_for_sts_only():
     """Oracle: property (Benton §4.2). STS output lies in (0, 5); the model reads one joint sequence; para rejects it."""
-    model = tiny_model(pair_heads={"sts": "cross_tanh"}, head="mlp", head_layers=2)
+    model = tiny_multitask(pair_heads={"sts": "cross_tanh"}, head="mlp", head_layers=2).eval()
     assert not model.bi_encoder("sts") and isinstance(model.heads["sts"], TanhScaledHead)
     with torch.no_grad():
         out = model("sts", batch())
     assert out.shape == (3,) and ((out > 0) & (out < 5)).all(), f"cross_tanh STS scores must lie in (0, 5), got {out}"
     with pytest.raises(ValueError, match="pair head for para"):
-        tiny_model(pair_heads={"para": "cross_tanh"})
+        tiny_multitask(pair_heads={"para": "cross_tanh"}).eval()
 
 
 def test_head_layers_and_activation_reach_every_cross_head():
     """Oracle: definition. --head mlp --head_layers 2 --head_activation relu builds that MLP for sst, para and sts."""
-    model = tiny_model(head="mlp", head_layers=2, head_activation="relu")
+    model = tiny_multitask(head="mlp", head_layers=2, head_activation="relu").eval()
     for t in ("sst", "para", "sts"):
         assert sum(isinstance(m, nn.ReLU) for m in model.heads[t]) == 2, f"MultitaskBert head {t}: expected 2 ReLU layers"
 
@@ -111,7 +105,7 @@ def test_gradvac_layer_groups_follow_the_transformer_layers():
     """Oracle: definition (Wang et al.'s per-layer granularity). A 2-layer model gives 5 groups, in order:
     embeddings, layer 0, layer 1, pooler, heads; each parameter in exactly one, by its name."""
     from minbert.multitask import gradvac_groups
-    model = tiny_model()
+    model = tiny_multitask().eval()
     named = list(model.named_parameters())
     params = [p for _, p in named]
     groups = gradvac_groups(model, params, "layer")

@@ -19,8 +19,8 @@ from minbert import checkpoint, mml, multitask
 from minbert.interrupt import Interrupted, StopSignal
 from test_train_mml import run as run_mml
 from test_train_mml import setup as mml_setup  # noqa: F401  (pytest fixture)
+from conftest import signal_on_call
 from test_train_multitask import run as run_multitask
-from test_train_multitask import signal_on_call
 from test_train_multitask import setup  # noqa: F401  (pytest fixture)
 
 SCORES = ("sst_acc", "para_acc", "sts_pearson", "overall", "loss_sst", "loss_para", "loss_sts")

@@ -157,3 +157,38 @@ def test_rejects_bad_input():
         mean_shift([0.1, 0.2], -1.0)
     with pytest.raises(ValueError, match="empty"):
         mean_shift([], 0.1)
+
+
+# ---------------------------------------------------------------------------- the window edge: exactly one bw apart
+EDGE_CASES = {   # points on a binary grid, so every distance is exact and some are exactly bw
+    "two points": ([0.0, 1.0], 1.0),
+    "three in a row": ([0.0, 1.0, 2.0], 1.0),
+    "chain of five": ([0.0, 1.0, 2.0, 3.0, 4.0], 1.0),
+    "two groups": ([0.0, 0.0, 1.0, 5.0, 6.0, 6.0], 1.0),
+    "uneven chain": ([0.0, 2.0, 4.0, 5.0], 2.0),
+    "half steps": ([0.0, 0.5, 1.0, 1.5, 4.0], 0.5),
+    "repeated points": ([0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 4.0], 1.0),
+    "quarter steps": ([0.0, 0.25, 0.5, 0.75, 1.0, 3.0], 0.25),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDGE_CASES))
+def test_points_exactly_one_bandwidth_apart_match_sklearn(case):
+    """sklearn's windows and its merging of centres are inclusive (radius_neighbors: distance <= bw).
+    Here a point exactly bw away is in the window and a centre exactly bw from a kept one is merged;
+    an exclusive edge (<) gives other centres in every case below."""
+    sklearn_cluster = pytest.importorskip("sklearn.cluster")
+    x, bandwidth = EDGE_CASES[case]
+    x = np.asarray(x)
+    ref = sklearn_cluster.MeanShift(bandwidth=bandwidth).fit(x.reshape(-1, 1))
+    centers, labels = mean_shift(x, bandwidth)
+    check_centers(centers, ref.cluster_centers_.ravel(),
+                  f"{case} {x.tolist()}, bw={bandwidth} (hint: the window is |x - c| <= bw, inclusive, like sklearn's)")
+    np.testing.assert_array_equal(labels, ref.labels_, err_msg=f"{MS}: {case}: labels differ from sklearn's")
+
+
+def test_two_points_one_bandwidth_apart_meet_halfway():
+    """By hand: 0 and 1 with bw = 1 each see both points, so both seeds move to 0.5: one cluster."""
+    centers, labels = mean_shift([0.0, 1.0], 1.0)
+    check_centers(centers, [0.5], "[0, 1], bw 1: each point is in the other's (inclusive) window")
+    np.testing.assert_array_equal(labels, [0, 0], err_msg=f"{MS}: [0, 1], bw 1: one cluster")

@@ -96,3 +96,39 @@ def test_mean_pooling_ignores_padding():
     x2 = x.clone()
     x2[am == 0] = 100.0
     assert torch.allclose(m.pooled("sst", x2, am), got, atol=1e-6), "minbert.multitask.MultitaskBert.pooled: padded tokens changed the mean"
+
+
+def test_task_scores_sts_pearson_matches_metrics_pearson_and_scipy():
+    """Oracle: (b) scipy.stats.pearsonr and minbert.metrics.pearson on the SAME pairs (prediction i with the
+    gold score of the example it belongs to). run_heads returns outputs in length-sorted order with each
+    example's position in the split (`index`), so the gold scores must be looked up by that index."""
+    from types import SimpleNamespace
+    from minbert.metrics import pearson
+    from minbert.multitask import task_scores
+    g = torch.Generator().manual_seed(5)
+    n = 40
+    gold = {"sst": torch.randint(0, 5, (n,), generator=g), "para": torch.randint(0, 2, (n,), generator=g).float(),
+            "sts": torch.rand(n, generator=g) * 5}
+    index = torch.randperm(n, generator=g)                        # the order run_heads visited the examples
+    # STS outputs: noisy, non-linear in the gold score (so Pearson differs from Spearman), in visiting order
+    sts_out = gold["sts"][index] ** 2 / 5 + torch.randn(n, generator=g)
+    sst_out = torch.nn.functional.one_hot(gold["sst"][index], 5).float() * 3 + torch.randn(n, 5, generator=g)
+    para_out = (gold["para"][index] * 2 - 1) * 2 + torch.randn(n, generator=g) * 2
+    results = {t: ([f"{t}{i}" for i in index.tolist()], index, out) for t, out in
+               (("sst", sst_out), ("para", para_out), ("sts", sts_out))}
+    splits = {t: SimpleNamespace(labels=labels) for t, labels in gold.items()}
+    scores = task_scores(results, splits)
+    pairs = (sts_out.double().numpy(), gold["sts"][index].double().numpy())
+    want = pearson(*pairs)
+    scipy_stats = pytest.importorskip("scipy.stats")
+    assert abs(want - scipy_stats.pearsonr(*pairs)[0]) < 1e-12, "minbert.metrics.pearson disagrees with scipy"
+    assert abs(scores["sts_pearson"] - want) < 1e-6, (
+        f"minbert.multitask.task_scores: sts_pearson {scores['sts_pearson']:.6f}, expected Pearson r {want:.6f} of the "
+        "outputs against the gold scores of the same examples (hint: gold = labels[index], and Pearson, not Spearman)")
+    sst_acc = (sst_out.argmax(-1) == gold["sst"][index]).double().mean().item()
+    para_acc = ((para_out > 0).float() == gold["para"][index]).double().mean().item()
+    got = (scores["sst_acc"], scores["para_acc"])
+    assert abs(got[0] - sst_acc) < 1e-12 and abs(got[1] - para_acc) < 1e-12, \
+        f"minbert.multitask.task_scores: accuracies (sst, para) {got}, expected {(sst_acc, para_acc)}"
+    overall = (sst_acc + para_acc + (want + 1) / 2) / 3         # the CS224N handout's overall score
+    assert abs(scores["overall"] - overall) < 1e-6, f"task_scores: overall {scores['overall']}, expected {overall}"

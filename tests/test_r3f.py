@@ -13,28 +13,10 @@ from minbert.model import BertModel
 from minbert.multitask import MultitaskBert, task_loss
 from minbert.r3f import R3F, spectral_norm_heads
 from minbert.smart import SMART, divergence
+from conftest import make_batch, tiny_multitask
 
 LOSS = "minbert.r3f.R3F.loss"
 R4F = "minbert.r3f.spectral_norm_heads"
-B, T = 4, 12
-
-
-def make_model(seed=0, head="linear"):
-    torch.manual_seed(seed)
-    return MultitaskBert(BertModel(BertConfig.tiny()), head=head)
-
-
-def make_batch(task, seed=0):
-    """(B, T) = (4, 12) random ids; example 0 padded after 8 tokens; second segment from 6."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, 1000, (B, T), generator=g)
-    mask = torch.ones(B, T, dtype=torch.long)
-    ids[0, 8:], mask[0, 8:] = 0, 0
-    types = torch.zeros(B, T, dtype=torch.long)
-    types[:, 6:] = 1
-    labels = {"sst": torch.randint(0, 5, (B,), generator=g), "para": torch.randint(0, 2, (B,), generator=g).float(),
-              "sts": torch.rand(B, generator=g) * 5}[task]
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}
 
 
 @pytest.mark.parametrize("noise", ["uniform", "normal"])
@@ -42,7 +24,7 @@ def make_batch(task, seed=0):
 def test_r3f_is_symmetric_positive_and_scaled_by_lambda(task, noise):
     """property: with the same noise draw (same seed), λ·KL_S(clean, noisy) equals λ·KL_S(noisy, clean)
     (atol 1e-9), is > 0 for both head types in train mode, and doubles with λ (rtol 1e-6)."""
-    model, batch = make_model().train(), make_batch(task)
+    model, batch = tiny_multitask().train(), make_batch(task)
     clean = model(task, batch)
 
     def noisy_out():
@@ -67,14 +49,14 @@ def test_r3f_is_symmetric_positive_and_scaled_by_lambda(task, noise):
 @pytest.mark.parametrize("task", ["sst", "para"])
 def test_r3f_is_zero_without_noise_or_dropout(task):
     """property: ε = 0 in eval mode: the noisy pass is the clean pass, so the term is exactly 0 (tol 0)."""
-    model, batch = make_model().eval(), make_batch(task)
+    model, batch = tiny_multitask().eval(), make_batch(task)
     loss = R3F(model, epsilon=0.0).loss(task, batch, model(task, batch)).item()
     assert loss == 0.0, f"{LOSS}[{task}]: {loss:.3e} with ε = 0 and dropout off, expected 0"
 
 
 def test_r3f_is_zero_for_regression():
     """property: 'sts' gets no R3F term (fairseq): a zero fp32 scalar, no extra forward needed."""
-    model, batch = make_model().train(), make_batch("sts")
+    model, batch = tiny_multitask().train(), make_batch("sts")
     loss = R3F(model).loss("sts", batch, model("sts", batch))
     assert loss.shape == () and loss.item() == 0.0, f"{LOSS}[sts]: {loss}, expected a zero scalar"
 
@@ -83,7 +65,7 @@ def test_r3f_is_zero_for_regression():
 def test_gradient_flows_into_the_clean_side_too(task):
     """property (fairseq): neither side of KL_S is detached: the clean output, passed as a leaf
     that requires grad, receives a non-zero gradient from the R3F term."""
-    model, batch = make_model().train(), make_batch(task)
+    model, batch = tiny_multitask().train(), make_batch(task)
     clean = model(task, batch).detach().requires_grad_(True)
     R3F(model, epsilon=1e-2).loss(task, batch, clean).backward()
     assert clean.grad is not None and clean.grad.abs().max() > 0, f"{LOSS}[{task}]: the clean side is detached"
@@ -93,7 +75,7 @@ def test_gradient_flows_into_the_clean_side_too(task):
 def test_noisy_branch_gives_no_gradient_to_the_word_embedding_table(task):
     """property: the R3F term alone, with the clean output detached, gives word_embedding.weight
     no gradient (None or all zeros), while the rest of the encoder (positions, layers) gets one."""
-    model, batch = make_model().train(), make_batch(task)
+    model, batch = tiny_multitask().train(), make_batch(task)
     with torch.no_grad():
         clean = model(task, batch)
     R3F(model, epsilon=1e-2).loss(task, batch, clean).backward()
@@ -110,7 +92,7 @@ def test_noisy_branch_gives_no_gradient_to_the_word_embedding_table(task):
 def test_r4f_head_has_unit_spectral_norm_after_training_forwards(head):
     """oracle (b): torch.linalg.matrix_norm(W, 2) of each head's final Linear is 1 ± 0.05 after 20
     train-mode steps (forward + backward + SGD) with R3F; an 'mlp' head's hidden Linear stays free."""
-    model = make_model(head=head).train()
+    model = tiny_multitask(head=head).train()
     spectral_norm_heads(model)
     spectral_norm_heads(model)                       # idempotent: one parametrization, not two
     r3f, opt = R3F(model), torch.optim.SGD(model.parameters(), lr=0.5)
@@ -151,7 +133,7 @@ def test_r4f_finds_the_final_linear_of_a_siamese_head_and_rejects_a_cosine_head(
 def test_smart_teacher_follows_a_model_with_r4f_heads():
     """property: SMART's deep-copied teacher works on a spectrally normalised model; β = 0 copies
     the student's weights and power-iteration buffers (tol 0)."""
-    model = make_model().train()
+    model = tiny_multitask().train()
     spectral_norm_heads(model)
     smart = SMART(model, beta=(0.0, 0.0))
     batch = make_batch("sst")

@@ -9,9 +9,6 @@ Notation: M heads, K outputs per head, D hidden size.
 """
 
 import json
-import os
-import signal
-import shutil
 
 import pytest
 import torch
@@ -19,9 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import train_mml
-from minbert import hub
 from minbert.adamw import AdamW
-from minbert.config import BertConfig
 from minbert.data import TaskData
 from minbert.device import seed_everything
 from minbert.dropout import dropout
@@ -30,34 +25,7 @@ from minbert.model import BertModel
 from minbert.multitask import to_device
 from minbert.sampling import BatchStream
 from minbert.tokenizer import Tokenizer
-
-WORDS = "the cat dog sat ran on mat park big small red blue house car tree went saw".split()
-
-
-def sentence(i, shift=0):
-    return " ".join(WORDS[(i * k + shift) % len(WORDS)] for k in (1, 3, 5, 7)[: 2 + i % 3])
-
-
-def write_tsv(path, header, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(["\t".join(header)] + ["\t".join(map(str, r)) for r in rows]) + "\n")
-
-
-def write_glue(root, n=24):
-    """RTE, QNLI, MNLI (dev only), MRPC and STS-B files in GLUE's layout, n rows per split."""
-    nli = ("entailment", "not_entailment")
-    for split, s in (("train", 0), ("dev", 1)):
-        write_tsv(root / "RTE" / f"{split}.tsv", ["index", "sentence1", "sentence2", "label"],
-                  [(i, sentence(i, s), sentence(i, s + i % 2), nli[i % 2]) for i in range(n)])
-        write_tsv(root / "QNLI" / f"{split}.tsv", ["index", "question", "sentence", "label"],
-                  [(i, sentence(i, s + 2), sentence(i, s + 2 + i % 2), nli[i % 2]) for i in range(n)])
-        write_tsv(root / "MRPC" / f"{split}.tsv", ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-                  [(i % 2, i, i + 1, sentence(i, s), sentence(i, s + 1 - i % 2)) for i in range(n)])
-        write_tsv(root / "STS-B" / f"{split}.tsv", ["index", "sentence1", "sentence2", "score"],
-                  [(i, sentence(i, s), sentence(i, s + i % 3), (0.5, 4.5, 1.0, 5.0, 3.0)[i % 5]) for i in range(n)])
-    mnli = ("entailment", "neutral", "contradiction")   # MNLI: dev only, so its train split is skipped
-    write_tsv(root / "MNLI" / "dev_matched.tsv", ["index", "sentence1", "sentence2", "gold_label"],
-              [(i, sentence(i, 4), sentence(i, 4 + i % 3), mnli[i % 3]) for i in range(n)])
+from conftest import save_tiny_model, signal_on_call, write_glue  # noqa: F401  (re-exported: write_glue)
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +33,7 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("mml")
     glue, model = root / "glue", root / "model"
     write_glue(glue)
-    torch.manual_seed(0)
-    BertModel(BertConfig.tiny()).save_pretrained(model)
-    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", model / "vocab.txt")
-    return glue, model
+    return glue, save_tiny_model(model)
 
 
 def run(setup, out, *extra, task="RTE", method="mml"):
@@ -154,19 +119,11 @@ def test_method_bert_equals_hand_written_single_head_finetune(setup, tmp_path):
 def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch):
     extra = ("--heads", "16", "--eliminate_every", "4", "--min_bandwidth", "0.001")
     full = run(setup, tmp_path / "full", *extra)
-    real, calls = train_mml.to_device, {"n": 0}
-
-    def interrupt_on_call_10(*a):
-        calls["n"] += 1
-        if calls["n"] == 10:   # epoch 2, step 3 (6 train calls + 1 dev-eval call per epoch): a real Ctrl-C
-            os.kill(os.getpid(), signal.SIGINT)
-        return real(*a)
-
-    monkeypatch.setattr(train_mml, "to_device", interrupt_on_call_10)
-    with pytest.raises(SystemExit) as e:
-        run(setup, tmp_path / "cut", *extra)
+    with monkeypatch.context() as m:   # epoch 2, step 3 (6 train calls + 1 dev-eval call per epoch): a real Ctrl-C
+        signal_on_call(m, train_mml, "to_device", 10)
+        with pytest.raises(SystemExit) as e:
+            run(setup, tmp_path / "cut", *extra)
     assert e.value.code == 130
-    monkeypatch.setattr(train_mml, "to_device", real)
     resumed = run(setup, tmp_path / "cut", *extra, "--resume", str(tmp_path / "cut" / "interrupted.pt"))
     drop = ("elapsed_s",)
     strip = [{k: v for k, v in r.items() if k not in drop} for r in resumed]

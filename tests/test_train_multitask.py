@@ -8,58 +8,17 @@ the encoder untouched; a non-finite loss never reaches the weights.
 
 import json
 import math
-import os
-import shutil
-import signal
 
 import pytest
 import torch
 
 import train_multitask
-from minbert import gradvac, hub, multitask
+from minbert import gradvac, multitask
 from minbert import r3f as r3f_module
 from minbert import smart as smart_module
-from minbert.config import BertConfig
 from minbert.model import BertModel
 from minbert.pals import PALs
-
-WORDS = "good bad movie plot actor great awful film story fun dull nice boring smart".split()
-
-
-def sentence(i):
-    return " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 5, 7)[: 2 + i % 3])
-
-
-def write_task_files(d, n=24):
-    """CS224N-format files (tab-separated, unnamed index column) with n labeled rows each."""
-    rows = {
-        "ids-sst-train.csv": ("\tid\tsentence\tsentiment", lambda i: f"{i}\ts{i}\t{sentence(i)}\t{i % 5}"),
-        "ids-sst-dev.csv": ("\tid\tsentence\tsentiment", lambda i: f"{i}\tsd{i}\t{sentence(i + 1)}\t{i % 5}"),
-        "ids-sst-test-student.csv": ("0\t\tid\tsentence", lambda i: f"{i}\t0.0\tst{i}\t{sentence(i + 2)}"),
-        "quora-train.csv": ("\tid\tsentence1\tsentence2\tis_duplicate", lambda i: f"{i}\tq{i}\t{sentence(i)}\t{sentence(i + i % 2)}\t{float(1 - i % 2)}"),
-        "quora-dev.csv": ("\tid\tsentence1\tsentence2\tis_duplicate", lambda i: f"{i}\tqd{i}\t{sentence(i)}\t{sentence(i + i % 2)}\t{float(1 - i % 2)}"),
-        "quora-test-student.csv": ("\tid\tsentence1\tsentence2", lambda i: f"{i}\tqt{i}\t{sentence(i)}\t{sentence(i + 3)}"),
-        "sts-train.csv": ("\tid\tsentence1\tsentence2\tsimilarity", lambda i: f"{i}\tt{i}\t{sentence(i)}\t{sentence(i + i % 3)}\t{(i % 6) * 1.0}"),
-        "sts-dev.csv": ("\tid\tsentence1\tsentence2\tsimilarity", lambda i: f"{i}\ttd{i}\t{sentence(i)}\t{sentence(i + i % 3)}\t{(i % 6) * 1.0}"),
-        "sts-test-student.csv": ("\tid\tsentence1\tsentence2", lambda i: f"{i}\ttt{i}\t{sentence(i)}\t{sentence(i + 1)}"),
-    }
-    for name, (header, row) in rows.items():
-        (d / name).write_text("\n".join([header] + [row(i) for i in range(n)]) + "\n")
-
-
-def signal_on_call(monkeypatch, owner, name, n, sig=signal.SIGINT, when=None):
-    """Patch owner.name so that its n-th call (counting only calls where when() is true) sends `sig` to
-    this process first, then runs the real function: the signal lands inside that phase."""
-    real, calls = getattr(owner, name), {"n": 0}
-
-    def patched(*a, **k):
-        if when is None or when():
-            calls["n"] += 1
-            if calls["n"] == n:
-                os.kill(os.getpid(), sig)
-        return real(*a, **k)
-
-    monkeypatch.setattr(owner, name, patched)
+from conftest import save_tiny_model, signal_on_call, write_task_files  # noqa: F401  (re-exported: test_ensemble)
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +27,7 @@ def setup(tmp_path_factory):
     data, model = root / "data", root / "model"
     data.mkdir()
     write_task_files(data)
-    torch.manual_seed(0)
-    BertModel(BertConfig.tiny()).save_pretrained(model)
-    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", model / "vocab.txt")
-    return data, model
+    return data, save_tiny_model(model)
 
 
 def run(setup, out, *extra):

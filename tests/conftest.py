@@ -1,0 +1,151 @@
+"""Shared test plumbing: number comparison, random batches, tiny models, self-made data files, signals.
+
+Only plumbing lives here, never a reference implementation: the classroom edition ships this file
+to students (and the grader copies it beside the graded tests), so nothing here may compute what an
+assignment computes. Test files import the plain helpers by name (`from conftest import check`):
+tests/ has no __init__.py, so pytest puts it on sys.path and this module is importable as `conftest`.
+
+  check(actual, expected, where)      float64 max-abs-diff comparison whose message names the function to fix
+  make_batch(task, seed)              a random (B, T) = (4, 12) batch with padding, two segments and labels
+  tiny_multitask(seed, **kw)          MultitaskBert on a random BertConfig.tiny() encoder (2 layers, 32 wide)
+  save_tiny_model(folder)             a random tiny BERT saved as a model folder with MiniLM's vocabulary
+  write_task_files(folder)            CS224N-format SST / Quora / STS files (train_multitask.py's data)
+  write_glue(folder)                  GLUE-format RTE / QNLI / MNLI / MRPC / STS-B files (train_mml.py's data)
+  signal_on_call(monkeypatch, ...)    a real SIGINT/SIGTERM delivered inside the n-th call of a function
+
+The data files and the tiny model are pinned: tests compare runs on them byte for byte, so change
+them only together with those tests.
+"""
+
+import os
+import shutil
+import signal
+import warnings
+
+import torch
+
+B, T = 4, 12   # make_batch's batch size and sequence length
+
+
+# ---------------------------------------------------------------------------- comparing numbers
+def check(actual, expected, where, atol=1e-6):
+    """Fail with the function to fix, both values and the max abs diff."""
+    actual = torch.as_tensor(actual, dtype=torch.float64)
+    expected = torch.as_tensor(expected, dtype=torch.float64)
+    assert actual.shape == expected.shape, \
+        f"`{where}`: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}"
+    diff = (actual - expected).abs().max().item() if actual.numel() else 0.0
+    assert diff <= atol, \
+        f"`{where}`: expected {expected.tolist()}, got {actual.tolist()} (max abs diff {diff:.3g} > atol {atol})"
+
+
+# ---------------------------------------------------------------------------- inputs and tiny models
+def make_batch(task, seed=0):
+    """(B, T) = (4, 12) random ids; example 0 is padded after 8 tokens; second segment from 6."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, 1000, (B, T), generator=g)
+    mask = torch.ones(B, T, dtype=torch.long)
+    ids[0, 8:], mask[0, 8:] = 0, 0
+    types = torch.zeros(B, T, dtype=torch.long)
+    types[:, 6:] = 1
+    labels = {"sst": torch.randint(0, 5, (B,), generator=g), "para": torch.randint(0, 2, (B,), generator=g).float(),
+              "sts": torch.rand(B, generator=g) * 5}[task]
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}
+
+
+def tiny_multitask(seed=0, config=None, **kw):
+    """MultitaskBert(**kw) on a random BertConfig.tiny(**config) encoder, seeded (train mode)."""
+    from minbert.config import BertConfig
+    from minbert.model import BertModel
+    from minbert.multitask import MultitaskBert
+    torch.manual_seed(seed)
+    return MultitaskBert(BertModel(BertConfig.tiny(**(config or {}))), **kw)
+
+
+def save_tiny_model(folder, seed=0):
+    """A random BertConfig.tiny() BERT saved to `folder` with MiniLM's vocab.txt: a folder `--model` takes."""
+    from minbert import hub
+    from minbert.config import BertConfig
+    from minbert.model import BertModel
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():   # "gets no vocab.txt": it is copied in on the next line
+        warnings.filterwarnings("ignore", "BertModel.save_pretrained", UserWarning)
+        BertModel(BertConfig.tiny()).save_pretrained(folder)
+    shutil.copy(hub.resolve("minilm-l6") / "vocab.txt", folder / "vocab.txt")
+    return folder
+
+
+# ---------------------------------------------------------------------------- CS224N-format data (train_multitask.py)
+WORDS = "good bad movie plot actor great awful film story fun dull nice boring smart".split()
+
+
+def sentence(i):
+    return " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 5, 7)[: 2 + i % 3])
+
+
+def write_task_files(d, n=24):
+    """CS224N-format files (tab-separated, unnamed index column) with n labeled rows each."""
+    pair = "\tid\tsentence1\tsentence2"
+    rows = {
+        "ids-sst-train.csv": ("\tid\tsentence\tsentiment", lambda i: f"{i}\ts{i}\t{sentence(i)}\t{i % 5}"),
+        "ids-sst-dev.csv": ("\tid\tsentence\tsentiment", lambda i: f"{i}\tsd{i}\t{sentence(i + 1)}\t{i % 5}"),
+        "ids-sst-test-student.csv": ("0\t\tid\tsentence", lambda i: f"{i}\t0.0\tst{i}\t{sentence(i + 2)}"),
+        "quora-train.csv": (pair + "\tis_duplicate",
+                            lambda i: f"{i}\tq{i}\t{sentence(i)}\t{sentence(i + i % 2)}\t{float(1 - i % 2)}"),
+        "quora-dev.csv": (pair + "\tis_duplicate",
+                          lambda i: f"{i}\tqd{i}\t{sentence(i)}\t{sentence(i + i % 2)}\t{float(1 - i % 2)}"),
+        "quora-test-student.csv": (pair, lambda i: f"{i}\tqt{i}\t{sentence(i)}\t{sentence(i + 3)}"),
+        "sts-train.csv": (pair + "\tsimilarity",
+                          lambda i: f"{i}\tt{i}\t{sentence(i)}\t{sentence(i + i % 3)}\t{(i % 6) * 1.0}"),
+        "sts-dev.csv": (pair + "\tsimilarity",
+                        lambda i: f"{i}\ttd{i}\t{sentence(i)}\t{sentence(i + i % 3)}\t{(i % 6) * 1.0}"),
+        "sts-test-student.csv": (pair, lambda i: f"{i}\ttt{i}\t{sentence(i)}\t{sentence(i + 1)}"),
+    }
+    for name, (header, row) in rows.items():
+        (d / name).write_text("\n".join([header] + [row(i) for i in range(n)]) + "\n")
+
+
+# ---------------------------------------------------------------------------- GLUE-format data (train_mml.py)
+GLUE_WORDS = "the cat dog sat ran on mat park big small red blue house car tree went saw".split()
+
+
+def glue_sentence(i, shift=0):
+    return " ".join(GLUE_WORDS[(i * k + shift) % len(GLUE_WORDS)] for k in (1, 3, 5, 7)[: 2 + i % 3])
+
+
+def write_tsv(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(["\t".join(header)] + ["\t".join(map(str, r)) for r in rows]) + "\n")
+
+
+def write_glue(root, n=24):
+    """RTE, QNLI, MNLI (dev only), MRPC and STS-B files in GLUE's layout, n rows per split."""
+    nli, s_ = ("entailment", "not_entailment"), glue_sentence
+    for split, s in (("train", 0), ("dev", 1)):
+        write_tsv(root / "RTE" / f"{split}.tsv", ["index", "sentence1", "sentence2", "label"],
+                  [(i, s_(i, s), s_(i, s + i % 2), nli[i % 2]) for i in range(n)])
+        write_tsv(root / "QNLI" / f"{split}.tsv", ["index", "question", "sentence", "label"],
+                  [(i, s_(i, s + 2), s_(i, s + 2 + i % 2), nli[i % 2]) for i in range(n)])
+        write_tsv(root / "MRPC" / f"{split}.tsv", ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                  [(i % 2, i, i + 1, s_(i, s), s_(i, s + 1 - i % 2)) for i in range(n)])
+        write_tsv(root / "STS-B" / f"{split}.tsv", ["index", "sentence1", "sentence2", "score"],
+                  [(i, s_(i, s), s_(i, s + i % 3), (0.5, 4.5, 1.0, 5.0, 3.0)[i % 5]) for i in range(n)])
+    mnli = ("entailment", "neutral", "contradiction")   # MNLI: dev only, so its train split is skipped
+    write_tsv(root / "MNLI" / "dev_matched.tsv", ["index", "sentence1", "sentence2", "gold_label"],
+              [(i, s_(i, 4), s_(i, 4 + i % 3), mnli[i % 3]) for i in range(n)])
+
+
+# ---------------------------------------------------------------------------- signals
+def signal_on_call(monkeypatch, owner, name, n, sig=signal.SIGINT, when=None):
+    """Patch owner.name so that its n-th call (counting only calls where when() is true) sends `sig` to
+    this process first, then runs the real function: the signal lands inside that phase."""
+    real, calls = getattr(owner, name), {"n": 0}
+
+    def patched(*a, **k):
+        if when is None or when():
+            calls["n"] += 1
+            if calls["n"] == n:
+                os.kill(os.getpid(), sig)
+        return real(*a, **k)
+
+    monkeypatch.setattr(owner, name, patched)
