@@ -42,22 +42,25 @@ NOT_VISIBLE = {
 # number) is invalid or shows nothing, and the flags each one needs to be active.
 VALUES = {"max_seq_len": "8", "limit": "12", "steps_per_epoch": "2", "warmup": "0.5", "seed": "5",
           "hidden_dropout_prob": "0.0", "amp": "bf16", "head_layers": "2", "pals_size": "8", "pals_heads": "4",
-          "mnr": "1", "mnr_scale": "5", "grad_compromise": "5", "grad_compromise_clip_high": "0.4",
+          "mnr": "1", "mnr_scale": "5", "schedule": "round_robin", "task": "QNLI", "eval_tasks": "MNLI", "grad_compromise": "5", "grad_compromise_clip_high": "0.4",
           "head_pretrain_epochs": "1", "head_pretrain_patience": "1", "head_pretrain_lr": "0.1",
           "smart_epsilon": "1e-2", "smart_sigma": "1e-2", "smart_eta": "1e-1", "smart_mu": "3", "r3f_epsilon": "1e-1",
-          "gradvac_beta": "0.9", "eliminate_every": "2", "min_bandwidth": "0.5", "heads": "8", "lr": "0.05",
-          "head_lr": "0.05", "batch_size": "6", "epochs": "3", "weight_decay": "0.5"}
+          "gradvac_beta": "0.9", "eliminate_every": "3", "min_bandwidth": "0.5", "heads": "8", "lr": "0.05",
+          "head_lr": "0.05", "batch_size": "6", "epochs": "3", "weight_decay": "0.5", "para_head": "cosine"}
 NEEDS = {
     "head_layers": ["--head", "mlp"], "head_activation": ["--head", "mlp"],
-    **{f: ["--pals"] for f in ("pals_size", "pals_heads", "pals_init")}, "pals": ["--pals_size", "8", "--pals_heads", "2"],
+    **{f: ["--pals", "--pals_size", "8", "--pals_heads", "2"] for f in ("pals_heads", "pals_init")},
+    "pals_size": ["--pals", "--pals_heads", "4"], "pals": ["--pals_size", "8", "--pals_heads", "2"],
     **{f: ["--smart", "1"] for f in ("smart_epsilon", "smart_sigma", "smart_eta", "smart_mu", "smart_steps", "smart_mode")},
     **{f: ["--r3f", "1"] for f in ("r3f_epsilon", "r3f_noise")},
-    **{f: ["--para_head", "cosine", "--mnr", "1"] for f in ("mnr_score", "mnr_scale", "mnr_schedule")},
-    "mnr": ["--para_head", "cosine"],
+    **{f: ["--para_head", "cosine", "--mnr", "1", "--schedule", "round_robin", "--steps_per_epoch", "9"]
+       for f in ("mnr_score", "mnr_scale", "mnr_schedule")},
+    "mnr": ["--para_head", "cosine", "--schedule", "round_robin", "--steps_per_epoch", "9"],
     "gradvac_groups": ["--surgery", "gradvac"], "gradvac_beta": ["--surgery", "gradvac"],
     "grad_compromise_clip_high": ["--grad_compromise", "8"], "grad_compromise_normalize": ["--grad_compromise", "5"],
     "head_pretrain_patience": ["--head_pretrain_epochs", "3"], "head_pretrain_lr": ["--head_pretrain_epochs", "1"],
-    "eliminate_every": ["--heads", "16"], "min_bandwidth": ["--heads", "16", "--eliminate_every", "2"],
+    "eliminate_every": ["--heads", "32", "--min_bandwidth", "0.001"],
+    "min_bandwidth": ["--heads", "32", "--eliminate_every", "3", "--min_bandwidth", "0.001"],
     "head_reduction": ["--heads", "8"],
 }
 
@@ -94,7 +97,9 @@ def fingerprint(root) -> dict:
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("flags")
     (root / "cs224n").mkdir()
-    write_task_files(root / "cs224n")
+    write_task_files(root / "cs224n", n=36)
+    sst = root / "cs224n" / "ids-sst-train.csv"   # unequal task sizes (12, 36, 36), so the schedules differ
+    sst.write_text("\n".join(sst.read_text().splitlines()[:13]) + "\n")
     write_glue(root / "glue")
     save_tiny_model(root / "model")
     return root
@@ -139,7 +144,7 @@ def baselines(tiny, tmp_path_factory):
     return seen
 
 
-@pytest.mark.parametrize("entry, action", cases())
+@pytest.mark.parametrize("entry, action", list(cases()))
 def test_flag_changes_what_the_run_shows(tiny, baselines, tmp_path, entry, action):
     parser, run = ENTRY_POINTS[entry]
     needs = NEEDS.get(action.dest, [])
