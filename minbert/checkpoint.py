@@ -201,5 +201,8 @@ class TrainState:
         try:
             yield
         except interrupt.Interrupted as e:
-            interrupt.save_and_exit(e, os.path.join(self.args.out_dir, "interrupted.pt"), self.state_dict(),
-                                    self.epoch, self.step)
+            path = os.path.join(self.args.out_dir, "interrupted.pt")
+            save(path, self.state_dict())
+            print(f"\n{e}: saved {path} (epoch {self.epoch}, step {self.step}); continue with the same command plus "
+                  f"--resume {path}")
+            raise SystemExit(interrupt.EXIT_STATUS) from None

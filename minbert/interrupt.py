@@ -105,11 +105,3 @@ def run(train, args, abortable: bool = True, agree=None):
         except Interrupted as e:
             print(f"\n{e}: stopped before training started; nothing to save")
             raise SystemExit(EXIT_STATUS) from None
-
-
-def save_and_exit(reason: Interrupted, path, state: dict, epoch: int, step: int):
-    """Save the state of a step boundary to `path` and exit with status 130, saying how to resume."""
-    from . import checkpoint   # here, so that importing this module stays light
-    checkpoint.save(path, state)
-    print(f"\n{reason}: saved {path} (epoch {epoch}, step {step}); continue with the same command plus --resume {path}")
-    raise SystemExit(EXIT_STATUS) from None
