@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, interrupt, metrics
+from minbert import checkpoint, distributed, flags, interrupt, metrics, progress, run_dir
 from minbert.adamw import AdamW
 from minbert.compiled import compile_blocks
 from minbert.data import TaskData
@@ -42,7 +42,7 @@ from minbert.device import AMP_CHOICES, autocast, grad_scaler, resolve_amp, rng_
 from minbert.errors import UserError, cli
 from minbert.export import MODEL_DIR, export
 from minbert.flags import at_least, between, positive, writable_dir
-from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, to_category_labels
+from minbert.glue import DEFAULT_GLUE_DIR, TASKS, category_prediction, read_glue, task_name, to_category_labels
 from minbert.interrupt import EXIT_STATUS, Interrupted
 from minbert.mml import LAMBDA, METHODS, PAPER_METRIC, HeadEliminator, MultiverseHeads, paper_epochs, resolve_num_heads
 from minbert.model import BertModel, atomic_write
@@ -54,7 +54,7 @@ from minbert.tokenizer import Tokenizer
 def parse_args(argv=None):
     p = flags.ArgumentParser(description=__doc__)
     # --- what to train
-    p.add_argument("--task", required=True, choices=list(TASKS), help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
+    p.add_argument("--task", required=True, type=task_name, choices=list(TASKS), help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
     p.add_argument("--method", choices=list(METHODS), default="mml", help="mml, or a baseline of the paper's Table 1 (see the docstring)")
     p.add_argument("--heads", type=at_least(1), default=None, help="M for mml/mv/ensemble (default: hidden size D, e.g. 768); MV-5 is --method mv --heads 5")
     p.add_argument("--head_reduction", choices=["sum", "mean"], default="sum", help="sum is Eq. 3 (λ was tuned for it); mean divides by the active-head count")
@@ -82,8 +82,10 @@ def parse_args(argv=None):
     p.add_argument("--resume", default=None, help="continue from last.pt or interrupted.pt written by this script")
     p.add_argument("--predict_only", action="store_true",
                    help="no training: score the model in --resume (best.pt or last.pt) on dev and --eval_tasks")
+    run_dir.add_args(p)
+    progress.add_args(p)
     args = p.parse_args(argv)
-    args.eval_tasks = [t for t in args.eval_tasks.split(",") if t]
+    args.eval_tasks = [task_name(t) for t in args.eval_tasks.split(",") if t]
     category = TASKS[args.task].category
     for t in args.eval_tasks:
         if t not in TASKS or TASKS[t].category is None or TASKS[t].category != category:
@@ -97,7 +99,8 @@ def parse_args(argv=None):
 
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
-RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "amp", "glue_dir", "out_dir", "eval_tasks"}
+RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "amp", "glue_dir", "out_dir", "eval_tasks",
+                     *run_dir.RESUME_MAY_DIFFER, *progress.RESUME_MAY_DIFFER}
 
 
 def score(task, out, gold) -> dict:
@@ -110,7 +113,8 @@ def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
-    return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
+    with run_dir.RunDir(args, "train_mml.py"):   # refuses a used --out_dir; at the end: lean folder, summary
+        return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
 
 
 def train(args, stop):
@@ -122,6 +126,7 @@ def train(args, stop):
     args.amp, amp_reason = resolve_amp(args.amp, device)
     spec = METHODS[args.method]
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, method {args.method}")
+    progress.check_cpu_load(device)
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -206,8 +211,8 @@ def train(args, stop):
     stop.defer()
     try:
         for epoch in range(start_epoch, args.epochs + 1):
-            bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                       total=steps_per_epoch, disable=None if distributed.is_main() else True)
+            bar = progress.bar(range(start_step, steps_per_epoch), epoch, args.epochs, steps_per_epoch, start_step,
+                               disable=not distributed.is_main(), args=args, examples_per_step=args.batch_size * distributed.world_size())
             for step in bar:
                 position = step
                 stop.check()
@@ -264,7 +269,7 @@ def train(args, stop):
                 best = scores[headline]
                 checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
             loss_sum, mv_sum, n_steps = 0.0, 0.0, 0
-            checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0))
+            run_dir.save_last(args.out_dir, full_state(epoch + 1, 0))   # and drops a stale interrupted.pt
             epoch, position = epoch + 1, 0
     except Interrupted as e:
         interrupt.save_and_exit(e, os.path.join(args.out_dir, "interrupted.pt"), full_state(epoch, position), epoch, position)

@@ -26,10 +26,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, interrupt
+from minbert import checkpoint, distributed, flags, interrupt, progress, run_dir
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
-from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, default_paths, read_quora, read_sst, read_sts, write_predictions
+from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, TaskData, add_output_args, default_paths, prediction_headers, read_quora, read_sst, read_sts, resolve_outputs, write_predictions
 from minbert.device import AMP_CHOICES, autocast, grad_scaler, resolve_amp, rng_state, seed_everything, set_rng_state
 from minbert.errors import UserError, cli
 from minbert.export import MODEL_DIR, OUTPUTS, STAGE, export, init_from, model_dir, save_outputs, summarise, write_json
@@ -56,7 +56,8 @@ from minbert.tokenizer import Tokenizer
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
 RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "use_gpu", "amp", "data_dir", "data_notes", "out_dir",
-                     *CS224N_FILES, *(f"{t}_{s}_out" for t in TASKS for s in ("dev", "test"))}
+                     *CS224N_FILES, *(f"{t}_{s}_out" for t in TASKS for s in ("dev", "test")),
+                     "handout_headers", *run_dir.RESUME_MAY_DIFFER, *progress.RESUME_MAY_DIFFER}
 
 
 def parse_args(argv=None):
@@ -136,13 +137,14 @@ def parse_args(argv=None):
                         "standing in for the full Quora files (python -m minbert.download cs224n)")
     for key, name in CS224N_FILES.items():
         p.add_argument(f"--{key}", default=None, help=f"default: DATA_DIR/{name}" + ("; 'none' skips it" if key.endswith("test") else ""))
-    for task, split in [(t, s) for t in TASKS for s in ("dev", "test")]:
-        p.add_argument(f"--{task}_{split}_out", default=f"predictions/{task}-{split}-output.csv")
+    add_output_args(p)   # --{task}_{split}_out (default OUT_DIR/predictions/...), --handout_headers
     p.add_argument("--limit", type=at_least(0), default=0, help="use at most N examples per split (smoke runs; 0 = all)")
     p.add_argument("--out_dir", default="runs/multitask", help="checkpoints (best.pt, last.pt), metrics.jsonl, curves.png")
     p.add_argument("--resume", default=None, help="continue from a checkpoint written by this script (last.pt or interrupted.pt)")
     p.add_argument("--predict_only", action="store_true",
                    help="no training: write the dev/test predictions of the model in --resume (best.pt or last.pt)")
+    run_dir.add_args(p)
+    progress.add_args(p)
     args = p.parse_args(argv)
     if args.pals_after:
         args.init_from, args.pals, args.pals_init, args.option = args.pals_after, True, "zero", "pretrain"
@@ -152,6 +154,7 @@ def parse_args(argv=None):
     defaults, args.data_notes = default_paths(args.data_dir)
     for key in CS224N_FILES:
         setattr(args, key, getattr(args, key) or defaults[key])
+    args.data_notes += resolve_outputs(args)
     if args.grad_compromise and args.grad_compromise < len(TASKS):
         p.error(f"--grad_compromise must be at least the number of tasks ({len(TASKS)})")
     if (args.smart or args.r3f or args.r4f) and not {args.para_head, args.sts_head} <= set(CROSS_HEADS):
@@ -186,7 +189,8 @@ def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
-    return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
+    with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: lean folder, summary
+        return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
 
 
 def train(args, stop):
@@ -197,6 +201,7 @@ def train(args, stop):
     device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
+    progress.check_cpu_load(device)
     for note in args.data_notes:
         print(f"data: {note}")
 
@@ -337,8 +342,8 @@ def train(args, stop):
             if mnr:
                 mnr.set_epoch(epoch)
             seen = 0
-            bar = tqdm(range(start_step, steps_per_epoch), desc=f"epoch {epoch}/{args.epochs}", initial=start_step,
-                       total=steps_per_epoch, disable=None if distributed.is_main() else True)
+            bar = progress.bar(range(start_step, steps_per_epoch), epoch, args.epochs, steps_per_epoch, start_step,
+                               disable=not distributed.is_main(), args=args)
             t_epoch = time.time()
             for step in bar:
                 position = step
@@ -402,7 +407,7 @@ def train(args, stop):
                 best = scores["overall"]
                 checkpoint.save(os.path.join(args.out_dir, "best.pt"), {"model": model.state_dict(), "args": vars(args), "scores": scores})
             loss_sum = {t: [0.0, 0] for t in TASKS}
-            checkpoint.save(os.path.join(args.out_dir, "last.pt"), full_state(epoch + 1, 0))
+            run_dir.save_last(args.out_dir, full_state(epoch + 1, 0))   # and drops a stale interrupted.pt
             epoch, position = epoch + 1, 0
     except Interrupted as e:
         interrupt.save_and_exit(e, os.path.join(args.out_dir, "interrupted.pt"), full_state(epoch, position), epoch, position)
@@ -438,7 +443,7 @@ def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source)
                 outputs[split] = run_heads(model, splits, eval_bs, device, args.amp)
                 for task, (ids, _, out) in outputs[split].items():
                     path = getattr(args, f"{task}_{split}_out")
-                    write_predictions(path, PREDICTION_HEADERS[task], ids, predictions(task, out))
+                    write_predictions(path, prediction_headers(args)[task], ids, predictions(task, out))
                     print(f"wrote {path}")
     except OSError as e:
         raise UserError(f"could not write the predictions ({e}). Nothing is lost: the model is in {source}; fix the path "

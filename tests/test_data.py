@@ -485,3 +485,35 @@ def test_task_data_works_with_the_real_wordpiece_tokenizer(tmp_path):
     assert batch["input_ids"].tolist() == [[2, 6, 7, 3, 0, 0], [2, 5, 8, 9, 7, 3]]
     assert batch["input_ids_b"].tolist() == [[2, 5, 7, 3], [2, 6, 7, 3]]
     assert batch["labels"].tolist() == [0.0, 1.0] and batch["labels"].dtype == torch.float32
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpful errors and honest output names (issue 20)
+
+
+def test_a_typo_in_a_shipped_file_name_gets_did_you_mean(tmp_path):
+    """Oracle: difflib's closest existing name; a handout file that is not here keeps the download advice."""
+    write_tsv(tmp_path / "ids-sst-train.csv", [SST_HEADER, ["0", "s0", "fine.", "3"]])
+    with pytest.raises(DataError, match=r"Did you mean .*ids-sst-train\.csv\?") as typo:
+        read_sst(tmp_path / "ids-sst-trian.csv")
+    assert "minbert.download" not in str(typo.value), "a typo of a file that is there must not send the user to download"
+    with pytest.raises(DataError, match="python -m minbert.download cs224n"):
+        read_quora(tmp_path / "quora-train.csv")   # the full Quora file is not shipped: download it
+
+
+def test_stand_in_quora_test_predictions_are_named_so():
+    """Oracle: default_paths on the shipped data/ (no full Quora files): the Quora test file is the dev sample, so
+    its prediction file's default name must say it is a stand-in; the other five keep the handout's names."""
+    from argparse import Namespace
+
+    from minbert.data import PREDICTION_FILES, default_paths, resolve_outputs
+
+    paths, _ = default_paths(str(Path(__file__).resolve().parents[1] / "data"))
+    args = Namespace(out_dir="runs/x", **paths, **dict.fromkeys(PREDICTION_FILES))
+    notes = resolve_outputs(args)
+    assert "STAND-IN" in args.para_test_out and "not-for-submission" in args.para_test_out, args.para_test_out
+    assert args.sst_test_out == "runs/x/predictions/sst-test-output.csv"
+    assert any("do not submit" in n for n in notes), f"the stand-in must be announced, got {notes}"
+    args = Namespace(out_dir="runs/x", **paths | {"para_test": "q-test.csv"}, **dict.fromkeys(PREDICTION_FILES))
+    resolve_outputs(args)
+    assert args.para_test_out == "runs/x/predictions/para-test-output.csv", "a real Quora test file keeps its name"

@@ -210,8 +210,8 @@ def test_missing_file_error_says_how_to_download_and_how_to_point_at_it(tmp_path
 
 
 def test_unknown_task_or_split_lists_the_choices(glue_dir):
-    with pytest.raises(ValueError, match="unknown task 'rte': expected one of CoLA, SST-2"):
-        read_glue(glue_dir, "rte", "train")
+    with pytest.raises(ValueError, match="unknown task 'rtf': expected one of CoLA, SST-2"):
+        read_glue(glue_dir, "rtf", "train")   # names are case-insensitive ('rte' is RTE), so a real unknown one
     with pytest.raises(ValueError, match="unknown split 'validation' of MNLI: expected one of train, dev, dev_mis"):
         read_glue(glue_dir, "MNLI", "validation")
 
@@ -498,3 +498,17 @@ def test_download_glue_rejects_unknown_task_names(tmp_path, fake_download, capsy
         download.main(["glue", "--tasks", "RTE,GLUE", "--dest", str(tmp_path)])
     assert "unknown task(s) ['GLUE']: choose from all, CoLA" in capsys.readouterr().err
     assert calls == []
+
+
+def test_task_names_are_case_insensitive(glue_dir):
+    """Oracle: TASKS' spelling; Hugging Face run_glue users type lowercase (`--task rte`)."""
+    from minbert.glue import task_name
+
+    assert [task_name(t) for t in ("rte", "Mrpc", "sts-b*", "SST-2", "nope")] == ["RTE", "MRPC", "STS-B*", "SST-2", "nope"]
+    assert read_glue(glue_dir, "rte", "train") == read_glue(glue_dir, "RTE", "train")
+
+
+def test_a_glue_dir_typo_gets_did_you_mean(glue_dir):
+    typo = str(glue_dir) + "x"
+    with pytest.raises(DataError, match=f"Did you mean --glue_dir {glue_dir}"):
+        read_glue(typo, "RTE", "train")
