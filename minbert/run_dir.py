@@ -106,6 +106,9 @@ class RunDir:
         args, root = self.args, self.root
         if root.exists() and not root.is_dir():
             raise UserError(f"--out_dir {root}: is a file, expected a folder")
+        blocker = next((p for p in root.parents if p.is_file()), None)
+        if blocker is not None:
+            raise UserError(f"--out_dir {root}: cannot write there ({blocker} is a file); choose a writable folder")
         used = [n for n in _artefacts(root) if n not in SETUP_ONLY]
         same = self.same_run()
         marker = self.read_marker()
