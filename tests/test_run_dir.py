@@ -13,7 +13,6 @@ import pytest
 
 import train_mml
 import train_multitask
-from minbert import run_dir
 from minbert.errors import UserError
 from test_train_mml import setup as mml_setup  # noqa: F401  (fixture)
 from test_train_multitask import setup, signal_on_call  # noqa: F401  (fixture)
@@ -79,6 +78,7 @@ def test_resume_removes_interrupted_pt_and_a_finished_run_is_lean(setup, tmp_pat
         run(setup, out)
     assert (out / "interrupted.pt").is_file() and (out / "last.pt").is_file(), "the cut run must save both"
     monkeypatch.undo()
+    from minbert import run_dir
     saved = []
     real = run_dir.save_last
     monkeypatch.setattr(run_dir, "save_last", lambda *a: (real(*a), saved.append((out / "interrupted.pt").exists())))
