@@ -8,7 +8,6 @@ names OMP_NUM_THREADS.
 
 import math
 
-from minbert import progress
 from test_run_dir import run
 from test_train_multitask import setup  # noqa: F401  (fixture)
 
@@ -29,7 +28,18 @@ def test_piped_run_prints_a_progress_line_every_n_steps(setup, tmp_path, capsys)
         assert part in last, f"a progress line must show {part!r}: {last!r}"
 
 
+def test_piped_run_with_default_flags_shows_each_epoch_start_and_end(setup, tmp_path, capsys):
+    """Default: by time only (every 30 s), plus the first and the last step of each epoch, so even a short
+    run shows it is alive; the tiny run takes well under 30 s per epoch."""
+    run(setup, tmp_path / "r", "--epochs", "2")
+    lines = progress_lines(capsys.readouterr().out)
+    assert [line.split(" | ")[0] for line in lines] == ["epoch 1/2 step 1/18 (6%)", "epoch 1/2 step 18/18 (100%)",
+                                                        "epoch 2/2 step 1/18 (6%)", "epoch 2/2 step 18/18 (100%)"], \
+        f"minbert.progress: with stdout piped, a run must print progress lines; got {lines}"
+
+
 def test_time_rule_prints_when_log_seconds_have_passed():
+    from minbert import progress
     t = iter(range(0, 1000, 10))   # every step takes 10 fake seconds
     lines = []
 
@@ -49,6 +59,7 @@ def test_time_rule_prints_when_log_seconds_have_passed():
 
 
 def test_load_warning_fires_only_when_threads_fight_for_cores():
+    from minbert import progress
     assert progress.cpu_load_warning(threads=2, load=0.1, cores=2) is None, "an idle machine must not be warned about"
     busy = progress.cpu_load_warning(threads=2, load=3.0, cores=2)
     assert busy and "OMP_NUM_THREADS=1" in busy, f"a busy 2-core machine must get OMP_NUM_THREADS advice: {busy}"

@@ -15,7 +15,6 @@ import pytest
 
 import train_mml
 import train_multitask
-from minbert.data import STAND_IN_PARA_TEST
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,6 +66,7 @@ def test_quick_start_is_short_and_installs_light_and_right():
 def test_quick_start_runs_offline_and_writes_everything_under_its_out_dir(offline, tmp_path, capsys):
     """The quick start's own command, --limit 16, default prediction paths: all six files land under
     OUT_DIR/predictions, the stand-in Quora test file named so, and the finished folder keeps no resume state."""
+    from minbert.data import STAND_IN_PARA_TEST
     args = readme_command("train_multitask.py")
     assert "--option" in args and "finetune" in args and "--out_dir" in args, f"README quick start command: {args}"
     out = tmp_path / "run"
