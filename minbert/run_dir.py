@@ -156,9 +156,15 @@ class RunDir:
             return False
         if kind is None:
             self.finish()
-        elif self.created and self.root.is_dir() and not self._holds_work():
-            shutil.rmtree(self.root)   # failed before saving anything: no empty folder left behind
-            print(f"{self.root}: removed (the run saved nothing)", file=sys.stderr)
+        elif self.root.is_dir() and not self._holds_work():   # failed before saving anything: leave no trace
+            if self.created:
+                shutil.rmtree(self.root)
+                print(f"{self.root}: removed (the run saved nothing)", file=sys.stderr)
+            else:   # the user's folder stays; only what this run put there goes
+                for name in SETUP_ONLY:
+                    (self.root / name).unlink(missing_ok=True)
+                if (self.root / "predictions").is_dir() and not any((self.root / "predictions").iterdir()):
+                    (self.root / "predictions").rmdir()
         elif self.root.is_dir():
             marker = self.read_marker()
             if marker:

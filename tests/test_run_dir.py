@@ -104,6 +104,7 @@ def test_a_run_that_fails_before_training_leaves_no_folder(setup, tmp_path):
     with pytest.raises(UserError):
         run(setup, tmp_path / "mine", "--model", str(tmp_path / "no-such-model"))
     assert (tmp_path / "mine").is_dir(), "a folder the user made must not be removed"
+    assert list((tmp_path / "mine").iterdir()) == [], "a failed run must take back what it put in the user's folder"
 
 
 def test_mml_run_says_where_its_outputs_went_and_drops_its_resume_state(mml_setup, tmp_path, capsys):
