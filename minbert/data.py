@@ -120,7 +120,8 @@ def add_output_args(parser) -> None:
         g.add_argument(f"--{flag}", default=None, help=f"default: OUT_DIR/predictions/{name}")
     g.add_argument("--handout_headers", action=argparse.BooleanOptionalAction, default=True,
                    help="write the handout's exact header lines, typo included (STS: Predicted_Similiary), so a "
-                        "grader comparing them byte for byte accepts the files; --no-handout_headers fixes the spelling")
+                        "grader comparing them byte for byte accepts the files; --no-handout_headers fixes the "
+                        "spelling")
 
 
 def prediction_headers(args) -> dict[str, str]:

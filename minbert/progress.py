@@ -83,8 +83,9 @@ class LogBar:
         elif self.examples_per_step:
             rate += f", {steps_per_s * self.examples_per_step:.0f} ex/s"
         losses = " ".join(f"{k} {v}" for k, v in post.items())
-        print(f"epoch {self.epoch}/{self.epochs} step {position}/{self.total} ({100 * position / max(self.total, 1):.0f}%)"
-              f" | {rate} | ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}" + (f" | {losses}" if losses else ""),
+        percent = 100 * position / max(self.total, 1)
+        print(f"epoch {self.epoch}/{self.epochs} step {position}/{self.total} ({percent:.0f}%) | {rate} | "
+              f"ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}" + (f" | {losses}" if losses else ""),
               file=self.stream or sys.stdout, flush=True)
         self.lines += 1
 
@@ -118,7 +119,8 @@ def cpu_load_warning(threads: int, load: float, cores: int) -> str | None:
             f"(11 vs 63 ex/s). Start the run as  OMP_NUM_THREADS={free} python ...  (the cores left free)")
 
 
-def check_cpu_load(device=None, load: float | None = None, cores: int | None = None, threads: int | None = None) -> str | None:
+def check_cpu_load(device=None, load: float | None = None, cores: int | None = None,
+                   threads: int | None = None) -> str | None:
     """Print (and return) cpu_load_warning for this machine when training runs on the CPU."""
     if device is not None and getattr(device, "type", str(device)) != "cpu":
         return None

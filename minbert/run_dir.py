@@ -49,7 +49,8 @@ def add_args(parser) -> None:
                    help="replace the run already in --out_dir and existing prediction files (default: refuse)")
     g.add_argument("--keep_resume_state", action="store_true",
                    help="keep last.pt (weights + optimizer moments, ~3x the model) after the run finishes, to "
-                        "train on later with --resume; by default a finished run keeps model/, best.pt, outputs, metrics")
+                        "train on later with --resume; by default a finished run keeps model/, best.pt, outputs, "
+                        "metrics")
 
 
 def _is_main() -> bool:

@@ -54,7 +54,8 @@ def test_time_rule_prints_when_log_seconds_have_passed():
                           clock=lambda: next(t))
     assert list(bar) == list(range(10)), "LogBar must yield every item"
     # after step 1 (the first line), then whenever 25 s passed since the last line, and at the last step
-    assert len(lines) == bar.lines == 4, f"expected lines after steps 1 (the first), 4, 7 (25 s later) and 10 (the last): got {lines}"
+    assert len(lines) == bar.lines == 4, \
+        f"expected lines after steps 1 (the first), 4, 7 (25 s later) and 10 (the last): got {lines}"
     assert "ETA epoch 0m00s" in lines[-1]
 
 

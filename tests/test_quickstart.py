@@ -73,12 +73,15 @@ def test_quick_start_runs_offline_and_writes_everything_under_its_out_dir(offlin
     history = train_multitask.main(args + ["--limit", "16", "--out_dir", str(out)])
     assert 0.0 <= history[-1]["overall"] <= 1.0
     written = sorted(p.name for p in (out / "predictions").glob("*.csv"))
-    assert written == sorted(["para-dev-output.csv", STAND_IN_PARA_TEST, "sst-dev-output.csv", "sst-test-output.csv",
-                              "sts-dev-output.csv", "sts-test-output.csv"]), \
-        f"the quick start must write the six prediction files under --out_dir, the Quora test one named a stand-in: {written}"
-    assert not (out / "last.pt").exists() and (out / "model").is_dir(), "a finished quick start keeps model/, not last.pt"
+    expected = ["para-dev-output.csv", STAND_IN_PARA_TEST, "sst-dev-output.csv", "sst-test-output.csv",
+                "sts-dev-output.csv", "sts-test-output.csv"]
+    assert written == sorted(expected), \
+        f"the quick start must write six prediction files under --out_dir, the Quora test one a stand-in: {written}"
+    assert not (out / "last.pt").exists() and (out / "model").is_dir(), \
+        "a finished quick start keeps model/, not last.pt"
     out_text = capsys.readouterr().out
-    assert "quora-train-sample.csv" in out_text, "the Quora sample stands in for the full files: that choice must be printed"
+    assert "quora-train-sample.csv" in out_text, \
+        "the Quora sample stands in for the full files: that choice must be printed"
     assert "amp" in out_text and "model minilm-l6" in out_text, "the amp choice and the model must be printed at start"
     assert "python -m minbert.download cs224n" in out_text, "at the end the run must say what to run for the real thing"
     assert f"run folder {out}" in out_text, "at the end the run must say where its files are"
