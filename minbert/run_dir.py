@@ -169,7 +169,8 @@ class RunDir:
         elif self.root.is_dir():
             marker = self.read_marker()
             if marker:
-                status = "interrupted" if (self.root / "interrupted.pt").is_file() else "failed"
+                resumable = any((self.root / n).is_file() for n in RESUME_STATE)
+                status = "stopped, resumable" if resumable else "failed"
                 self.write_marker(marker | {"status": status})
         return False
 
