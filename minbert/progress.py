@@ -24,15 +24,17 @@ import os
 import sys
 import time
 
+from .flags import at_least, positive
+
 LOG_EVERY = 0        # steps between log lines (0: by time only)
 LOG_SECONDS = 30.0   # seconds between log lines
 
 
 def add_args(parser) -> None:
     g = parser.add_argument_group("progress in logs (minbert/progress.py)")
-    g.add_argument("--log_every", type=int, default=LOG_EVERY,
+    g.add_argument("--log_every", type=at_least(0), default=LOG_EVERY,
                    help="when stdout is not a terminal, print a progress line every N steps (0: by time only)")
-    g.add_argument("--log_seconds", type=float, default=LOG_SECONDS,
+    g.add_argument("--log_seconds", type=positive, default=LOG_SECONDS,
                    help="when stdout is not a terminal, print a progress line at least every T seconds")
 
 
