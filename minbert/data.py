@@ -6,7 +6,12 @@ CS224N multitask data: file readers, and tokenized, length-aware batching.
    says "path:line: what was found, what was expected".
 2. Batching. `TaskData` tokenizes one split once, caches the token ids, and yields dynamically
    padded batches of similar-length examples.
-3. `write_predictions` writes the handout's prediction-file format byte for byte.
+3. `write_predictions` writes the handout's prediction-file format byte for byte, header line included
+   (PREDICTION_HEADERS: the handout's own "Predicted_Similiary" for STS; --no-handout_headers fixes it).
+4. Where they go: `add_output_args` / `resolve_outputs` give train_multitask.py its --*_out flags, defaulting to
+   OUT_DIR/predictions/<handout name>; when the Quora test file is a stand-in (the dev sample, see
+   `default_paths`), that file's default name says so (STAND_IN_PARA_TEST). A missing input file whose name is
+   close to an existing one gets "Did you mean ...?" (`did_you_mean`, difflib).
 
 The files (gpoesia/minbert-default-final-project, data/) are tab-separated despite the .csv name,
 with default csv quoting; the first column is an unnamed pandas index. The `*-test-student.csv`
