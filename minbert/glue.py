@@ -4,6 +4,7 @@ one table of tasks, file readers, and the label mapping used for cross-dataset e
 
 1. `TASKS` describes every task: number of labels, the metrics GLUE reports, its category
    (for cross-dataset studies), and where its split files live under `glue_dir`.
+   Task names are accepted in any case (`task_name`: 'rte' -> 'RTE'), as Hugging Face run_glue users type them.
 2. `read_glue(glue_dir, task, split)` returns `minbert.data.Example`s. Anything malformed raises a
    `DataError` that says "path:line: what was found, what was expected".
 3. `to_category_labels` and `category_prediction` map gold labels and a model's class
