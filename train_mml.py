@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, glue, interrupt, metrics, mml
+from minbert import checkpoint, distributed, flags, glue, interrupt, metrics, mml, progress, run_dir
 from minbert import device as machine
 from minbert.adamw import AdamW
 from minbert.atomic import atomic_write
@@ -70,6 +70,8 @@ def parser():
     glue.add_args(p)
     machine.add_args(p, seed=1)
     checkpoint.add_args(p, out_dir="runs/mml")
+    run_dir.add_args(p)
+    progress.add_args(p)
     mml.add_args(p)
     return p
 
@@ -91,7 +93,8 @@ def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
-    return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
+    with run_dir.RunDir(args, "train_mml.py"):   # refuses a used --out_dir; at the end: a lean folder, its summary
+        return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
 
 
 def train(args, stop):
@@ -104,6 +107,7 @@ def train(args, stop):
     spec = METHODS[args.method]
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, "
           f"method {args.method}")
+    progress.check_cpu_load(device)   # warns when other work competes for the cores torch will use
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -172,7 +176,7 @@ def train(args, stop):
     t0, headline = time.time(), PAPER_METRIC[args.task]   # the best epoch by the paper's metric
     with state.saved_on_interrupt(stop):   # Ctrl-C: finish the step, save interrupted.pt, exit
         for epoch in state.epochs(args.epochs):
-            for step in state.steps(steps_per_epoch, stop):
+            for step in state.steps(steps_per_epoch, stop, args.batch_size * distributed.world_size()):
                 global_step = (epoch - 1) * steps_per_epoch + step + 1
                 # 1) forward and loss: Eq. 3's task loss over the heads, plus λ·L_mv (Eq. 4) for mml/mv
                 batch = to_device(stream.next(), device)

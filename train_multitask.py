@@ -25,7 +25,7 @@ from torch import nn
 from tqdm import tqdm
 
 from minbert import checkpoint, data, distributed, flags, gradient_compromise, gradvac, head_pretraining, interrupt
-from minbert import loss_scaling, mnr, multitask, pals, r3f, sampling, smart, stages
+from minbert import loss_scaling, mnr, multitask, pals, progress, r3f, run_dir, sampling, smart, stages
 from minbert import device as machine
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
@@ -71,6 +71,8 @@ def parser():
     data.add_args(p)
     machine.add_args(p, seed=11711)
     checkpoint.add_args(p, out_dir="runs/multitask")
+    run_dir.add_args(p)
+    progress.add_args(p)
     for method in METHODS:
         method.add_args(p)
     return p
@@ -92,7 +94,8 @@ def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
-    return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
+    with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: a lean folder, its summary
+        return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
 
 
 def train(args, stop):
@@ -103,6 +106,7 @@ def train(args, stop):
     device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
+    progress.check_cpu_load(device)   # warns when other work competes for the cores torch will use
     for note in args.data_notes:
         print(f"data: {note}")
 
@@ -285,7 +289,7 @@ def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source)
                 outputs[split] = run_heads(model, splits, eval_bs, device, args.amp)
                 for task, (ids, _, out) in outputs[split].items():
                     path = getattr(args, f"{task}_{split}_out")
-                    data.write_predictions(path, data.PREDICTION_HEADERS[task], ids, predictions(task, out))
+                    data.write_predictions(path, data.prediction_headers(args)[task], ids, predictions(task, out))
                     print(f"wrote {path}")
     except OSError as e:
         raise UserError(f"could not write the predictions ({e}). Nothing is lost: the model is in {source}; fix the "

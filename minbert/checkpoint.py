@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from . import distributed, interrupt
+from . import distributed, interrupt, progress
 from .atomic import atomic_write
 from .device import rng_state, set_rng_state
 from .errors import UserError
@@ -33,7 +33,7 @@ from .report import write_jsonl
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
 WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
-         "eval_tasks", "dry_run", "overwrite", "keep_resume_state",
+         "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "handout_headers",
          *(f"{t}_{s}{o}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test") for o in ("", "_out"))}
 
 
@@ -169,10 +169,11 @@ class TrainState:
         while self.epoch <= num_epochs:
             yield self.epoch
 
-    def steps(self, num_steps: int, stop):
-        """The steps of this epoch still to run, with a progress bar; a Ctrl-C during a step stops at the next."""
-        self.bar = tqdm(range(self.step, num_steps), desc=f"epoch {self.epoch}/{self.args.epochs}", initial=self.step,
-                        total=num_steps, disable=None if distributed.is_main() else True)
+    def steps(self, num_steps: int, stop, examples_per_step: int | None = None):
+        """The steps of this epoch still to run, with a progress bar (log lines when not on a terminal:
+        minbert/progress.py); a Ctrl-C during a step stops at the next."""
+        self.bar = progress.bar(range(self.step, num_steps), self.epoch, self.args.epochs, num_steps, self.step,
+                                disable=not distributed.is_main(), args=self.args, examples_per_step=examples_per_step)
         for step in self.bar:
             self.step = step
             stop.check()
@@ -193,6 +194,9 @@ class TrainState:
             save_weights(os.path.join(self.args.out_dir, "best.pt"), model, self.args, scores=scores)
         self.epoch, self.step, self.running = self.epoch + 1, 0, json.loads(self._fresh_running)
         save(os.path.join(self.args.out_dir, "last.pt"), self.state_dict())
+        stale = Path(self.args.out_dir) / "interrupted.pt"   # last.pt is later than it now
+        if distributed.is_main() and stale.is_file():
+            stale.unlink()
 
     @contextmanager
     def saved_on_interrupt(self, stop):

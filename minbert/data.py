@@ -6,7 +6,12 @@ CS224N multitask data: file readers, and tokenized, length-aware batching.
    says "path:line: what was found, what was expected".
 2. Batching. `TaskData` tokenizes one split once, caches the token ids, and yields dynamically
    padded batches of similar-length examples.
-3. `write_predictions` writes the handout's prediction-file format byte for byte.
+3. `write_predictions` writes the handout's prediction-file format byte for byte, header line included
+   (PREDICTION_HEADERS: the handout's own "Predicted_Similiary" for STS; --no-handout_headers fixes it).
+4. Where they go: `add_output_args` / `resolve_outputs` give train_multitask.py its --*_out flags, defaulting to
+   OUT_DIR/predictions/<handout name>; when the Quora test file is a stand-in (the dev sample, see
+   `default_paths`), that file's default name says so (STAND_IN_PARA_TEST). A missing input file whose name is
+   close to an existing one gets "Did you mean ...?" (`did_you_mean`, difflib).
 
 The files (gpoesia/minbert-default-final-project, data/) are tab-separated despite the .csv name,
 with default csv quoting; the first column is an unnamed pandas index. The `*-test-student.csv`
@@ -26,7 +31,9 @@ Deliberately left out: GLUE readers, a torch Dataset/DataLoader (tokenizing once
 building batches in the main process is simple), and wiring splits together (the training script does that).
 """
 
+import argparse
 import csv
+import difflib
 import os
 import warnings
 from dataclasses import dataclass
@@ -53,8 +60,17 @@ DEFAULT_DATA_DIR = "data"  # where `python -m minbert.download cs224n` saves the
 # place it ships a 16k/2k sample cut from the public Quora dev file (data/README.md).
 QUORA_SAMPLE_FILES = {"para_train": "quora-train-sample.csv", "para_dev": "quora-dev-sample.csv"}
 
-# column title of each prediction file; write_predictions puts it in the header line
-PREDICTION_HEADERS = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similarity"}
+# Column title of each prediction file; write_predictions puts it in the header line. These are the
+# handout's exact titles, typo included: multitask_classifier.py writes "Predicted_Similiary" for STS,
+# and a grader that compares headers byte for byte expects it. --no-handout_headers writes the spelling
+# fixed (CORRECTED_HEADERS).
+PREDICTION_HEADERS = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similiary"}
+CORRECTED_HEADERS = PREDICTION_HEADERS | {"sts": "Predicted_Similarity"}
+
+# --{task}_{split}_out flag -> file name under OUT_DIR/predictions/ (the handout's names)
+PREDICTION_FILES = {f"{t}_{s}_out": f"{t}-{s}-output.csv" for t in ("sst", "para", "sts") for s in ("dev", "test")}
+# the name the Quora test predictions get when the Quora test file is a stand-in (default_paths): never submit it
+STAND_IN_PARA_TEST = "para-test-output.STAND-IN-dev-sample-not-for-submission.csv"
 
 
 @dataclass
@@ -73,14 +89,69 @@ class DataError(UserError, ValueError):
 # Readers
 
 
+def did_you_mean(path: str, shipped_dir: str = DEFAULT_DATA_DIR) -> str | None:
+    """The existing file closest in name to a missing `path` (difflib), looked for in its own folder and in
+    the shipped data folder; None when nothing is close. A typo then gets "did you mean ...?", not a
+    download command for a file that ships."""
+    folder = os.path.dirname(path) or "."
+    name = os.path.basename(path)
+    candidates = {}
+    for d in dict.fromkeys([folder, shipped_dir]):
+        if os.path.isdir(d):
+            for f in sorted(os.listdir(d)):
+                if os.path.isfile(os.path.join(d, f)):
+                    candidates.setdefault(f, os.path.join(d, f))
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
+    return candidates[close[0]] if close else None
+
+
 def _missing_file_message(path: str) -> str:
     folder = os.path.dirname(path) or "."
     message = f"{path}: file not found"
     if not os.path.isdir(folder):
         message += f" (the directory {folder} does not exist either)"
+    guess = None if os.path.basename(path) in CS224N_FILES.values() else did_you_mean(path)
+    if guess:   # a handout file name is downloadable: that advice below stays
+        return f"{message}. Did you mean {guess}?"
     return (f"{message}. Download the CS224N files with `python -m minbert.download cs224n` "
             f"(saves them to {DEFAULT_DATA_DIR}/; add --dest DIR to choose another place), or pass "
             f"--data_dir DIR to point the training script at a folder that already has them.")
+
+
+def add_output_args(parser) -> None:
+    """The prediction-file flags of train_multitask.py: where the six files go and their header line."""
+    g = parser.add_argument_group("prediction files (minbert/data.py)")
+    for flag, name in PREDICTION_FILES.items():
+        g.add_argument(f"--{flag}", default=None, help=f"default: OUT_DIR/predictions/{name}")
+    g.add_argument("--handout_headers", action=argparse.BooleanOptionalAction, default=True,
+                   help="write the handout's exact header lines, typo included (STS: Predicted_Similiary), so a "
+                        "grader comparing them byte for byte accepts the files; --no-handout_headers fixes the "
+                        "spelling")
+
+
+def prediction_headers(args) -> dict[str, str]:
+    """{task: column title} for the prediction files of this run (--handout_headers)."""
+    return PREDICTION_HEADERS if getattr(args, "handout_headers", True) else CORRECTED_HEADERS
+
+
+def resolve_outputs(args) -> list[str]:
+    """Fill every --*_out left unset with OUT_DIR/predictions/<handout name>; an explicit path wins. When the
+    Quora test file is a stand-in (the dev sample, see default_paths), its default file name says so, so it
+    is not submitted by mistake. Returns notes to print."""
+    notes = []
+    for flag, name in PREDICTION_FILES.items():
+        if getattr(args, flag) is None:
+            if flag == "para_test_out" and is_stand_in(args):
+                name = STAND_IN_PARA_TEST
+                notes.append(f"Quora test predictions go to predictions/{name}: they are for dev-sample pairs, "
+                             f"not the Quora test set; do not submit them")
+            setattr(args, flag, os.path.join(args.out_dir, "predictions", name))
+    return notes
+
+
+def is_stand_in(args) -> bool:
+    """True when the Quora test file is the dev file read without labels (default_paths' stand-in)."""
+    return args.para_test != "none" and os.path.abspath(args.para_test) == os.path.abspath(args.para_dev)
 
 
 def default_paths(data_dir: str) -> tuple[dict[str, str], list[str]]:
@@ -374,9 +445,7 @@ def add_args(parser) -> None:
     for key, name in CS224N_FILES.items():
         g.add_argument(f"--{key}", default=None,
                        help=f"default: DATA_DIR/{name}" + ("; 'none' skips it" if key.endswith("test") else ""))
-    for task in PREDICTION_HEADERS:
-        for split in ("dev", "test"):
-            g.add_argument(f"--{task}_{split}_out", default=f"predictions/{task}-{split}-output.csv")
+    add_output_args(parser)
 
 
 def resolve_paths(args) -> None:
@@ -384,3 +453,4 @@ def resolve_paths(args) -> None:
     defaults, args.data_notes = default_paths(args.data_dir)
     for key in CS224N_FILES:
         setattr(args, key, getattr(args, key) or defaults[key])
+    args.data_notes += resolve_outputs(args)

@@ -4,6 +4,7 @@ one table of tasks, file readers, and the label mapping used for cross-dataset e
 
 1. `TASKS` describes every task: number of labels, the metrics GLUE reports, its category
    (for cross-dataset studies), and where its split files live under `glue_dir`.
+   Task names are accepted in any case (`task_name`: 'rte' -> 'RTE'), as Hugging Face run_glue users type them.
 2. `read_glue(glue_dir, task, split)` returns `minbert.data.Example`s. Anything malformed raises a
    `DataError` that says "path:line: what was found, what was expected".
 3. `to_category_labels` and `category_prediction` map gold labels and a model's class
@@ -56,6 +57,7 @@ and any text normalisation (the WordPiece tokenizer lowercases and splits punctu
 """
 
 import csv
+import difflib
 import math
 import os
 import warnings
@@ -135,7 +137,15 @@ NOISY_TEXT = ("QQP", "MNLI", "SNLI")  # empty sentences are kept (with a warning
 SNLI_OPTIONAL = ("label2", "label3", "label4", "label5")  # trailing SNLI columns that may be missing
 
 
+def task_name(text: str) -> str:
+    """The TASKS spelling of a task name given in any case ('rte' -> 'RTE', 'sts-b*' -> 'STS-B*'), as Hugging
+    Face run_glue users type them; an unknown name comes back unchanged (argparse `choices` then lists the
+    valid ones). Usable as an argparse type=."""
+    return {t.lower(): t for t in TASKS}.get(text.strip().lower(), text)
+
+
 def _task(task: str) -> TaskInfo:
+    task = task_name(task)
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}: expected one of {', '.join(TASKS)}")
     return TASKS[task]
@@ -153,8 +163,13 @@ def read_glue(glue_dir, task: str, split: str, labeled: bool | None = None) -> l
     `labeled=None` reads labels unless the split is in TASKS[task].unlabeled (a path: labeled);
     labeled=False ignores any label column. 'STS-B*' keeps scores <= 2 (label 0) and >= 4 (label 1)."""
     info = _task(task)
+    task = info.name
     if split in info.splits:
         path = os.path.join(os.fspath(glue_dir), info.folder, info.splits[split])
+        guess = None if os.path.isdir(glue_dir) else _close_folder(os.fspath(glue_dir))
+        if not os.path.isfile(path) and guess:
+            raise DataError(f"{path}: file not found: --glue_dir {os.fspath(glue_dir)} does not exist. "
+                            f"Did you mean --glue_dir {guess}?")
         if not os.path.isfile(path):
             raise DataError(f"{path}: file not found. Download {info.folder} with `python -m minbert.download "
                             f"glue --tasks {info.folder} --dest {os.fspath(glue_dir)}`, or pass --glue_dir DIR to "
@@ -169,6 +184,16 @@ def read_glue(glue_dir, task: str, split: str, labeled: bool | None = None) -> l
     if task == "Quora":
         return read_quora(path, labeled)
     return _read_file(path, info, labeled)
+
+
+def _close_folder(path: str) -> str | None:
+    """An existing folder whose name is close to the missing folder `path` (its siblings, then the shipped
+    data/glue_data), or None."""
+    parent = os.path.dirname(path.rstrip("/")) or "."
+    siblings = [os.path.join(parent, d) for d in sorted(os.listdir(parent))] if os.path.isdir(parent) else []
+    folders = {os.path.basename(d): d for d in siblings + [DEFAULT_GLUE_DIR] if os.path.isdir(d)}
+    close = difflib.get_close_matches(os.path.basename(path.rstrip("/")), list(folders), n=1, cutoff=0.75)
+    return folders[close[0]] if close else None
 
 
 def _read_rows(path: str, folder: str, texts: list[str], label: str | None) -> list[tuple[int, dict[str, str]]]:
@@ -307,7 +332,7 @@ def category_prediction(task: str, probs: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------- flags
 def add_args(parser) -> None:
     g = parser.add_argument_group("GLUE data")
-    g.add_argument("--task", required=True, choices=list(TASKS),
+    g.add_argument("--task", required=True, type=task_name, choices=list(TASKS),
                    help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
     g.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout (TASK/train.tsv, dev.tsv)")
     g.add_argument("--eval_tasks", default="", help="comma list of same-category tasks to score the best model on, e.g. QNLI,MNLI")
@@ -315,7 +340,7 @@ def add_args(parser) -> None:
 
 def check_args(args, parser) -> None:
     """--eval_tasks becomes a list, each a task of --task's category."""
-    args.eval_tasks = [t for t in args.eval_tasks.split(",") if t] if isinstance(args.eval_tasks, str) else args.eval_tasks
+    args.eval_tasks = [task_name(t) for t in args.eval_tasks.split(",") if t]
     category = TASKS[args.task].category
     for t in args.eval_tasks:
         if t not in TASKS or TASKS[t].category is None or TASKS[t].category != category:

@@ -12,6 +12,8 @@ tests/ has no __init__.py, so pytest puts it on sys.path and this module is impo
   write_task_files(folder)            CS224N-format SST / Quora / STS files (train_multitask.py's data)
   write_glue(folder)                  GLUE-format RTE / QNLI / MNLI / MRPC / STS-B files (train_mml.py's data)
   signal_on_call(monkeypatch, ...)    a real SIGINT/SIGTERM delivered inside the n-th call of a function
+  real_cs224n_dir / real_glue_dir     where the real data files are: ../shared/data, else the shipped data/
+  needs_cs224n / needs_glue           skip markers naming the files, only when neither place has them
 
 The data files and the tiny model are pinned: tests compare runs on them byte for byte, so change
 them only together with those tests.
@@ -21,7 +23,9 @@ import os
 import shutil
 import signal
 import warnings
+from pathlib import Path
 
+import pytest
 import torch
 
 B, T = 4, 12   # make_batch's batch size and sequence length
@@ -149,3 +153,42 @@ def signal_on_call(monkeypatch, owner, name, n, sig=signal.SIGINT, when=None):
         return real(*a, **k)
 
     monkeypatch.setattr(owner, name, patched)
+
+
+# ---------------------------------------------------------------------------- the real data files
+# Read in place, never copied: from ../shared/data when that folder exists (a developer checkout), else from
+# the repository's own data/ (what a fresh clone ships). A test skips only when neither place holds its files.
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+CS224N_PLACES = (SHARED_DATA / "cs224n", REPO / "data")
+GLUE_PLACES = (SHARED_DATA / "glue", REPO / "data" / "glue_data")
+
+
+def _first_with(places, names):
+    for place in places:
+        if all((place / name).exists() for name in names):
+            return place
+    return None
+
+
+def real_cs224n_dir(*names: str) -> Path | None:
+    """The first folder (../shared/data/cs224n, then data/) holding every named CS224N file; None if none does."""
+    return _first_with(CS224N_PLACES, names)
+
+
+def real_glue_dir(*tasks: str) -> Path | None:
+    """The first glue_data-layout folder (../shared/data/glue, then data/glue_data) holding a folder for every
+    named task (STS-B* reads STS-B/); None if none does."""
+    return _first_with(GLUE_PLACES, [t.rstrip("*") for t in tasks])
+
+
+def needs_cs224n(*names: str):
+    """skipif marker: skip only when no known place holds the named CS224N files."""
+    return pytest.mark.skipif(real_cs224n_dir(*names) is None,
+                              reason=f"{', '.join(names)} found in none of {[str(p) for p in CS224N_PLACES]}")
+
+
+def needs_glue(*tasks: str):
+    """skipif marker: skip only when no known place holds the named GLUE tasks."""
+    return pytest.mark.skipif(real_glue_dir(*tasks) is None,
+                              reason=f"GLUE {', '.join(tasks)} found in none of {[str(p) for p in GLUE_PLACES]}")

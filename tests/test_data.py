@@ -2,7 +2,7 @@
 
 Most tests use tiny files written to tmp_path in the handout's format: tab-separated, an unnamed
 pandas index as first column, and test files whose header starts with "0\\t\\t". The real handout
-files are only read, never copied, from ../shared/data/cs224n when that directory exists.
+files are only read, never copied: from ../shared/data/cs224n, or else the repository's own data/ (conftest.py).
 """
 
 import random
@@ -14,9 +14,13 @@ import torch
 from minbert.data import (CS224N_FILES, PREDICTION_HEADERS, DataError, Example, TaskData, read_quora,
                           read_sst, read_sts, write_predictions)
 
-SHARED_CS224N = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cs224n"
-needs_shared_data = pytest.mark.skipif(
-    not SHARED_CS224N.is_dir(), reason=f"shared CS224N data directory {SHARED_CS224N} not found")
+from conftest import real_cs224n_dir, needs_cs224n
+
+REAL_FILES = ["ids-sst-train.csv", "ids-sst-dev.csv", "ids-sst-test-student.csv", "ids-cfimdb-train.csv",
+              "ids-cfimdb-dev.csv", "ids-cfimdb-test-student.csv", "sts-train.csv", "sts-dev.csv",
+              "sts-test-student.csv", "quora-dev-sample.csv", "quora-train-sample.csv"]
+REAL_CS224N = real_cs224n_dir(*REAL_FILES)          # ../shared/data/cs224n, else the shipped data/
+needs_shared_data = needs_cs224n(*REAL_FILES)
 
 SST_HEADER = ["", "id", "sentence", "sentiment"]
 PAIR_HEADER = ["", "id", "sentence1", "sentence2"]  # + is_duplicate (Quora) or similarity (STS)
@@ -230,7 +234,7 @@ def test_quora_with_only_broken_rows_is_an_error(tmp_path):
 ])
 def test_real_cs224n_files_load_with_official_counts(reader, name, labeled, count):
     """Oracle: the official row counts (data/MANIFEST.md); ids are unique and labels present iff labeled."""
-    examples = reader(SHARED_CS224N / name, labeled=labeled)
+    examples = reader(REAL_CS224N / name, labeled=labeled)
     assert len(examples) == count, f"minbert.data.{reader.__name__}({name}): expected {count} examples, got {len(examples)}"
     assert len({e.id for e in examples}) == count, f"{name}: duplicate ids"
     assert all((e.label is not None) == labeled for e in examples)
@@ -240,7 +244,7 @@ def test_real_cs224n_files_load_with_official_counts(reader, name, labeled, coun
 def test_real_quora_sample_skips_exactly_the_two_upstream_rows():
     """Oracle: data/MANIFEST.md. quora-train-sample.csv has 16,000 rows, two of them broken upstream
     (data rows 2,576 and 14,221 = file lines 2577 and 14222): 15,998 examples and one warning."""
-    path = SHARED_CS224N / "quora-train-sample.csv"
+    path = REAL_CS224N / "quora-train-sample.csv"
     with pytest.warns(UserWarning) as caught:
         examples = read_quora(path)
     assert len(examples) == 15998, f"minbert.data.read_quora: expected 15998 examples, got {len(examples)}"
@@ -253,7 +257,7 @@ def test_real_quora_sample_skips_exactly_the_two_upstream_rows():
 def test_real_sst_test_file_read_as_labeled_fails_clearly():
     """Oracle: property, on the real file whose header begins with "0\\t\\t"."""
     with pytest.raises(DataError, match="labeled=False"):
-        read_sst(SHARED_CS224N / "ids-sst-test-student.csv")
+        read_sst(REAL_CS224N / "ids-sst-test-student.csv")
 
 
 def test_default_file_names_cover_three_tasks_and_three_splits():
@@ -406,9 +410,9 @@ def test_task_data_rejects_bad_arguments():
     ("sts", ["876d0172", "e8336dc0"], [2.5, 0.125], ["876d0172 , 2.5 \n", "e8336dc0 , 0.125 \n"]),
 ])
 def test_prediction_files_match_the_handout_byte_for_byte(tmp_path, task, ids, values, lines):
-    """Oracle: a string built by hand from the handout's format (multitask_classifier.py):
-    f"id \\t {header} \\n", then f"{id} , {value} \\n" per example, "\\n" line ends."""
-    header = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similarity"}[task]
+    """Oracle: a string built by hand from the handout's format (multitask_classifier.py), whose STS header is
+    spelled "Predicted_Similiary": f"id \\t {header} \\n", then f"{id} , {value} \\n" per example, "\\n" line ends."""
+    header = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similiary"}[task]
     assert PREDICTION_HEADERS[task] == header
     path = tmp_path / "predictions" / f"{task}-dev-output.csv"
     path.parent.mkdir()
@@ -481,3 +485,35 @@ def test_task_data_works_with_the_real_wordpiece_tokenizer(tmp_path):
     assert batch["input_ids"].tolist() == [[2, 6, 7, 3, 0, 0], [2, 5, 8, 9, 7, 3]]
     assert batch["input_ids_b"].tolist() == [[2, 5, 7, 3], [2, 6, 7, 3]]
     assert batch["labels"].tolist() == [0.0, 1.0] and batch["labels"].dtype == torch.float32
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpful errors and honest output names (issue 20)
+
+
+def test_a_typo_in_a_shipped_file_name_gets_did_you_mean(tmp_path):
+    """Oracle: difflib's closest existing name; a handout file that is not here keeps the download advice."""
+    write_tsv(tmp_path / "ids-sst-train.csv", [SST_HEADER, ["0", "s0", "fine.", "3"]])
+    with pytest.raises(DataError, match=r"Did you mean .*ids-sst-train\.csv\?") as typo:
+        read_sst(tmp_path / "ids-sst-trian.csv")
+    assert "minbert.download" not in str(typo.value), "a typo of a file that is there must not send the user to download"
+    with pytest.raises(DataError, match="python -m minbert.download cs224n"):
+        read_quora(tmp_path / "quora-train.csv")   # the full Quora file is not shipped: download it
+
+
+def test_stand_in_quora_test_predictions_are_named_so():
+    """Oracle: default_paths on the shipped data/ (no full Quora files): the Quora test file is the dev sample, so
+    its prediction file's default name must say it is a stand-in; the other five keep the handout's names."""
+    from argparse import Namespace
+
+    from minbert.data import PREDICTION_FILES, default_paths, resolve_outputs
+
+    paths, _ = default_paths(str(Path(__file__).resolve().parents[1] / "data"))
+    args = Namespace(out_dir="runs/x", **paths, **dict.fromkeys(PREDICTION_FILES))
+    notes = resolve_outputs(args)
+    assert "STAND-IN" in args.para_test_out and "not-for-submission" in args.para_test_out, args.para_test_out
+    assert args.sst_test_out == "runs/x/predictions/sst-test-output.csv"
+    assert any("do not submit" in n for n in notes), f"the stand-in must be announced, got {notes}"
+    args = Namespace(out_dir="runs/x", **paths | {"para_test": "q-test.csv"}, **dict.fromkeys(PREDICTION_FILES))
+    resolve_outputs(args)
+    assert args.para_test_out == "runs/x/predictions/para-test-output.csv", "a real Quora test file keeps its name"

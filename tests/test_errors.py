@@ -156,7 +156,7 @@ def test_resume_from_best_pt_is_refused_with_what_to_do_instead(setup, tmp_path,
 
 
 def test_resume_with_changed_method_flags_is_refused_with_a_diff(setup, tmp_path, capsys):
-    run_multitask(setup, tmp_path, "--epochs", "1")
+    run_multitask(setup, tmp_path, "--epochs", "1", "--keep_resume_state")
     argv = multitask_args(setup, tmp_path, "--resume", str(tmp_path / "run" / "last.pt"), "--smart", "1")
     fails(capsys, train_multitask.main, argv, "--smart: checkpoint 0.0, this command 1.0")
 

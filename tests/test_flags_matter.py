@@ -3,11 +3,12 @@
 For each flag, a tiny fixed-seed run with the flag at a non-default value (plus the flags it needs to
 be active, e.g. --smart_epsilon needs --smart 1) is compared with the same run at the defaults. Its
 fingerprint is what a user sees: the per-epoch metrics (the trajectory; wall-clock figures left
-out), the prediction files, and the names of the files the run wrote. A flag whose effect cannot be
+out), the prediction files, the names of the files the run wrote, and the number of progress lines. A flag whose effect cannot be
 seen that way in a tiny CPU run is listed in NOT_VISIBLE with the reason and the test that covers it.
 A new flag lands in neither list by accident: it is run, and fails here if it does nothing.
 """
 
+import argparse
 import contextlib
 import io
 import json
@@ -36,6 +37,7 @@ NOT_VISIBLE = {
     "pals_after": "needs a finished run folder: test_export.py, test_pals.py",
     "pals_after_heads": "needs --pals_after: test_pals.py",
     "model": "needs another model folder: test_hub.py",
+    "overwrite": "lets a run write into a folder another run used: test_run_dir.py",
 }
 
 # A non-default value for flags where the automatic choice (switch on, another choice, double the
@@ -46,7 +48,7 @@ VALUES = {"max_seq_len": "8", "limit": "12", "steps_per_epoch": "2", "warmup": "
           "head_pretrain_epochs": "1", "head_pretrain_patience": "1", "head_pretrain_lr": "0.1",
           "smart_epsilon": "1e-2", "smart_sigma": "1e-2", "smart_eta": "1e-1", "smart_mu": "3", "r3f_epsilon": "1e-1",
           "gradvac_beta": "0.9", "eliminate_every": "3", "min_bandwidth": "0.5", "heads": "8", "lr": "0.05",
-          "head_lr": "0.05", "batch_size": "6", "epochs": "3", "weight_decay": "0.5", "para_head": "cosine"}
+          "head_lr": "0.05", "log_seconds": "1e-9", "batch_size": "6", "epochs": "3", "weight_decay": "0.5", "para_head": "cosine"}
 NEEDS = {
     "head_layers": ["--head", "mlp"], "head_activation": ["--head", "mlp"],
     **{f: ["--pals", "--pals_size", "8", "--pals_heads", "2"] for f in ("pals_heads", "pals_init")},
@@ -70,6 +72,8 @@ def other_value(action, where) -> list[str]:
     flag = action.option_strings[0]
     if action.dest == "out_dir" or action.dest.endswith("_out"):
         return [flag, str(where / "elsewhere" / action.dest)]
+    if isinstance(action, argparse.BooleanOptionalAction):   # --x / --no-x
+        return [action.option_strings[1] if action.default else flag]
     if action.nargs == 0:   # store_true
         return [flag]
     if action.dest in VALUES:
@@ -81,9 +85,11 @@ def other_value(action, where) -> list[str]:
     raise AssertionError(f"no non-default value known for {flag}: add one to VALUES in {__file__}")
 
 
-def fingerprint(root) -> dict:
-    """What a user sees of a run under `root`: metrics, prediction files, and the files written."""
-    seen = {"files": sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())}
+def fingerprint(root, printed: str) -> dict:
+    """What a user sees of a run under `root`: metrics, prediction files, the files written, and how many
+    progress lines it printed (minbert/progress.py)."""
+    seen = {"files": sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()),
+            "progress_lines": sum(line.startswith("epoch ") and " step " in line for line in printed.splitlines())}
     for path in root.rglob("*"):
         if path.name == "metrics.jsonl":
             rows = [json.loads(x) for x in path.read_text().splitlines()]
@@ -111,16 +117,18 @@ def multitask_run(tiny, out, extra):
             "--amp", "off", "--hidden_dropout_prob", "0.1"]
     args += [a for t in ("sst", "para", "sts") for s in ("dev", "test")
              for a in (f"--{t}_{s}_out", str(out / "predictions" / f"{t}-{s}.csv"))]
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
         train_multitask.main(args + extra)
+    return fingerprint(out, printed.getvalue())
 
 
 def mml_run(tiny, out, extra):
     args = ["--task", "RTE", "--model", str(tiny / "model"), "--glue_dir", str(tiny / "glue"), "--out_dir",
             str(out / "run"), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--amp", "off",
             "--eval_tasks", "QNLI"]
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
         train_mml.main(args + extra)
+    return fingerprint(out, printed.getvalue())
 
 
 ENTRY_POINTS = {"train_multitask": (train_multitask.parser, multitask_run),
@@ -138,9 +146,7 @@ def cases():
 def baselines(tiny, tmp_path_factory):
     seen = {}
     for name, (_, run) in ENTRY_POINTS.items():
-        out = tmp_path_factory.mktemp(f"baseline_{name}")
-        run(tiny, out, [])
-        seen[name] = fingerprint(out)
+        seen[name] = run(tiny, tmp_path_factory.mktemp(f"baseline_{name}"), [])
     return seen
 
 
@@ -150,11 +156,9 @@ def test_flag_changes_what_the_run_shows(tiny, baselines, tmp_path, entry, actio
     needs = NEEDS.get(action.dest, [])
     base = baselines[entry]
     if needs:   # compare with the run that has the prerequisites but the flag at its default
-        run(tiny, tmp_path / "base", needs)
-        base = fingerprint(tmp_path / "base")
+        base = run(tiny, tmp_path / "base", needs)
     flag = other_value(action, tmp_path / "flag")
-    run(tiny, tmp_path / "flag", needs + flag)
-    changed = fingerprint(tmp_path / "flag")
+    changed = run(tiny, tmp_path / "flag", needs + flag)
     assert changed != base, (f"{entry} {' '.join(needs + flag)}: the metrics, prediction files and "
                              f"file list equal the run without it, so the flag did nothing. Wire it to the "
                              f"code it names, or list it in NOT_VISIBLE with the reason.")

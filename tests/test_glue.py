@@ -3,7 +3,8 @@
 
 Most tests use tiny files written to tmp_path in each task's real format, quirks included: CoLA
 without a header, MRPC's UTF-8 BOM, unbalanced quotes (csv.QUOTE_NONE), a missing final newline.
-The real GLUE files are only read, never copied, from ../shared/data/glue when that directory exists.
+The real GLUE files are only read, never copied: from ../shared/data/glue, or else the shipped data/glue_data
+(conftest.py); a test skips only when neither holds its task.
 """
 
 import io
@@ -17,10 +18,10 @@ import torch
 from minbert.data import DataError, Example
 from minbert.glue import TASKS, category_prediction, read_glue, to_category_labels
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SHARED_GLUE, SHARED_CS224N = SHARED / "glue", SHARED / "cs224n"
-needs_shared_glue = pytest.mark.skipif(not SHARED_GLUE.is_dir(),
-                                       reason=f"shared GLUE directory {SHARED_GLUE} not found")
+from conftest import real_cs224n_dir, real_glue_dir, needs_cs224n, needs_glue
+
+# ../shared/data/glue when it holds the task, else the shipped data/glue_data (RTE, MRPC, STS-B, CoLA)
+SHARED_CS224N = real_cs224n_dir("quora-dev-sample.csv")
 
 BOM = "\ufeff"
 T = "\t"
@@ -209,8 +210,8 @@ def test_missing_file_error_says_how_to_download_and_how_to_point_at_it(tmp_path
 
 
 def test_unknown_task_or_split_lists_the_choices(glue_dir):
-    with pytest.raises(ValueError, match="unknown task 'rte': expected one of CoLA, SST-2"):
-        read_glue(glue_dir, "rte", "train")
+    with pytest.raises(ValueError, match="unknown task 'rtf': expected one of CoLA, SST-2"):
+        read_glue(glue_dir, "rtf", "train")   # names are case-insensitive ('rte' is RTE), so a real unknown one
     with pytest.raises(ValueError, match="unknown split 'validation' of MNLI: expected one of train, dev, dev_mis"):
         read_glue(glue_dir, "MNLI", "validation")
 
@@ -325,12 +326,11 @@ REAL_COUNTS = [("CoLA", "train", 8551), ("CoLA", "dev", 1043), ("CoLA", "test", 
                ("STS-B*", "train", 1967 + 1406), ("STS-B*", "dev", 647 + 264)]
 
 
-@needs_shared_glue
-@pytest.mark.parametrize("task, split, count", REAL_COUNTS)
+@pytest.mark.parametrize("task, split, count", [pytest.param(*c, marks=needs_glue(c[0])) for c in REAL_COUNTS])
 def test_real_glue_files_load_with_official_counts(task, split, count):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the real files need no skipping and no excuses
-        examples = read_glue(SHARED_GLUE, task, split)
+        examples = read_glue(real_glue_dir(task), task, split)
     assert len(examples) == count, f"minbert.glue.read_glue({task!r}, {split!r}): expected {count}, got {len(examples)}"
     labels = {e.label for e in examples}
     if split == "test":
@@ -342,9 +342,9 @@ def test_real_glue_files_load_with_official_counts(task, split, count):
     assert all(e.text and (e.text2 is None) == (task in ("CoLA", "SST-2")) for e in examples)
 
 
-@pytest.mark.skipif(not SHARED_CS224N.is_dir(), reason=f"shared CS224N directory {SHARED_CS224N} not found")
-def test_real_quora_sample_reads_as_the_quora_task_by_path():
-    examples = read_glue(SHARED_GLUE, "Quora", str(SHARED_CS224N / "quora-dev-sample.csv"))
+@needs_cs224n("quora-dev-sample.csv")
+def test_real_quora_sample_reads_as_the_quora_task_by_path(tmp_path):
+    examples = read_glue(tmp_path, "Quora", str(SHARED_CS224N / "quora-dev-sample.csv"))
     assert len(examples) == 2000 and {e.label for e in examples} == {0, 1}
 
 
@@ -386,13 +386,13 @@ def test_format_mrpc_rejects_a_row_with_the_wrong_number_of_fields(tmp_path):
         format_mrpc(str(tmp_path))
 
 
-@needs_shared_glue
+@needs_glue("MRPC")
 def test_format_mrpc_reproduces_the_real_glue_files_byte_for_byte(tmp_path):
     """Oracle: the real MRPC train/dev/test.tsv. We rebuild Microsoft-style sources from them (train and
     dev rows interleaved, CRLF, test with a label column) and split again."""
     from minbert.download import format_mrpc
 
-    train, dev, test = ((SHARED_GLUE / "MRPC" / f"{s}.tsv").read_bytes().decode() for s in ("train", "dev", "test"))
+    train, dev, test = ((real_glue_dir("MRPC") / "MRPC" / f"{s}.tsv").read_bytes().decode() for s in ("train", "dev", "test"))
     train_rows, dev_rows = train.splitlines()[1:], dev.splitlines()[1:]
     merged = []
     for i in range(max(len(train_rows), len(dev_rows))):  # any order that keeps each file's order
@@ -498,3 +498,17 @@ def test_download_glue_rejects_unknown_task_names(tmp_path, fake_download, capsy
         download.main(["glue", "--tasks", "RTE,GLUE", "--dest", str(tmp_path)])
     assert "unknown task(s) ['GLUE']: choose from all, CoLA" in capsys.readouterr().err
     assert calls == []
+
+
+def test_task_names_are_case_insensitive(glue_dir):
+    """Oracle: TASKS' spelling; Hugging Face run_glue users type lowercase (`--task rte`)."""
+    from minbert.glue import task_name
+
+    assert [task_name(t) for t in ("rte", "Mrpc", "sts-b*", "SST-2", "nope")] == ["RTE", "MRPC", "STS-B*", "SST-2", "nope"]
+    assert read_glue(glue_dir, "rte", "train") == read_glue(glue_dir, "RTE", "train")
+
+
+def test_a_glue_dir_typo_gets_did_you_mean(glue_dir):
+    typo = str(glue_dir) + "x"
+    with pytest.raises(DataError, match=f"Did you mean --glue_dir {glue_dir}"):
+        read_glue(typo, "RTE", "train")

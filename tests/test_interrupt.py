@@ -152,7 +152,7 @@ def test_interrupted_study_keeps_finished_runs_and_continues_the_cut_one(mml_set
         signal_on_call(m, train_mml.AdamW, "step", 8)
         with pytest.raises(SystemExit):
             mml_study.main(argv(tmp_path / "cut"))
-    first = tmp_path / "cut" / "RTE" / "bert" / "seed1" / "last.pt"
+    first = tmp_path / "cut" / "RTE" / "bert" / "seed1" / "metrics.jsonl"   # (a finished run keeps no last.pt)
     mtime = first.stat().st_mtime
     assert (tmp_path / "cut" / "RTE" / "mml4" / "seed1" / "interrupted.pt").is_file()
     resumed = mml_study.main(argv(tmp_path / "cut"))

@@ -3,7 +3,7 @@ Tests for minbert/tokenizer.py.
 
 Oracle (b), live: Hugging Face's BertTokenizerFast loaded from the same MiniLM directory must give
 identical input ids, token type ids and attention masks. The sentences are real CS224N dev data
-(SST singles, STS pairs) when ../shared/data/cs224n is present, plus hand-made edge cases.
+(SST singles, STS pairs) from ../shared/data/cs224n or the shipped data/, plus hand-made edge cases.
 Oracle (c), properties: padding layout, dtypes, the lowercase rule, longest-first truncation.
 
 transformers is imported inside the `hf` fixture only: the import takes seconds.
@@ -19,7 +19,9 @@ import torch
 from minbert.hub import resolve
 from minbert.tokenizer import Tokenizer
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cs224n"
+from conftest import real_cs224n_dir
+
+DATA = real_cs224n_dir("ids-sst-dev.csv", "sts-dev.csv") or Path("no-cs224n-data")   # ../shared, else the shipped data/
 N_REAL = 300  # real sentences (and pairs) taken from each dev file
 
 EDGE_CASES = [

@@ -40,7 +40,8 @@ def run(setup, out, *extra, task="RTE", method="mml"):
     glue, model = setup
     args = ["--task", task, "--method", method, "--model", str(model), "--glue_dir", str(glue), "--out_dir", str(out),
             "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3",
-            "--amp", "off"]   # the same numbers on every CPU (auto would pick bf16 on some)
+            "--amp", "off",   # the same numbers on every CPU (auto would pick bf16 on some)
+            "--keep_resume_state"]   # these tests read last.pt of finished runs
     return train_mml.main(args + list(extra))
 
 
