@@ -138,10 +138,11 @@ def exploit_sdpa(copy: Path):
 
 
 def exploit_torch_adamw(copy: Path):
+    """torch's own AdamW kernel (numerically right: the steps are already counted, so pass t - 1)."""
     _replace_block(copy / "minbert" / "adamw.py", "adamw",
-                   "torch.optim.adamw.adamw(params, grads, exp_avgs, exp_avg_sqs, [], "
-                   "[torch.tensor(t) for t in steps], amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, "
-                   "weight_decay=wd, eps=eps, maximize=False)")
+                   "from torch.optim.adamw import adamw as _adamw\n"
+                   "_adamw(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(t - 1.0) for t in steps], "
+                   "amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, weight_decay=wd, eps=eps, maximize=False)")
     return "adamw"
 
 
