@@ -8,7 +8,8 @@ rest of the gradient, so weights with large gradients are barely regularised. De
 
 Variant chosen: the same arithmetic as `torch.optim.AdamW` (PyTorch 2.x), so it can serve as a
 live test oracle. The update is the paper's (Algorithm 2, line 12, with η_t = lr and α = 1):
-    θ_t = θ_{t−1} − lr·( m̂_t / (sqrt(v̂_t) + ε) + λ·θ_{t−1} ),   m̂_t = m_t/(1 − β1^t),  v̂_t = v_t/(1 − β2^t)
+    θ_t = θ_{t−1} − lr·( m̂_t / (sqrt(v̂_t) + ε) + λ·θ_{t−1} ),
+    m̂_t = m_t/(1 − β1^t),  v̂_t = v_t/(1 − β2^t),
 with m_t, v_t the β1- and β2-averages of g and g² (both start at 0), t = 1, 2, ... per parameter.
 λ is multiplied by lr (the paper has a separate schedule factor η_t), so an lr schedule also
 schedules the decay.

@@ -1,4 +1,4 @@
-"""The classroom edition: solution markers, a student copy in one command, the tests as a grader.
+"""The classroom edition: solution markers, a student copy in one command, a grader the submission cannot reach.
 
 One source of truth, as in nbgrader (Jupyter's grading tool): the solution code carries the
 assignments, each graded body wrapped in comment markers, with the hint ABOVE the block so it
@@ -10,23 +10,23 @@ survives stripping:
         ### END SOLUTION
 
     python -m minbert.classroom student OUT [--assignments embeddings,adamw]
-        copies the repository's tracked files to OUT and replaces each selected block with a stub
-        raising NotImplementedError("assignment N (key): write <qualified name> ..."). Blocks of
-        assignments not selected lose only their two marker lines. Left out of the copy: git
-        history, caches, benchmark results (bench/results), helper notes, this module's own test
-        (tests/test_classroom.py, which needs the solution) and tests/test_pcgrad_per_param.py (its
-        float64 reference re-derives Algorithm 1 line by line: assignment 8's solution). README.md gets an "Assignments" section.
-    python -m minbert.classroom grade [DIR] [--json results.json]
-        runs the grader tests of THIS repository (the instructor's tests and tests/fixtures) against
-        DIR's minbert/ package in a scratch folder, so editing the tests in DIR changes nothing.
-        Points come from individual test functions (a parametrized one scores when all its cases
-        pass): partial credit. Prints assignment -> points / max with the first failing check's
-        message; --json writes Gradescope's autograder format. Exits 0 whatever the score; 1 only
-        when grading itself breaks (pytest did not run).
+        copies the repository's tracked files to OUT, a fresh git repository with one commit. Each
+        selected block keeps its two markers around a stub raising NotImplementedError("assignment
+        N (key): write <qualified name> (file:line) ..."): the student writes between the markers,
+        and the grader takes only that. Blocks of assignments not selected lose their markers and
+        keep their code. Left out: git history, caches, bench/results, helper notes, and everything
+        instructor-only (INSTRUCTOR_ONLY: minbert/grader/, this module, the tests that hold
+        references). README.md's "## Assignments..." section becomes the generated student section.
+    python -m minbert.classroom grade [SUBMISSION] [--json results.json] [--timeout S]
+        grades a repository, a minbert/ folder or loose files with minbert/grader (one child process
+        per assignment, the verdict in this process; see grader/grade.py); prints a table and writes
+        Gradescope's results.json. Exits 0 whatever the score.
+    python -m minbert.classroom autograder OUT   Gradescope's autograder.zip
+    python -m minbert.classroom check            leak scan, 0/110 and 110/110, the exploits
 
 The stub raises the builtin NotImplementedError, so pytest shows it as usual; the training scripts'
 `minbert.errors.cli` prints a stub's message as one line without a traceback (see errors.py).
-The registry below is the rubric: course order, the functions to write, tests and points.
+The registry below is the rubric: course order, the functions to write, points, what each bans.
 """
 
 import argparse
@@ -183,8 +183,8 @@ def stub_lines(selected) -> dict[str, list[str]]:
 # ---------------------------------------------------------------------- the student copy
 
 # Instructor-only: the grader (references, cases, hints), this tool, and the tests that hold references.
-INSTRUCTOR_ONLY = re.compile(r"^minbert/grader/|^minbert/classroom\.py$|^tests/test_classroom\.py$|^tests/test_grader[^/]*\.py$"
-                             r"|^tests/test_pcgrad_per_param\.py$")
+INSTRUCTOR_ONLY = re.compile(r"^minbert/grader/|^minbert/classroom\.py$|^tests/test_classroom\.py$"
+                             r"|^tests/test_grader[^/]*\.py$|^tests/test_pcgrad_per_param\.py$")
 LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^bench/results/|^NOTES-[^/]*\.md$")
 
 
@@ -295,7 +295,8 @@ def results_json(entries: list[dict], message: str = "") -> dict:
     """Gradescope's results.json: score, tests (name, score, max_score, output, visibility), execution_time."""
     tests = [{k: e[k] for k in ("name", "score", "max_score", "output", "visibility", "execution_time")}
              for e in entries]
-    return {"score": round(sum(e["score"] for e in entries), 4), "execution_time": round(sum(e["execution_time"] for e in entries), 3),
+    return {"score": round(sum(e["score"] for e in entries), 4),
+            "execution_time": round(sum(e["execution_time"] for e in entries), 3),
             "output": message or f"{len(tests)} cases; hidden ones show after the due date", "tests": tests}
 
 

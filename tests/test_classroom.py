@@ -39,8 +39,8 @@ def run(*args, cwd, env=None):
 def scores(entries):
     out = {}
     for e in entries:
-        out[e["assignment"]] = round(out.get(e["assignment"], 0) + e["score"], 3)
-    return out
+        out[e["assignment"]] = out.get(e["assignment"], 0) + e["score"]
+    return {k: round(v, 3) for k, v in out.items()}
 
 
 def first_failure(entries, key):

@@ -148,7 +148,8 @@ def exploit_torch_adamw(copy: Path):
 
 def exploit_sklearn(copy: Path):
     _replace_block(copy / "minbert" / "meanshift.py", "meanshift",
-                   "from sklearn.cluster import estimate_bandwidth as eb\nreturn float(eb(x.reshape(-1, 1), quantile=quantile))")
+                   "from sklearn.cluster import estimate_bandwidth as eb\n"
+                   "return float(eb(x.reshape(-1, 1), quantile=quantile))")
     return "meanshift"
 
 

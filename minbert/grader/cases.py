@@ -128,7 +128,8 @@ def multitask(g):
         args = dict(kind="mlp" if mlp else "linear", C=C, out=_ri(g, 1, 5), dropout=0.1,
                     hidden_layers=_ri(g, 1, 3), activation=["gelu", "relu"][i % 2],
                     C_in=2 * C if i == 2 else 0)
-        head = M.make_head(args["kind"], C, args["out"], 0.1, args["hidden_layers"], args["activation"], args["C_in"] or None)
+        head = M.make_head(args["kind"], C, args["out"], 0.1, args["hidden_layers"], args["activation"],
+                           args["C_in"] or None)
         cases.append(dict(op="make_head", args=args, state=_jitter(head, g),
                           x=torch.randn(_ri(g, 1, 4), args["C_in"] or C, generator=g)))
     for _ in range(2):
@@ -142,8 +143,9 @@ def multitask(g):
                       u=torch.randn(_ri(g, 1, 4), cfg["hidden_size"], generator=g)))
     for _ in range(2):
         B = _ri(g, 1, 6)
-        cases.append(dict(op="loss", sst_out=torch.randn(B, 5, generator=g) * 3, sst_labels=torch.randint(0, 5, (B,), generator=g),
-                          para_out=torch.randn(B, generator=g) * 3, para_labels=torch.randint(0, 2, (B,), generator=g).float(),
+        cases.append(dict(op="loss", sst_out=torch.randn(B, 5, generator=g) * 3,
+                          sst_labels=torch.randint(0, 5, (B,), generator=g), para_out=torch.randn(B, generator=g) * 3,
+                          para_labels=torch.randint(0, 2, (B,), generator=g).float(),
                           sts_out=torch.randn(B, generator=g) * 3, sts_labels=torch.rand(B, generator=g) * 5))
     return cases
 
@@ -162,7 +164,8 @@ def pals(g):
         am = _mask(g, B, T)
         p = PALs(BertConfig(**cfg, fast_attention=True), ["sst", "para"], size=size, heads=heads)
         cases.append(dict(cfg=cfg, size=size, heads=heads, state=_jitter(p, g, 0.3), task=["sst", "para"][i % 2],
-                          layer=_ri(g, 0, cfg["num_hidden_layers"] - 1), h=torch.randn(B, T, cfg["hidden_size"], generator=g),
+                          layer=_ri(g, 0, cfg["num_hidden_layers"] - 1),
+                          h=torch.randn(B, T, cfg["hidden_size"], generator=g),
                           mask=_additive(am), am=am))
     return cases
 
@@ -172,7 +175,8 @@ def smart(g):
     cases = []
     for _ in range(2):
         B = _ri(g, 1, 5)
-        cases.append(dict(op="divergence", sst_p=torch.randn(B, 5, generator=g) * 2, sst_q=torch.randn(B, 5, generator=g) * 2,
+        cases.append(dict(op="divergence", sst_p=torch.randn(B, 5, generator=g) * 2,
+                          sst_q=torch.randn(B, 5, generator=g) * 2,
                           para_p=torch.randn(B, generator=g) * 2, para_q=torch.randn(B, generator=g) * 2,
                           sts_p=torch.randn(B, generator=g) * 2, sts_q=torch.randn(B, generator=g) * 2))
     for i in range(3):
@@ -183,14 +187,16 @@ def smart(g):
         toy.load_state_dict(state)
         x = torch.randn(B, T, C, generator=g, dtype=torch.float64)
         with torch.no_grad():
-            target = toy(task, {}, embeds=x) + 0.1 * torch.randn(toy(task, {}, embeds=x).shape, generator=g, dtype=torch.float64)
+            clean = toy(task, {}, embeds=x)
+            target = clean + 0.1 * torch.randn(clean.shape, generator=g, dtype=torch.float64)
         cases.append(dict(op="perturb", C=C, state=state, task=task, x=x, target=target,
                           delta0=1e-3 * torch.randn(B, T, C, generator=g, dtype=torch.float64),
                           epsilon=[1.0, 2e-4, 5e-4][i], eta=1e-3))
     for _ in range(2):
         C = _ri(g, 2, 5)
         toy = Toy(C).double()
-        cases.append(dict(op="teacher", C=C, state=_jitter(toy, g), states=[_jitter(toy, g) for _ in range(_ri(g, 2, 4))],
+        cases.append(dict(op="teacher", C=C, state=_jitter(toy, g),
+                          states=[_jitter(toy, g) for _ in range(_ri(g, 2, 4))],
                           beta=[_rf(g, 0.3, 0.9), _rf(g, 0.5, 0.99)], beta_switch=0.5, total_steps=_ri(g, 2, 6)))
     return cases
 

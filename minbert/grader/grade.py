@@ -78,9 +78,9 @@ def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: flo
     out = job / "outputs.pt"
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(job), "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-    proc = subprocess.Popen([sys.executable, "-I", str(job / "child.py"), str(template_dir), key, str(job / "inputs.pt"),
-                             str(out), str(job)], cwd=job, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-I", str(job / "child.py"), str(template_dir), key,
+                             str(job / "inputs.pt"), str(out), str(job)], cwd=job, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -126,7 +126,8 @@ def grade_assignment(a, template_dir: Path, work: Path, seed: int, problems: lis
             if message and not isinstance(outcome[i], str):
                 hint = HINTS.recognise(a.key, case, outcome[i])
                 message += f" (hint: {hint})" if hint else ""
-        entries.append({"name": f"{number}. {a.key}: {'' if visible else 'hidden '}case {i + 1} ({CASES.describe(case)})",
+        name = f"{number}. {a.key}: {'' if visible else 'hidden '}case {i + 1} ({CASES.describe(case)})"
+        entries.append({"name": name,
                         "assignment": a.key, "score": 0.0 if message else share[i], "max_score": share[i],
                         "output": message or "passed", "visibility": "visible" if visible else "after_due_date"})
     elapsed = time.perf_counter() - start

@@ -50,14 +50,16 @@ def layer(case):
     if case["op"] != "bert_layer":
         return
     s, h, H = case["state"], case["h"], case["cfg"]["num_attention_heads"]
-    att = lambda x: _lin(einsum_attention_from_weights(s, H, x, case["am"], prefix="self_attention."), s, "attention_dense")
+    att = lambda x: _lin(einsum_attention_from_weights(s, H, x, case["am"], prefix="self_attention."),
+                         s, "attention_dense")
     ffn = lambda x: _lin(F.gelu(_lin(x, s, "interm_dense")), s, "out_dense")
     extra = 0 if case.get("extra") is None else case["extra"]
     a = h + att(_ln(h, s, "attention_layer_norm"))
     yield ("this is pre-LN (LayerNorm before each sublayer); BERT is post-LN: LayerNorm(x + sublayer(x))",
            {"y": a + ffn(_ln(a, s, "out_layer_norm")) + extra})
     a = _ln(h + att(h), s, "attention_layer_norm")
-    yield "the second residual is missing: LayerNorm 2 takes a + FFN(a)", {"y": _ln(ffn(a) + extra, s, "out_layer_norm")}
+    yield ("the second residual is missing: LayerNorm 2 takes a + FFN(a)",
+           {"y": _ln(ffn(a) + extra, s, "out_layer_norm")})
     if case.get("extra") is not None:
         yield "`extra` is not added before LayerNorm 2", {"y": _ln(a + ffn(a), s, "out_layer_norm")}
 
@@ -68,7 +70,8 @@ def adamw(case):
     for text, kw in (("no bias correction: divide m by 1 − β1^t and v by 1 − β2^t", dict(correct=False)),
                      ("ε is added to the uncorrected sqrt(v) (the handout's placement); add it to sqrt(v̂) = "
                       "sqrt(v)/sqrt(1 − β2^t)", dict(eps_inside=True)),
-                     ("the decay is L2 (λ·p added to the gradient); AdamW decays the weights directly: p·(1 − lr·λ)",
+                     ("the decay is L2 (λ·p added to the gradient); AdamW decays the weights directly: "
+                      "p·(1 − lr·λ)",
                       dict(l2=True)),
                      ("the decay comes after the Adam step; decay first, as torch does", dict(decay_after=True)),
                      ("the decay is not scaled by lr: p·(1 − lr·λ), not p·(1 − λ)", dict(decay_no_lr=True))):

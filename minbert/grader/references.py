@@ -92,7 +92,8 @@ def gradvac_on_vectors(g, orders, targets, beta):
             ni, nj = gi.norm().item(), g[j].norm().item()
             phi, t = (gi @ g[j]).item() / (ni * nj), targets[i, j].item()
             if phi < t:
-                gi = gi + ni * (t * math.sqrt(1 - phi**2) - phi * math.sqrt(1 - t**2)) / (nj * math.sqrt(1 - t**2)) * g[j]
+                step = ni * (t * math.sqrt(1 - phi**2) - phi * math.sqrt(1 - t**2)) / (nj * math.sqrt(1 - t**2))
+                gi = gi + step * g[j]
             targets[i, j] = (1 - beta) * t + beta * phi
         out.append(gi)
     return torch.stack(out), targets

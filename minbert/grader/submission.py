@@ -133,7 +133,8 @@ def banned_calls(key: str, body: str, rel: str, first_line: int) -> list[str]:
         elif isinstance(node, ast.Attribute):
             names = [node.attr]
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            mods = [a.name for a in node.names]
+            mods += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
             names = [part for m in mods for part in m.split(".")]
         for name in names:
             if name in banned or name in BANNED_NAMES or name in BANNED_MODULES or name in BANNED_ATTRS:
@@ -149,8 +150,9 @@ def lay_over(submission: Path, template_dir: Path, selected) -> dict[str, list[s
         path = find(submission, rel)
         if path is None:
             for k in keys:
+                names = ", ".join(sorted(Path(f).name for f in graded_files(selected)))
                 problems[k].append(f"{rel} is not in the submission (upload the repository, its minbert/ folder "
-                                   f"or the graded files: {', '.join(sorted(Path(f).name for f in graded_files(selected)))})")
+                                   f"or the graded files: {names})")
             continue
         try:
             submitted = path.read_text(encoding="utf-8")
