@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -144,7 +145,12 @@ def grade(sub: Path, selected=None, timeout: float = 30.0, workers: int = 2, sal
         tmp = Path(tmp)
         template = tmp / "template"
         submission.write_template(template, keys)
-        problems = submission.lay_over(Path(sub), template, keys)
+        sub = Path(sub)
+        if sub.is_file() and sub.suffix == ".zip":              # a zip as Gradescope's download gives it
+            with zipfile.ZipFile(sub) as z:
+                z.extractall(tmp / "submission")
+            sub = tmp / "submission"
+        problems = submission.lay_over(sub, template, keys)
         seed = seed_of(template, salt)
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             futures = [pool.submit(grade_assignment, a, template, tmp / "jobs", seed, problems[a.key], timeout)
