@@ -184,7 +184,8 @@ def stub_lines(selected) -> dict[str, list[str]]:
 
 # Instructor-only: the grader (references, cases, hints), this tool, and the tests that hold references.
 INSTRUCTOR_ONLY = re.compile(r"^minbert/grader/|^minbert/classroom\.py$|^tests/test_classroom\.py$"
-                             r"|^tests/test_grader[^/]*\.py$|^tests/test_pcgrad_per_param\.py$")
+                             r"|^tests/test_grader[^/]*\.py$|^tests/test_pcgrad_per_param\.py$"
+                             r"|^bench/bench_classroom\.py$")
 LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^bench/results/|^NOTES-[^/]*\.md$")
 
 
@@ -311,6 +312,8 @@ def main(argv=None):
     g.add_argument("dir", nargs="?", type=Path, default=ROOT, help="the submission (default: this repository)")
     g.add_argument("--json", type=Path, default=None, help="also write Gradescope's results.json here")
     g.add_argument("--assignments", default=None, help="grade only these comma-separated keys (default all)")
+    g.add_argument("--handout", default=None,
+                   help="the keys the hand-out removed, when it was built with student --assignments (default all)")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds per assignment's child process (default 60)")
     g.add_argument("--workers", type=int, default=2, help="assignments graded at once (default 2)")
     z = sub.add_parser("autograder", help="write the Gradescope autograder zip")
@@ -337,7 +340,10 @@ def main(argv=None):
         sys.exit(autograder.check(keys))
     if not args.dir.exists():
         raise UserError(f"grade: {args.dir} does not exist; pass a repository, a minbert/ folder or the graded files")
-    entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers)
+    handout = None if not getattr(args, "handout", None) else {k.strip() for k in args.handout.split(",") if k.strip()}
+    if handout and handout - set(BY_KEY):
+        raise UserError(f"--handout: unknown {sorted(handout - set(BY_KEY))}; choose from {','.join(BY_KEY)}")
+    entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout)
     print(table(entries))
     if args.json:
         args.json.write_text(json.dumps(results_json(entries), indent=2) + "\n")

@@ -264,3 +264,9 @@ def test_training_on_the_student_copy_stops_with_the_first_missing_piece_in_one_
     last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
     assert r.returncode == 2 and "Traceback" not in r.stderr and last.startswith("error: assignment "), (
         f"train_multitask.py on the student copy: expected one 'error: assignment ...' line and exit 2, got {r.returncode}:\n{r.stderr[-2000:]}")
+
+
+def test_a_partial_grade_of_a_full_hand_out_keeps_the_other_blocks_stubbed(student, tmp_path):
+    """Grading one assignment of layers.py (which holds two) must not read the other block as a change."""
+    sub = submission(student, tmp_path, restore=["layers.py"])
+    assert scores(grade(sub, {"embeddings"})) == {"embeddings": 10}

@@ -63,11 +63,11 @@ def run(root: Path) -> int:
         keys = set(chosen.read_text().strip().split(",")) if chosen.exists() else None
         sub = root / "submission"
         if not sub.exists() or not any(sub.rglob("*.py")):
-            entries = G.grade(sub if sub.exists() else root / "missing", keys)
+            entries = G.grade(sub if sub.exists() else root / "missing", keys, handout=keys)
             report = C.results_json(entries, "no Python file in the submission: upload the repository, its "
                                               "minbert/ folder or the graded files (layers.py, attention.py, ...)")
         else:
-            entries = G.grade(sub, keys)
+            entries = G.grade(sub, keys, handout=keys)
             report = C.results_json(entries)
     except BaseException as e:     # noqa: BLE001 - Gradescope must get a results.json
         report = {"score": 0, "execution_time": 0, "tests": [],
@@ -211,7 +211,7 @@ def check(selected=None) -> int:
             print(f"LEAK {leak}")
             bad += 1
         total = lambda es: sum(e["score"] for e in es)
-        zero, full = G.grade(copy, selected), G.grade(C.ROOT, selected)
+        zero, full = G.grade(copy, selected, handout=selected), G.grade(C.ROOT, selected, handout=selected)
         print(f"student copy: {total(zero):g} / {sum(e['max_score'] for e in zero):g} (expected 0)")
         print(f"this repository: {total(full):g} / {sum(e['max_score'] for e in full):g} (expected full)")
         bad += total(zero) > 0 or total(full) < sum(e["max_score"] for e in full) - 1e-6

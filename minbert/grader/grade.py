@@ -137,20 +137,23 @@ def grade_assignment(a, template_dir: Path, work: Path, seed: int, problems: lis
     return entries
 
 
-def grade(sub: Path, selected=None, timeout: float = 30.0, workers: int = 2, salt: int = 0) -> list[dict]:
-    """Gradescope test entries, in course order, for the submission at `sub` (folder or file)."""
+def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, salt: int = 0, handout=None) -> list[dict]:
+    """Gradescope test entries, in course order, for the submission at `sub` (folder, file or .zip):
+    `selected` the assignments to grade (default all), `handout` the ones removed from the hand-out
+    (default all; `student --assignments X` hands out X only)."""
     chosen = [a for a in C.ASSIGNMENTS if selected is None or a.key in selected]
     keys = [a.key for a in chosen]
+    handout = sorted(set(C.BY_KEY if handout is None else handout) | set(keys))
     with tempfile.TemporaryDirectory(prefix="minbert-grade-") as tmp:
         tmp = Path(tmp)
         template = tmp / "template"
-        submission.write_template(template, keys)
+        submission.write_template(template, handout)
         sub = Path(sub)
         if sub.is_file() and sub.suffix == ".zip":              # a zip as Gradescope's download gives it
             with zipfile.ZipFile(sub) as z:
                 z.extractall(tmp / "submission")
             sub = tmp / "submission"
-        problems = submission.lay_over(sub, template, keys)
+        problems = submission.lay_over(sub, template, keys, handout)
         seed = seed_of(template, salt)
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             futures = [pool.submit(grade_assignment, a, template, tmp / "jobs", seed, problems[a.key], timeout)

@@ -30,14 +30,15 @@ BANNED_ATTRS = {"load", "loadtxt", "fromfile", "read_text", "read_bytes", "__dic
                 "__subclasses__", "__builtins__", "_getframe", "modules"}
 
 
-def graded_files(selected) -> dict[str, str]:
-    """{"minbert/x.py": template text} for every package file holding a selected block."""
-    out = {}
+def graded_files(selected, handout=None) -> dict[str, str]:
+    """{"minbert/x.py": template text} for every package file holding a selected block; the template
+    is stripped as the hand-out was (`handout`: the assignments removed from it, default all)."""
+    out, handout = {}, set(C.BY_KEY if handout is None else handout)
     for rel in C.tracked_files(C.ROOT):
         if rel.startswith("minbert/") and rel.endswith(".py") and C.instructor_only(rel) is False:
             text = (C.ROOT / rel).read_text(encoding="utf-8")
             if C.BEGIN in text and any(f"{C.BEGIN} {k}" in text for k in selected):
-                out[rel] = C.strip(text, rel, set(selected))[0]
+                out[rel] = C.strip(text, rel, handout)[0]
     return out
 
 
@@ -142,10 +143,11 @@ def banned_calls(key: str, body: str, rel: str, first_line: int) -> list[str]:
     return found
 
 
-def lay_over(submission: Path, template_dir: Path, selected) -> dict[str, list[str]]:
-    """Write the submission's blocks into the template; returns {assignment: [problems]} (empty: fine)."""
+def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> dict[str, list[str]]:
+    """Write the submission's blocks into the template (stripped as `handout`); returns {assignment:
+    [problems]} (empty: fine). Blocks of assignments not graded keep the template's stub."""
     problems = {k: [] for k in selected}
-    for rel, template in graded_files(selected).items():
+    for rel, template in graded_files(selected, handout).items():
         keys = [k for k in selected if f"{C.BEGIN} {k}" in template]
         path = find(submission, rel)
         if path is None:
@@ -166,11 +168,15 @@ def lay_over(submission: Path, template_dir: Path, selected) -> dict[str, list[s
                 problems[k].append(message)
             continue
         for key, body, first in blocks:
+            if key not in problems:
+                continue                                 # not graded this time: its stub stays
             hits = banned_calls(key, body, rel, first)
             if hits:
                 problems[key].append(f"banned in assignment {key}: " + ", ".join(hits[:5])
                                      + f" (allowed: torch tensor maths; {C.BY_KEY[key].banned_note})")
-        merged, bodies = [], iter(body for _, body, _ in blocks)
+        t_blocks = split(template)[1]
+        bodies = iter(body if key in problems else t_body for (key, body, _), (_, t_body, _) in zip(blocks, t_blocks))
+        merged = []
         for line in split(template)[0]:
             merged.append(next(bodies).rstrip("\n") if line[1] == "<block>" else line[1])
         (template_dir / rel).write_text("\n".join(merged) + "\n", encoding="utf-8")
