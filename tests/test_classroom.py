@@ -163,13 +163,24 @@ def test_an_infinite_loop_costs_only_its_assignment_within_the_limit(student, tm
               "    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)\n    p.addcdiv_(m, v.sqrt() + eps, value=-lr)", "bias correction"),
     ("attention", "scores = q @ k.transpose(-2, -1) + mask\n"
                   "y = dropout(F.softmax(scores, dim=-1), self.dropout_prob, self.training) @ v", "not scaled"),
+    ("adamw", "for p, m, v, t in zip(params, exp_avgs, exp_avg_sqs, steps):\n"
+              "    g = p.grad\n    p.mul_(1 - lr * wd)\n    m.mul_(beta1).add_(g, alpha=1 - beta1)\n"
+              "    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)\n"
+              "    denom = (v.sqrt() + eps) / (1 - beta2**t) ** 0.5\n"
+              "    p.addcdiv_(m, denom, value=-lr / (1 - beta1**t))", "uncorrected sqrt(v)"),
+    ("attention", "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim) - mask\n"
+                  "y = dropout(F.softmax(scores, dim=-1), self.dropout_prob, self.training) @ v", "subtracted"),
+    ("layer", "x = h + self.attention_dense(self.self_attention(self.attention_layer_norm(h), mask))\n"
+              "r = x + self.out_dense(F.gelu(self.interm_dense(self.out_layer_norm(x))))\n"
+              "return r if extra is None else r + extra", "pre-LN"),
+    ("pals", "s = h @ V_E.weight + V_E.bias\ns = g(s, mask)\nreturn F.gelu(s @ V_D.weight + V_D.bias)", "instead of Wᵀ"),
     ("mml", "w = self.active.float() / self.active.sum()\n"
             "if self.num_outputs == 1:\n    return torch.einsum('bmk,m->bk', outputs.float(), w)[:, 0]\n"
             "return torch.einsum('bmk,m->bk', outputs.float().softmax(-1), w)", "LOGITS"),
 ])
 def test_usual_mistakes_get_their_hint(key, block, hint, student, tmp_path):
     sub = submission(student, tmp_path)
-    f = {"adamw": "adamw.py", "attention": "attention.py", "mml": "mml.py"}[key]
+    f = {"adamw": "adamw.py", "attention": "attention.py", "mml": "mml.py", "layer": "layers.py", "pals": "pals.py"}[key]
     autograder._replace_block(sub / "minbert" / f, key, block, nth=1 if key == "mml" else 0)
     msgs = [e["output"] for e in grade(sub, {key}) if e["score"] < e["max_score"]]
     assert any(hint in m for m in msgs), f"{key}: expected a hint naming {hint!r}, got {msgs[:2]}"
