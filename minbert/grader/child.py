@@ -1,6 +1,6 @@
 """The grader's child process: run one assignment's cases against the submission, write the outputs.
 
-    python -I child.py TEMPLATE KEY INPUTS OUTPUTS
+    python -I child.py TEMPLATE KEY INPUTS OUTPUTS GLUE_DIR CPU_SECONDS
 
 TEMPLATE holds the submission laid over the clean template (a `minbert/` package and nothing
 else). This process imports the student's code; whatever it does here (patch torch, pytest or
@@ -53,7 +53,11 @@ def ban(key: str):
 
 
 def main():
-    template, key, inputs, outputs, scenarios_dir = sys.argv[1:6]
+    template, key, inputs, outputs, scenarios_dir, cpu_seconds = sys.argv[1:7]
+    # A CPU-time limit of its own (soft = hard, so it cannot be raised): should the parent die, a loop
+    # here still ends. The parent's wall-clock limit is the one that normally applies.
+    import resource
+    resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds)))
     sys.path.insert(0, template)
     import importlib.util
 

@@ -80,7 +80,7 @@ def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: flo
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(job), "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
     proc = subprocess.Popen([sys.executable, "-I", str(job / "child.py"), str(template_dir), key,
-                             str(job / "inputs.pt"), str(out), str(job)], cwd=job, env=env,
+                             str(job / "inputs.pt"), str(out), str(job), str(int(timeout) + 5)], cwd=job, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=timeout)
