@@ -25,9 +25,10 @@ BANNED_NAMES = {"__import__", "exec", "eval", "compile", "open", "globals", "loc
                 "input", "getattr", "setattr", "delattr", "__builtins__"}
 BANNED_MODULES = {"os", "sys", "subprocess", "importlib", "builtins", "pytest", "socket", "shutil", "pathlib",
                   "pickle", "ctypes", "inspect", "io", "gc", "signal", "threading", "multiprocessing", "sklearn",
-                  "scipy", "transformers"}
-BANNED_ATTRS = {"load", "loadtxt", "fromfile", "read_text", "read_bytes", "__dict__", "__globals__", "__code__",
-                "__subclasses__", "__builtins__", "_getframe", "modules"}
+                  "scipy", "transformers", "urllib", "http", "requests", "tempfile", "glob", "zipfile", "marshal"}
+BANNED_ATTRS = {"load", "loadtxt", "fromfile", "genfromtxt", "fromregex", "memmap", "from_file", "read_text",
+                "read_bytes", "__dict__", "__globals__", "__code__", "__subclasses__", "__builtins__", "_getframe",
+                "modules", "system", "popen"}
 
 
 def graded_files(selected, handout=None) -> dict[str, str]:
