@@ -7,12 +7,10 @@ of adding an L2 term λ·p to the gradient. Inside Adam, an L2 term is divided b
 rest of the gradient, so weights with large gradients are barely regularised. Decoupling fixes that.
 
 Variant chosen: the same arithmetic as `torch.optim.AdamW` (PyTorch 2.x), so it can serve as a
-live test oracle. Per parameter p with gradient g at step t = 1, 2, ...:
-    p ← p·(1 − lr·λ)                                  decay first, scaled by the lr
-    m ← β1·m + (1 − β1)·g
-    v ← β2·v + (1 − β2)·g²
-    p ← p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε)
-The last line is the textbook p ← p − lr·m̂/(sqrt(v̂) + ε), grouped the way torch groups it.
+live test oracle. The update is the paper's (Algorithm 2, line 12, with η_t = lr and α = 1):
+    θ_t = θ_{t−1} − lr·( m̂_t / (sqrt(v̂_t) + ε) + λ·θ_{t−1} ),
+    m̂_t = m_t/(1 − β1^t),  v̂_t = v_t/(1 − β2^t),
+with m_t, v_t the β1- and β2-averages of g and g² (both start at 0), t = 1, 2, ... per parameter.
 λ is multiplied by lr (the paper has a separate schedule factor η_t), so an lr schedule also
 schedules the decay.
 
@@ -83,9 +81,9 @@ class AdamW(torch.optim.Optimizer):
             # Mixed devices or dtypes in one group still work: foreach ops then fall back to a
             # per-tensor loop inside torch, which is slower but gives the same numbers.
 
-            # Hint: the six numbered steps of the module docstring, for every tensor in `params`
-            # (with grads, exp_avgs, exp_avg_sqs and steps at the same index); a plain Python loop
-            # over the tensors is fine. Update p, m and v in place, under the no_grad above.
+            # Hint: the update of the module docstring (decay the weights first, as torch does), for every
+            # tensor in `params` (with grads, exp_avgs, exp_avg_sqs and steps at the same index); a plain
+            # Python loop over the tensors is fine. Update p, m and v in place, under the no_grad above.
             ### BEGIN SOLUTION adamw
             # 1) p ← p·(1 − lr·λ): shrink the weights themselves, before and apart from the
             #    gradient step, so the 1/(sqrt(v̂) + ε) scaling of step 6 never weakens the decay.

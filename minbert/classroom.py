@@ -1,4 +1,4 @@
-"""The classroom edition: solution markers, a student copy in one command, the tests as a grader.
+"""The classroom edition: solution markers, a student copy in one command, a grader the submission cannot reach.
 
 One source of truth, as in nbgrader (Jupyter's grading tool): the solution code carries the
 assignments, each graded body wrapped in comment markers, with the hint ABOVE the block so it
@@ -10,23 +10,23 @@ survives stripping:
         ### END SOLUTION
 
     python -m minbert.classroom student OUT [--assignments embeddings,adamw]
-        copies the repository's tracked files to OUT and replaces each selected block with a stub
-        raising NotImplementedError("assignment N (key): write <qualified name> ..."). Blocks of
-        assignments not selected lose only their two marker lines. Left out of the copy: git
-        history, caches, benchmark results (bench/results), helper notes, this module's own test
-        (tests/test_classroom.py, which needs the solution) and tests/test_pcgrad_per_param.py (its
-        float64 reference re-derives Algorithm 1 line by line: assignment 8's solution). README.md gets an "Assignments" section.
-    python -m minbert.classroom grade [DIR] [--json results.json]
-        runs the grader tests of THIS repository (the instructor's tests and tests/fixtures) against
-        DIR's minbert/ package in a scratch folder, so editing the tests in DIR changes nothing.
-        Points come from individual test functions (a parametrized one scores when all its cases
-        pass): partial credit. Prints assignment -> points / max with the first failing check's
-        message; --json writes Gradescope's autograder format. Exits 0 whatever the score; 1 only
-        when grading itself breaks (pytest did not run).
+        copies the repository's tracked files to OUT, a fresh git repository with one commit. Each
+        selected block keeps its two markers around a stub raising NotImplementedError("assignment
+        N (key): write <qualified name> (file:line) ..."): the student writes between the markers,
+        and the grader takes only that. Blocks of assignments not selected lose their markers and
+        keep their code. Left out: git history, caches, bench/results, helper notes, and everything
+        instructor-only (INSTRUCTOR_ONLY: minbert/grader/, this module, the tests that hold
+        references). README.md's "## Assignments..." section becomes the generated student section.
+    python -m minbert.classroom grade [SUBMISSION] [--json results.json] [--timeout S]
+        grades a repository, a minbert/ folder or loose files with minbert/grader (one child process
+        per assignment, the verdict in this process; see grader/grade.py); prints a table and writes
+        Gradescope's results.json. Exits 0 whatever the score.
+    python -m minbert.classroom autograder OUT   Gradescope's autograder.zip
+    python -m minbert.classroom check            leak scan, 0/110 and 110/110, the exploits
 
 The stub raises the builtin NotImplementedError, so pytest shows it as usual; the training scripts'
 `minbert.errors.cli` prints a stub's message as one line without a traceback (see errors.py).
-The registry below is the rubric: course order, the functions to write, tests and points.
+The registry below is the rubric: course order, the functions to write, points, what each bans.
 """
 
 import argparse
@@ -37,8 +37,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,87 +50,59 @@ class Assignment:
     key: str            # the word after "### BEGIN SOLUTION"
     title: str
     functions: list     # qualified names the student writes
-    tests: dict         # "tests/file.py::test_function" -> points
+    points: int
+    tests: list         # the student's own test files for it (teaching; the grade comes from minbert/grader)
     note: str = ""      # what is given code or optional
+    banned: frozenset = frozenset()   # names its solution blocks may not use (on top of the sandbox escapes)
+    banned_note: str = "no library call that does the assignment for you"
 
 
 ASSIGNMENTS = [
     Assignment("embeddings", "Embeddings: word + position + token type, LayerNorm, dropout",
                ["minbert.layers.Embeddings.forward"],
-               {"tests/test_layers.py::test_embeddings_output_shape_is_B_T_C": 2,
-                "tests/test_layers.py::test_embeddings_match_stored_reference_without_token_types": 3,
-                "tests/test_layers.py::test_embeddings_match_stored_reference_with_token_types": 3,
-                "tests/test_layers.py::test_embeddings_dropout_only_in_training": 2}),
+               10, ['tests/test_layers.py']),
     Assignment("attention", "Multi-head self-attention, the explicit path",
                ["minbert.attention.SelfAttention.forward"],
-               {"tests/test_attention.py::test_attention_output_shape_is_B_T_C": 2,
-                "tests/test_attention.py::test_explicit_attention_matches_einsum_reference": 4,
-                "tests/test_attention.py::test_attention_ignores_padded_keys": 2,
-                "tests/test_attention.py::test_attention_dropout_only_in_training": 2},
-               "given: the fast path (F.scaled_dot_product_attention, BertConfig.fast_attention=True)"),
+               10, ['tests/test_attention.py'],
+               "given: the fast path (F.scaled_dot_product_attention, BertConfig.fast_attention=True)",
+               frozenset({"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention"}),
+               "write the softmax attention yourself, not F.scaled_dot_product_attention"),
     Assignment("layer", "The transformer layer (add & norm, feed-forward) and BertModel's forward",
                ["minbert.layers.BertLayer.forward", "minbert.model.BertModel.encode"],
-               {"tests/test_layers.py::test_bert_layer_matches_stored_reference": 4,
-                "tests/test_layers.py::test_bert_layer_adds_extra_before_the_second_layer_norm": 2,
-                "tests/test_model.py::test_encode_matches_stored_reference": 4}),
+               10, ['tests/test_layers.py', 'tests/test_model.py'],
+               banned=frozenset({"TransformerEncoderLayer", "TransformerEncoder"})),
     Assignment("adamw", "AdamW's step and the warmup/decay schedule",
                ["minbert.adamw.AdamW.step", "minbert.adamw.linear_warmup_decay"],
-               {"tests/test_adamw.py::test_first_step_moves_each_coordinate_by_lr_times_sign": 1,
-                "tests/test_adamw.py::test_zero_gradient_step_is_exactly_lr_scaled_decay": 1,
-                "tests/test_adamw.py::test_decoupled_decay_is_not_l2_and_matches_torch": 2,
-                "tests/test_adamw.py::test_adamw_matches_torch_adamw_trajectory": 4,
-                "tests/test_adamw.py::test_linear_warmup_decay_matches_formula": 2},
-               "given: the state bookkeeping in step (a plain per-tensor loop is as good as _foreach_)"),
+               10, ['tests/test_adamw.py'],
+               "given: the state bookkeeping in step (a plain per-tensor loop is as good as _foreach_)",
+               frozenset({"optim", "adamw", "adam", "Adam", "AdamW", "get_linear_schedule_with_warmup"}),
+               "write the update yourself, not torch.optim's"),
     Assignment("multitask", "The multitask heads and losses",
                ["minbert.multitask.make_head", "minbert.multitask.MultitaskBert.pooled",
                 "minbert.multitask.MultitaskBert.head", "minbert.multitask.task_loss"],
-               {"tests/test_multitask.py::test_heads_have_the_documented_layers": 2,
-                "tests/test_multitask.py::test_head_output_shapes_per_task": 2,
-                "tests/test_multitask.py::test_task_losses_match_hand_computation": 4,
-                "tests/test_multitask.py::test_mean_pooling_ignores_padding": 2}),
+               10, ['tests/test_multitask.py']),
     Assignment("pals", "PALs: projected attention layers",
                ["minbert.pals.PALs.forward"],
-               {"tests/test_pals.py::test_pal_term_matches_written_out_TS": 6,
-                "tests/test_pals.py::test_pal_term_is_zero_when_V_D_is_zero": 2,
-                "tests/test_pals.py::test_pal_term_ignores_padded_keys": 2},
+               10, ['tests/test_pals.py'],
                "the grader runs PALs with fast_attention=True, so it does not need assignment 2"),
     Assignment("smart", "SMART: divergence, ascent + projection, Bregman teacher",
                ["minbert.smart.divergence", "minbert.smart.SMART.perturb", "minbert.smart.SMART.update_teacher"],
-               {"tests/test_smart.py::test_divergence_matches_numpy_symmetric_kl": 3,
-                "tests/test_smart.py::test_divergence_is_symmetric_nonnegative_and_zero_on_equal_inputs": 1,
-                "tests/test_smart.py::test_one_output_divergences_are_nonzero_where_one_logit_softmax_is_zero": 2,
-                "tests/test_smart.py::test_ascent_normalises_per_example_and_projects_onto_the_ball": 4,
-                "tests/test_smart.py::test_ascent_step_follows_the_divergence_gradient": 2,
-                "tests/test_smart.py::test_teacher_update_is_the_beta_weighted_average": 3},
+               15, ['tests/test_smart.py'],
                "given: mode='reference' (mt-dnn's perturbation), adversarial_loss, bregman_loss"),
     Assignment("surgery", "PCGrad and GradVac (the surgery on the Gram matrix)",
                ["minbert.pcgrad.pcgrad_coefficients", "minbert.gradvac.gradvac_coefficients"],
-               {"tests/test_surgery_coefficients.py::test_pcgrad_two_tasks_remove_the_conflicting_component": 3,
-                "tests/test_surgery_coefficients.py::test_pcgrad_three_tasks_match_algorithm_1_on_vectors": 3,
-                "tests/test_surgery_coefficients.py::test_pcgrad_leaves_non_conflicting_gradients_alone": 1,
-                "tests/test_surgery_coefficients.py::test_gradvac_with_zero_targets_is_pcgrad": 2,
-                "tests/test_surgery_coefficients.py::test_gradvac_adjusted_cosine_equals_the_target": 3,
-                "tests/test_surgery_coefficients.py::test_gradvac_targets_follow_the_ema_of_the_cosine": 2,
-                "tests/test_surgery_coefficients.py::test_gradvac_leaves_pairs_at_or_above_target_alone": 1},
+               15, ['tests/test_surgery_coefficients.py'],
                "given: the PCGrad/GradVac classes (one Gram matrix per step, the fast path)"),
     Assignment("meanshift", "MeanShift clustering (1-D, flat kernel) and its bandwidth",
                ["minbert.meanshift.estimate_bandwidth", "minbert.meanshift.mean_shift"],
-               {"tests/test_meanshift.py::test_six_points_three_clusters": 2,
-                "tests/test_meanshift.py::test_nine_points_centres_ordered_by_population": 2,
-                "tests/test_meanshift.py::test_equal_populations_order_larger_centre_first": 1,
-                "tests/test_meanshift.py::test_estimate_bandwidth_fixed_values": 2,
-                "tests/test_meanshift.py::test_huge_bandwidth_gives_one_cluster_at_the_mean": 1,
-                "tests/test_meanshift.py::test_centres_are_fixed_points_of_the_shift": 2},
-               "given: bandwidth 0 (one cluster per unique value)"),
+               10, ['tests/test_meanshift.py'],
+               "given: bandwidth 0 (one cluster per unique value)",
+               frozenset({"MeanShift", "estimate_bandwidth", "mean_shift", "NearestNeighbors"}),
+               "numpy only, not sklearn"),
     Assignment("mml", "MML: multiverse loss, head elimination, Eq. 5 inference",
                ["minbert.mml.MultiverseHeads.multiverse_loss", "minbert.mml.MultiverseHeads.predict",
                 "minbert.mml.HeadEliminator.observe", "minbert.mml.HeadEliminator.maybe_eliminate"],
-               {"tests/test_mml.py::test_multiverse_loss_matches_brute_force_loop": 2,
-                "tests/test_mml.py::test_multiverse_loss_excludes_inactive_heads": 1,
-                "tests/test_mml.py::test_multiverse_loss_is_zero_for_orthonormal_heads": 1,
-                "tests/test_mml.py::test_observe_updates_active_heads_with_momentum": 2,
-                "tests/test_mml.py::test_elimination_keeps_the_lowest_cluster_whatever_the_clustering": 2,
-                "tests/test_mml.py::test_predict_uses_only_active_heads": 2},
+               10, ['tests/test_mml.py'],
                "the elimination grader fakes MeanShift, so it does not need assignment 9"),
 ]
 BY_KEY = {a.key: a for a in ASSIGNMENTS}
@@ -163,7 +133,8 @@ def functions_by_line(text: str, module: str) -> list[tuple[int, int, str]]:
 
 
 def strip(text: str, path: str, selected: set) -> tuple[str, list[str]]:
-    """Student version of one file: selected blocks -> stub, other blocks -> their code.
+    """Student version of one file: a selected block keeps its two marker lines around a stub (the grader
+    takes the student's code from between them); other blocks lose their markers and keep their code.
     Returns (new text, the removed solution lines)."""
     spans = functions_by_line(text, path.removesuffix(".py").replace("/", ".")) if path.endswith(".py") else []
     out, removed, block = [], [], None
@@ -177,11 +148,14 @@ def strip(text: str, path: str, selected: set) -> tuple[str, list[str]]:
             if block in selected:
                 where = max((sp for sp in spans if sp[0] <= n <= sp[1]), default=(0, 0, path))[2]
                 indent = line[:len(line) - len(line.lstrip())]
-                out += [f"{indent}# YOUR CODE HERE\n", STUB.format(
-                    indent=indent, number=list(BY_KEY).index(block) + 1, key=block, where=where, path=path, line=len(out) + 2)]
+                out += [line, f"{indent}# YOUR CODE HERE\n"]
+                out.append(STUB.format(indent=indent, number=list(BY_KEY).index(block) + 1, key=block, where=where,
+                                       path=path, line=len(out) + 1))
         elif s.startswith(END):
             if block is None:
                 raise UserError(f"{path}:{n}: '{END}' without a '{BEGIN}' above it")
+            if block in selected:
+                out.append(line)
             block = None
         elif block in selected:
             removed.append(line)
@@ -192,10 +166,31 @@ def strip(text: str, path: str, selected: set) -> tuple[str, list[str]]:
     return "".join(out), removed
 
 
+def stub_lines(selected) -> dict[str, list[str]]:
+    """{assignment: ["minbert/x.py:N", ...]}: where each stub sits in the student copy (for the README)."""
+    where = {k: [] for k in selected}
+    for rel in tracked_files(ROOT):
+        if rel.startswith("minbert/") and rel.endswith(".py") and not instructor_only(rel):
+            text = (ROOT / rel).read_text(encoding="utf-8")
+            if BEGIN in text:
+                for n, line in enumerate(strip(text, rel, set(selected))[0].splitlines(), 1):
+                    m = re.search(r'raise NotImplementedError\("assignment \d+ \((\w+)\)', line)
+                    if m:
+                        where[m.group(1)].append(f"{rel}:{n}")
+    return where
+
+
 # ---------------------------------------------------------------------- the student copy
 
-LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^bench/results/|^NOTES-[^/]*\.md$"
-                      r"|^tests/test_classroom\.py$|^tests/test_pcgrad_per_param\.py$")
+# Instructor-only: the grader (references, cases, hints), this tool, and the tests that hold references.
+INSTRUCTOR_ONLY = re.compile(r"^minbert/grader/|^minbert/classroom\.py$|^tests/test_classroom\.py$"
+                             r"|^tests/test_grader[^/]*\.py$|^tests/test_pcgrad_per_param\.py$"
+                             r"|^bench/bench_classroom\.py$")
+LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^bench/results/|^NOTES-[^/]*\.md$")
+
+
+def instructor_only(rel: str) -> bool:
+    return bool(INSTRUCTOR_ONLY.search(rel))
 
 
 def tracked_files(root: Path) -> list[str]:
@@ -204,33 +199,44 @@ def tracked_files(root: Path) -> list[str]:
         out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True, text=True).stdout
         files = [f for f in out.split("\0") if f and (root / f).is_file()]
     except (OSError, subprocess.CalledProcessError):
+        files = []
+    if not files:
         files = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
     return sorted(f for f in files if not LEFT_OUT.search(f))
 
 
 def assignments_markdown(selected=None) -> str:
-    """The README's "Assignments" section, in course order (the selected ones only)."""
+    """The student README's "Assignments" section, in course order (the selected ones only), with the
+    stubs' line numbers as generated in this copy."""
     rows = [a for a in ASSIGNMENTS if selected is None or a.key in selected]
+    where = stub_lines([a.key for a in rows])
     lines = ["## Assignments", "",
-             "Implement the functions below, in this order; in each, a stub raising NotImplementedError marks where.",
-             "Grade yourself with `python -m minbert.classroom grade` (partial credit per test; needs only",
-             "`pip install -r requirements.txt pytest`); `--assignments adamw` grades one. Each grader test",
-             "checks one assignment on its own: a missing earlier piece never costs points on a later one.",
+             "Implement the functions below, in this order; in each, a stub raising NotImplementedError between",
+             "`### BEGIN SOLUTION <key>` and `### END SOLUTION` marks where. Write your code between those two",
+             "markers and change nothing else in the file: only the code between the markers is graded, the rest",
+             "of the file must stay as handed out. Check yourself with the tests named in the table",
+             "(`python -m pytest -q tests/test_attention.py`); the course's grader runs its own cases, some of them",
+             "hidden until after the due date, with random shapes and values, so pass by computing, not by matching",
+             "stored numbers. Do not call the library function an assignment asks you to write (e.g.",
+             "F.scaled_dot_product_attention in assignment 2, torch.optim in 4, scikit-learn in 9); file access,",
+             "imports of os/sys/importlib, exec and eval are not allowed in a solution block either.",
              "Given code, not assignments: the fast paths (attention through F.scaled_dot_product_attention",
              "with `BertConfig.fast_attention=True`, the CPU dropout of minbert/dropout.py, the one-Gram-matrix",
-             "PCGrad/GradVac classes); the graders lean on them so that no assignment's grade depends on another's.", "",
-             "| # | assignment (key) | implement | points | tests | notes |", "|---|---|---|---|---|---|"]
+             "PCGrad/GradVac classes); the grader leans on them so that no assignment's grade depends on another's.",
+             "", "| # | assignment (key) | implement | stubs | points | your tests | notes |",
+             "|---|---|---|---|---|---|---|"]
     for a in rows:
-        files = sorted({t.split("::")[0] for t in a.tests})
         lines.append(f"| {ASSIGNMENTS.index(a) + 1} | {a.title} (`{a.key}`) | "
-                     + "<br>".join(f"`{f}`" for f in a.functions)
-                     + f" | {sum(a.tests.values())} | " + ", ".join(f"`{f}`" for f in files) + f" | {a.note} |")
+                     + "<br>".join(f"`{f}`" for f in a.functions) + " | "
+                     + "<br>".join(f"`{w}`" for w in where[a.key])
+                     + f" | {a.points} | " + ", ".join(f"`{f}`" for f in a.tests) + f" | {a.note} |")
     return "\n".join(lines) + "\n"
 
 
 def with_assignments_section(readme: str, section: str) -> str:
-    """Replace README's "## Assignments" section (up to the next "## ") or insert it before "## Tests"."""
-    m = re.search(r"^## Assignments\n.*?(?=^## |\Z)", readme, flags=re.M | re.S)
+    """Replace README's "## Assignments..." section (the instructor's, whatever follows the word on its
+    heading line, up to the next "## ") by the student section, or insert it before "## Tests"."""
+    m = re.search(r"^## Assignments\b[^\n]*\n.*?(?=^## |\Z)", readme, flags=re.M | re.S)
     if m:
         return readme[:m.start()] + section + "\n" + readme[m.end():]
     m = re.search(r"^## Tests", readme, flags=re.M)
@@ -238,16 +244,19 @@ def with_assignments_section(readme: str, section: str) -> str:
     return readme[:at] + section + "\n" + readme[at:]
 
 
-def student(out: Path, selected: set, root: Path = ROOT) -> dict:
-    """Write the student copy (selected: assignment keys, None = all); returns {path: removed lines}."""
+def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) -> dict:
+    """Write the student copy (selected: assignment keys, None = all) as a fresh git repository with one
+    commit; returns {path: removed lines}."""
     out, selected = Path(out), set(BY_KEY) if selected is None else selected
     if out.exists() and any(out.iterdir()):
         raise UserError(f"student: {out} exists and is not empty; pass a new folder")
     removed = {}
     for rel in tracked_files(root):
+        if instructor_only(rel):
+            continue
         src, dst = root / rel, out / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        if rel.endswith(".py") and rel != "minbert/classroom.py":   # the tool itself quotes the markers
+        if rel.endswith(".py"):
             text = src.read_text(encoding="utf-8")
             if BEGIN in text:
                 text, lines = strip(text, rel, selected)
@@ -257,68 +266,20 @@ def student(out: Path, selected: set, root: Path = ROOT) -> dict:
             dst.write_text(with_assignments_section(src.read_text(encoding="utf-8"), assignments_markdown(selected)))
         else:
             shutil.copyfile(src, dst)
+    if commit:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "minbert course", "GIT_AUTHOR_EMAIL": "course@example.invalid",
+               "GIT_COMMITTER_NAME": "minbert course", "GIT_COMMITTER_EMAIL": "course@example.invalid"}
+        for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "minbert: the course's starting point"]):
+            r = subprocess.run(["git", *cmd], cwd=out, env=env, capture_output=True, text=True)
+            if r.returncode:
+                raise UserError(f"student: git {' '.join(cmd)} failed in {out}: {r.stderr.strip()}")
     return removed
 
 
-# ---------------------------------------------------------------------- grading
-
-def run_tests(package: Path, tests: list[str]) -> dict[str, list[tuple[bool, str]]]:
-    """Run test node ids of this repository against `package` (a minbert/ folder) in a scratch
-    folder; returns {"tests/file.py::function": [(passed, first message line) per case]}."""
-    with tempfile.TemporaryDirectory(prefix="minbert-grade-") as tmp:
-        tmp = Path(tmp)
-        shutil.copytree(package, tmp / "minbert", ignore=shutil.ignore_patterns("__pycache__"))
-        for f in sorted({t.split("::")[0] for t in tests}):
-            (tmp / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(ROOT / f, tmp / f)
-        shutil.copytree(ROOT / "tests" / "fixtures", tmp / "tests" / "fixtures", ignore=shutil.ignore_patterns("__pycache__"))
-        (tmp / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", "--continue-on-collection-errors",
-                               "--junitxml", str(tmp / "results.xml"), *tests],
-                              cwd=tmp, env=env, capture_output=True, text=True)
-        if not (tmp / "results.xml").exists():
-            raise RuntimeError(f"grade: pytest did not run (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
-        root = ET.parse(tmp / "results.xml").getroot()
-    results = {}
-    for case in root.iter("testcase"):
-        name, classname = case.get("name", "").split("[")[0], case.get("classname", "")
-        # a module that failed to import is one case with no class name, named after the module
-        node = (name.replace(".", "/") + ".py::<collection>") if not classname else classname.replace(".", "/") + ".py::" + name
-        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
-        if bad is None and case.find("skipped") is not None:
-            bad = case.find("skipped")
-        message = "" if bad is None else (bad.get("message") or bad.text or "failed").strip()
-        results.setdefault(node, []).append((bad is None, first_line(message)))
-    return results
-
-
-def first_line(message: str) -> str:
-    line = next((ln for ln in message.splitlines() if ln.strip()), "")
-    return line.removeprefix("AssertionError: ").strip()[:400]
-
-
-def grade(directory: Path, selected=None) -> list[dict]:
-    """One Gradescope test entry per graded test function."""
-    package = Path(directory) / "minbert"
-    if not (package / "__init__.py").exists():
-        raise UserError(f"grade: {directory} has no minbert/ package; pass the repository or a student copy")
-    chosen = [a for a in ASSIGNMENTS if selected is None or a.key in selected]
-    results = run_tests(package, [t for a in chosen for t in a.tests])
-    entries = []
-    for a in chosen:
-        for test, points in a.tests.items():
-            file = test.split("::")[0]
-            cases = results.get(test) or results.get(f"{file}::<collection>") or [(False, "test was not collected")]
-            failures = [msg for ok, msg in cases if not ok]
-            entries.append({"name": f"{ASSIGNMENTS.index(a) + 1}. {a.key}: {test}", "assignment": a.key,
-                            "score": 0 if failures else points, "max_score": points,
-                            "output": failures[0] if failures else "passed"})
-    return entries
-
+# ---------------------------------------------------------------------- reporting
 
 def table(entries: list[dict]) -> str:
-    lines, total, maximum = [f"{'assignment':<14} {'points':>8}  first failing check"], 0, 0
+    lines, total, maximum = [f"{'assignment':<14} {'points':>8}  first failing check"], 0.0, 0.0
     for a in ASSIGNMENTS:
         mine = [e for e in entries if e["assignment"] == a.key]
         if not mine:
@@ -326,9 +287,18 @@ def table(entries: list[dict]) -> str:
         got, most = sum(e["score"] for e in mine), sum(e["max_score"] for e in mine)
         total, maximum = total + got, maximum + most
         failing = next((e["output"] for e in mine if e["score"] < e["max_score"]), "")
-        lines.append(f"{ASSIGNMENTS.index(a) + 1:>2}. {a.key:<10} {got:>3} / {most:<3}  {failing}")
-    lines.append(f"{'total':<14} {total:>3} / {maximum}")
+        lines.append(f"{ASSIGNMENTS.index(a) + 1:>2}. {a.key:<10} {got:>5.1f} / {most:<4g} {failing[:300]}")
+    lines.append(f"{'total':<14} {total:>5.1f} / {maximum:g}")
     return "\n".join(lines)
+
+
+def results_json(entries: list[dict], message: str = "") -> dict:
+    """Gradescope's results.json: score, tests (name, score, max_score, output, visibility), execution_time."""
+    tests = [{k: e[k] for k in ("name", "score", "max_score", "output", "visibility", "execution_time")}
+             for e in entries]
+    return {"score": round(sum(e["score"] for e in entries), 4),
+            "execution_time": round(sum(e["execution_time"] for e in entries), 3),
+            "output": message or f"{len(tests)} cases; hidden ones show after the due date", "tests": tests}
 
 
 def main(argv=None):
@@ -338,10 +308,19 @@ def main(argv=None):
     s.add_argument("out", type=Path, help="a new (or empty) folder for the copy; hand it to students as is")
     s.add_argument("--assignments", default=",".join(BY_KEY),
                    help=f"comma-separated keys to remove, in any order (default all): {','.join(BY_KEY)}")
-    g = sub.add_parser("grade", help="grade a repository or student copy; prints a table")
-    g.add_argument("dir", nargs="?", type=Path, default=ROOT, help="folder holding minbert/ (default: this repository)")
+    g = sub.add_parser("grade", help="grade a submission (repository, minbert/ folder or loose files); prints a table")
+    g.add_argument("dir", nargs="?", type=Path, default=ROOT, help="the submission (default: this repository)")
     g.add_argument("--json", type=Path, default=None, help="also write Gradescope's results.json here")
     g.add_argument("--assignments", default=None, help="grade only these comma-separated keys (default all)")
+    g.add_argument("--handout", default=None,
+                   help="the keys the hand-out removed, when it was built with student --assignments (default all)")
+    g.add_argument("--timeout", type=float, default=60.0, help="seconds per assignment's child process (default 60)")
+    g.add_argument("--workers", type=int, default=2, help="assignments graded at once (default 2)")
+    z = sub.add_parser("autograder", help="write the Gradescope autograder zip")
+    z.add_argument("out", type=Path, help="a new folder; the zip goes there")
+    z.add_argument("--assignments", default=None, help="only these keys (default all)")
+    c = sub.add_parser("check", help="before release: leak scan, 0 and full grades, the exploits")
+    c.add_argument("--assignments", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     keys = None if args.assignments is None else {k.strip() for k in args.assignments.split(",") if k.strip()}
     unknown = sorted((keys or set()) - set(BY_KEY))
@@ -350,18 +329,24 @@ def main(argv=None):
     if args.command == "student":
         removed = student(args.out, keys)
         print(f"wrote {args.out}: {sum(map(len, removed.values()))} solution lines removed from "
-              f"{sum(1 for v in removed.values() if v)} files; grade it with: python -m minbert.classroom grade {args.out}")
+              f"{sum(1 for v in removed.values() if v)} files (one git commit); grade it with: "
+              f"python -m minbert.classroom grade {args.out}")
         return
-    try:
-        entries = grade(args.dir, keys)
-    except RuntimeError as e:   # grading itself broke: say so, exit 1 (a low score exits 0)
-        print(e, file=sys.stderr)
-        sys.exit(1)
+    from .grader import autograder, grade as G
+    if args.command == "autograder":
+        print(f"wrote {autograder.build(args.out, keys)}")
+        return
+    if args.command == "check":
+        sys.exit(autograder.check(keys))
+    if not args.dir.exists():
+        raise UserError(f"grade: {args.dir} does not exist; pass a repository, a minbert/ folder or the graded files")
+    handout = None if not getattr(args, "handout", None) else {k.strip() for k in args.handout.split(",") if k.strip()}
+    if handout and handout - set(BY_KEY):
+        raise UserError(f"--handout: unknown {sorted(handout - set(BY_KEY))}; choose from {','.join(BY_KEY)}")
+    entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout)
     print(table(entries))
     if args.json:
-        report = {"score": sum(e["score"] for e in entries),
-                  "tests": [{k: e[k] for k in ("name", "score", "max_score", "output")} for e in entries]}
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        args.json.write_text(json.dumps(results_json(entries), indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 
 Concept: when two tasks share weights, their gradients can point in conflicting directions
 (g_i · g_j < 0), and summing them lets one task undo the other's progress. PCGrad (Yu et al.,
-"Gradient Surgery for Multi-Task Learning", arXiv:2001.06782, Algorithm 1) removes the conflict:
-    for each task i:   g_i' ← g_i
-        for j ≠ i in random order:   if g_i' · g_j < 0:   g_i' ← g_i' − (g_i' · g_j / ‖g_j‖²) g_j
-    update = Σ_i g_i'          (reduction='mean': divided by the number of tasks present)
-Each projection is against the *original* g_j, and the order matters with ≥ 3 tasks.
+"Gradient Surgery for Multi-Task Learning", arXiv:2001.06782, Algorithm 1, Eq. 1) removes the conflict:
+each task's gradient is projected onto the normal plane of every other task's gradient it
+conflicts with, g_i' = g_i' − (g_i' · g_j / ‖g_j‖²) g_j when g_i' · g_j < 0, visiting the other
+tasks in random order, and the update is Σ_i g_i' (reduction='mean': divided by the number of
+tasks present). The order matters with ≥ 3 tasks.
 
 Use:   pc = PCGrad(trainable_params);  pc.accumulate([loss_sst, loss_para, loss_sts]) (once per
 micro-batch);  pc.apply();  optimizer.step().  Shapes: K tasks, P scalars in all params,
@@ -51,9 +51,9 @@ def pcgrad_coefficients(gram: torch.Tensor, orders: list[list[int]]) -> tuple[to
     K = gram.shape[0]
     coef = torch.eye(K, dtype=torch.float64)  # g_i' ← g_i
     projections = 0
-    # Hint: Algorithm 1 on coefficients: g_i' = coef[i] · g, so g_i' · g_j = coef[i] @ gram[:, j].
-    # For each i and j in orders[i]: if that dot is < 0, subtract dot/‖g_j‖² from coef[i, j]
-    # and count a projection (skip j with gram[j, j] = 0).
+    # Hint: Algorithm 1 (module docstring) on coefficients instead of vectors: g_i' = coef[i] · g, so
+    # every dot product it needs comes out of the Gram matrix. Visit j in orders[i]; count the
+    # projections; a task with no gradient (gram[j, j] = 0) takes part in none.
     ### BEGIN SOLUTION surgery
     for i in range(K):
         for j in orders[i]:

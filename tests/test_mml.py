@@ -3,7 +3,7 @@ HeadEliminator (observe, maybe_eliminate), METHODS / resolve_num_heads.
 
 Oracles: (a) hand computation — Eq. 5 on a 3-head case, the paper's metric per task and epoch rule;
 (b) live — a Python loop over heads and a plain nn.Linear / F.cross_entropy / F.mse_loss
-per head; a brute-force double loop for Eq. 4; (c) properties — L_mv = 0 on orthonormal heads,
+per head; (the brute-force loop for Eq. 4 is instructor-only); (c) properties — L_mv = 0 on orthonormal heads,
 class-permutation invariance, masked heads drop out everywhere, elimination keeps the best
 head, never removes all, stops below MIN_HEADS, acts only every K steps, is deterministic.
 Notation as in the module: M heads, K outputs per head, D feature dim, B batch.
@@ -34,17 +34,6 @@ def randn(*shape, seed=0):
 def close(got, expected, fn, atol=1e-6, rtol=1e-6):
     torch.testing.assert_close(got, expected, atol=atol, rtol=rtol,
                                msg=lambda m: f"{fn}: max abs diff {(got - expected).abs().max().item():.3g}\n{m}")
-
-
-def brute_force_mv(weight, active):
-    """Eq. 4 written as loops: Σ_k Σ_{r<s} |f_k^r · f_k^s| β_r β_s, with f_k^r = weight[r, k] (D,)."""
-    M, K, _ = weight.shape
-    total = 0.0
-    for k in range(K):
-        for r in range(M):
-            for s in range(r + 1, M):
-                total += abs(float(weight[r, k] @ weight[s, k])) * float(active[r]) * float(active[s])
-    return torch.tensor(total)
 
 
 def set_eliminator(avgs, every=10, min_bandwidth=None):
@@ -152,13 +141,6 @@ def test_multiverse_loss_counts_a_shared_vector_once():
     assert loss.item() > 0, f"{MOD}.multiverse_loss: two heads sharing a vector must give > 0"
     # The only non-orthogonal pair is (2, 5) for class 1, with |f·f| = 1; counted once (r < s).
     close(loss, torch.tensor(1.0), f"{MOD}.multiverse_loss (one shared unit vector)", atol=1e-5)
-
-
-def test_multiverse_loss_matches_brute_force_loop():
-    heads = make_heads(D=6, K=3, M=5, seed=2)
-    close(heads.multiverse_loss(), brute_force_mv(heads.weight.detach(), heads.active), f"{MOD}.multiverse_loss")
-    heads.active[[1, 3]] = False
-    close(heads.multiverse_loss(), brute_force_mv(heads.weight.detach(), heads.active), f"{MOD}.multiverse_loss (masked)")
 
 
 def test_multiverse_loss_is_invariant_to_class_permutation():
