@@ -49,7 +49,8 @@ from minbert.pals import PALs, freeze_for_pals_after
 from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
 from minbert.report import markdown_table, plot_panels, write_jsonl
-from minbert.sampling import SCHEDULES, TaskSampler
+from minbert.sampling import SCHEDULES, TaskSampler, heterogeneous_tasks
+from minbert import sampling
 from minbert.smart import SMART
 from minbert.tokenizer import Tokenizer
 
@@ -96,7 +97,8 @@ def parse_args(argv=None):
     p.add_argument("--mnr_score", choices=MNR_SCORES, default="cosine", help="cosine (sentence-transformers) or dot (Benton, Henderson et al.)")
     p.add_argument("--mnr_scale", type=positive, default=None, help="multiplies the scores; default 20 for cosine, 1 for dot")
     p.add_argument("--mnr_schedule", choices=MNR_SCHEDULES, default="add", help="add: task loss + mnr*MNR always; first_half: MNR alone for epochs <= E/2, then the task loss (Benton)")
-    p.add_argument("--heterogeneous", action="store_true", help="every optimizer step takes one batch of each task (Muppet)")
+    p.add_argument("--heterogeneous", action="store_true", help="every optimizer step aggregates K = 3 sub-batches (Muppet); see --heterogeneous_mix")
+    sampling.add_args(p)
     p.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n) (Muppet)")
     p.add_argument("--init_from", default=None, help="a previous run's --out_dir (or its model/ folder): its encoder replaces --model, and its heads/PALs with matching names and shapes are reused (Muppet head reuse, stage chaining)")
     p.add_argument("--pals_after", default=None, help="RUN_DIR of a fine-tuned run: add zero-initialised PALs (outputs unchanged at step 0) and train only them (Pritsky et al. §3.3.2); = --init_from RUN_DIR --pals --pals_init zero --option pretrain, heads frozen")
@@ -325,6 +327,8 @@ def train(args, stop):
             return ["sst"]
         if compromise:             # each task once, the rest by Alg. 1's corrected PAL schedule
             return compromise.tasks(epoch, sampler.rng)
+        if args.heterogeneous and args.surgery == "none":   # Muppet: K sub-batches, tasks in the natural mix
+            return [TASKS[i] for i in heterogeneous_tasks(sampler, len(TASKS), args.heterogeneous_mix)]
         return list(TASKS) if all_tasks_per_step else [TASKS[sampler.next()]]
 
     # ------------------------------------------------------------------ training loop
