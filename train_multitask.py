@@ -42,6 +42,7 @@ from minbert.loss_scaling import scaled_task_loss
 from minbert.mnr import SCHEDULES as MNR_SCHEDULES
 from minbert.mnr import SCORES as MNR_SCORES
 from minbert.mnr import MNRObjective
+from minbert.mnr import add_args as add_mnr_args
 from minbert.model import BertModel
 from minbert.multitask import (CROSS_HEADS, GRADVAC_GROUPS, HEAD_ACTIVATIONS, PAIR_HEADS, POOLINGS, TASKS, MultitaskBert,
                                gradvac_groups, predictions, run_heads, task_loss, task_scores, to_device)
@@ -99,6 +100,7 @@ def parse_args(argv=None):
     p.add_argument("--mnr_schedule", choices=MNR_SCHEDULES, default="add", help="add: task loss + mnr*MNR always; first_half: MNR alone for epochs <= E/2, then the task loss (Benton)")
     p.add_argument("--heterogeneous", action="store_true", help="every optimizer step aggregates K = 3 sub-batches (Muppet); see --heterogeneous_mix")
     sampling.add_args(p)
+    add_mnr_args(p)
     p.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n) (Muppet)")
     p.add_argument("--init_from", default=None, help="a previous run's --out_dir (or its model/ folder): its encoder replaces --model, and its heads/PALs with matching names and shapes are reused (Muppet head reuse, stage chaining)")
     p.add_argument("--pals_after", default=None, help="RUN_DIR of a fine-tuned run: add zero-initialised PALs (outputs unchanged at step 0) and train only them (Pritsky et al. §3.3.2); = --init_from RUN_DIR --pals --pals_init zero --option pretrain, heads frozen")
@@ -273,7 +275,9 @@ def train(args, stop):
     smart = SMART(model, lambda_s=args.smart, epsilon=args.smart_epsilon, sigma=args.smart_sigma, eta=args.smart_eta,
                   steps=args.smart_steps, mu=args.smart_mu, total_steps=total_steps, mode=args.smart_mode) if args.smart else None
     r3f = R3F(model, lambda_=args.r3f, epsilon=args.r3f_epsilon, noise=args.r3f_noise) if args.r3f or args.r4f else None
-    mnr = MNRObjective(args.mnr, args.mnr_score, args.mnr_scale, args.mnr_schedule, args.epochs) if args.mnr else None
+    mnr = MNRObjective(args.mnr, args.mnr_score, args.mnr_scale, args.mnr_schedule, args.epochs, args.mnr_batches) if args.mnr else None
+    if mnr:   # Benton: MNR batches of positive pairs only, from their own streams
+        mnr.attach(train, lambda data, seed: distributed.stream(data, args.batch_size, seed), args.seed)
     compromise = GradientCompromise(TASKS, sizes, args.grad_compromise, args.epochs, args.grad_compromise_clip_high,
                                     args.grad_compromise_normalize) if args.grad_compromise else None
     params = [p for p in model.parameters() if p.requires_grad]
@@ -283,7 +287,8 @@ def train(args, stop):
 
     def full_state(epoch, step):
         """Everything a resume needs, at a step boundary (the only place it is ever called)."""
-        extras = {"smart": smart.state_dict() if smart else None, "surgery": surgery.state_dict() if surgery else None}
+        extras = {"smart": smart.state_dict() if smart else None, "surgery": surgery.state_dict() if surgery else None,
+                  "mnr": mnr.state_dict() if mnr else None}
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                 "scaler": scaler.state_dict() if scaler else None, **distributed.gather_rng({"rng": rng_state()}),
                 "sampler": sampler.state_dict(), "streams": [s.state_dict() for s in streams], **extras, "epoch": epoch, "step": step,
@@ -295,7 +300,7 @@ def train(args, stop):
         model.load_state_dict(ck["model"])
         optimizer.load_state_dict(ck["optimizer"])
         scheduler.load_state_dict(ck["scheduler"])
-        for obj, key in ((scaler, "scaler"), (smart, "smart"), (surgery, "surgery"), (sampler, "sampler")):
+        for obj, key in ((scaler, "scaler"), (smart, "smart"), (surgery, "surgery"), (sampler, "sampler"), (mnr, "mnr")):
             if obj is not None and ck.get(key) is not None:
                 obj.load_state_dict(ck[key])
         for s, st in zip(streams, ck["streams"]):
@@ -315,7 +320,7 @@ def train(args, stop):
             if args.scale_losses:
                 loss = scaled_task_loss(task, loss)
             if mnr and v is not None:
-                loss = mnr.loss(task, u, v, batch, loss)
+                loss = mnr.loss(task, u, v, batch, loss, features=lambda b: model.features(task, to_device(b, device)))
             if smart:
                 loss = loss + smart.loss(task, batch, out)
             if r3f:
