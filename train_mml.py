@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, interrupt, metrics
+from minbert import checkpoint, distributed, flags, interrupt, metrics, recipes
 from minbert.adamw import AdamW
 from minbert.compiled import compile_blocks
 from minbert.data import TaskData
@@ -82,7 +82,9 @@ def parse_args(argv=None):
     p.add_argument("--resume", default=None, help="continue from last.pt or interrupted.pt written by this script")
     p.add_argument("--predict_only", action="store_true",
                    help="no training: score the model in --resume (best.pt or last.pt) on dev and --eval_tasks")
+    recipes.add_dry_run(p)
     args = p.parse_args(argv)
+    recipes.dry_run(p, argv, args)   # --dry_run: print the configuration (JSON) and exit
     args.eval_tasks = [t for t in args.eval_tasks.split(",") if t]
     category = TASKS[args.task].category
     for t in args.eval_tasks:

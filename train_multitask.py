@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, interrupt
+from minbert import checkpoint, distributed, flags, interrupt, recipes, sampling
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, default_paths, read_quora, read_sst, read_sts, write_predictions
@@ -51,7 +51,6 @@ from minbert.pcgrad import PCGrad
 from minbert.r3f import R3F, spectral_norm_heads
 from minbert.report import markdown_table, plot_panels, write_jsonl
 from minbert.sampling import SCHEDULES, TaskSampler, heterogeneous_tasks
-from minbert import sampling
 from minbert.smart import SMART
 from minbert.tokenizer import Tokenizer
 
@@ -147,7 +146,9 @@ def parse_args(argv=None):
     p.add_argument("--resume", default=None, help="continue from a checkpoint written by this script (last.pt or interrupted.pt)")
     p.add_argument("--predict_only", action="store_true",
                    help="no training: write the dev/test predictions of the model in --resume (best.pt or last.pt)")
+    recipes.add_dry_run(p)
     args = p.parse_args(argv)
+    recipes.dry_run(p, argv, args)   # --dry_run: print the configuration (JSON) and exit
     if args.pals_after:
         args.init_from, args.pals, args.pals_init, args.option = args.pals_after, True, "zero", "pretrain"
     if args.init_from:
