@@ -73,6 +73,8 @@ def parse_args(argv=None):
     p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout")
     p.add_argument("--profile_on", choices=["error", "score"], default="error",
                    help="Figure 3: error (its caption: error ≤ τ × lowest error) or score (§4.2's text: best/score ≤ τ)")
+    p.add_argument("--keep_checkpoints", action="store_true",
+                   help="keep best.pt/last.pt of finished runs (default: deleted once scored; MiniLM: ~0.4 GB per run)")
     p.add_argument("--extra_datasets", default="", help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
     p.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
     add_dry_run(p)
@@ -228,6 +230,10 @@ def main(argv=None):
                     argv_run += ["--resume", resume]
                 print("run train_mml.py", " ".join(argv_run))
                 train_mml.main(argv_run)
+            if not args.keep_checkpoints and finished(run_dir, epochs[task], evals):   # scored: the tables need no weights
+                for name in ("best.pt", "last.pt", "interrupted.pt"):
+                    if os.path.isfile(os.path.join(run_dir, name)):
+                        os.remove(os.path.join(run_dir, name))
             with open(os.path.join(run_dir, "metrics.jsonl")) as f:
                 records = [json.loads(line) for line in f if line.strip()]
             cross_path = os.path.join(run_dir, "cross_dataset.json")

@@ -25,6 +25,9 @@ Outputs in OUT_DIR:
   study.png               dev overall difference from the baseline per configuration with its interval
                           (matplotlib optional, as elsewhere).
   machine.json            CPU, native bf16 or not, GPU, torch, load; commands.txt: every command run, exactly.
+  --results_dir DIR gets a copy of those small files (e.g. bench/results/study); the runs stay in OUT_DIR, and
+  a finished run's best.pt/last.pt are deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
+  --keep_checkpoints: 45 MiniLM runs would otherwise fill ~25 GB.
 
     python -m minbert.study --configs baseline,pals,smart --seeds 1,2,3 --out_dir runs/study -- --model minilm-l6 ...
 Left out: running seeds in parallel (one run at a time), test-set scores, multiple-comparison corrections.
@@ -198,8 +201,18 @@ def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str) 
 class Runner:
     """Runs commands one at a time, logs them to commands.txt, stops the study when a run is interrupted."""
 
-    def __init__(self, out_dir: str, max_runs: int = 0, in_process: bool = False):
+    def __init__(self, out_dir: str, max_runs: int = 0, in_process: bool = False, keep_checkpoints: bool = False):
         self.out_dir, self.max_runs, self.started, self.in_process = out_dir, max_runs, 0, in_process
+        self.keep_checkpoints = keep_checkpoints
+
+    def tidy(self, run_dir: str) -> None:
+        """A finished run needs only metrics.jsonl, outputs.pt (ensembles) and model/ (the next stage): its
+        checkpoints (best.pt, last.pt, ~4x the model each with the optimizer state) go, unless --keep_checkpoints."""
+        if not self.keep_checkpoints:
+            for name in ("best.pt", "last.pt", "interrupted.pt"):
+                path = os.path.join(run_dir, name)
+                if os.path.isfile(path):
+                    os.remove(path)
 
     @staticmethod
     def call_in_process(command: list[str]) -> int:
@@ -246,12 +259,14 @@ class Runner:
         """One train_multitask.py run, skipped when finished, resumed when a checkpoint exists."""
         if finished(run_dir, budget_epochs(budget)):
             print(f"skip {run_dir}: finished")
+            self.tidy(run_dir)
             return
         command = train_command(budget, extra, seed, run_dir)
         resume = latest_checkpoint(run_dir)
         if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
             command += ["--resume", resume]
         self.run(command, os.path.join(run_dir, "log.txt"))
+        self.tidy(run_dir)
 
 
 class StopStudy(Exception):
@@ -417,6 +432,8 @@ def add_args(p) -> None:
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
     g.add_argument("--max_runs", type=at_least(0), default=0, help="stop after starting N runs (0 = all): a study in slices")
     g.add_argument("--in_process", action="store_true", help="run every stage as a function call in this process, not a subprocess (tests, debugging)")
+    g.add_argument("--keep_checkpoints", action="store_true", help="keep best.pt/last.pt of finished runs (default: deleted; ~0.5 GB per MiniLM run)")
+    g.add_argument("--results_dir", default=None, help="also copy table.md/.json, study.png, machine.json, commands.txt here (e.g. bench/results/study)")
     g.add_argument("--out_dir", default="runs/study", help="one folder per run, table.md/.json, study.png, machine.json, commands.txt")
 
 
@@ -455,7 +472,7 @@ def main(argv=None):
     header = {"budget": args.budget, "seeds": args.seeds, "configs": args.configs, "machine": machine()}
     with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
         json.dump(header, f, indent=1)
-    runner = Runner(args.out_dir, args.max_runs, args.in_process)
+    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints)
     scores = {}
     try:
         # Seed-major order: a study stopped early has every configuration for the seeds it finished.
@@ -470,6 +487,12 @@ def main(argv=None):
     summary = summarise(scores, args.seeds, ensemble)
     md = write_table(args.out_dir, summary, header)
     plot(os.path.join(args.out_dir, "study.png"), summary)
+    if args.results_dir:   # the small files worth committing; the runs stay in out_dir
+        import shutil
+        os.makedirs(args.results_dir, exist_ok=True)
+        for name in ("table.md", "table.json", "study.png", "machine.json", "commands.txt"):
+            if os.path.isfile(os.path.join(args.out_dir, name)):
+                shutil.copy(os.path.join(args.out_dir, name), os.path.join(args.results_dir, name))
     print(md)
     return summary
 

@@ -48,7 +48,7 @@ def tiny(tmp_path_factory):
     budget = ["--model", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3",
               "--hidden_dropout_prob", "0.1", "--amp", "off", "--limit", "12"]
     argv = ["--configs", "baseline,concat,pals_after,ensemble", "--seeds", "1,2,3", "--in_process"]
-    whole = study.main([*argv, "--out_dir", str(root / "whole"), "--", *budget])
+    whole = study.main([*argv, "--out_dir", str(root / "whole"), "--results_dir", str(root / "results"), "--", *budget])
     return root, argv, budget, whole
 
 
@@ -70,6 +70,9 @@ def test_tiny_study_intervals_equal_scipy_t_intervals(tiny):
             assert diffs == pytest.approx([a - b for a, b in zip(mine, base)]), f"{MOD}: {name} {metric}: not paired by seed"
     for name in ("table.md", "machine.json", "commands.txt"):
         assert (root / "whole" / name).is_file(), f"{MOD}: {name} was not written"
+        assert (root / "results" / name).is_file(), f"{MOD}: --results_dir did not get {name}"
+    assert not (root / "whole" / "baseline" / "seed1" / "last.pt").exists(), f"{MOD}: a finished run's checkpoints must go"
+    assert (root / "whole" / "baseline" / "seed1" / "outputs.pt").is_file(), f"{MOD}: outputs.pt (ensembles) must stay"
     commands = (root / "whole" / "commands.txt").read_text()
     assert commands.count("train_multitask.py") == 3 * 4 and "--pals_after" in commands and "minbert.ensemble" in commands
     assert "cpu" in table["machine"] and "native_bf16" in table["machine"]
