@@ -231,9 +231,9 @@ def main(argv=None):
                 print("run train_mml.py", " ".join(argv_run))
                 train_mml.main(argv_run)
             if not args.keep_checkpoints and finished(run_dir, epochs[task], evals):   # scored: the tables need no weights
-                for name in ("best.pt", "last.pt", "interrupted.pt"):
-                    if os.path.isfile(os.path.join(run_dir, name)):
-                        os.remove(os.path.join(run_dir, name))
+                for checkpoint in ("best.pt", "last.pt", "interrupted.pt"):
+                    if os.path.isfile(os.path.join(run_dir, checkpoint)):
+                        os.remove(os.path.join(run_dir, checkpoint))
             with open(os.path.join(run_dir, "metrics.jsonl")) as f:
                 records = [json.loads(line) for line in f if line.strip()]
             cross_path = os.path.join(run_dir, "cross_dataset.json")
