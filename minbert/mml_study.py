@@ -55,31 +55,33 @@ PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # th
 SPLITS = ("train", "dev")
 
 
-def parse_args(argv=None):
-    p = flags.ArgumentParser(prog="python -m minbert.mml_study", description=__doc__)
-    p.add_argument("--tasks", default="RTE,MRPC", help="comma list of training tasks; two of one category (nli/similarity) give hold-out cells")
-    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
-    p.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")
-    p.add_argument("--model", default="bert-base-uncased", help="as train_mml.py --model; minilm-l6 runs offline")
-    p.add_argument("--epochs", type=at_least(1), default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.mml.paper_epochs)")
-    p.add_argument("--limit", type=at_least(0), default=0, help="at most N examples per split in every run (smoke studies)")
-    p.add_argument("--batch_size", type=at_least(1), default=32, help="as train_mml.py")
-    p.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
-    p.add_argument("--lr", type=positive, default=2e-5, help="as train_mml.py")
-    p.add_argument("--amp", choices=AMP_CHOICES, default="auto", help="as train_mml.py (auto: bf16 where the machine has it natively)")
-    p.add_argument("--eliminate_every", type=at_least(1), default=1000, help="as train_mml.py; lower it for short runs so mml eliminates at all")
-    p.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="as train_mml.py; short runs need ~0.001 (head losses barely spread yet)")
-    p.add_argument("--device", default="auto", help="as train_mml.py")
-    p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout")
-    p.add_argument("--profile_on", choices=["error", "score"], default="error",
+def add_args(p) -> None:
+    """The study's flags: the grid, and the train_mml.py flags every run shares."""
+    g = p.add_argument_group("MML study (Malkiel & Wolf 2021: Table 1, Tables 2-5, Figure 3)")
+    g.add_argument("--tasks", default="RTE,MRPC", help="comma list of training tasks; two of one category (nli/similarity) give hold-out cells")
+    g.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
+    g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")
+    g.add_argument("--model", default="bert-base-uncased", help="as train_mml.py --model; minilm-l6 runs offline")
+    g.add_argument("--epochs", type=at_least(1), default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.mml.paper_epochs)")
+    g.add_argument("--limit", type=at_least(0), default=0, help="at most N examples per split in every run (smoke studies)")
+    g.add_argument("--batch_size", type=at_least(1), default=32, help="as train_mml.py")
+    g.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
+    g.add_argument("--lr", type=positive, default=2e-5, help="as train_mml.py")
+    g.add_argument("--amp", choices=AMP_CHOICES, default="auto", help="as train_mml.py (auto: bf16 where the machine has it natively)")
+    g.add_argument("--eliminate_every", type=at_least(1), default=1000, help="as train_mml.py; lower it for short runs so mml eliminates at all")
+    g.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="as train_mml.py; short runs need ~0.001 (head losses barely spread yet)")
+    g.add_argument("--device", default="auto", help="as train_mml.py")
+    g.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout")
+    g.add_argument("--profile_on", choices=["error", "score"], default="error",
                    help="Figure 3: error (its caption: error ≤ τ × lowest error) or score (§4.2's text: best/score ≤ τ)")
-    p.add_argument("--keep_checkpoints", action="store_true",
+    g.add_argument("--keep_checkpoints", action="store_true",
                    help="keep best.pt/last.pt of finished runs (default: deleted once scored; MiniLM: ~0.4 GB per run)")
-    p.add_argument("--extra_datasets", default="", help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
-    p.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
-    add_dry_run(p)
-    args = p.parse_args(argv)
-    dry_run(p, argv, args)
+    g.add_argument("--extra_datasets", default="", help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
+    g.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
+
+
+def check_args(args, p) -> None:
+    """Comma lists -> lists, each item checked (the parser's error names the flag)."""
     args.extra_datasets = [t for t in args.extra_datasets.split(",") if t]
     for t in args.extra_datasets:
         if t not in TASKS or TASKS[t].category is None:
@@ -96,6 +98,15 @@ def parse_args(argv=None):
     args.methods = args.methods.split(",")
     for m in args.methods:
         split_method(m, p.error)
+
+
+def parse_args(argv=None):
+    p = flags.ArgumentParser(prog="python -m minbert.mml_study", description=__doc__)
+    add_args(p)
+    add_dry_run(p)
+    args = p.parse_args(argv)
+    dry_run(p, argv, args)
+    check_args(args, p)
     return args
 
 
