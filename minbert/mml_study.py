@@ -74,8 +74,8 @@ def add_args(p) -> None:
     g.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout")
     g.add_argument("--profile_on", choices=["error", "score"], default="error",
                    help="Figure 3: error (its caption: error ≤ τ × lowest error) or score (§4.2's text: best/score ≤ τ)")
-    g.add_argument("--keep_checkpoints", action="store_true",
-                   help="keep best.pt/last.pt of finished runs (default: deleted once scored; MiniLM: ~0.4 GB per run)")
+    g.add_argument("--delete_checkpoints", action="store_true",
+                   help="delete best.pt/last.pt of each finished run once scored (the tables need none; MiniLM: ~0.4 GB per run)")
     g.add_argument("--extra_datasets", default="", help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
     g.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
 
@@ -241,7 +241,7 @@ def main(argv=None):
                     argv_run += ["--resume", resume]
                 print("run train_mml.py", " ".join(argv_run))
                 train_mml.main(argv_run)
-            if not args.keep_checkpoints and finished(run_dir, epochs[task], evals):   # scored: the tables need no weights
+            if args.delete_checkpoints and finished(run_dir, epochs[task], evals):   # scored: the tables need no weights
                 for checkpoint in ("best.pt", "last.pt", "interrupted.pt"):
                     if os.path.isfile(os.path.join(run_dir, checkpoint)):
                         os.remove(os.path.join(run_dir, checkpoint))

@@ -52,7 +52,8 @@ METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
 
 # The budget proposed for a 2-core CPU (README "What replicates at small scale"): MiniLM on the shipped data.
 DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "--head_lr", "1e-3",
-                  "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2", "--limit", "2000"]
+                  "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2", "--limit", "2000",
+                  "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
 
 CONFIGS = {
     "baseline": [],
