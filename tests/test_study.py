@@ -96,6 +96,12 @@ def test_interrupted_study_resumes_to_the_same_table(tiny):
             train_multitask.main(cmd[2:])
     assert (run_dir / "interrupted.pt").is_file() and not study.finished(str(run_dir), 2), "the run should be half done"
     resumed = study.main([*argv, "--out_dir", out, "--", *budget])
+    commands = (root / "resumed" / "commands.txt").read_text().splitlines()
+    cut = [c for c in commands if f"{run_dir}" in c and "--out_dir" in c and c.split("--out_dir ")[1].startswith(f"{run_dir} ")]
+    assert cut and "--resume" in cut[-1] and "interrupted.pt" in cut[-1], \
+        f"{MOD}: the cut run must continue from its interrupted.pt (--resume), got {cut}"
+    first = [c for c in commands if f"{root / 'resumed' / 'baseline' / 'seed1'} " in c]
+    assert len(first) == 1, f"{MOD}: a finished run must not be run again, got {len(first)} commands for baseline/seed1"
     a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
     b = json.loads((root / "resumed" / "table.json").read_text())["configurations"]
     for name in a:
