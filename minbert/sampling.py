@@ -26,7 +26,7 @@ not a pass over the data. Here the training script decides what an epoch is and 
 Heterogeneous steps (`--heterogeneous`; Aghajanyan et al. 2021, "Muppet", arXiv:2101.11038):
 one optimizer step aggregates K task-homogeneous sub-batches (K = number of tasks), the way Muppet
 builds a heterogeneous batch ("first creating homogenous sub-batches, calculating loss per
-sub-batch ..., then aggregating", §5 "Importance of Heterogeneous Batches"). Muppet §3.4 keeps
+sub-batch ..., then aggregating", §5.2 "Importance of Heterogenous Batches"). Muppet §3.4 keeps
 "the natural distribution of the datasets" (sampling was "consistently detrimental"), so with
 `--heterogeneous_mix natural` (default) the task of each sub-batch is drawn from the schedule,
 whose default, proportional, IS the natural distribution: over many steps, task i supplies a

@@ -130,7 +130,7 @@ EXPECTED = {
                         "methods": (["bert", "bert-drop", "mv5", "mv1024", "ensemble1024", "mml"], "MML Table 1 rows")},
     "mml-tables2-4-nli.args": {**MML, "tasks": (["MNLI", "QNLI", "RTE", "SNLI"], "MML Tables 2/4 datasets")},
     "mml-tables3-5-similarity.args": {**MML, "tasks": (["QQP", "MRPC", "STS-B*"], "MML Tables 3/5 datasets")},
-    "muppet-prefinetune.args": {"heterogeneous": (True, "Muppet §5: heterogeneous batches"),
+    "muppet-prefinetune.args": {"heterogeneous": (True, "Muppet §5.2: heterogeneous batches"),
                                 "heterogeneous_mix": ("natural", "Muppet §3.4: natural distribution"),
                                 "schedule": ("proportional", "Muppet §3.4: no re-sampling"),
                                 "scale_losses": (True, "Muppet §3.3: loss scaling")},

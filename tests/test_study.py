@@ -100,7 +100,7 @@ def test_interrupted_study_resumes_to_the_same_table(tiny):
     cut = [c for c in commands if f"{run_dir}" in c and "--out_dir" in c and c.split("--out_dir ")[1].startswith(f"{run_dir} ")]
     assert cut and "--resume" in cut[-1] and "interrupted.pt" in cut[-1], \
         f"{MOD}: the cut run must continue from its interrupted.pt (--resume), got {cut}"
-    first = [c for c in commands if f"{root / 'resumed' / 'baseline' / 'seed1'} " in c]
+    first = [c for c in commands if f"--out_dir {root / 'resumed' / 'baseline' / 'seed1'} " in c]
     assert len(first) == 1, f"{MOD}: a finished run must not be run again, got {len(first)} commands for baseline/seed1"
     a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
     b = json.loads((root / "resumed" / "table.json").read_text())["configurations"]
