@@ -266,3 +266,22 @@ def test_positive_pairs_stream_covers_exactly_the_positives():
     seen = [i for b in positives.batches(4, shuffle=True, generator=torch.Generator().manual_seed(0)) for i in b["ids"]]
     expected = sorted(f"e{i}" for i in range(30) if i % 6 >= 4)
     assert sorted(seen) == expected, f"minbert.mnr.PositivePairs: one pass must cover the STS >= 4 pairs once each, got {sorted(seen)}"
+
+
+def test_positives_stream_resumes_exactly(tmp_path):
+    """A Ctrl-C mid-epoch and --resume must give the uninterrupted run's dev scores: the positives-only MNR streams
+    are part of the checkpoint (MNRObjective.state_dict), so the resumed run sees the same MNR batches."""
+    import train_multitask
+    from test_ensemble import tiny_run_inputs
+    from test_train_multitask import run, signal_on_call
+    setup = tiny_run_inputs(tmp_path)
+    flags = ("--mnr", "1", "--sts_head", "cosine", "--para_head", "cosine")
+    full = run(setup, tmp_path / "full", *flags)
+    with pytest.MonkeyPatch.context() as m:
+        signal_on_call(m, train_multitask, "task_loss", 20)
+        with pytest.raises(SystemExit):
+            run(setup, tmp_path / "cut", *flags)
+    resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
+    keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
+    got, want = [resumed[-1][k] for k in keys], [full[-1][k] for k in keys]
+    assert got == want, f"train_multitask --mnr resume: dev scores {got} differ from the uninterrupted run's {want}"
