@@ -22,8 +22,8 @@ Outputs in OUT_DIR:
                           seed, mean with a 95% t-interval over seeds, d̄ ± t_{0.975, n−1} · s_d / √n (Student,
                           n − 1 degrees of freedom). An interval that contains 0 is marked "inside the noise".
                           The ensemble is one model: its row gives the difference from the baseline mean, no interval.
-  study.png               dev overall difference from the baseline per configuration with its interval
-                          (matplotlib optional, as elsewhere).
+  study.png               dev overall per configuration with its 95% interval, and its paired difference from the
+                          baseline with its interval (matplotlib optional, as elsewhere).
   machine.json            CPU, native bf16 or not, GPU, torch, load; commands.txt: every command run, exactly.
   --results_dir DIR gets a copy of those small files (e.g. bench/results/study); the runs stay in OUT_DIR, and
   a finished run's best.pt/last.pt are deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
@@ -385,6 +385,8 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
 
 
 def plot(path: str, summary: dict) -> bool:
+    """Two panels: dev overall per configuration (mean, 95% t-interval of the mean over seeds), and its paired
+    difference from the baseline (mean, 95% t-interval). The ensemble, one model, is a point without interval."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -392,17 +394,26 @@ def plot(path: str, summary: dict) -> bool:
     except ImportError:
         print(f"matplotlib is not installed: no {path}")
         return False
-    names = [n for n in summary if n != "baseline" and summary[n]["difference"]]
-    fig, ax = plt.subplots(figsize=(7, 0.4 * len(names) + 1.5))
-    for i, name in enumerate(names):
-        d = summary[name]["difference"]["overall"]
-        if d["low"] is not None and d["low"] == d["low"]:
-            ax.errorbar(d["mean"], i, xerr=[[d["mean"] - d["low"]], [d["high"] - d["mean"]]], fmt="o", capsize=3)
+    names = list(summary)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.4 * len(names) + 1.8), sharey=True)
+
+    def point(ax, i, mean, lo, hi):
+        if lo is not None and lo == lo:   # not None, not nan
+            ax.errorbar(mean, i, xerr=[[mean - lo], [hi - mean]], fmt="o", capsize=3, color="C0")
         else:
-            ax.plot(d["mean"], i, "s")
-    ax.axvline(0, color="grey", lw=1)
-    ax.set_yticks(range(len(names)), names)
-    ax.set(xlabel="dev overall − baseline (paired by seed, 95% t-interval)", title="What each method does at this budget")
+            ax.plot(mean, i, "s", color="C1")
+
+    for i, name in enumerate(names):
+        values = summary[name]["scores"]["overall"]["values"]
+        mean, lo, hi = t_interval(values) if len(values) > 1 else (values[0], None, None)
+        point(axes[0], i, mean, lo, hi)
+        d = summary[name]["difference"].get("overall")
+        if d:
+            point(axes[1], i, d["mean"], d["low"], d["high"])
+    axes[0].set_yticks(range(len(names)), names)
+    axes[0].set(xlabel="dev overall (mean, 95% t-interval over seeds)", title="Dev overall per configuration")
+    axes[1].axvline(0, color="grey", lw=1)
+    axes[1].set(xlabel="dev overall − baseline (paired by seed, 95% t-interval)", title="Difference from the baseline")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -76,6 +76,11 @@ def test_tiny_study_intervals_equal_scipy_t_intervals(tiny):
     commands = (root / "whole" / "commands.txt").read_text()
     assert commands.count("train_multitask.py") == 3 * 4 and "--pals_after" in commands and "minbert.ensemble" in commands
     assert "cpu" in table["machine"] and "native_bf16" in table["machine"]
+    try:
+        import matplotlib  # noqa: F401  (optional: without it the study prints a note instead of the plot)
+        assert (root / "results" / "study.png").is_file(), f"{MOD}: matplotlib is installed but study.png was not written"
+    except ImportError:
+        pass
 
 
 def test_interrupted_study_resumes_to_the_same_table(tiny):
