@@ -63,7 +63,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .adamw import AdamW, linear_warmup_decay, param_groups
-from .data import CS224N_FILES, DEFAULT_DATA_DIR, read_quora, read_sst, read_sts
+from .data import CS224N_FILES, DEFAULT_DATA_DIR, default_paths, read_quora, read_sst, read_sts
 from .device import AMP_CHOICES, autocast, pick_device, resolve_amp, seed_everything
 from .embedding_eval import POOLINGS, pool, sts_report
 from . import flags
@@ -142,7 +142,9 @@ def keeps_mlp(test_mlp: str, supervised: bool, pooling: str) -> bool:
 def read_sentences(data: str, data_dir: str, para_train: str | None = None) -> list[str]:
     """Distinct sentences, in first-seen order: the CS224N training files, or a text file."""
     if data == "cs224n":
-        d = {k: os.path.join(data_dir, v) for k, v in CS224N_FILES.items()}
+        d, notes = default_paths(data_dir)   # the shipped Quora sample when the full files are absent
+        for note in notes:
+            print(f"data: {note}")
         examples = read_sst(d["sst_train"]) + read_quora(para_train or d["para_train"]) + read_sts(d["sts_train"])
         texts = [t for e in examples for t in (e.text, e.text2) if t]
     else:

@@ -200,3 +200,14 @@ def test_weight_decay_and_dropout_flags(stage_inputs, tmp_path, monkeypatch):
     assert exported["attention_probs_dropout_prob"] == original["attention_probs_dropout_prob"], \
         "minbert.simcse --attention_dropout: SimCSE's dropout must not leak into the exported config"
     assert json.loads((tmp_path / "wd" / "metrics.json").read_text())["args"]["attention_dropout"] == 0.0
+
+
+def test_cs224n_sentences_use_the_shipped_quora_sample(tmp_path):
+    """--data cs224n on the repository's data/ (no full Quora files): the sample stands in, as in train_multitask.py."""
+    from test_train_multitask import write_task_files
+    write_task_files(tmp_path)
+    for split in ("train", "dev"):
+        (tmp_path / f"quora-{split}.csv").rename(tmp_path / f"quora-{split}-sample.csv")
+    texts = simcse.read_sentences("cs224n", str(tmp_path))
+    quora = [e.text for e in simcse.read_quora(str(tmp_path / "quora-train-sample.csv"))]
+    assert set(quora) <= set(texts), "minbert.simcse.read_sentences(cs224n): the Quora sample's sentences are missing"
