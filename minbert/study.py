@@ -71,7 +71,7 @@ CONFIGS = {
     "pals_after": [],          # stage 1: E − 1 epochs of fine-tuning; stage 2: --pals_after, 1 epoch
     "ensemble": [],            # python -m minbert.ensemble over the baseline seeds
 }
-SIMCSE_ARGS = ["--data", "cs224n", "--max_steps", "200", "--batch_size", "64", "--lr", "3e-5"]
+SIMCSE_ARGS = ["--data", "cs224n", "--batch_size", "64", "--lr", "3e-5"]   # + --max_steps (--simcse_steps)
 
 
 # ---------------------------------------------------------------------- statistics (no scipy at runtime)
@@ -274,7 +274,7 @@ class StopStudy(Exception):
     pass
 
 
-def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir: str) -> str:
+def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir: str, simcse_steps: int = 200) -> str:
     """Run (or resume) one configuration at one seed; returns the folder whose metrics.jsonl scores it."""
     run_dir = os.path.join(out_dir, name, f"seed{seed}")
     if name == "simcse":
@@ -283,7 +283,7 @@ def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir:
             command = [sys.executable, "-m", "minbert.simcse", "--model", budget_value(budget, "--model", "bert-base-uncased"),
                        "--data_dir", budget_value(budget, "--data_dir", "data"), "--pooling",
                        "mean" if budget_value(budget, "--pooling", "pooler") == "mean" else "cls",
-                       *SIMCSE_ARGS, "--seed", str(seed), "--out_dir", encoder]
+                       *SIMCSE_ARGS, "--max_steps", str(simcse_steps), "--seed", str(seed), "--out_dir", encoder]
             runner.run(command, os.path.join(run_dir, "simcse-log.txt"))
         runner.train(budget, ["--model", os.path.join(encoder, "model")], seed, run_dir)
     elif name == "pals_after":
@@ -442,6 +442,7 @@ def add_args(p) -> None:
     g = p.add_argument_group("The multitask study (issue 19)")
     g.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of configurations, from {', '.join(CONFIGS)}")
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
+    g.add_argument("--simcse_steps", type=at_least(1), default=200, help="SimCSE steps (batch 64, CS224N sentences) of the simcse configuration")
     g.add_argument("--max_runs", type=at_least(0), default=0, help="stop after starting N runs (0 = all): a study in slices")
     g.add_argument("--in_process", action="store_true", help="run every stage as a function call in this process, not a subprocess (tests, debugging)")
     g.add_argument("--keep_checkpoints", action="store_true", help="keep best.pt/last.pt of finished runs (default: deleted; ~0.5 GB per MiniLM run)")
@@ -491,7 +492,8 @@ def main(argv=None):
         for seed in args.seeds:
             for name in args.configs:
                 if name != "ensemble":
-                    scores.setdefault(name, {})[seed] = best_scores(run_config(runner, name, seed, args.budget, args.out_dir))
+                    scores.setdefault(name, {})[seed] = best_scores(run_config(runner, name, seed, args.budget, args.out_dir,
+                                                                                args.simcse_steps))
         ensemble = ensemble_scores(runner, args.seeds, args.out_dir) if "ensemble" in args.configs else None
     except StopStudy as e:
         print(f"study stopped: {e}")
