@@ -51,9 +51,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
 
 # The budget proposed for a 2-core CPU (README "What replicates at small scale"): MiniLM on the shipped data.
+# No --limit: it would cut every task to the same size and erase the size imbalance that annealed sampling and
+# Muppet's natural mix are about; --examples_per_epoch (a study flag) sets the compute instead.
 DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "--head_lr", "1e-3",
-                  "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2", "--limit", "2000",
+                  "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2",
                   "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
+# Task batches per optimizer step where it is not 1, so that every configuration sees the same examples per epoch.
+BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4}
 
 CONFIGS = {
     "baseline": [],
@@ -67,7 +71,7 @@ CONFIGS = {
     "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
     "concat": ["--sts_head", "cross_tanh"],
     "simcse": [],              # stage 1: python -m minbert.simcse (SIMCSE_ARGS); stage 2: --model its encoder
-    "head_pretraining": ["--head_pretrain_epochs", "3", "--head_pretrain_patience", "1"],
+    "head_pretraining": ["--head_pretrain_epochs", "1"],   # Pritsky et al.: 25, patience 3; 1 at this budget
     "pals_after": [],          # stage 1: E − 1 epochs of fine-tuning; stage 2: --pals_after, 1 epoch
     "ensemble": [],            # python -m minbert.ensemble over the baseline seeds
 }
@@ -189,6 +193,14 @@ def budget_value(budget: list[str], flag: str, default: str) -> str:
     return default
 
 
+def steps_per_epoch(name: str, budget: list[str], examples: int) -> list[str]:
+    """--steps_per_epoch giving `examples` training examples per epoch to configuration `name` ([] for 0)."""
+    if not examples:
+        return []
+    per_step = int(budget_value(budget, "--batch_size", "8")) * int(budget_value(budget, "--grad_accum", "1"))
+    return ["--steps_per_epoch", str(max(1, math.ceil(examples / (per_step * BATCHES_PER_STEP.get(name, 1)))))]
+
+
 def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str) -> list[str]:
     """train_multitask.py with the budget, the configuration's flags, the seed, and every output inside run_dir."""
     outs = []
@@ -274,9 +286,11 @@ class StopStudy(Exception):
     pass
 
 
-def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir: str, simcse_steps: int = 200) -> str:
+def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir: str, simcse_steps: int = 200,
+               examples: int = 0) -> str:
     """Run (or resume) one configuration at one seed; returns the folder whose metrics.jsonl scores it."""
     run_dir = os.path.join(out_dir, name, f"seed{seed}")
+    budget = budget + steps_per_epoch(name, budget, examples)
     if name == "simcse":
         encoder = os.path.join(run_dir, "simcse")
         if not os.path.isfile(os.path.join(encoder, "model", "config.json")):
@@ -370,7 +384,8 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
         rows.append(cells)
     columns = ["configuration", "n", *METRICS, "Δ overall vs baseline [95% CI]", *(f"Δ {m}" for m in METRICS[:3])]
     md = ("# Multitask study: dev scores of the kept (best-epoch) model, mean ± sd over seeds\n\n"
-          f"Budget (every run): `{shlex.join(header['budget'])}`; seeds {header['seeds']}. "
+          f"Budget (every run): `{shlex.join(header['budget'])}`, {header['examples_per_epoch'] or 'one pass of'} "
+          f"training examples per epoch; seeds {header['seeds']}. "
           "Δ: paired difference from the baseline on the same seed, mean [95% t-interval over seeds, n − 1 df]; "
           "\"(noise)\": the interval contains 0. The ensemble is one model (uniform average of the baseline seeds): "
           "its Δ is against the baseline mean, with no interval.\n\n"
@@ -442,6 +457,8 @@ def add_args(p) -> None:
     g = p.add_argument_group("The multitask study (issue 19)")
     g.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of configurations, from {', '.join(CONFIGS)}")
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
+    g.add_argument("--examples_per_epoch", type=at_least(0), default=6000,
+                   help="training examples per epoch of every run (sets --steps_per_epoch per configuration; 0: one pass)")
     g.add_argument("--simcse_steps", type=at_least(1), default=200, help="SimCSE steps (batch 64, CS224N sentences) of the simcse configuration")
     g.add_argument("--max_runs", type=at_least(0), default=0, help="stop after starting N runs (0 = all): a study in slices")
     g.add_argument("--in_process", action="store_true", help="run every stage as a function call in this process, not a subprocess (tests, debugging)")
@@ -472,7 +489,7 @@ def parse_args(argv=None):
             p.error(f"--configs: unknown configuration {c!r}; choose from {', '.join(CONFIGS)}")
     if "ensemble" in args.configs and "baseline" not in args.configs:
         p.error("--configs ensemble averages the baseline seeds: add baseline")
-    for flag in ("--seed", "--out_dir", "--resume"):
+    for flag in ("--seed", "--out_dir", "--resume", *(("--steps_per_epoch",) if args.examples_per_epoch else ())):
         if flag in budget:
             p.error(f"the budget (after --) may not set {flag}: the study sets it per run")
     return args
@@ -482,7 +499,7 @@ def main(argv=None):
     args = parse_args(argv)
     args.out_dir = os.path.abspath(args.out_dir)
     os.makedirs(args.out_dir, exist_ok=True)
-    header = {"budget": args.budget, "seeds": args.seeds, "configs": args.configs, "machine": machine()}
+    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs, "machine": machine()}
     with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
         json.dump(header, f, indent=1)
     runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints)
@@ -493,7 +510,7 @@ def main(argv=None):
             for name in args.configs:
                 if name != "ensemble":
                     scores.setdefault(name, {})[seed] = best_scores(run_config(runner, name, seed, args.budget, args.out_dir,
-                                                                                args.simcse_steps))
+                                                                                args.simcse_steps, args.examples_per_epoch))
         ensemble = ensemble_scores(runner, args.seeds, args.out_dir) if "ensemble" in args.configs else None
     except StopStudy as e:
         print(f"study stopped: {e}")

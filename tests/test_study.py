@@ -33,6 +33,17 @@ def test_t_interval_matches_scipy_on_hand_values():
     assert math.isnan(study.t_interval([0.3])[1]), f"{MOD}.t_interval: one value has no interval"
 
 
+def test_every_configuration_gets_the_same_examples_per_epoch():
+    """6000 examples per epoch at batch 32: 188 steps of one batch, 63 PCGrad/GradVac steps of 3 task batches,
+    47 Gradient Compromise steps of 4 batches (N = 4); with --grad_accum 2, half the steps."""
+    budget = ["--batch_size", "32"]
+    got = {n: study.steps_per_epoch(n, budget, 6000) for n in ("baseline", "pcgrad", "gradvac", "grad_compromise")}
+    want = {n: ["--steps_per_epoch", str(k)] for n, k in (("baseline", 188), ("pcgrad", 63), ("gradvac", 63), ("grad_compromise", 47))}
+    assert got == want, f"{MOD}.steps_per_epoch: expected {want}, got {got}"
+    assert study.steps_per_epoch("baseline", budget + ["--grad_accum", "2"], 6000) == ["--steps_per_epoch", "94"]
+    assert study.steps_per_epoch("baseline", budget, 0) == [], "0 examples per epoch: the script's one pass"
+
+
 def test_budget_helpers():
     assert study.budget_epochs(["--lr", "1", "--epochs", "3"]) == 3
     assert study.with_epochs(["--epochs", "3", "--lr", "1"], 2) == ["--lr", "1", "--epochs", "2"]
@@ -47,7 +58,7 @@ def tiny(tmp_path_factory):
     data, model = tiny_run_inputs(root)
     budget = ["--model", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3",
               "--hidden_dropout_prob", "0.1", "--amp", "off", "--limit", "12"]
-    argv = ["--configs", "baseline,concat,pals_after,ensemble", "--seeds", "1,2,3", "--in_process"]
+    argv = ["--configs", "baseline,concat,pals_after,ensemble", "--seeds", "1,2,3", "--in_process", "--examples_per_epoch", "36"]
     whole = study.main([*argv, "--out_dir", str(root / "whole"), "--results_dir", str(root / "results"), "--", *budget])
     return root, argv, budget, whole
 
@@ -75,6 +86,7 @@ def test_tiny_study_intervals_equal_scipy_t_intervals(tiny):
     assert (root / "whole" / "baseline" / "seed1" / "outputs.pt").is_file(), f"{MOD}: outputs.pt (ensembles) must stay"
     commands = (root / "whole" / "commands.txt").read_text()
     assert commands.count("train_multitask.py") == 3 * 4 and "--pals_after" in commands and "minbert.ensemble" in commands
+    assert commands.count("--steps_per_epoch 9 ") == 3 * 4, f"{MOD}: 36 examples per epoch at batch 4 is 9 steps in every run"
     assert "cpu" in table["machine"] and "native_bf16" in table["machine"]
     try:
         import matplotlib  # noqa: F401  (optional: without it the study prints a note instead of the plot)
@@ -94,7 +106,7 @@ def test_interrupted_study_resumes_to_the_same_table(tiny):
     import train_multitask
     from test_train_multitask import signal_on_call
     run_dir = root / "resumed" / "baseline" / "seed2"
-    cmd = study.train_command(budget, study.CONFIGS["baseline"], 2, str(run_dir))
+    cmd = study.train_command(budget + study.steps_per_epoch("baseline", budget, 36), study.CONFIGS["baseline"], 2, str(run_dir))
     with pytest.MonkeyPatch.context() as mp:
         signal_on_call(mp, train_multitask, "task_loss", 12, signal.SIGINT)   # 9 steps per epoch: step 3 of epoch 2
         with pytest.raises(SystemExit):
