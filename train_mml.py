@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, glue, interrupt, metrics, mml, progress, run_dir
+from minbert import checkpoint, distributed, flags, glue, interrupt, metrics, mml, progress, recipes, run_dir
 from minbert import device as machine
 from minbert.adamw import AdamW
 from minbert.atomic import atomic_write
@@ -72,6 +72,7 @@ def parser():
     checkpoint.add_args(p, out_dir="runs/mml")
     run_dir.add_args(p)
     progress.add_args(p)
+    recipes.add_dry_run(p)
     mml.add_args(p)
     return p
 
@@ -79,6 +80,7 @@ def parser():
 def parse_args(argv=None):
     p = parser()
     args = p.parse_args(argv)
+    recipes.dry_run(p, argv, args)   # --dry_run: print every flag, its value and its source (JSON), and exit
     flags.check(args, p, glue, checkpoint, mml)
     return args
 

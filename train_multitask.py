@@ -25,7 +25,7 @@ from torch import nn
 from tqdm import tqdm
 
 from minbert import checkpoint, data, distributed, flags, gradient_compromise, gradvac, head_pretraining, interrupt
-from minbert import loss_scaling, mnr, multitask, pals, progress, r3f, run_dir, sampling, smart, stages
+from minbert import loss_scaling, mnr, multitask, pals, progress, r3f, recipes, run_dir, sampling, smart, stages
 from minbert import device as machine
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
@@ -73,6 +73,7 @@ def parser():
     checkpoint.add_args(p, out_dir="runs/multitask")
     run_dir.add_args(p)
     progress.add_args(p)
+    recipes.add_dry_run(p)
     for method in METHODS:
         method.add_args(p)
     return p
@@ -81,6 +82,7 @@ def parser():
 def parse_args(argv=None):
     p = parser()
     args = p.parse_args(argv)
+    recipes.dry_run(p, argv, args)   # --dry_run: print every flag, its value and its source (JSON), and exit
     flags.check(args, p, checkpoint, *METHODS)
     if args.use_gpu and not args.device.startswith(("auto", "cuda")):
         p.error(f"--use_gpu means --device cuda, but --device {args.device} was given")
@@ -164,12 +166,12 @@ def train(args, stop):
     sampler = sampling.TaskSampler(sizes, "annealed" if args.grad_compromise else args.schedule, args.epochs, args.seed)
     streams = [distributed.stream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]
     adversary = smart.from_args(args, model, total_steps)
-    ranking = mnr.from_args(args)
+    ranking = mnr.from_args(args, train, lambda data, seed: distributed.stream(data, args.batch_size, seed))
     compromise = gradient_compromise.from_args(args, TASKS, sizes)
     surgery = gradvac.from_args(args, model, [p for p in model.parameters() if p.requires_grad], args.seed)
     state = checkpoint.TrainState(args, {t: [0.0, 0] for t in TASKS}, model=model, optimizer=optimizer,
                                   scheduler=scheduler, scaler=scaler, smart=adversary, surgery=surgery,
-                                  sampler=sampler, streams=streams)
+                                  sampler=sampler, streams=streams, mnr=ranking)
     if ck is not None:
         state.load_state_dict(ck)
         del ck   # the checkpoint's tensors are in the model and optimizer now
@@ -183,7 +185,8 @@ def train(args, stop):
             if args.scale_losses:
                 loss = scaled_task_loss(task, loss)
             if ranking and v is not None:
-                loss = ranking.loss(task, u, v, batch, loss)
+                loss = ranking.loss(task, u, v, batch, loss,   # Benton: on a batch of positive pairs
+                                    features=lambda b: model.features(task, to_device(b, device)))
             if adversary:
                 loss = loss + adversary.loss(task, batch, out)
             if noise:
@@ -195,6 +198,8 @@ def train(args, stop):
             return ["sst"]
         if compromise:             # each task once, the rest by Alg. 1's corrected PAL schedule
             return compromise.tasks(epoch, sampler.rng)
+        if args.heterogeneous and args.surgery == "none":   # Muppet: K sub-batches in the natural task mix
+            return [TASKS[i] for i in sampling.heterogeneous_tasks(sampler, len(TASKS), args.heterogeneous_mix)]
         return list(TASKS) if all_tasks_per_step else [TASKS[sampler.next()]]
 
     def forward_backward(epoch, step, last):

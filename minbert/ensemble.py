@@ -12,11 +12,19 @@ ensemble reached dev overall 0.786 against 0.778 for their best single model.
 Weights are fitted on dev by greedy forward selection WITH replacement (Caruana et al. 2004,
 "Ensemble selection from libraries of models"): start empty; each round, add the member whose
 addition gives the highest dev overall score; stop when no addition strictly improves it. A
-member's weight is the number of times it was added, so a strong member can count twice. The
-report's Algorithm 1 (Wortsman et al. 2022's greedy soup, applied to outputs) is the special
-case of one pass in rank order without replacement (`--weights ranked`: members sorted by their
-own dev overall, each kept if it strictly improves the ensemble). `--weights uniform` or
-`--weights 2,1,1` skip the fitting.
+member's weight is the number of times it was added, so a strong member can count twice.
+
+`--weights ranked` is the report's Algorithm 1 ("Greedy model soup", Wortsman et al. 2022, applied
+to outputs) as §3.1 describes it: members have prior weights ŵ_i ("soup prior probability",
+`--prior 2,1,1`, hyperparameters; default 1 each), and "ranking the models by their accuracy
+for each task", each TASK gets its own pass: members sorted by their own dev score on that task
+(best first; ties keep command-line order); Fin starts empty; member i joins with weight ŵ_i if
+score(average(Fin ∪ ŵ_i θ_i)) > score(average(Fin)) on that task (the empty Fin scores −∞, so the
+best member always joins). The result is one weight vector per task. Since the overall score is
+monotone in each task's score and tasks do not share predictions, "an overall improvement" and
+"an improvement on that task" choose the same members. `--weights ranked_overall` is the other
+reading (and minbert's old `ranked`): one pass ranked by dev overall, weights shared by the tasks.
+`--weights uniform` or `--weights 2,1,1` skip the fitting.
 
 Documented tie-breaking (so results are reproducible):
   - greedy: among candidates with the same dev score, the one listed first on the command line;
@@ -45,6 +53,7 @@ from . import flags
 from .errors import UserError, cli
 from .export import load_outputs, write_json
 from .metrics import accuracy, cs224n_overall, pearson
+from .recipes import add_dry_run, dry_run
 from .report import markdown_table
 
 TASKS = ("sst", "para", "sts")
@@ -101,9 +110,15 @@ def score(task: str, values: list, labels: torch.Tensor) -> float:
     return pearson(values, gold) if task == "sts" else accuracy(values, gold)
 
 
-def dev_scores(dev: list[dict], weights: list[float], method: str) -> dict:
-    """{sst_acc, para_acc, sts_pearson, overall} of the ensemble on dev. dev: per member {task: entry}."""
-    s = {SCORE_KEYS[t]: score(t, combine(t, [m[t] for m in dev], weights, method), dev[0][t]["labels"]) for t in TASKS}
+def for_task(weights, task: str) -> list[float]:
+    """One weight per member for `task`: weights is a list (every task) or {task: list} (ranked)."""
+    return weights[task] if isinstance(weights, dict) else weights
+
+
+def dev_scores(dev: list[dict], weights, method: str) -> dict:
+    """{sst_acc, para_acc, sts_pearson, overall} of the ensemble on dev. dev: per member {task: entry};
+    weights: a list, or {task: list}."""
+    s = {SCORE_KEYS[t]: score(t, combine(t, [m[t] for m in dev], for_task(weights, t), method), dev[0][t]["labels"]) for t in TASKS}
     s["overall"] = cs224n_overall(s["sst_acc"], s["para_acc"], s["sts_pearson"])
     return s
 
@@ -125,9 +140,27 @@ def greedy_select(dev: list[dict], method: str = "average", max_rounds: int = 10
     return counts
 
 
-def ranked_select(dev: list[dict], method: str = "average") -> list[int]:
-    """The report's Algorithm 1: one pass over the members in order of their own dev overall
-    (best first; equal scores keep command-line order), keeping each that strictly improves."""
+def ranked_select(dev: list[dict], method: str = "average", prior: list[float] | None = None) -> dict[str, list[float]]:
+    """The report's Algorithm 1 per task (module docstring): {task: weights}, a kept member's weight is its prior."""
+    prior = prior or [1.0] * len(dev)
+    weights = {}
+    for task in TASKS:
+        members, gold = [m[task] for m in dev], dev[0][task]["labels"]
+        alone = [score(task, combine(task, [m], [1.0], method), gold) for m in members]
+        chosen, best = [0.0] * len(dev), float("-inf")
+        for i in sorted(range(len(dev)), key=lambda i: -alone[i]):   # sorted() is stable: ties keep CLI order
+            trial = chosen.copy()
+            trial[i] = prior[i]                                        # Fin ∪ ŵ_i θ_i
+            value = score(task, combine(task, members, trial, method), gold)
+            if value > best:
+                chosen, best = trial, value
+        weights[task] = chosen
+    return weights
+
+
+def ranked_overall_select(dev: list[dict], method: str = "average") -> list[int]:
+    """`--weights ranked_overall`: one pass over the members in order of their own dev overall
+    (best first; equal scores keep command-line order), keeping each that strictly improves it."""
     alone = [dev_scores(dev, [int(j == i) for j in range(len(dev))], method)["overall"] for i in range(len(dev))]
     counts, best = [0] * len(dev), float("-inf")
     for i in sorted(range(len(dev)), key=lambda i: -alone[i]):   # sorted() is stable
@@ -157,8 +190,24 @@ def aligned(runs: list[dict], split: str) -> list[dict]:
     return out
 
 
+FITTED = ("greedy", "ranked", "ranked_overall")
+
+
+def parse_prior(text: str | None, n: int) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        prior = [float(w) for w in text.split(",")]
+    except ValueError:
+        prior = []
+    if len(prior) != n or min(prior) <= 0:
+        raise UserError(f"--prior {text}: expected {n} positive numbers separated by commas, one per RUN_DIR "
+                        "(Algorithm 1's prior weights ŵ_i)")
+    return prior
+
+
 def parse_weights(text: str, n: int) -> list[float] | None:
-    if text in ("greedy", "ranked"):
+    if text in FITTED:
         return None
     if text == "uniform":
         return [1.0] * n
@@ -167,47 +216,71 @@ def parse_weights(text: str, n: int) -> list[float] | None:
     except ValueError:
         weights = []
     if len(weights) != n or min(weights) < 0 or sum(weights) <= 0:
-        raise UserError(f"--weights {text}: expected 'greedy', 'ranked', 'uniform' or {n} non-negative numbers "
+        raise UserError(f"--weights {text}: expected 'greedy', 'ranked', 'ranked_overall', 'uniform' or {n} non-negative numbers "
                         "separated by commas, one per RUN_DIR, not all 0")
     return weights
 
 
+def add_args(p) -> None:
+    g = p.add_argument_group("Ensembles (Song, Hu & Pan §3.1, Algorithm 1; Caruana et al. 2004)")
+    g.add_argument("runs", nargs="+", help="--out_dir folders of finished train_multitask.py runs (each holds outputs.pt)")
+    g.add_argument("--method", choices=METHODS, default="average", help="average: weighted mean of probabilities/scores (the report's best); vote: weighted majority vote of classes")
+    g.add_argument("--weights", default="greedy",
+                   help="greedy: fitted on dev by forward selection with replacement; ranked: the report's Algorithm 1, per task, with --prior; "
+                        "ranked_overall: one pass ranked by dev overall; uniform; or one number per run, e.g. 2,1,1")
+    g.add_argument("--prior", default=None, help="with --weights ranked: Algorithm 1's prior weight of each run, e.g. 2,1,1 (default 1 each)")
+    g.add_argument("--out_dir", default="runs/ensemble", help="predictions/ (the handout's six files), members.md, members.json")
+
+
+def check_args(args, p) -> None:
+    if args.prior is not None and args.weights != "ranked":
+        p.error("--prior is Algorithm 1's prior weight: it needs --weights ranked")
+
+
 def main(argv=None):
     p = flags.ArgumentParser(prog="python -m minbert.ensemble", description=__doc__)
-    p.add_argument("runs", nargs="+", help="--out_dir folders of finished train_multitask.py runs (each holds outputs.pt)")
-    p.add_argument("--method", choices=METHODS, default="average", help="average: weighted mean of probabilities/scores (the report's best); vote: weighted majority vote of classes")
-    p.add_argument("--weights", default="greedy", help="greedy: fitted on dev by forward selection with replacement; ranked: the report's one-pass Algorithm 1; uniform; or one number per run, e.g. 2,1,1")
-    p.add_argument("--out_dir", default="runs/ensemble", help="predictions/ (the handout's six files), members.md, members.json")
+    add_args(p)
+    add_dry_run(p)
     args = p.parse_args(argv)
+    dry_run(p, argv, args)
+    check_args(args, p)
 
     runs = [load_outputs(r) for r in args.runs]
     dev, test = aligned(runs, "dev"), aligned(runs, "test")
     if len(dev[0]) != len(TASKS):
         raise UserError(f"every run needs dev outputs of {TASKS}; got {sorted(dev[0])}")
     weights = parse_weights(args.weights, len(runs))
-    if weights is None:
-        select = greedy_select if args.weights == "greedy" else ranked_select
+    prior = parse_prior(args.prior, len(runs))
+    if args.weights == "ranked":
+        weights = ranked_select(dev, args.method, prior)
+    elif weights is None:
+        select = greedy_select if args.weights == "greedy" else ranked_overall_select
         weights = [float(c) for c in select(dev, args.method)]
+
+    def shown(k):   # one weight, or sst/para/sts weights when they differ per task
+        w = [for_task(weights, t)[k] for t in TASKS]
+        return w[0] if len(set(w)) == 1 else "/".join(f"{x:g}" for x in w)
 
     rows = []
     for k, run_dir in enumerate(args.runs):
         one = [1.0 if j == k else 0.0 for j in range(len(runs))]
-        rows.append({"member": run_dir, "weight": weights[k], **{key: round(v, 4) for key, v in dev_scores(dev, one, "average").items()}})
+        rows.append({"member": run_dir, "weight": shown(k), **{key: round(v, 4) for key, v in dev_scores(dev, one, "average").items()}})
     ensemble = dev_scores(dev, weights, args.method)
-    rows.append({"member": f"ensemble ({args.method}, {args.weights} weights)", "weight": sum(weights),
+    rows.append({"member": f"ensemble ({args.method}, {args.weights} weights)", "weight": "",
                  **{key: round(v, 4) for key, v in ensemble.items()}})
 
     for split, members in (("dev", dev), ("test", test)):
         for task in members[0]:
-            values = combine(task, [m[task] for m in members], weights, args.method)
+            values = combine(task, [m[task] for m in members], for_task(weights, task), args.method)
             path = os.path.join(args.out_dir, "predictions", f"{task}-{split}-output.csv")
             write_predictions(path, PREDICTION_HEADERS[task], members[0][task]["ids"], values)
     table = markdown_table(rows, ["member", "weight", "sst_acc", "para_acc", "sts_pearson", "overall"])
     with open(os.path.join(args.out_dir, "members.md"), "w") as f:
         f.write(table + "\n")
-    write_json(os.path.join(args.out_dir, "members.json"), {"method": args.method, "weights_from": args.weights, "rows": rows})
+    write_json(os.path.join(args.out_dir, "members.json"), {"method": args.method, "weights_from": args.weights, "prior": prior,
+                                                            "weights": weights, "rows": rows})
     print(table)
-    fitted = args.weights in ("greedy", "ranked")   # then the dev score is optimistic
+    fitted = args.weights in FITTED   # then the dev score is optimistic
     print(f"dev overall: ensemble {ensemble['overall']:.4f}, best member {max(r['overall'] for r in rows[:-1]):.4f}"
           + (" (weights fitted on this dev set: the ensemble's dev score is optimistic)" if fitted else ""))
     return rows

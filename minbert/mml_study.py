@@ -2,8 +2,12 @@
 
 Paper: Malkiel & Wolf, EACL 2021 (arXiv:1911.06182), §4.1-4.2, Tables 1-5, Figure 3. Each run is
 `train_mml.main([...])` in its own folder out_dir/TASK/METHOD/seedS, with --eval_tasks set to every
-task of the training task's category that exists under --glue_dir, the training task included (the
-diagonal cells of Tables 2-5). A run whose metrics.jsonl has every epoch and whose
+dataset of the paper's Tables 2-5 in the training task's category (NLI: MNLI, QNLI, RTE, SNLI;
+similarity: QQP, MRPC, STS-B*) that exists under --glue_dir, the training task included (the
+diagonal cells). Other datasets of a category (the CS224N Quora files, which
+`python -m minbert.download cs224n` puts under the GLUE folder) enter only when named in
+--extra_datasets: they are not in the paper's tables, and counting them would change the
+improvement columns and Figure 3. A run whose metrics.jsonl has every epoch and whose
 cross_dataset.json scores every eval task is skipped, so an interrupted study resumes by rerunning
 the same command. Method names: bert, bert-drop, mml, mv, ensemble, each optionally followed by a
 head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). Outputs in out_dir:
@@ -26,7 +30,7 @@ head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). O
                     ρ_m(τ) = fraction of experiments with r_m ≤ τ. The §4.2 text reads it as a score
                     ratio instead (best / score ≤ τ): --profile_on score.
 
-    python -m minbert.mml_study --tasks RTE,MRPC --model minilm-l6 --seeds 1,2,3   # default methods
+Usage:  python -m minbert.mml_study --tasks RTE,MRPC --model minilm-l6 --seeds 1,2,3   # default methods
 Left out: the test-set rows of Table 1 (GLUE's test labels are private), significance tests, and
 running seeds in parallel (one process, one run at a time).
 """
@@ -43,32 +47,46 @@ from minbert.errors import cli
 from minbert.flags import at_least, between, positive
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
 from minbert.mml import METHODS, PAPER_METRIC, paper_epochs
+from minbert.recipes import add_dry_run, dry_run
 from minbert.report import markdown_table
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
+PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # the columns of Tables 2-5
 SPLITS = ("train", "dev")
 
 
-def parse_args(argv=None):
-    p = flags.ArgumentParser(description=__doc__)
-    p.add_argument("--tasks", default="RTE,MRPC", help="comma list of training tasks; two of one category (nli/similarity) give hold-out cells")
-    p.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
-    p.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")
-    p.add_argument("--model", default="bert-base-uncased", help="as train_mml.py --model; minilm-l6 runs offline")
-    p.add_argument("--epochs", type=at_least(1), default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.mml.paper_epochs)")
-    p.add_argument("--limit", type=at_least(0), default=0, help="at most N examples per split in every run (smoke studies)")
-    p.add_argument("--batch_size", type=at_least(1), default=32, help="as train_mml.py")
-    p.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
-    p.add_argument("--lr", type=positive, default=2e-5, help="as train_mml.py")
-    p.add_argument("--amp", choices=AMP_CHOICES, default="auto", help="as train_mml.py (auto: bf16 where the machine has it natively)")
-    p.add_argument("--eliminate_every", type=at_least(1), default=1000, help="as train_mml.py; lower it for short runs so mml eliminates at all")
-    p.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="as train_mml.py; short runs need ~0.001 (head losses barely spread yet)")
-    p.add_argument("--device", default="auto", help="as train_mml.py")
-    p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout")
-    p.add_argument("--profile_on", choices=["error", "score"], default="error",
+def add_args(p) -> None:
+    """The study's flags: the grid, and the train_mml.py flags every run shares."""
+    g = p.add_argument_group("MML study (Malkiel & Wolf 2021: Table 1, Tables 2-5, Figure 3)")
+    g.add_argument("--tasks", default="RTE,MRPC", help="comma list of training tasks; two of one category (nli/similarity) give hold-out cells")
+    g.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
+    g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")
+    g.add_argument("--model", default="bert-base-uncased", help="as train_mml.py --model; minilm-l6 runs offline")
+    g.add_argument("--epochs", type=at_least(1), default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.mml.paper_epochs)")
+    g.add_argument("--limit", type=at_least(0), default=0, help="at most N examples per split in every run (smoke studies)")
+    g.add_argument("--batch_size", type=at_least(1), default=32, help="as train_mml.py")
+    g.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
+    g.add_argument("--lr", type=positive, default=2e-5, help="as train_mml.py")
+    g.add_argument("--amp", choices=AMP_CHOICES, default="auto", help="as train_mml.py (auto: bf16 where the machine has it natively)")
+    g.add_argument("--eliminate_every", type=at_least(1), default=1000, help="as train_mml.py; lower it for short runs so mml eliminates at all")
+    g.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="as train_mml.py; short runs need ~0.001 (head losses barely spread yet)")
+    g.add_argument("--device", default="auto", help="as train_mml.py")
+    g.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout")
+    g.add_argument("--profile_on", choices=["error", "score"], default="error",
                    help="Figure 3: error (its caption: error ≤ τ × lowest error) or score (§4.2's text: best/score ≤ τ)")
-    p.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
-    args = p.parse_args(argv)
+    g.add_argument("--delete_checkpoints", action="store_true",
+                   help="delete best.pt/last.pt of each finished run once scored (the tables need none; MiniLM: ~0.4 GB per run)")
+    g.add_argument("--extra_datasets", default="", help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
+    g.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
+
+
+def check_args(args, p) -> None:
+    """Comma lists -> lists, each item checked (the parser's error names the flag)."""
+    args.extra_datasets = [t for t in args.extra_datasets.split(",") if t]
+    for t in args.extra_datasets:
+        if t not in TASKS or TASKS[t].category is None:
+            p.error(f"--extra_datasets: {t!r} is not a dataset of a category; choose from "
+                    f"{', '.join(t for t, i in TASKS.items() if i.category)}")
     try:
         args.seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
@@ -80,6 +98,15 @@ def parse_args(argv=None):
     args.methods = args.methods.split(",")
     for m in args.methods:
         split_method(m, p.error)
+
+
+def parse_args(argv=None):
+    p = flags.ArgumentParser(prog="python -m minbert.mml_study", description=__doc__)
+    add_args(p)
+    add_dry_run(p)
+    args = p.parse_args(argv)
+    dry_run(p, argv, args)
+    check_args(args, p)
     return args
 
 
@@ -101,12 +128,12 @@ def paper_name(name):
     return f"{base}-{heads}"
 
 
-def category_tasks(task, glue_dir):
-    """Every task of `task`'s category whose dev file exists under glue_dir, `task` included."""
+def category_tasks(task, glue_dir, extra=()):
+    """The paper's datasets of `task`'s category (plus `extra`) whose dev file exists under glue_dir, `task` included."""
     info = TASKS[task]
     if info.category is None:
         return []
-    return [t for t, i in TASKS.items() if i.category == info.category
+    return [t for t, i in TASKS.items() if i.category == info.category and (t in PAPER_DATASETS or t in extra or t == task)
             and os.path.isfile(os.path.join(glue_dir, i.folder, i.splits["dev"]))]
 
 
@@ -197,7 +224,7 @@ def main(argv=None):
     for seed in args.seeds:
         for task, name in ((t, m) for t in args.tasks for m in args.methods):
             method, heads = split_method(name)
-            evals = category_tasks(task, args.glue_dir)
+            evals = category_tasks(task, args.glue_dir, args.extra_datasets)
             run_dir = os.path.join(args.out_dir, task, name, f"seed{seed}")
             if finished(run_dir, epochs[task], evals):
                 print(f"skip {run_dir}: finished")
@@ -214,6 +241,10 @@ def main(argv=None):
                     argv_run += ["--resume", resume]
                 print("run train_mml.py", " ".join(argv_run))
                 train_mml.main(argv_run)
+            if args.delete_checkpoints and finished(run_dir, epochs[task], evals):   # scored: the tables need no weights
+                for checkpoint in ("best.pt", "last.pt", "interrupted.pt"):
+                    if os.path.isfile(os.path.join(run_dir, checkpoint)):
+                        os.remove(os.path.join(run_dir, checkpoint))
             with open(os.path.join(run_dir, "metrics.jsonl")) as f:
                 records = [json.loads(line) for line in f if line.strip()]
             cross_path = os.path.join(run_dir, "cross_dataset.json")
@@ -258,7 +289,7 @@ def write_cross(args, runs):
     """Tables 2-5 per category, and the hold-out errors that Figure 3 profiles."""
     acc, std = {}, {}   # method -> train task -> eval task -> split -> seed-mean (std) accuracy
     for t, m in ((t, m) for t in args.tasks for m in args.methods):
-        for e in category_tasks(t, args.glue_dir):
+        for e in category_tasks(t, args.glue_dir, args.extra_datasets):
             for split in SPLITS:
                 scores = [runs[t, m, s][1].get(e, {}).get(split, {}).get("accuracy") for s in args.seeds]
                 if all(x is not None for x in scores):

@@ -22,6 +22,15 @@ How the loss joins training (`MNRObjective`, the script's --mnr_schedule):
 Positives (`positive_pairs_mask`): Quora duplicates; STS pairs with similarity ≥ 4 (Benton's
 threshold: "only train on examples whose similarity score is at least 4").
 
+Which batches the MNR loss sees (`batches`, the script's --mnr_batches):
+  positives   (default, Benton §4.2: "a batch of K positively labelled sentence pairs") each MNR
+              loss is computed on a batch of the task's positives-only stream (`PositivePairs`
+              of the training set, its own BatchStream, resumable): batch_size positives, so
+              batch_size − 1 in-batch negatives. This costs one extra forward pass per pair-task
+              batch in an MNR epoch.
+  mixed       (minbert's old reading) the positive rows of the task's own mixed batch: ~7 of 32
+              for Quora and ~8 of 32 for STS, so few negatives per row.
+
 Duplicates. Quora has many repeated questions, and a repeated text in a batch is a false
 negative: a_i is pushed away from a copy of its own answer. With texts (or any hashable ids,
 e.g. `token_keys`) the loss drops column j ≠ i from row i (S_ij = −inf) when p_j's text is
@@ -42,6 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from . import flags
+from .errors import UserError
 
 STS_POSITIVE_MIN = 4.0  # STS 4 = "mostly equivalent", 5 = "completely equivalent"
 
@@ -79,6 +89,35 @@ def duplicate_mask(texts_a, texts_p) -> torch.Tensor:
 
 SCORES = ("cosine", "dot")
 SCHEDULES = ("add", "first_half")
+BATCHES = ("positives", "mixed")
+
+
+class PositivePairs:
+    """The positive pairs of one pair task's training TaskData (`positive_pairs_mask`), with the
+    TaskData interface that BatchStream needs (len, batches). Batches are TaskData's own collated
+    batches of positive rows; with shuffle, a random permutation cut into chunks of 50 batches,
+    each sorted by length (less padding), in shuffled order, as TaskData.batches."""
+
+    def __init__(self, data, task: str):
+        if data.labels is None or data.pair_mode != "separate":
+            raise ValueError("PositivePairs: needs labeled pair data encoded separately (a bi-encoder head)")
+        self.data, self.task = data, task
+        self.index = positive_pairs_mask(task, data.labels).nonzero().flatten().tolist()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def batches(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None):
+        n, length = len(self.index), self.data.lengths.__getitem__
+        order = torch.randperm(n, generator=generator).tolist() if shuffle else list(range(n))
+        rows = [self.index[i] for i in order]
+        groups = []
+        for c in range(0, n, 50 * batch_size):
+            part = sorted(rows[c:c + 50 * batch_size], key=length)
+            groups += [part[s:s + batch_size] for s in range(0, len(part), batch_size)]
+        if shuffle:
+            groups = [groups[g] for g in torch.randperm(len(groups), generator=generator).tolist()]
+        return (self.data._collate(g) for g in groups)
 
 
 def mnr_scores(a: torch.Tensor, p: torch.Tensor, scale: float = 20.0, texts_a=None, texts_p=None,
@@ -114,13 +153,34 @@ class MNRObjective:
     (1-indexed) at the start of each epoch. scale=None: 20 for cosine, 1 for dot scores."""
 
     def __init__(self, weight: float = 1.0, score: str = "cosine", scale: float | None = None,
-                 schedule: str = "add", num_epochs: int = 1):
-        if score not in SCORES or schedule not in SCHEDULES:
-            raise ValueError(f"MNRObjective: score must be one of {SCORES} and schedule one of {SCHEDULES}, "
-                             f"got {score!r}, {schedule!r}")
+                 schedule: str = "add", num_epochs: int = 1, batches: str = "mixed"):
+        if score not in SCORES or schedule not in SCHEDULES or batches not in BATCHES:
+            raise ValueError(f"MNRObjective: score must be one of {SCORES}, schedule one of {SCHEDULES} and batches one "
+                             f"of {BATCHES}, got {score!r}, {schedule!r}, {batches!r}")
         self.weight, self.score, self.schedule, self.num_epochs = weight, score, schedule, num_epochs
         self.scale = scale if scale is not None else (20.0 if score == "cosine" else 1.0)
+        self.batches, self.streams = batches, {}
         self.epoch = 1
+
+    def attach(self, train: dict, make_stream, seed: int) -> None:
+        """batches="positives": one positives-only stream per bi-encoder pair task of `train` ({task: TaskData});
+        make_stream(data, seed) -> a BatchStream (the script's distributed.stream at its batch size)."""
+        if self.batches != "positives":
+            return
+        for k, (task, data) in enumerate(sorted(train.items())):
+            if task in ("para", "sts") and data.pair_mode == "separate":
+                positives = PositivePairs(data, task)
+                if len(positives) < 2:
+                    raise UserError(f"--mnr: the {task} training set has {len(positives)} positive pairs; MNR needs "
+                                    "at least 2 (or use --mnr_batches mixed)")
+                self.streams[task] = make_stream(positives, seed + 7919 * (k + 1))
+
+    def state_dict(self) -> dict:
+        return {task: s.state_dict() for task, s in self.streams.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for task, st in state.items():
+            self.streams[task].load_state_dict(st)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -130,19 +190,30 @@ class MNRObjective:
         """first_half: MNR in epochs e ≤ E/2; add: every epoch."""
         return self.schedule == "add" or self.epoch <= self.num_epochs // 2
 
+    def mnr_batch(self, task: str, batch: dict) -> dict:
+        """The batch the MNR loss is computed on: the next positives-only batch, or `batch` itself (mixed)."""
+        return self.streams[task].next() if task in self.streams else batch
+
     def batch_mnr(self, task: str, u: torch.Tensor, v: torch.Tensor, batch: dict) -> torch.Tensor | None:
         """MNR over the batch's positive pairs (duplicate texts masked); None with < 2 positives."""
-        pos = positive_pairs_mask(task, batch["labels"])                   # (B,)
+        pos = positive_pairs_mask(task, batch["labels"].to(u.device))      # (B,)
         if pos.sum() < 2:
             return None
-        keys_a = token_keys(batch["input_ids"][pos], batch["attention_mask"][pos])
-        keys_b = token_keys(batch["input_ids_b"][pos], batch["attention_mask_b"][pos])
-        return mnr_loss(u[pos], v[pos], self.scale, keys_a, keys_b, self.score)
+        ids_a, mask_a, ids_b, mask_b = (batch[k][pos.to(batch[k].device)] for k in
+                                        ("input_ids", "attention_mask", "input_ids_b", "attention_mask_b"))
+        return mnr_loss(u[pos], v[pos], self.scale, token_keys(ids_a, mask_a), token_keys(ids_b, mask_b), self.score)
 
-    def loss(self, task: str, u: torch.Tensor, v: torch.Tensor, batch: dict, task_loss: torch.Tensor) -> torch.Tensor:
-        """add: task_loss + weight·MNR. first_half: weight·MNR in the MNR epochs, else task_loss."""
+    def loss(self, task: str, u: torch.Tensor, v: torch.Tensor, batch: dict, task_loss: torch.Tensor,
+             features=None) -> torch.Tensor:
+        """add: task_loss + weight·MNR. first_half: weight·MNR in the MNR epochs, else task_loss.
+        With positives-only batches, features(batch) -> (u, v) embeds the positives batch."""
         if not self.mnr_epoch:
             return task_loss
+        if task in self.streams:
+            if features is None:
+                raise ValueError("MNRObjective.loss: positives-only batches need features=")
+            batch = self.mnr_batch(task, batch)
+            u, v = features(batch)
         mnr = self.batch_mnr(task, u, v, batch)
         if self.schedule == "add":
             return task_loss if mnr is None else task_loss + self.weight * mnr
@@ -159,6 +230,9 @@ def add_args(parser) -> None:
     g.add_argument("--mnr_scale", type=flags.positive, default=None, help="multiplies the scores; default 20 for cosine, 1 for dot")
     g.add_argument("--mnr_schedule", choices=SCHEDULES, default="add",
                    help="add: task loss + mnr·MNR always; first_half: MNR alone for epochs <= E/2, then the task loss (Benton)")
+    g.add_argument("--mnr_batches", choices=BATCHES, default="positives",
+                   help="positives: MNR sees batches of positive pairs only (Benton); mixed: the positive rows of each "
+                        "task batch")
 
 
 def check_args(args, parser) -> None:
@@ -166,5 +240,11 @@ def check_args(args, parser) -> None:
         parser.error("--mnr needs a bi-encoder pair head: --para_head or --sts_head cosine|dot|concat|siamese")
 
 
-def from_args(args) -> "MNRObjective | None":
-    return MNRObjective(args.mnr, args.mnr_score, args.mnr_scale, args.mnr_schedule, args.epochs) if args.mnr else None
+def from_args(args, train: dict, make_stream) -> "MNRObjective | None":
+    """The MNR objective with its positives-only streams (make_stream(data, seed): the script's batch stream),
+    or None when --mnr is 0."""
+    if not args.mnr:
+        return None
+    objective = MNRObjective(args.mnr, args.mnr_score, args.mnr_scale, args.mnr_schedule, args.epochs, args.mnr_batches)
+    objective.attach(train, make_stream, args.seed)
+    return objective

@@ -23,14 +23,36 @@ never advances (task_id is only incremented under `if not args.sample`, and "rr"
 trains the first task only; we avoid that bug. In the reference, an "epoch" is 300 × num_tasks steps,
 not a pass over the data. Here the training script decides what an epoch is and calls `set_epoch`.
 
+Heterogeneous steps (`--heterogeneous`; Aghajanyan et al. 2021, "Muppet", arXiv:2101.11038):
+one optimizer step aggregates K task-homogeneous sub-batches (K = number of tasks), the way Muppet
+builds a heterogeneous batch ("first creating homogenous sub-batches, calculating loss per
+sub-batch ..., then aggregating", §5.2 "Importance of Heterogenous Batches"). Muppet §3.4 keeps
+"the natural distribution of the datasets" (sampling was "consistently detrimental"), so with
+`--heterogeneous_mix natural` (default) the task of each sub-batch is drawn from the schedule,
+whose default, proportional, IS the natural distribution: over many steps, task i supplies a
+fraction N_i / Σ N of the sub-batches (Quora ~90% with the full data). `every_task` (minbert's
+old reading) takes one sub-batch of every task per step, a uniform mix that up-samples the small
+tasks ~16x against full Quora. PCGrad/GradVac/Gradient Compromise always take every task per
+step: they need one gradient per task.
+
 Deliberately left out: temperature sampling with other α schedules, loss- or metric-driven
-(dynamic) schedules, and mixing several tasks inside one batch.
+(dynamic) schedules, and mixing examples of several tasks inside one sub-batch.
 """
 
 import numpy as np
 import torch
 
 SCHEDULES = ("proportional", "sqrt", "annealed", "uniform", "round_robin")
+MIXES = ("natural", "every_task")
+
+
+def heterogeneous_tasks(sampler: "TaskSampler", num_tasks: int, mix: str = "natural") -> list[int]:
+    """Task indices of the K = num_tasks sub-batches of one heterogeneous step (repeats allowed)."""
+    if mix == "every_task":
+        return list(range(num_tasks))
+    if mix != "natural":
+        raise ValueError(f"heterogeneous_tasks: mix must be one of {MIXES}, got {mix!r}")
+    return [sampler.next() for _ in range(num_tasks)]
 
 
 def anneal_alpha(epoch: int, num_epochs: int) -> float:
@@ -144,6 +166,10 @@ def add_args(parser) -> None:
     g = parser.add_argument_group("task sampling (Stickland & Murray 2019 §4; Muppet, arXiv:2101.11038)")
     g.add_argument("--schedule", choices=SCHEDULES, default="proportional",
                    help="how the task of each batch is chosen (annealed: PALs; uniform: Pritsky et al.)")
-    g.add_argument("--heterogeneous", action="store_true", help="every optimizer step takes one batch of each task (Muppet)")
+    g.add_argument("--heterogeneous", action="store_true",
+                   help="every optimizer step aggregates K = 3 sub-batches (Muppet §3.4); see --heterogeneous_mix")
+    g.add_argument("--heterogeneous_mix", choices=MIXES, default="natural",
+                   help="with --heterogeneous: natural = each sub-batch draws its task from --schedule (proportional = "
+                        "Muppet's natural distribution); every_task = one sub-batch of every task")
     g.add_argument("--extra_sst_pass", action="store_true",
                    help="end each epoch with one pass of SST-only steps (Song/Hu/Pan, against Quora's dominance)")

@@ -55,14 +55,63 @@ def test_greedy_selection_finds_the_known_best_subset():
     assert counts == [0, 1, 0, 1, 1], f"minbert.ensemble.greedy_select: members reordered {order}: expected C, A, B, got {counts}"
 
 
-def test_ranked_selection_is_one_pass_without_replacement():
-    """The report's Algorithm 1: members in order of their own score, each kept once if it helps."""
+def test_ranked_overall_selection_is_one_pass_without_replacement():
+    """--weights ranked_overall: members in order of their own dev overall, each kept once if it helps."""
     members = constructed_members()
-    assert ensemble.ranked_select(members, "average") == [1, 1, 1, 0, 0], \
-        "minbert.ensemble.ranked_select: expected A, B, C kept (in rank order) and D, E rejected"
+    assert ensemble.ranked_overall_select(members, "average") == [1, 1, 1, 0, 0], \
+        "minbert.ensemble.ranked_overall_select: expected A, B, C kept (in rank order) and D, E rejected"
     # a strong member listed twice: with replacement greedy may reuse it, ranked never does
-    counts = ensemble.ranked_select([members[0], members[3]], "average")
-    assert counts == [1, 0], f"minbert.ensemble.ranked_select: expected [1, 0], got {counts}"
+    counts = ensemble.ranked_overall_select([members[0], members[3]], "average")
+    assert counts == [1, 0], f"minbert.ensemble.ranked_overall_select: expected [1, 0], got {counts}"
+    # per task: A + B are already perfect on SST and Quora (each is right where the other is weakly wrong),
+    # so C cannot strictly improve them; on STS each member's orthogonal noise averages down, so C joins
+    per_task = ensemble.ranked_select(members, "average")
+    expected = {"sst": [1, 1, 0, 0, 0], "para": [1, 1, 0, 0, 0], "sts": [1, 1, 1, 0, 0]}
+    assert per_task == expected, f"minbert.ensemble.ranked_select: per task, expected {expected}, got {per_task}"
+
+
+def logit(p):
+    p = torch.tensor(p, dtype=torch.float64)
+    return (p / (1 - p)).log()
+
+
+def two_members(para_a, para_b, sts_a, sts_b, para_gold, sts_gold):
+    """Members with identical SST outputs (all right) and the given para probabilities / STS scores."""
+    sst = torch.tensor([[2.0, 0, 0, 0, 0]] * len(para_gold))
+    gold = torch.zeros(len(para_gold), dtype=torch.long)
+    return [{"sst": {"outputs": sst, "labels": gold},
+             "para": {"outputs": logit(pa), "labels": torch.tensor(para_gold, dtype=torch.float32)},
+             "sts": {"outputs": torch.tensor(sa, dtype=torch.float64), "labels": torch.tensor(sts_gold, dtype=torch.float64)}}
+            for pa, sa in ((para_a, sts_a), (para_b, sts_b))]
+
+
+def test_ranked_is_algorithm_1_per_task_on_a_hand_computed_case():
+    """Song, Hu & Pan §3.1 + Algorithm 1, worked by hand.
+    Para (gold 1, 1, 0, 0): A = .9 .9 .1 .1 (acc 1), B = .4 .4 .6 .6 (acc 0). Ranked by para: A joins
+      (Fin empty); A+B averages .65 .65 .35 .35 -> acc 1, not > 1: B rejected.  para weights [1, 0].
+    STS (gold 0 1 2 3): A = 0 2 1 3 (r = 0.8), B = 0 1 2 3 (r = 1). Ranked by STS: B joins first; A+B =
+      0 1.5 1.5 3, r = 0.949 < 1: A rejected.  sts weights [0, 1].
+    SST: identical members: the first joins, the second adds nothing.  sst weights [1, 0].
+    The old overall ranking took A first (better overall), then B (the STS average 0.949 > 0.8): [1, 1]."""
+    members = two_members([.9, .9, .1, .1], [.4, .4, .6, .6], [0, 2, 1, 3], [0, 1, 2, 3], [1, 1, 0, 0], [0, 1, 2, 3])
+    got = ensemble.ranked_select(members, "average")
+    expected = {"sst": [1.0, 0.0], "para": [1.0, 0.0], "sts": [0.0, 1.0]}
+    assert got == expected, (f"minbert.ensemble.ranked_select: Algorithm 1 ranked per task (§3.1 'ranking the models by "
+                             f"their accuracy for each task'): expected {expected}, got {got}")
+    assert ensemble.ranked_overall_select(members, "average") == [1, 1], "ranked_overall (the other reading): expected [1, 1]"
+
+
+def test_ranked_uses_algorithm_1_prior_weights():
+    """Para (gold 1, 1, 0, 0): A = .9 .9 .7 .2 (acc .75), B = .3 .6 .1 .1 (acc .75); the tie keeps A first.
+    Priors 1, 1: (A + B)/2 = .6 .75 .4 .15 -> acc 1 > .75: B joins, weights [1, 1].
+    Priors 1, 3: (A + 3B)/4 = .45 .675 .25 .125 -> acc .75, not > .75: B rejected, weights [1, 0]."""
+    members = two_members([.9, .9, .7, .2], [.3, .6, .1, .1], [0, 1, 2, 3], [0, 1, 2, 3], [1, 1, 0, 0], [0, 1, 2, 3])
+    assert ensemble.ranked_select(members, "average", [1.0, 1.0])["para"] == [1.0, 1.0], \
+        "minbert.ensemble.ranked_select: priors 1, 1: B improves para accuracy to 1 and must join"
+    assert ensemble.ranked_select(members, "average", [1.0, 3.0])["para"] == [1.0, 0.0], \
+        "minbert.ensemble.ranked_select: priors 1, 3 (Algorithm 1's ŵ_i): A + 3B scores .75 and B must be rejected"
+    assert ensemble.ranked_select(members, "average", [2.0, 1.0])["para"] == [2.0, 1.0], \
+        "minbert.ensemble.ranked_select: a kept member's weight is its prior ŵ_i"
 
 
 def test_greedy_ties_go_to_the_member_listed_first():
@@ -105,7 +154,8 @@ def test_ensemble_of_one_run_reproduces_its_prediction_files_byte_for_byte(tmp_p
     from test_train_multitask import run
     data, model = tiny_run_inputs(tmp_path)
     run((data, model), tmp_path, "--epochs", "1", "--limit", "12")
-    for method, weights in (("average", "greedy"), ("average", "ranked"), ("vote", "uniform"), ("average", "3")):
+    for method, weights in (("average", "greedy"), ("average", "ranked"), ("average", "ranked_overall"), ("vote", "uniform"),
+                            ("average", "3")):
         out = tmp_path / f"ens-{method}-{weights}"
         ensemble.main([str(tmp_path / "run"), "--method", method, "--weights", weights, "--out_dir", str(out)])
         for task in ("sst", "para", "sts"):

@@ -17,7 +17,8 @@ import pytest
 
 import train_mml
 import train_multitask
-from conftest import save_tiny_model, write_glue, write_task_files
+from conftest import save_tiny_model, sentence, write_glue, write_task_files
+from minbert import simcse
 
 TIMING = {"elapsed_s", "train_examples_per_s"}
 
@@ -38,17 +39,19 @@ NOT_VISIBLE = {
     "pals_after_heads": "needs --pals_after: test_pals.py",
     "model": "needs another model folder: test_hub.py",
     "overwrite": "lets a run write into a folder another run used: test_run_dir.py",
+    "data": "minbert.simcse: points at another sentence file: test_simcse.py",
+    "nli": "minbert.simcse: supervised SimCSE on an NLI file: test_simcse.py",
 }
 
 # A non-default value for flags where the automatic choice (switch on, another choice, double the
 # number) is invalid or shows nothing, and the flags each one needs to be active.
-VALUES = {"max_seq_len": "8", "limit": "12", "steps_per_epoch": "2", "warmup": "0.5", "seed": "5",
+VALUES = {"max_seq_len": "5", "limit": "12", "steps_per_epoch": "2", "warmup": "0.5", "seed": "5",
           "hidden_dropout_prob": "0.0", "amp": "bf16", "head_layers": "2", "pals_size": "8", "pals_heads": "4",
           "mnr": "1", "mnr_scale": "5", "schedule": "round_robin", "task": "QNLI", "eval_tasks": "MNLI", "grad_compromise": "5", "grad_compromise_clip_high": "0.4",
           "head_pretrain_epochs": "1", "head_pretrain_patience": "1", "head_pretrain_lr": "0.1",
           "smart_epsilon": "1e-2", "smart_sigma": "1e-2", "smart_eta": "1e-1", "smart_mu": "3", "r3f_epsilon": "1e-1",
           "gradvac_beta": "0.9", "eliminate_every": "3", "min_bandwidth": "0.5", "heads": "8", "lr": "0.05",
-          "head_lr": "0.05", "log_seconds": "1e-9", "batch_size": "6", "epochs": "3", "weight_decay": "0.5", "para_head": "cosine"}
+          "head_lr": "0.05", "log_seconds": "1e-9", "attention_dropout": "0.5", "hidden_dropout": "0.5", "batch_size": "6", "epochs": "3", "weight_decay": "0.5", "para_head": "cosine"}
 NEEDS = {
     "head_layers": ["--head", "mlp"], "head_activation": ["--head", "mlp"],
     **{f: ["--pals", "--pals_size", "8", "--pals_heads", "2"] for f in ("pals_heads", "pals_init")},
@@ -56,7 +59,8 @@ NEEDS = {
     **{f: ["--smart", "1"] for f in ("smart_epsilon", "smart_sigma", "smart_eta", "smart_mu", "smart_steps", "smart_mode")},
     **{f: ["--r3f", "1"] for f in ("r3f_epsilon", "r3f_noise")},
     **{f: ["--para_head", "cosine", "--mnr", "1", "--schedule", "round_robin", "--steps_per_epoch", "9"]
-       for f in ("mnr_score", "mnr_scale", "mnr_schedule")},
+       for f in ("mnr_score", "mnr_scale", "mnr_schedule", "mnr_batches")},
+    "heterogeneous_mix": ["--heterogeneous"],
     "mnr": ["--para_head", "cosine", "--schedule", "round_robin", "--steps_per_epoch", "9"],
     "gradvac_groups": ["--surgery", "gradvac"], "gradvac_beta": ["--surgery", "gradvac"],
     "grad_compromise_clip_high": ["--grad_compromise", "8"], "grad_compromise_normalize": ["--grad_compromise", "5"],
@@ -96,6 +100,8 @@ def fingerprint(root, printed: str) -> dict:
             seen["metrics"] = [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
         elif path.suffix == ".csv" or path.name in ("cross_dataset.json", "eliminations.jsonl"):
             seen[path.name] = path.read_text()
+        elif path.name == "metrics.json":   # minbert.simcse: its losses and STS reports, not its flags or time
+            seen["metrics"] = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("args", "train_s")}
     return seen
 
 
@@ -111,28 +117,45 @@ def tiny(tmp_path_factory):
     return root
 
 
+def captured(main, argv, out) -> dict:
+    """Run an entry point's main in-process; --dry_run's exit is a normal end."""
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        try:
+            main(argv)
+        except SystemExit as e:
+            assert e.code == 0, f"{argv}: exit status {e.code}"
+    return fingerprint(out, printed.getvalue())
+
+
 def multitask_run(tiny, out, extra):
     args = ["--model", str(tiny / "model"), "--data_dir", str(tiny / "cs224n"), "--out_dir", str(out / "run"),
             "--epochs", "2", "--steps_per_epoch", "3", "--batch_size", "4", "--lr", "1e-3", "--seed", "3",
             "--amp", "off", "--hidden_dropout_prob", "0.1"]
     args += [a for t in ("sst", "para", "sts") for s in ("dev", "test")
              for a in (f"--{t}_{s}_out", str(out / "predictions" / f"{t}-{s}.csv"))]
-    with contextlib.redirect_stdout(io.StringIO()) as printed:
-        train_multitask.main(args + extra)
-    return fingerprint(out, printed.getvalue())
+    return captured(train_multitask.main, args + extra, out)
 
 
 def mml_run(tiny, out, extra):
     args = ["--task", "RTE", "--model", str(tiny / "model"), "--glue_dir", str(tiny / "glue"), "--out_dir",
             str(out / "run"), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--amp", "off",
             "--eval_tasks", "QNLI"]
-    with contextlib.redirect_stdout(io.StringIO()) as printed:
-        train_mml.main(args + extra)
-    return fingerprint(out, printed.getvalue())
+    return captured(train_mml.main, args + extra, out)
+
+
+def simcse_run(tiny, out, extra):
+    sentences = tiny / "sentences.txt"
+    if not sentences.exists():
+        sentences.write_text("\n".join(sentence(i) for i in range(24)) + "\n")
+    args = ["--model", str(tiny / "model"), "--data", str(sentences), "--data_dir", str(tiny / "cs224n"),
+            "--out_dir", str(out / "run"), "--batch_size", "8", "--seed", "3", "--amp", "off",
+            "--lr", "1e-3"]
+    return captured(simcse.main, args + extra, out)
 
 
 ENTRY_POINTS = {"train_multitask": (train_multitask.parser, multitask_run),
-                "train_mml": (train_mml.parser, mml_run)}
+                "train_mml": (train_mml.parser, mml_run),
+                "simcse": (simcse.parser, simcse_run)}
 
 
 def cases():

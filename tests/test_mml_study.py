@@ -99,3 +99,27 @@ def test_cost_is_the_error_or_the_inverse_score():
     assert mml_study.cost(0.8) == pytest.approx(0.2) and mml_study.cost(0.9) == pytest.approx(0.1), f"{MOD}.cost: error = 1 − accuracy"
     ratio = mml_study.cost(0.8, "score") / mml_study.cost(0.9, "score")
     assert ratio == pytest.approx(0.9 / 0.8), f"{MOD}.cost(score): the ratio to the best must be best/score = 1.125, got {ratio}"
+
+
+# ---------------------------------------------------------------------------- which datasets enter Tables 2-5
+def test_quora_is_not_an_extra_dataset_of_tables_3_and_5(tmp_path):
+    """Tables 3/5 (similarity) have the columns QQP, MRPC, STS-B*. The CS224N Quora files that
+    `python -m minbert.download cs224n` puts under the GLUE folder must not become a fourth column (it would
+    change the improvement columns and Figure 3's experiments) unless asked for with --extra_datasets."""
+    from minbert.glue import TASKS
+    for name in ("MRPC", "QQP", "STS-B*", "Quora", "RTE"):
+        info = TASKS[name]
+        (tmp_path / info.folder).mkdir(exist_ok=True)
+        (tmp_path / info.folder / info.splits["dev"]).write_text("")
+    got = mml_study.category_tasks("MRPC", str(tmp_path))
+    assert got == ["MRPC", "QQP", "STS-B*"], f"{MOD}.category_tasks(MRPC): expected the paper's Table 3 columns, got {got}"
+    got = mml_study.category_tasks("MRPC", str(tmp_path), ["Quora"])
+    assert "Quora" in got, f"{MOD}.category_tasks with extra Quora: expected Quora among {got}"
+    assert mml_study.category_tasks("Quora", str(tmp_path))[-1] == "Quora", "a Quora-trained model keeps its own diagonal cell"
+
+
+def test_usage_line_names_the_module(capsys):
+    with pytest.raises(SystemExit):
+        mml_study.parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m minbert.mml_study"), f"{MOD}: usage line should name `python -m minbert.mml_study`, got {out[:60]!r}"

@@ -219,3 +219,69 @@ def test_add_schedule_adds_weighted_mnr_every_epoch_and_skips_batches_without_po
     assert obj.loss("sts", u, v, sts_batch([4.5, 1.0, 2.0]), task) is task
     zero = MNRObjective(schedule="first_half", num_epochs=2).loss("sts", u, v, sts_batch([4.5, 1.0, 2.0]), task)
     assert zero.item() == 0.0 and zero.requires_grad, "first_half, no MNR possible: expected 0 · task loss"
+
+
+# ---------------------------------------------------------------------------- Benton's positives-only batches
+def test_every_mnr_batch_holds_positive_pairs_only(tmp_path, monkeypatch):
+    """Benton §4.2: MNR "operates on a batch of K positively labelled sentence pairs". Train with --mnr and
+    bi-encoder heads; every batch the MNR loss sees must hold positives only (Quora duplicates, STS >= 4),
+    and it must be a full batch of them (4 rows here, 3 negatives per row), not the ~1-2 positives of a mixed batch."""
+    import minbert.mnr as mnr_module
+    from test_ensemble import tiny_run_inputs
+    from test_train_multitask import run
+    data, model = tiny_run_inputs(tmp_path)
+    rows, labels = [], []
+    real_loss = mnr_module.mnr_loss
+
+    def spy_loss(a, p, *args, **kwargs):
+        rows.append(a.shape[0])
+        return real_loss(a, p, *args, **kwargs)
+
+    real_batch = getattr(mnr_module.MNRObjective, "mnr_batch", None)
+
+    def spy_batch(self, task, batch):
+        out = real_batch(self, task, batch)
+        labels.append((task, out["labels"].tolist()))
+        return out
+
+    monkeypatch.setattr(mnr_module, "mnr_loss", spy_loss)
+    monkeypatch.setattr(mnr_module.MNRObjective, "mnr_batch", spy_batch, raising=False)
+    run((data, model), tmp_path, "--epochs", "1", "--mnr", "1", "--para_head", "cosine", "--sts_head", "cosine",
+        "--schedule", "round_robin")
+    assert rows, "train_multitask --mnr: the MNR loss was never computed"
+    assert min(rows) == 4 and len(labels) == len(rows), (
+        f"train_multitask --mnr: rows per MNR batch {rows}: Benton's MNR batches are batch_size (4) positive pairs")
+    for task, ys in labels:
+        positive = [y == 1 for y in ys] if task == "para" else [y >= 4 for y in ys]
+        assert all(positive), f"train_multitask --mnr: an MNR batch of {task} held non-positive pairs {ys} (Benton §4.2)"
+
+
+def test_positive_pairs_stream_covers_exactly_the_positives():
+    from minbert.data import Example, TaskData
+    from minbert.mnr import PositivePairs
+    from minbert.tokenizer import Tokenizer
+    examples = [Example(f"e{i}", f"first {i}", f"second {i}", float(i % 6)) for i in range(30)]
+    data = TaskData(examples, Tokenizer.from_pretrained("minilm-l6"), 16, pair_mode="separate")
+    positives = PositivePairs(data, "sts")
+    seen = [i for b in positives.batches(4, shuffle=True, generator=torch.Generator().manual_seed(0)) for i in b["ids"]]
+    expected = sorted(f"e{i}" for i in range(30) if i % 6 >= 4)
+    assert sorted(seen) == expected, f"minbert.mnr.PositivePairs: one pass must cover the STS >= 4 pairs once each, got {sorted(seen)}"
+
+
+def test_positives_stream_resumes_exactly(tmp_path):
+    """A Ctrl-C mid-epoch and --resume must give the uninterrupted run's dev scores: the positives-only MNR streams
+    are part of the checkpoint (MNRObjective.state_dict), so the resumed run sees the same MNR batches."""
+    import train_multitask
+    from test_ensemble import tiny_run_inputs
+    from test_train_multitask import run, signal_on_call
+    setup = tiny_run_inputs(tmp_path)
+    flags = ("--mnr", "1", "--sts_head", "cosine", "--para_head", "cosine")
+    full = run(setup, tmp_path / "full", *flags)
+    with pytest.MonkeyPatch.context() as m:
+        signal_on_call(m, train_multitask, "task_loss", 20)
+        with pytest.raises(SystemExit):
+            run(setup, tmp_path / "cut", *flags)
+    resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
+    keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
+    got, want = [resumed[-1][k] for k in keys], [full[-1][k] for k in keys]
+    assert got == want, f"train_multitask --mnr resume: dev scores {got} differ from the uninterrupted run's {want}"

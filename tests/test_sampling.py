@@ -156,3 +156,44 @@ def test_uniform_schedule_is_random_with_equal_probabilities():
     draws = [sampler.next() for _ in range(300)]
     assert draws != [0, 1, 2] * 100, "TaskSampler('uniform') must draw at random, not cycle"
     assert any(a == b for a, b in zip(draws, draws[1:])), "uniform draws repeat a task sometimes; a cycle never does"
+
+
+# ---------------------------------------------------------------------------- Muppet heterogeneous steps
+def test_heterogeneous_natural_mix_follows_dataset_sizes_within_sampling_error():
+    """Oracle: Muppet §3.4 ("the natural distribution of the datasets"): over n sub-batches, task i's count is
+    Binomial(n, N_i / Σ N); every count must lie within 4.5 standard deviations of n·p_i."""
+    from minbert.sampling import heterogeneous_tasks
+    sampler = TaskSampler(SIZES_FULL, "proportional", num_epochs=1, seed=0)
+    draws = [t for _ in range(20000) for t in heterogeneous_tasks(sampler, 3, "natural")]
+    n, p = len(draws), np.asarray(SIZES_FULL) / sum(SIZES_FULL)
+    counts = np.bincount(draws, minlength=3)
+    sd = np.sqrt(n * p * (1 - p))
+    assert (np.abs(counts - n * p) < 4.5 * sd).all(), (
+        f"minbert.sampling.heterogeneous_tasks (natural): counts {counts.tolist()} over {n} sub-batches, expected "
+        f"{(n * p).round().tolist()} ± 4.5·{sd.round(1).tolist()} (sizes {SIZES_FULL}, Muppet §3.4)")
+    assert heterogeneous_tasks(sampler, 3, "every_task") == [0, 1, 2], "every_task: one sub-batch of each task"
+
+
+def test_train_multitask_heterogeneous_steps_follow_the_natural_mix(tmp_path, monkeypatch):
+    """End to end: Quora 96 examples, SST and STS 12 each; --heterogeneous, 1 epoch = 10 steps x 3 sub-batches.
+    Natural mix: Quora ~80% of the 30 sub-batches (24 expected, sd 2.2); the old one-of-each step gave 10/10/10."""
+    import shutil
+    from test_train_multitask import record_task_losses, run, write_task_files
+    from test_ensemble import tiny_run_inputs
+    data, model = tiny_run_inputs(tmp_path)
+    big = tmp_path / "big"
+    big.mkdir()
+    write_task_files(big, n=96)
+    shutil.copy(big / "quora-train.csv", data / "quora-train.csv")
+    write_small = tmp_path / "small"
+    write_small.mkdir()
+    write_task_files(write_small, n=12)
+    for name in ("ids-sst-train.csv", "sts-train.csv"):
+        shutil.copy(write_small / name, data / name)
+    log = record_task_losses(monkeypatch)
+    run((data, model), tmp_path, "--epochs", "1", "--heterogeneous")
+    tasks = [t for t, _ in log]
+    counts = {t: tasks.count(t) for t in ("sst", "para", "sts")}
+    assert len(tasks) == 30, f"train_multitask --heterogeneous: expected 10 steps x 3 sub-batches, got {len(tasks)}"
+    assert counts["para"] >= 18, (f"train_multitask --heterogeneous: sub-batches per task {counts}; Muppet §3.4 keeps the "
+                                  "natural distribution, so Quora (96 of 120 examples) should supply ~24 of 30")

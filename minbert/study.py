@@ -1,0 +1,532 @@
+"""The multitask study: every method x seeds at one stated budget, and what each method does to dev scores.
+
+Like minbert.mml_study for the MML paper, this answers "does this method help here?" for the CS224N methods with
+paired seeds. Each (configuration, seed) is a subprocess of train_multitask.py (or a pipeline of stages) in its own
+folder OUT_DIR/CONFIG/seedS, so a crash or Ctrl-C loses at most one run's progress:
+  - a finished run (its outputs.pt and every epoch in metrics.jsonl) is skipped;
+  - an interrupted one continues from its newest checkpoint (interrupted.pt or last.pt, `--resume`);
+so rerunning the same command finishes an interrupted study and ends with the same table as an uninterrupted one.
+
+Configurations (`CONFIGS`; each adds flags to the common budget, the arguments after `--`):
+  baseline, pals, smart, r3f, pcgrad, gradvac, grad_compromise, annealed, mnr (Benton: cosine STS head, dot-scored
+  MNR on positives-only batches, first half of the epochs), concat (Benton's one-pass tanh STS head),
+  simcse (python -m minbert.simcse on the CS224N training sentences, then fine-tuning from its encoder),
+  head_pretraining (Pritsky et al.: each head alone first), pals_after (Pritsky et al. §3.3.2: fine-tune for
+  E − 1 epochs, then PALs alone for 1, the same total epochs as the baseline), ensemble (the baseline seeds'
+  outputs averaged with uniform weights by python -m minbert.ensemble: nothing is fitted on dev).
+A configuration's SimCSE or head-pretraining steps come on top of the budget; the paper pipelines pay them too.
+
+Outputs in OUT_DIR:
+  table.md / table.json   per configuration: dev SST acc, Quora acc, STS r and overall of the kept (best-epoch)
+                          model, mean ± sd over seeds; and its paired difference from the baseline on the same
+                          seed, mean with a 95% t-interval over seeds, d̄ ± t_{0.975, n−1} · s_d / √n (Student,
+                          n − 1 degrees of freedom). An interval that contains 0 is marked "inside the noise".
+                          The ensemble is one model: its row gives the difference from the baseline mean, no interval.
+  study.png               dev overall per configuration with its 95% interval, and its paired difference from the
+                          baseline with its interval (matplotlib optional, as elsewhere).
+  machine.json            CPU, native bf16 or not, GPU, torch, load; commands.txt: every command run, exactly.
+  --results_dir DIR gets a copy of those small files (e.g. bench/results/study); the runs stay in OUT_DIR, and
+  a finished run's best.pt/last.pt are deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
+  --keep_checkpoints: 45 MiniLM runs would otherwise fill ~25 GB.
+
+    python -m minbert.study --configs baseline,pals,smart --seeds 1,2,3 --out_dir runs/study -- --model minilm-l6 ...
+Left out: running seeds in parallel (one run at a time), test-set scores, multiple-comparison corrections.
+"""
+
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+
+from . import flags
+from .errors import UserError, cli
+from .flags import at_least
+from .recipes import add_dry_run, dry_run
+from .report import markdown_table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
+
+# The budget proposed for a 2-core CPU (README "What replicates at small scale"): MiniLM on the shipped data.
+# No --limit: it would cut every task to the same size and erase the size imbalance that annealed sampling and
+# Muppet's natural mix are about; --examples_per_epoch (a study flag) sets the compute instead.
+DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "--head_lr", "1e-3",
+                  "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2",
+                  "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
+# Task batches per optimizer step where it is not 1, so that every configuration sees the same examples per epoch.
+BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4}
+
+CONFIGS = {
+    "baseline": [],
+    "pals": ["--pals"],
+    "smart": ["--smart", "1"],
+    "r3f": ["--r3f", "1"],
+    "pcgrad": ["--surgery", "pcgrad"],
+    "gradvac": ["--surgery", "gradvac"],
+    "grad_compromise": ["--grad_compromise", "4"],
+    "annealed": ["--schedule", "annealed"],
+    "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
+    "concat": ["--sts_head", "cross_tanh"],
+    "simcse": [],              # stage 1: python -m minbert.simcse (SIMCSE_ARGS); stage 2: --model its encoder
+    "head_pretraining": ["--head_pretrain_epochs", "1"],   # Pritsky et al.: 25, patience 3; 1 at this budget
+    "pals_after": [],          # stage 1: E − 1 epochs of fine-tuning; stage 2: --pals_after, 1 epoch
+    "ensemble": [],            # python -m minbert.ensemble over the baseline seeds
+}
+SIMCSE_ARGS = ["--data", "cs224n", "--batch_size", "64", "--lr", "3e-5"]   # + --max_steps (--simcse_steps)
+
+
+# ---------------------------------------------------------------------- statistics (no scipy at runtime)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d, c = 1 + num * d, 1 + num / c
+            d, c = 1 / (d if abs(d) > tiny else tiny), (c if abs(c) > tiny else tiny)
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularised incomplete beta function."""
+    if x <= 0 or x >= 1:
+        return 0.0 if x <= 0 else 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T ≤ t) for Student's t with df degrees of freedom. Two exact forms, each used where its x is small
+    (no cancellation): tail P(T > |t|) = ½ I_{df/(df+t²)}(df/2, ½); centre P(|T| < |t|) = I_{t²/(df+t²)}(½, df/2)."""
+    t2 = t * t
+    if t2 < df:   # |t| small: the centre form
+        centre = betainc(0.5, df / 2, t2 / (df + t2))
+        return 0.5 + 0.5 * centre if t >= 0 else 0.5 - 0.5 * centre
+    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t2))
+    return 1 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t (bisection on t_cdf; exact to ~1e-12)."""
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0)
+
+
+def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): mean ± t_{(1+c)/2, n−1} · sd / √n; (mean, nan, nan) for one value."""
+    mean, sd = mean_sd(values)
+    if len(values) < 2:
+        return mean, float("nan"), float("nan")
+    half = t_quantile((1 + confidence) / 2, len(values) - 1) * sd / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+# ---------------------------------------------------------------------- runs
+
+
+def read_metrics(run_dir: str) -> list[dict]:
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def finished(run_dir: str, epochs: int) -> bool:
+    """outputs.pt is written after the last epoch and the predictions: the run is complete."""
+    done = {r["epoch"] for r in read_metrics(run_dir)}
+    return os.path.isfile(os.path.join(run_dir, "outputs.pt")) and done >= set(range(1, epochs + 1))
+
+
+def latest_checkpoint(run_dir: str) -> str | None:
+    found = [p for p in (os.path.join(run_dir, n) for n in ("interrupted.pt", "last.pt")) if os.path.isfile(p)]
+    return max(found, key=os.path.getmtime) if found else None
+
+
+def budget_epochs(budget: list[str]) -> int:
+    """The --epochs of the budget (train_multitask.py's default 10 when absent)."""
+    for i, token in enumerate(budget):
+        if token == "--epochs":
+            return int(budget[i + 1])
+        if token.startswith("--epochs="):
+            return int(token.split("=", 1)[1])
+    return 10
+
+
+def with_epochs(budget: list[str], epochs: int) -> list[str]:
+    out, skip = [], False
+    for token in budget:
+        if skip:
+            skip = False
+        elif token == "--epochs":
+            skip = True
+        elif not token.startswith("--epochs="):
+            out.append(token)
+    return out + ["--epochs", str(epochs)]
+
+
+def budget_value(budget: list[str], flag: str, default: str) -> str:
+    for i, token in enumerate(budget):
+        if token == flag and i + 1 < len(budget):
+            return budget[i + 1]
+    return default
+
+
+def steps_per_epoch(name: str, budget: list[str], examples: int) -> list[str]:
+    """--steps_per_epoch giving `examples` training examples per epoch to configuration `name` ([] for 0)."""
+    if not examples:
+        return []
+    per_step = int(budget_value(budget, "--batch_size", "8")) * int(budget_value(budget, "--grad_accum", "1"))
+    return ["--steps_per_epoch", str(max(1, math.ceil(examples / (per_step * BATCHES_PER_STEP.get(name, 1)))))]
+
+
+def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str) -> list[str]:
+    """train_multitask.py with the budget, the configuration's flags, the seed, and every output inside run_dir."""
+    outs = []
+    for task in ("sst", "para", "sts"):
+        for split in ("dev", "test"):
+            outs += [f"--{task}_{split}_out", os.path.join(run_dir, "predictions", f"{task}-{split}-output.csv")]
+    return [sys.executable, os.path.join(ROOT, "train_multitask.py"), *budget, *extra, "--seed", str(seed),
+            "--out_dir", run_dir, *outs]
+
+
+class Runner:
+    """Runs commands one at a time, logs them to commands.txt, stops the study when a run is interrupted."""
+
+    def __init__(self, out_dir: str, max_runs: int = 0, in_process: bool = False, keep_checkpoints: bool = False):
+        self.out_dir, self.max_runs, self.started, self.in_process = out_dir, max_runs, 0, in_process
+        self.keep_checkpoints = keep_checkpoints
+
+    def tidy(self, run_dir: str) -> None:
+        """A finished run needs only metrics.jsonl, outputs.pt (ensembles) and model/ (the next stage): its
+        checkpoints (best.pt, last.pt, ~4x the model each with the optimizer state) go, unless --keep_checkpoints."""
+        if not self.keep_checkpoints:
+            for name in ("best.pt", "last.pt", "interrupted.pt"):
+                path = os.path.join(run_dir, name)
+                if os.path.isfile(path):
+                    os.remove(path)
+
+    @staticmethod
+    def call_in_process(command: list[str]) -> int:
+        """The same command as a function call in this process (--in_process: tests, debugging)."""
+        import importlib
+        if command[1] == "-m":
+            entry, argv = importlib.import_module(command[2]).main, command[3:]
+        else:
+            sys.path.insert(0, os.path.dirname(command[1]))
+            entry, argv = importlib.import_module(os.path.basename(command[1])[:-3]).main, command[2:]
+        try:
+            entry(argv)
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else 1
+        return 0
+
+    def run(self, command: list[str], log: str) -> None:
+        if self.max_runs and self.started >= self.max_runs:
+            raise StopStudy(f"--max_runs {self.max_runs} reached: rerun the same command to continue")
+        self.started += 1
+        line = shlex.join(command)
+        with open(os.path.join(self.out_dir, "commands.txt"), "a") as f:
+            f.write(line + "\n")
+        print(f"run: {line}\n  log: {log}", flush=True)
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        if self.in_process:
+            status = self.call_in_process(command)
+            if status != 0:
+                raise StopStudy(f"a run stopped with exit status {status}; rerun the same command to continue it")
+            return
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+        with open(log, "a") as f:
+            proc = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT, env=env)
+            try:
+                status = proc.wait()
+            except KeyboardInterrupt:   # the run got the same Ctrl-C: let it save interrupted.pt, then stop
+                status = proc.wait()
+                raise StopStudy(f"interrupted (the run saved its state, exit status {status}); "
+                                "rerun the same command to continue") from None
+        if status != 0:
+            raise StopStudy(f"a run stopped with exit status {status} (see {log}); rerun the same command to continue it")
+
+    def train(self, budget, extra, seed, run_dir) -> None:
+        """One train_multitask.py run, skipped when finished, resumed when a checkpoint exists."""
+        if finished(run_dir, budget_epochs(budget)):
+            print(f"skip {run_dir}: finished")
+            self.tidy(run_dir)
+            return
+        command = train_command(budget, extra, seed, run_dir)
+        resume = latest_checkpoint(run_dir)
+        if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
+            command += ["--resume", resume]
+        self.run(command, os.path.join(run_dir, "log.txt"))
+        self.tidy(run_dir)
+
+
+class StopStudy(Exception):
+    pass
+
+
+def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir: str, simcse_steps: int = 200,
+               examples: int = 0) -> str:
+    """Run (or resume) one configuration at one seed; returns the folder whose metrics.jsonl scores it."""
+    run_dir = os.path.join(out_dir, name, f"seed{seed}")
+    budget = budget + steps_per_epoch(name, budget, examples)
+    if name == "simcse":
+        encoder = os.path.join(run_dir, "simcse")
+        if not os.path.isfile(os.path.join(encoder, "model", "config.json")):
+            command = [sys.executable, "-m", "minbert.simcse", "--model", budget_value(budget, "--model", "bert-base-uncased"),
+                       "--data_dir", budget_value(budget, "--data_dir", "data"), "--pooling",
+                       "mean" if budget_value(budget, "--pooling", "pooler") == "mean" else "cls",
+                       *SIMCSE_ARGS, "--max_steps", str(simcse_steps), "--seed", str(seed), "--out_dir", encoder]
+            runner.run(command, os.path.join(run_dir, "simcse-log.txt"))
+        runner.train(budget, ["--model", os.path.join(encoder, "model")], seed, run_dir)
+    elif name == "pals_after":
+        epochs = budget_epochs(budget)
+        if epochs < 2:
+            raise UserError("pals_after at an equal budget needs --epochs >= 2 (E − 1 epochs of fine-tuning, then 1 of PALs)")
+        first = os.path.join(run_dir, "finetune")
+        runner.train(with_epochs(budget, epochs - 1), [], seed, first)
+        runner.train(with_epochs(budget, 1), ["--pals_after", first], seed, run_dir)
+    else:
+        runner.train(budget, CONFIGS[name], seed, run_dir)
+    return run_dir
+
+
+def best_scores(run_dir: str) -> dict:
+    """Dev scores of the kept model: the epoch with the best overall (the first on ties, as best.pt)."""
+    records = read_metrics(run_dir)
+    if not records:
+        raise UserError(f"{run_dir}: no metrics.jsonl; the run did not finish")
+    best = max(records, key=lambda r: (r["overall"], -r["epoch"]))
+    return {m: best[m] for m in METRICS}
+
+
+def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
+    """Uniform average of the baseline seeds (python -m minbert.ensemble); its dev scores."""
+    folder = os.path.join(out_dir, "ensemble")
+    result = os.path.join(folder, "members.json")
+    members = [os.path.join(out_dir, "baseline", f"seed{s}") for s in seeds]
+    if not os.path.isfile(result):
+        runner.run([sys.executable, "-m", "minbert.ensemble", *members, "--method", "average", "--weights", "uniform",
+                    "--out_dir", folder], os.path.join(folder, "log.txt"))
+    with open(result) as f:
+        row = json.load(f)["rows"][-1]
+    return {m: row[m] for m in METRICS}
+
+
+# ---------------------------------------------------------------------- the table
+
+
+def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
+    """scores[config][seed] = {metric: value} -> per config: mean/sd per metric, paired difference from baseline."""
+    out = {}
+    for name, by_seed in scores.items():
+        row = {"seeds": sorted(by_seed), "scores": {}, "difference": {}}
+        for m in METRICS:
+            values = [by_seed[s][m] for s in seeds]
+            mean, sd = mean_sd(values)
+            row["scores"][m] = {"mean": mean, "sd": sd, "values": values}
+            if name != "baseline" and "baseline" in scores:
+                diffs = [by_seed[s][m] - scores["baseline"][s][m] for s in seeds]
+                d, lo, hi = t_interval(diffs)
+                row["difference"][m] = {"mean": d, "low": lo, "high": hi, "values": diffs,
+                                        "inside_noise": not (lo > 0 or hi < 0)}
+        out[name] = row
+    if ensemble is not None:
+        row = {"seeds": seeds, "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
+               "difference": {}}
+        if "baseline" in out:
+            row["difference"] = {m: {"mean": ensemble[m] - out["baseline"]["scores"][m]["mean"], "low": None, "high": None,
+                                     "values": None, "inside_noise": None} for m in METRICS}
+        out["ensemble"] = row
+    return out
+
+
+def fmt_diff(d: dict | None) -> str:
+    if not d:
+        return "–"
+    if d["low"] is None or d["low"] != d["low"]:   # None or nan: no interval
+        return f"{d['mean']:+.4f}"
+    mark = " (noise)" if d["inside_noise"] else ""
+    return f"{d['mean']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}]{mark}"
+
+
+def write_table(out_dir: str, summary: dict, header: dict) -> str:
+    rows = []
+    for name, row in summary.items():
+        cells = {"configuration": name, "n": len(row["seeds"]) if name != "ensemble" else f"1 ({len(row['seeds'])} members)"}
+        for m in METRICS:
+            s = row["scores"][m]
+            cells[m] = f"{s['mean']:.4f}" + (f" ± {s['sd']:.4f}" if s["sd"] is not None else "")
+        cells["Δ overall vs baseline [95% CI]"] = fmt_diff(row["difference"].get("overall"))
+        for m in METRICS[:3]:
+            cells[f"Δ {m}"] = fmt_diff(row["difference"].get(m))
+        rows.append(cells)
+    columns = ["configuration", "n", *METRICS, "Δ overall vs baseline [95% CI]", *(f"Δ {m}" for m in METRICS[:3])]
+    md = ("# Multitask study: dev scores of the kept (best-epoch) model, mean ± sd over seeds\n\n"
+          f"Budget (every run): `{shlex.join(header['budget'])}`, {header['examples_per_epoch'] or 'one pass of'} "
+          f"training examples per epoch; seeds {header['seeds']}. "
+          "Δ: paired difference from the baseline on the same seed, mean [95% t-interval over seeds, n − 1 df]; "
+          "\"(noise)\": the interval contains 0. The ensemble is one model (uniform average of the baseline seeds): "
+          "its Δ is against the baseline mean, with no interval.\n\n"
+          f"Machine: {header['machine']['cpu']} ({header['machine']['cpus']} CPUs, native bf16: "
+          f"{header['machine']['native_bf16']}, GPU: {header['machine']['gpu']}), load {header['machine']['load']}.\n\n"
+          + markdown_table(rows, columns) + "\n")
+    with open(os.path.join(out_dir, "table.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(out_dir, "table.json"), "w") as f:
+        json.dump({**header, "configurations": summary}, f, indent=1)
+    return md
+
+
+def plot(path: str, summary: dict) -> bool:
+    """Two panels: dev overall per configuration (mean, 95% t-interval of the mean over seeds), and its paired
+    difference from the baseline (mean, 95% t-interval). The ensemble, one model, is a point without interval."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not installed: no {path}")
+        return False
+    names = list(summary)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.4 * len(names) + 1.8), sharey=True)
+
+    def point(ax, i, mean, lo, hi):
+        if lo is not None and lo == lo:   # not None, not nan
+            ax.errorbar(mean, i, xerr=[[mean - lo], [hi - mean]], fmt="o", capsize=3, color="C0")
+        else:
+            ax.plot(mean, i, "s", color="C1")
+
+    for i, name in enumerate(names):
+        values = summary[name]["scores"]["overall"]["values"]
+        mean, lo, hi = t_interval(values) if len(values) > 1 else (values[0], None, None)
+        point(axes[0], i, mean, lo, hi)
+        d = summary[name]["difference"].get("overall")
+        if d:
+            point(axes[1], i, d["mean"], d["low"], d["high"])
+    axes[0].set_yticks(range(len(names)), names)
+    axes[0].set(xlabel="dev overall (mean, 95% t-interval over seeds)", title="Dev overall per configuration")
+    axes[1].axvline(0, color="grey", lw=1)
+    axes[1].set(xlabel="dev overall − baseline (paired by seed, 95% t-interval)", title="Difference from the baseline")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def machine() -> dict:
+    import torch
+    from .device import cpu_has_native_bf16
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cpus": os.cpu_count(), "native_bf16": cpu_has_native_bf16(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+            "torch": torch.__version__, "python": platform.python_version(),
+            "load": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None}
+
+
+# ---------------------------------------------------------------------- the command
+
+
+def add_args(p) -> None:
+    g = p.add_argument_group("The multitask study (issue 19)")
+    g.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of configurations, from {', '.join(CONFIGS)}")
+    g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
+    g.add_argument("--examples_per_epoch", type=at_least(0), default=6000,
+                   help="training examples per epoch of every run (sets --steps_per_epoch per configuration; 0: one pass)")
+    g.add_argument("--simcse_steps", type=at_least(1), default=200, help="SimCSE steps (batch 64, CS224N sentences) of the simcse configuration")
+    g.add_argument("--max_runs", type=at_least(0), default=0, help="stop after starting N runs (0 = all): a study in slices")
+    g.add_argument("--in_process", action="store_true", help="run every stage as a function call in this process, not a subprocess (tests, debugging)")
+    g.add_argument("--keep_checkpoints", action="store_true", help="keep best.pt/last.pt of finished runs (default: deleted; ~0.5 GB per MiniLM run)")
+    g.add_argument("--results_dir", default=None, help="also copy table.md/.json, study.png, machine.json, commands.txt here (e.g. bench/results/study)")
+    g.add_argument("--out_dir", default="runs/study", help="one folder per run, table.md/.json, study.png, machine.json, commands.txt")
+
+
+def parse_args(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    budget = argv[argv.index("--") + 1:] if "--" in argv else list(DEFAULT_BUDGET)
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    p = flags.ArgumentParser(prog="python -m minbert.study", description=__doc__,
+                             epilog="Arguments after -- are the budget: train_multitask.py flags shared by every run "
+                                    f"(default: {shlex.join(DEFAULT_BUDGET)})")
+    add_args(p)
+    add_dry_run(p)
+    args = p.parse_args(own)
+    args.budget = budget
+    dry_run(p, own, args)
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        p.error(f"--seeds {args.seeds}: expected a comma list of integers, e.g. 1,2,3")
+    args.configs = [c for c in args.configs.split(",") if c]
+    for c in args.configs:
+        if c not in CONFIGS:
+            p.error(f"--configs: unknown configuration {c!r}; choose from {', '.join(CONFIGS)}")
+    if "ensemble" in args.configs and "baseline" not in args.configs:
+        p.error("--configs ensemble averages the baseline seeds: add baseline")
+    for flag in ("--seed", "--out_dir", "--resume", *(("--steps_per_epoch",) if args.examples_per_epoch else ())):
+        if flag in budget:
+            p.error(f"the budget (after --) may not set {flag}: the study sets it per run")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    args.out_dir = os.path.abspath(args.out_dir)
+    os.makedirs(args.out_dir, exist_ok=True)
+    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs, "machine": machine()}
+    with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
+        json.dump(header, f, indent=1)
+    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints)
+    scores = {}
+    try:
+        # Seed-major order: a study stopped early has every configuration for the seeds it finished.
+        for seed in args.seeds:
+            for name in args.configs:
+                if name != "ensemble":
+                    scores.setdefault(name, {})[seed] = best_scores(run_config(runner, name, seed, args.budget, args.out_dir,
+                                                                                args.simcse_steps, args.examples_per_epoch))
+        ensemble = ensemble_scores(runner, args.seeds, args.out_dir) if "ensemble" in args.configs else None
+    except StopStudy as e:
+        print(f"study stopped: {e}")
+        return None
+    summary = summarise(scores, args.seeds, ensemble)
+    md = write_table(args.out_dir, summary, header)
+    plot(os.path.join(args.out_dir, "study.png"), summary)
+    if args.results_dir:   # the small files worth committing; the runs stay in out_dir
+        import shutil
+        os.makedirs(args.results_dir, exist_ok=True)
+        for name in ("table.md", "table.json", "study.png", "machine.json", "commands.txt"):
+            if os.path.isfile(os.path.join(args.out_dir, name)):
+                shutil.copy(os.path.join(args.out_dir, name), os.path.join(args.results_dir, name))
+    print(md)
+    return summary
+
+
+if __name__ == "__main__":
+    cli(main)

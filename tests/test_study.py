@@ -1,0 +1,128 @@
+"""Grades minbert.study: its t-intervals against scipy, and an interrupted study resuming to the same table.
+
+Oracles: (a) scipy.stats.t (quantiles, intervals) for the statistics written without scipy; (c) a tiny study
+(tiny random BERT, 12 examples per task, as tests/test_train_multitask.py) stopped part-way and rerun must end
+with the table of the same study run in one go.
+
+Run: python -m pytest -q tests/test_study.py   (offline, CPU, about a minute: every run is a subprocess)
+"""
+
+import json
+import math
+
+import pytest
+import scipy.stats
+
+from minbert import study
+
+MOD = "minbert.study"
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 5, 9, 29, 200])
+@pytest.mark.parametrize("p", [0.975, 0.95, 0.5, 0.1])
+def test_t_quantile_matches_scipy(df, p):
+    got, want = study.t_quantile(p, df), scipy.stats.t.ppf(p, df)
+    assert got == pytest.approx(want, abs=1e-9), f"{MOD}.t_quantile({p}, df={df}): expected scipy's {want}, got {got}"
+
+
+def test_t_interval_matches_scipy_on_hand_values():
+    values = [0.012, -0.004, 0.02, 0.007]
+    mean, lo, hi = study.t_interval(values)
+    want = scipy.stats.t.interval(0.95, len(values) - 1, loc=sum(values) / 4, scale=scipy.stats.sem(values))
+    assert (lo, hi) == pytest.approx(want, abs=1e-12), f"{MOD}.t_interval: expected scipy's {want}, got {(lo, hi)}"
+    assert math.isnan(study.t_interval([0.3])[1]), f"{MOD}.t_interval: one value has no interval"
+
+
+def test_every_configuration_gets_the_same_examples_per_epoch():
+    """6000 examples per epoch at batch 32: 188 steps of one batch, 63 PCGrad/GradVac steps of 3 task batches,
+    47 Gradient Compromise steps of 4 batches (N = 4); with --grad_accum 2, half the steps."""
+    budget = ["--batch_size", "32"]
+    got = {n: study.steps_per_epoch(n, budget, 6000) for n in ("baseline", "pcgrad", "gradvac", "grad_compromise")}
+    want = {n: ["--steps_per_epoch", str(k)] for n, k in (("baseline", 188), ("pcgrad", 63), ("gradvac", 63), ("grad_compromise", 47))}
+    assert got == want, f"{MOD}.steps_per_epoch: expected {want}, got {got}"
+    assert study.steps_per_epoch("baseline", budget + ["--grad_accum", "2"], 6000) == ["--steps_per_epoch", "94"]
+    assert study.steps_per_epoch("baseline", budget, 0) == [], "0 examples per epoch: the script's one pass"
+
+
+def test_budget_helpers():
+    assert study.budget_epochs(["--lr", "1", "--epochs", "3"]) == 3
+    assert study.with_epochs(["--epochs", "3", "--lr", "1"], 2) == ["--lr", "1", "--epochs", "2"]
+    with pytest.raises(SystemExit):
+        study.parse_args(["--configs", "ensemble", "--", "--epochs", "1"])   # the ensemble needs the baseline seeds
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from test_ensemble import tiny_run_inputs
+    root = tmp_path_factory.mktemp("study")
+    data, model = tiny_run_inputs(root)
+    budget = ["--model", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3",
+              "--hidden_dropout_prob", "0.1", "--amp", "off", "--limit", "12"]
+    argv = ["--configs", "baseline,concat,pals_after,ensemble", "--seeds", "1,2,3", "--in_process", "--examples_per_epoch", "36"]
+    whole = study.main([*argv, "--out_dir", str(root / "whole"), "--results_dir", str(root / "results"), "--", *budget])
+    return root, argv, budget, whole
+
+
+def test_tiny_study_intervals_equal_scipy_t_intervals(tiny):
+    root, _, _, summary = tiny
+    table = json.loads((root / "whole" / "table.json").read_text())
+    assert set(table["configurations"]) == {"baseline", "concat", "pals_after", "ensemble"}
+    for name in ("concat", "pals_after"):
+        for metric, d in table["configurations"][name]["difference"].items():
+            diffs = d["values"]
+            if scipy.stats.sem(diffs) == 0:   # scipy returns nan for a zero-width interval
+                assert d["low"] == d["high"] == d["mean"], f"{MOD}: {name} {metric}: equal differences give a zero-width interval"
+                continue
+            want = scipy.stats.t.interval(0.95, len(diffs) - 1, loc=sum(diffs) / len(diffs), scale=scipy.stats.sem(diffs))
+            assert (d["low"], d["high"]) == pytest.approx(want, abs=1e-9), \
+                f"{MOD}: {name} {metric}: interval {(d['low'], d['high'])}, scipy's t-interval over seeds {want}"
+            base = table["configurations"]["baseline"]["scores"][metric]["values"]
+            mine = table["configurations"][name]["scores"][metric]["values"]
+            assert diffs == pytest.approx([a - b for a, b in zip(mine, base)]), f"{MOD}: {name} {metric}: not paired by seed"
+    for name in ("table.md", "machine.json", "commands.txt"):
+        assert (root / "whole" / name).is_file(), f"{MOD}: {name} was not written"
+        assert (root / "results" / name).is_file(), f"{MOD}: --results_dir did not get {name}"
+    assert not (root / "whole" / "baseline" / "seed1" / "last.pt").exists(), f"{MOD}: a finished run's checkpoints must go"
+    assert (root / "whole" / "baseline" / "seed1" / "outputs.pt").is_file(), f"{MOD}: outputs.pt (ensembles) must stay"
+    commands = (root / "whole" / "commands.txt").read_text()
+    assert commands.count("train_multitask.py") == 3 * 4 and "--pals_after" in commands and "minbert.ensemble" in commands
+    assert commands.count("--steps_per_epoch 9 ") == 3 * 4, f"{MOD}: 36 examples per epoch at batch 4 is 9 steps in every run"
+    assert "cpu" in table["machine"] and "native_bf16" in table["machine"]
+    try:
+        import matplotlib  # noqa: F401  (optional: without it the study prints a note instead of the plot)
+        assert (root / "results" / "study.png").is_file(), f"{MOD}: matplotlib is installed but study.png was not written"
+    except ImportError:
+        pass
+
+
+def test_interrupted_study_resumes_to_the_same_table(tiny):
+    """Stop after 3 runs (--max_runs), then a real Ctrl-C inside a run, then finish: the same table."""
+    root, argv, budget, whole = tiny
+    out = str(root / "resumed")
+    assert study.main([*argv, "--out_dir", out, "--max_runs", "3", "--", *budget]) is None, "--max_runs 3 must stop the study"
+    # a run cut by a real SIGINT inside its second epoch (the script saves interrupted.pt and exits 130): the
+    # runner must continue it with --resume, to the scores of the run that was never interrupted
+    import signal
+    import train_multitask
+    from test_train_multitask import signal_on_call
+    run_dir = root / "resumed" / "baseline" / "seed2"
+    cmd = study.train_command(budget + study.steps_per_epoch("baseline", budget, 36), study.CONFIGS["baseline"], 2, str(run_dir))
+    with pytest.MonkeyPatch.context() as mp:
+        signal_on_call(mp, train_multitask, "task_loss", 12, signal.SIGINT)   # 9 steps per epoch: step 3 of epoch 2
+        with pytest.raises(SystemExit):
+            train_multitask.main(cmd[2:])
+    assert (run_dir / "interrupted.pt").is_file() and not study.finished(str(run_dir), 2), "the run should be half done"
+    resumed = study.main([*argv, "--out_dir", out, "--", *budget])
+    commands = (root / "resumed" / "commands.txt").read_text().splitlines()
+    cut = [c for c in commands if f"{run_dir}" in c and "--out_dir" in c and c.split("--out_dir ")[1].startswith(f"{run_dir} ")]
+    assert cut and "--resume" in cut[-1] and "interrupted.pt" in cut[-1], \
+        f"{MOD}: the cut run must continue from its interrupted.pt (--resume), got {cut}"
+    first = [c for c in commands if f"--out_dir {root / 'resumed' / 'baseline' / 'seed1'} " in c]
+    assert len(first) == 1, f"{MOD}: a finished run must not be run again, got {len(first)} commands for baseline/seed1"
+    a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
+    b = json.loads((root / "resumed" / "table.json").read_text())["configurations"]
+    for name in a:
+        for metric in study.METRICS:
+            assert a[name]["scores"][metric]["values"] == pytest.approx(b[name]["scores"][metric]["values"], abs=1e-6), \
+                f"{MOD}: resumed study differs from the uninterrupted one at {name} {metric}"
+    assert resumed is not None
