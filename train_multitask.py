@@ -16,7 +16,6 @@ A paper's recipe: python train_multitask.py @recipes/NAME.args. Smoke run: add -
 Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/last.pt (or interrupted.pt).
 """
 
-import math
 import os
 import time
 
@@ -96,7 +95,7 @@ def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
-    with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: a lean folder, its summary
+    with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: lean folder, summary
         return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
 
 
@@ -114,20 +113,9 @@ def train(args, stop):
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
-    readers = {"sst": data.read_sst, "para": data.read_quora, "sts": data.read_sts}
-    pair_heads = {"sst": "cross", "para": args.para_head, "sts": args.sts_head}
-
-    def load(task, split):
-        path = getattr(args, f"{task}_{split}")
-        if split == "test" and path == "none":
-            return None
-        examples = readers[task](path, labeled=split != "test")[: args.limit or None]
-        mode = "cross" if pair_heads[task] in CROSS_HEADS else "separate"
-        return data.TaskData(examples, tokenizer, args.max_seq_len, pair_mode=mode,
-                             label_dtype=torch.long if task == "sst" else torch.float32)
-
-    train, dev, test = ({t: load(t, s) for t in TASKS} for s in ("train", "dev", "test"))
-    test = {t: d for t, d in test.items() if d is not None}
+    pair_modes = {t: "cross" if h in CROSS_HEADS else "separate" for t, h in (("para", args.para_head),
+                                                                              ("sts", args.sts_head))}
+    train, dev, test = (data.load_split(args, split, tokenizer, pair_modes) for split in ("train", "dev", "test"))
     sizes = [len(train[t]) for t in TASKS]
     print("train sizes", dict(zip(TASKS, sizes)), "| dev", {t: len(dev[t]) for t in TASKS})
 
@@ -149,11 +137,8 @@ def train(args, stop):
     sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
 
     all_tasks_per_step = args.heterogeneous or args.surgery != "none"
-    batches_per_step = args.grad_accum * (args.grad_compromise or (len(TASKS) if all_tasks_per_step else 1))
-    base_steps = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * distributed.world_size()
-                                                                 * batches_per_step))
-    sst_pass = math.ceil(len(train["sst"]) / (args.batch_size * args.grad_accum)) if args.extra_sst_pass else 0
-    steps_per_epoch = base_steps + sst_pass   # --extra_sst_pass: the epoch's last steps are SST only
+    # steps from the schedule (base_steps), then with --extra_sst_pass one SST-only pass: steps_per_epoch
+    base_steps, steps_per_epoch = sampling.steps_per_epoch(args, sizes, len(train["sst"]), distributed.world_size())
     total_steps = steps_per_epoch * args.epochs
     # Pretrained encoder at --lr; the freshly initialised heads (and PALs) at --head_lr.
     new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))

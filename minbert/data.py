@@ -454,3 +454,20 @@ def resolve_paths(args) -> None:
     for key in CS224N_FILES:
         setattr(args, key, getattr(args, key) or defaults[key])
     args.data_notes += resolve_outputs(args)
+
+
+READERS = {"sst": read_sst, "para": read_quora, "sts": read_sts}
+
+
+def load_split(args, split: str, tokenizer, pair_modes: dict) -> dict:
+    """{task: TaskData} of one split, as the flags say: the files (--{task}_{split}; a test file 'none' is left
+    out), --limit, --max_seq_len; pairs as one sequence ("cross") or two ("separate", bi-encoder heads)."""
+    out = {}
+    for task, read in READERS.items():
+        path = getattr(args, f"{task}_{split}")
+        if split == "test" and path == "none":
+            continue
+        examples = read(path, labeled=split != "test")[: args.limit or None]
+        out[task] = TaskData(examples, tokenizer, args.max_seq_len, pair_mode=pair_modes.get(task, "cross"),
+                             label_dtype=torch.long if task == "sst" else torch.float32)
+    return out

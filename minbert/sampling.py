@@ -39,6 +39,8 @@ Deliberately left out: temperature sampling with other α schedules, loss- or me
 (dynamic) schedules, and mixing examples of several tasks inside one sub-batch.
 """
 
+import math
+
 import numpy as np
 import torch
 
@@ -173,3 +175,15 @@ def add_args(parser) -> None:
                         "Muppet's natural distribution); every_task = one sub-batch of every task")
     g.add_argument("--extra_sst_pass", action="store_true",
                    help="end each epoch with one pass of SST-only steps (Song/Hu/Pan, against Quora's dominance)")
+
+
+def steps_per_epoch(args, sizes: list[int], sst_size: int, world_size: int = 1) -> tuple[int, int]:
+    """(steps drawn from the schedule, all steps) of one epoch of train_multitask.py. The schedule's steps make
+    one pass over all training data in expectation (--steps_per_epoch overrides it), counting the batches each
+    step takes: --grad_accum micro-batches of one task, of K tasks (--heterogeneous, surgery) or of N
+    (--grad_compromise N). --extra_sst_pass adds one pass over SST at the end."""
+    per_step = args.grad_compromise or (len(sizes) if args.heterogeneous or args.surgery != "none" else 1)
+    schedule = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * world_size * args.grad_accum
+                                                                * per_step))
+    sst_pass = math.ceil(sst_size / (args.batch_size * args.grad_accum)) if args.extra_sst_pass else 0
+    return schedule, schedule + sst_pass

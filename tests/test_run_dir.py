@@ -7,7 +7,6 @@ folder, best.pt, outputs, metrics, plots and predictions (no resume state unless
 that fails before training leaves no folder; lowercase GLUE task names are accepted.
 """
 
-import os
 
 import pytest
 
