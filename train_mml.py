@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, glue, interrupt, metrics, mml, progress, recipes, run_dir
+from minbert import checkpoint, distributed, flags, glue, interrupt, metrics, mml, progress, run_dir
 from minbert import device as machine
 from minbert.adamw import AdamW
 from minbert.atomic import atomic_write
@@ -72,16 +72,13 @@ def parser():
     checkpoint.add_args(p, out_dir="runs/mml")
     run_dir.add_args(p)
     progress.add_args(p)
-    recipes.add_dry_run(p)
     mml.add_args(p)
     return p
 
 
 def parse_args(argv=None):
     p = parser()
-    args = p.parse_args(argv)
-    recipes.dry_run(p, argv, args)   # --dry_run: print every flag, its value and its source (JSON), and exit
-    flags.check(args, p, glue, checkpoint, mml)
+    args = p.parse(argv, glue, checkpoint, mml)   # --dry_run prints every flag, its value and source, and exits
     return args
 
 

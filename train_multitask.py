@@ -24,7 +24,7 @@ from torch import nn
 from tqdm import tqdm
 
 from minbert import checkpoint, data, distributed, flags, gradient_compromise, gradvac, head_pretraining, interrupt
-from minbert import loss_scaling, mnr, multitask, pals, progress, r3f, recipes, run_dir, sampling, smart, stages
+from minbert import loss_scaling, mnr, multitask, pals, progress, r3f, run_dir, sampling, smart, stages
 from minbert import device as machine
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
@@ -72,7 +72,6 @@ def parser():
     checkpoint.add_args(p, out_dir="runs/multitask")
     run_dir.add_args(p)
     progress.add_args(p)
-    recipes.add_dry_run(p)
     for method in METHODS:
         method.add_args(p)
     return p
@@ -80,9 +79,7 @@ def parser():
 
 def parse_args(argv=None):
     p = parser()
-    args = p.parse_args(argv)
-    recipes.dry_run(p, argv, args)   # --dry_run: print every flag, its value and its source (JSON), and exit
-    flags.check(args, p, checkpoint, *METHODS)
+    args = p.parse(argv, checkpoint, *METHODS)   # --dry_run prints every flag, its value and source, and exits
     if args.use_gpu and not args.device.startswith(("auto", "cuda")):
         p.error(f"--use_gpu means --device cuda, but --device {args.device} was given")
     stages.resolve(args)       # --pals_after / --init_from set the flags they imply

@@ -53,7 +53,6 @@ from . import flags
 from .errors import UserError, cli
 from .export import load_outputs, write_json
 from .metrics import accuracy, cs224n_overall, pearson
-from .recipes import add_dry_run, dry_run
 from .report import markdown_table
 
 TASKS = ("sst", "para", "sts")
@@ -240,9 +239,7 @@ def check_args(args, p) -> None:
 def main(argv=None):
     p = flags.ArgumentParser(prog="python -m minbert.ensemble", description=__doc__)
     add_args(p)
-    add_dry_run(p)
-    args = p.parse_args(argv)
-    dry_run(p, argv, args)
+    args = p.parse(argv)
     check_args(args, p)
 
     runs = [load_outputs(r) for r in args.runs]

@@ -10,7 +10,8 @@ fails in well under a second, not after an hour of training.
 
 `ArgumentParser` is argparse's, plus recipe files: `python train_multitask.py @recipes/x.args`
 reads flags from a file, one `--flag value` per line, `#` starting a comment (the recipes cite
-the paper's section on each line).
+the paper's section on each line), and `--dry_run` on every entry point: `parser.parse(argv, *modules)`
+prints the resolved configuration instead of running, else applies each module's `check_args`.
 """
 
 import argparse
@@ -19,6 +20,7 @@ import math
 import os
 import tempfile
 
+from . import recipes
 from .errors import UserError
 
 
@@ -29,6 +31,16 @@ class ArgumentParser(argparse.ArgumentParser):
         kwargs.setdefault("fromfile_prefix_chars", "@")
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
+        self.add_argument("--dry_run", action="store_true",
+                          help="print the resolved configuration (every flag: value and source) as JSON and exit")
+
+    def parse(self, argv=None, *modules):
+        """parse_args; with --dry_run print the configuration and exit (minbert/recipes.py); then each module's
+        combination rules (check_args)."""
+        args = self.parse_args(argv)
+        recipes.dry_run(self, argv, args)
+        check(args, self, *modules)
+        return args
 
     def convert_arg_line_to_args(self, line: str) -> list:
         return line.split("#", 1)[0].split()

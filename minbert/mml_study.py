@@ -47,7 +47,6 @@ from minbert.errors import cli
 from minbert.flags import at_least, between, positive
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
 from minbert.mml import METHODS, PAPER_METRIC, paper_epochs
-from minbert.recipes import add_dry_run, dry_run
 from minbert.report import markdown_table
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
@@ -103,9 +102,7 @@ def check_args(args, p) -> None:
 def parse_args(argv=None):
     p = flags.ArgumentParser(prog="python -m minbert.mml_study", description=__doc__)
     add_args(p)
-    add_dry_run(p)
-    args = p.parse_args(argv)
-    dry_run(p, argv, args)
+    args = p.parse(argv)
     check_args(args, p)
     return args
 

@@ -15,8 +15,8 @@ source is "default" (nobody set it), "recipe" (the last setting came from an @fi
 before the script derives anything from them (e.g. train_multitask.py's lr default per --option
 stays null here: it is resolved at start and printed there).
 
-Entry points call it in two lines:  `add_dry_run(parser)` before parsing, and
-`dry_run(parser, argv, args)` right after `parser.parse_args(argv)`.
+Every `minbert.flags.ArgumentParser` has the flag, and its `parse(argv, ...)` calls
+`dry_run(parser, argv, args)` right after parsing.
 Left out: abbreviated flags (`--lr` given as `--l`) are attributed to the command line only when
 written in full; recipes and the tests always write flags in full.
 """
@@ -26,11 +26,6 @@ import os
 import sys
 
 from .errors import UserError
-
-
-def add_dry_run(parser) -> None:
-    parser.add_argument("--dry_run", action="store_true",
-                        help="print the resolved configuration (every flag: value and source) as JSON and exit")
 
 
 def expand(parser, argv: list[str], source: str = "command line", seen=()) -> list[tuple[str, str]]:

@@ -71,7 +71,6 @@ from .errors import UserError, cli
 from .export import MODEL_DIR, export, write_json
 from .config import BertConfig
 from .model import BertModel
-from .recipes import add_dry_run, dry_run
 from .tokenizer import Tokenizer
 
 TEMPERATURE = 0.05
@@ -210,14 +209,12 @@ def check_args(args, p) -> None:
 def parser():
     p = flags.ArgumentParser(prog="python -m minbert.simcse", description=__doc__)
     add_args(p)
-    add_dry_run(p)
     return p
 
 
 def parse_args(argv=None):
     p = parser()
-    args = p.parse_args(argv)
-    dry_run(p, argv, args)
+    args = p.parse(argv)
     check_args(args, p)
     return args
 

@@ -44,7 +44,7 @@ import sys
 from . import flags
 from .errors import UserError, cli
 from .flags import at_least
-from .recipes import add_dry_run, dry_run
+from .recipes import dry_run
 from .report import markdown_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -475,10 +475,9 @@ def parse_args(argv=None):
                              epilog="Arguments after -- are the budget: train_multitask.py flags shared by every run "
                                     f"(default: {shlex.join(DEFAULT_BUDGET)})")
     add_args(p)
-    add_dry_run(p)
     args = p.parse_args(own)
     args.budget = budget
-    dry_run(p, own, args)
+    dry_run(p, own, args)   # --dry_run (every flags.ArgumentParser has it): the configuration, budget included
     try:
         args.seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
