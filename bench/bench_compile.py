@@ -20,6 +20,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import timing  # noqa: E402
 from minbert.adamw import AdamW  # noqa: E402
 from minbert.compiled import compile_blocks  # noqa: E402
 from minbert.config import BertConfig  # noqa: E402
@@ -53,15 +54,10 @@ def timed(fn, clock=time.perf_counter):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="minilm,bert-base", help="comma list of: " + ", ".join(SHAPES))
-    p.add_argument("--reps", type=int, default=5, help="timed rounds after warm-up; medians are reported")
     p.add_argument("--fast_attention", action="store_true", help="the SDPA attention path (default: written-out softmax)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--cpu_time", action="store_true", help="time steps with the process's CPU time (steadier on a shared "
-                   "machine; use with --threads 1). The compile time stays wall time (inductor compiles in worker processes)")
+    timing.add_args(p, "timed rounds after warm-up; medians are reported (the compile time stays wall time)")
     a = p.parse_args()
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    clock = time.process_time if a.cpu_time else time.perf_counter
+    clock = timing.clock_from_args(a)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, fp32, "
           f"{'SDPA' if a.fast_attention else 'explicit'} attention, median of {a.reps}, {'CPU' if a.cpu_time else 'wall'} time")
     print("| shape | eager s/step | compiled s/step | speed-up | compile s |\n|---|---|---|---|---|")

@@ -14,12 +14,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import timing  # noqa: E402
 from bench_methods import batch  # noqa: E402
 
 from minbert.adamw import AdamW  # noqa: E402
@@ -46,14 +46,10 @@ def median_times(fns: dict, reps: int, clock) -> dict:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--reps", type=int, default=5, help="timed rounds (one more warms up); medians are reported")
     p.add_argument("--fp32", action="store_true", help="no autocast (default: bf16 autocast, as bench_methods)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--cpu_time", action="store_true", help="time with the process's CPU time, not wall time: steadier on a "
-                   "shared machine (use with --threads 1; counts work, not waiting)")
+    timing.add_args(p, "timed rounds (one more warms up); medians are reported")
     a = p.parse_args()
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    clock = timing.clock_from_args(a)
     amp = "off" if a.fp32 else "bf16"
     torch.manual_seed(0)
     model = MultitaskBert(BertModel.from_pretrained("minilm-l6", hidden_dropout_prob=0.1), pooling="mean").train()
@@ -74,7 +70,6 @@ def main():
             opt.zero_grad(set_to_none=True)
         return run
 
-    clock = time.process_time if a.cpu_time else time.perf_counter
     t = median_times({"summed backward": step(), "PCGrad": step(PCGrad(params)), "GradVac": step(GradVac(params))}, a.reps, clock)
     print(f"MiniLM B32 T64 x 3 tasks, {amp}, {torch.get_num_threads()} threads, median of {a.reps}, "
           f"{'process CPU time' if a.cpu_time else 'wall time'}")

@@ -16,32 +16,19 @@ from minbert.config import BertConfig
 from minbert.model import BertModel
 from minbert.multitask import TASKS, MultitaskBert, task_loss
 from minbert.smart import SMART, divergence
+from conftest import B, make_batch
 
 DIV = "minbert.smart.divergence"
 PERTURB = "minbert.smart.SMART.perturb"
 ADV = "minbert.smart.SMART.adversarial_loss"
 BREG = "minbert.smart.SMART.bregman_loss"
 EMA = "minbert.smart.SMART.update_teacher"
-B, T = 4, 12
 
 
 # ---------------------------------------------------------------------------- helpers
 def make_model(seed=0, **config):
     torch.manual_seed(seed)
     return MultitaskBert(BertModel(BertConfig.tiny(**config)))
-
-
-def make_batch(task, seed=0):
-    """(B, T) = (4, 12) random ids; example 0 is padded after 8 tokens; second segment from 6."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, 1000, (B, T), generator=g)
-    mask = torch.ones(B, T, dtype=torch.long)
-    ids[0, 8:], mask[0, 8:] = 0, 0
-    types = torch.zeros(B, T, dtype=torch.long)
-    types[:, 6:] = 1
-    labels = {"sst": torch.randint(0, 5, (B,), generator=g), "para": torch.randint(0, 2, (B,), generator=g).float(),
-              "sts": torch.rand(B, generator=g) * 5}[task]
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}
 
 
 def random_outputs(task, seed, scale=2.0, dtype=torch.float32):

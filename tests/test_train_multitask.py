@@ -13,12 +13,15 @@ import pytest
 import torch
 
 import train_multitask
-from minbert import gradvac, multitask
+from minbert import checkpoint, gradvac, multitask
 from minbert import r3f as r3f_module
 from minbert import smart as smart_module
 from minbert.model import BertModel
 from minbert.pals import PALs
 from conftest import save_tiny_model, signal_on_call, write_task_files  # noqa: F401  (re-exported: test_ensemble)
+
+
+real_load = checkpoint.load
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +43,18 @@ def run(setup, out, *extra):
         for split in ("dev", "test"):
             args += [f"--{task}_{split}_out", str(out / "predictions" / f"{task}-{split}-output.csv")]
     return train_multitask.main(args + list(extra))
+
+
+def cut_and_resume(setup, tmp_path, monkeypatch, n, *flags):
+    """(uninterrupted history, resumed history): one run straight through, one stopped by a real Ctrl-C in its
+    n-th task loss and resumed from interrupted.pt."""
+    full = run(setup, tmp_path / "full", *flags)
+    with monkeypatch.context() as m:
+        signal_on_call(m, train_multitask, "task_loss", n)
+        with pytest.raises(SystemExit) as stopped:
+            run(setup, tmp_path / "cut", *flags)
+    assert stopped.value.code == 130, f"a Ctrl-C must exit with status 130, got {stopped.value.code}"
+    return full, run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
 
 
 def test_smoke_run_trains_evaluates_and_writes_every_output(setup, tmp_path):
@@ -64,13 +79,7 @@ def test_smoke_run_trains_evaluates_and_writes_every_output(setup, tmp_path):
 
 
 def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch):
-    full = run(setup, tmp_path / "full")
-    with monkeypatch.context() as m:   # a real Ctrl-C during the 20th task loss
-        signal_on_call(m, train_multitask, "task_loss", 20)
-        with pytest.raises(SystemExit) as e:
-            run(setup, tmp_path / "cut")
-    assert e.value.code == 130
-    resumed = run(setup, tmp_path / "cut", "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
+    full, resumed = cut_and_resume(setup, tmp_path, monkeypatch, 20)   # Ctrl-C in the 20th task loss
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     got, want = [resumed[-1][k] for k in keys], [full[-1][k] for k in keys]
     assert got == want, f"train_multitask resume: final dev scores {got} differ from the uninterrupted run's {want}"
@@ -157,15 +166,11 @@ def test_pals_with_frozen_bert_train_only_pals_and_heads(setup, tmp_path):
 
 
 def test_resume_keeps_smart_teacher_and_gradvac_state(setup, tmp_path, monkeypatch):
-    flags = ["--smart", "1", "--surgery", "gradvac"]
-    full = run(setup, tmp_path / "full", *flags)
-    with monkeypatch.context() as m:   # a real Ctrl-C during the 25th task loss
-        signal_on_call(m, train_multitask, "task_loss", 25)
-        with pytest.raises(SystemExit):
-            run(setup, tmp_path / "cut", *flags)
-    ck = torch.load(tmp_path / "cut" / "run" / "interrupted.pt", weights_only=True)
+    saved = []
+    monkeypatch.setattr(checkpoint, "load", lambda path, *a: saved.append(real_load(path, *a)) or saved[-1])
+    full, resumed = cut_and_resume(setup, tmp_path, monkeypatch, 25, "--smart", "1", "--surgery", "gradvac")
+    ck = next(c for c in saved if "optimizer" in c)   # the interrupted.pt the resume read
     assert ck["smart"] is not None and ck["surgery"] is not None, "interrupted.pt must hold the SMART teacher and GradVac state"
-    resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     assert [resumed[-1][k] for k in keys] == [full[-1][k] for k in keys], "resume with --smart --surgery gradvac diverged"
 
@@ -269,13 +274,7 @@ def test_resume_with_grad_compromise_replays_the_schedule(setup, tmp_path, monke
     checkpointed numpy Generator, so a run interrupted mid-epoch and resumed ends with the same dev
     scores as an uninterrupted one. 24 examples per task, batch 4, 5 batches per update: 4 updates
     (20 batch losses) per epoch; the interrupt comes at loss 27, inside epoch 2."""
-    flags = ["--grad_compromise", "5", "--gradvac_groups", "layer"]
-    full = run(setup, tmp_path / "full", *flags)
-    with monkeypatch.context() as m:   # a real Ctrl-C during the 27th task loss
-        signal_on_call(m, train_multitask, "task_loss", 27)
-        with pytest.raises(SystemExit):
-            run(setup, tmp_path / "cut", *flags)
-    resumed = run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
+    full, resumed = cut_and_resume(setup, tmp_path, monkeypatch, 27, "--grad_compromise", "5", "--gradvac_groups", "layer")
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     assert [resumed[-1][k] for k in keys] == [full[-1][k] for k in keys], \
         "train_multitask --grad_compromise: resume diverged (minbert.gradient_compromise.GradientCompromise.tasks must use the sampler's rng)"
