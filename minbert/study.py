@@ -25,8 +25,9 @@ Outputs in OUT_DIR:
   study.png               dev overall per configuration with its 95% interval, and its paired difference from the
                           baseline with its interval (matplotlib optional, as elsewhere).
   machine.json            CPU, native bf16 or not, GPU, torch, load; commands.txt: every command run, exactly.
-  --results_dir DIR gets a copy of those small files (e.g. bench/results/study); the runs stay in OUT_DIR, and
-  a finished run's best.pt/last.pt are deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
+  --results_dir DIR gets a copy of those small files (e.g. bench/results/study), the table so far after every
+  seed, and each finished run's metrics.jsonl and outputs.pt under DIR/runs/: commit them, and a later session
+  (whose OUT_DIR is gone) skips those runs. The runs stay in OUT_DIR, and a finished run's best.pt/last.pt are deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
   --keep_checkpoints: 45 MiniLM runs would otherwise fill ~25 GB.
 
     python -m minbert.study --configs baseline,pals,smart --seeds 1,2,3 --out_dir runs/study -- --model minilm-l6 ...
@@ -38,6 +39,7 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -211,12 +213,40 @@ def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str) 
             "--out_dir", run_dir, *outs]
 
 
+SMALL_FILES = ("metrics.jsonl", "outputs.pt")   # what a finished run is scored and ensembled from
+
+
 class Runner:
     """Runs commands one at a time, logs them to commands.txt, stops the study when a run is interrupted."""
 
-    def __init__(self, out_dir: str, max_runs: int = 0, in_process: bool = False, keep_checkpoints: bool = False):
+    def __init__(self, out_dir: str, max_runs: int = 0, in_process: bool = False, keep_checkpoints: bool = False,
+                 results_dir: str | None = None):
         self.out_dir, self.max_runs, self.started, self.in_process = out_dir, max_runs, 0, in_process
-        self.keep_checkpoints = keep_checkpoints
+        self.keep_checkpoints, self.results_dir = keep_checkpoints, results_dir
+
+    def saved(self, run_dir: str) -> str | None:
+        """Where --results_dir keeps a run's small files (results_dir/runs/<config>/seed<k>/...), or None."""
+        if not self.results_dir:
+            return None
+        return os.path.join(self.results_dir, "runs", os.path.relpath(run_dir, self.out_dir))
+
+    def restore(self, run_dir: str, epochs: int) -> bool:
+        """Whether the run is finished: here, or in an earlier session whose small files were committed under
+        --results_dir (they are copied back, so the tables and ensembles read them as usual)."""
+        saved = self.saved(run_dir)
+        if not finished(run_dir, epochs) and saved and finished(saved, epochs):
+            os.makedirs(run_dir, exist_ok=True)
+            for name in SMALL_FILES:
+                shutil.copy(os.path.join(saved, name), os.path.join(run_dir, name))
+        return finished(run_dir, epochs)
+
+    def keep(self, run_dir: str) -> None:
+        """Copy a finished run's small files under --results_dir (commit them: a later session skips the run)."""
+        saved = self.saved(run_dir)
+        if saved:
+            os.makedirs(saved, exist_ok=True)
+            for name in SMALL_FILES:
+                shutil.copy(os.path.join(run_dir, name), os.path.join(saved, name))
 
     def tidy(self, run_dir: str) -> None:
         """A finished run needs only metrics.jsonl, outputs.pt (ensembles) and model/ (the next stage): its
@@ -270,7 +300,7 @@ class Runner:
 
     def train(self, budget, extra, seed, run_dir) -> None:
         """One train_multitask.py run, skipped when finished, resumed when a checkpoint exists."""
-        if finished(run_dir, budget_epochs(budget)):
+        if self.restore(run_dir, budget_epochs(budget)):
             print(f"skip {run_dir}: finished")
             self.tidy(run_dir)
             return
@@ -280,6 +310,7 @@ class Runner:
             command += ["--resume", resume]
         self.run(command, os.path.join(run_dir, "log.txt"))
         self.tidy(run_dir)
+        self.keep(run_dir)
 
 
 class StopStudy(Exception):
@@ -291,6 +322,8 @@ def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir:
     """Run (or resume) one configuration at one seed; returns the folder whose metrics.jsonl scores it."""
     run_dir = os.path.join(out_dir, name, f"seed{seed}")
     budget = budget + steps_per_epoch(name, budget, examples)
+    if name in ("simcse", "pals_after") and runner.restore(run_dir, 1 if name == "pals_after" else budget_epochs(budget)):
+        return run_dir   # finished in an earlier session: its first stage is not needed again
     if name == "simcse":
         encoder = os.path.join(run_dir, "simcse")
         if not os.path.isfile(os.path.join(encoder, "model", "config.json")):
@@ -501,30 +534,36 @@ def main(argv=None):
     header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs, "machine": machine()}
     with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
         json.dump(header, f, indent=1)
-    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints)
+    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir)
     scores = {}
     try:
         # Seed-major order: a study stopped early has every configuration for the seeds it finished.
-        for seed in args.seeds:
+        for done, seed in enumerate(args.seeds, 1):
             for name in args.configs:
                 if name != "ensemble":
                     scores.setdefault(name, {})[seed] = best_scores(run_config(runner, name, seed, args.budget, args.out_dir,
                                                                                 args.simcse_steps, args.examples_per_epoch))
+            if done < len(args.seeds):   # the table so far: a study stopped early still reports its finished seeds
+                report(args, summarise(scores, args.seeds[:done], None), header)
         ensemble = ensemble_scores(runner, args.seeds, args.out_dir) if "ensemble" in args.configs else None
     except StopStudy as e:
         print(f"study stopped: {e}")
         return None
     summary = summarise(scores, args.seeds, ensemble)
+    print(report(args, summary, header))
+    return summary
+
+
+def report(args, summary: dict, header: dict) -> str:
+    """table.md/.json and study.png in --out_dir, copied with machine.json and commands.txt to --results_dir."""
     md = write_table(args.out_dir, summary, header)
     plot(os.path.join(args.out_dir, "study.png"), summary)
     if args.results_dir:   # the small files worth committing; the runs stay in out_dir
-        import shutil
         os.makedirs(args.results_dir, exist_ok=True)
         for name in ("table.md", "table.json", "study.png", "machine.json", "commands.txt"):
             if os.path.isfile(os.path.join(args.out_dir, name)):
                 shutil.copy(os.path.join(args.out_dir, name), os.path.join(args.results_dir, name))
-    print(md)
-    return summary
+    return md
 
 
 if __name__ == "__main__":

@@ -126,3 +126,20 @@ def test_interrupted_study_resumes_to_the_same_table(tiny):
             assert a[name]["scores"][metric]["values"] == pytest.approx(b[name]["scores"][metric]["values"], abs=1e-6), \
                 f"{MOD}: resumed study differs from the uninterrupted one at {name} {metric}"
     assert resumed is not None
+
+
+def test_a_later_session_with_only_the_committed_results_runs_nothing(tiny):
+    """The run folders are not committed (models, checkpoints); --results_dir keeps each finished run's
+    metrics.jsonl and outputs.pt. A fresh session with only that folder must rerun no training and end with the
+    same table (the ensemble is recomputed from the kept outputs)."""
+    root, argv, budget, _ = tiny
+    import shutil
+    later = root / "later"
+    shutil.copytree(root / "results", later / "results")
+    summary = study.main([*argv, "--out_dir", str(later / "runs"), "--results_dir", str(later / "results"), "--", *budget])
+    commands = (later / "runs" / "commands.txt").read_text()
+    assert "train_multitask.py" not in commands, f"{MOD}: runs kept under --results_dir were run again:\n{commands}"
+    a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
+    b = json.loads((later / "runs" / "table.json").read_text())["configurations"]
+    assert {n: a[n]["scores"] for n in a} == {n: b[n]["scores"] for n in b}, f"{MOD}: the restored study's table differs"
+    assert summary is not None
