@@ -47,7 +47,7 @@ from minbert.errors import cli
 from minbert.flags import at_least, between, positive
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
 from minbert.mml import METHODS, PAPER_METRIC, paper_epochs
-from minbert.report import markdown_table
+from minbert.report import markdown_table, pyplot
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
 PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # the columns of Tables 2-5
@@ -338,12 +338,8 @@ def write_cross(args, runs):
 
 def plot_profile(path, errors, methods, profile_on="error") -> bool:
     """Figure 3: ρ_m(τ) against τ for every method, as a step plot."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")   # files only, no window
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"matplotlib is not installed: no {path}")
+    plt = pyplot(path)   # None (and a note) without matplotlib
+    if plt is None:
         return False
     finite = [e[m] / min(e.values()) for e in errors for m in methods if min(e.values()) > 0]
     taus = np.linspace(1.0, max(finite + [1.0]) * 1.05 + 1e-3, 400)

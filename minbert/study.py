@@ -47,7 +47,7 @@ from . import flags
 from .errors import UserError, cli
 from .flags import at_least
 from .recipes import dry_run
-from .report import markdown_table
+from .report import markdown_table, pyplot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
@@ -435,12 +435,8 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
 def plot(path: str, summary: dict) -> bool:
     """Two panels: dev overall per configuration (mean, 95% t-interval of the mean over seeds), and its paired
     difference from the baseline (mean, 95% t-interval). The ensemble, one model, is a point without interval."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"matplotlib is not installed: no {path}")
+    plt = pyplot(path)   # None (and a note) without matplotlib
+    if plt is None:
         return False
     names = list(summary)
     fig, axes = plt.subplots(1, 2, figsize=(11, 0.4 * len(names) + 1.8), sharey=True)
