@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, interrupt, metrics
+from minbert import checkpoint, distributed, fast_paths, flags, interrupt, metrics
 from minbert.adamw import AdamW
 from minbert.compiled import compile_blocks
 from minbert.data import TaskData
@@ -73,6 +73,7 @@ def parse_args(argv=None):
                    help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off elsewhere "
                         "(bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
     p.add_argument("--compile", action="store_true", help="torch.compile the encoder blocks and heads: faster steps after a one-off compile (needs a C++ compiler on CPU)")
+    fast_paths.add_args(p)
     p.add_argument("--seed", type=int, default=1, help="seeds heads, dropout and batch order; report mean ± std over several")
     # --- data and outputs
     p.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout (TASK/train.tsv, dev.tsv)")
@@ -97,7 +98,7 @@ def parse_args(argv=None):
 
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
-RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "amp", "glue_dir", "out_dir", "eval_tasks"}
+RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "fast_paths", "amp", "glue_dir", "out_dir", "eval_tasks"}
 
 
 def score(task, out, gold) -> dict:
@@ -122,6 +123,8 @@ def train(args, stop):
     args.amp, amp_reason = resolve_amp(args.amp, device)
     spec = METHODS[args.method]
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, method {args.method}")
+    fast = fast_paths.from_args(args, device)
+    print(f"fast paths: {fast}")
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -170,7 +173,7 @@ def train(args, stop):
 
     # ------------------------------------------------------------------ optimizer, batch stream
     steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
-    optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=fast.fused_adamw)
     scaler = grad_scaler(device, args.amp)
     stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch
 

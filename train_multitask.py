@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, interrupt
+from minbert import checkpoint, distributed, fast_paths, flags, interrupt
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
 from minbert.data import CS224N_FILES, DEFAULT_DATA_DIR, PREDICTION_HEADERS, TaskData, default_paths, read_quora, read_sst, read_sts, write_predictions
@@ -55,7 +55,7 @@ from minbert.tokenizer import Tokenizer
 
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
-RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "use_gpu", "amp", "data_dir", "data_notes", "out_dir",
+RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "fast_paths", "use_gpu", "amp", "data_dir", "data_notes", "out_dir",
                      *CS224N_FILES, *(f"{t}_{s}_out" for t in TASKS for s in ("dev", "test"))}
 
 
@@ -129,6 +129,7 @@ def parse_args(argv=None):
                    help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off elsewhere "
                         "(bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
     p.add_argument("--compile", action="store_true", help="torch.compile the encoder blocks and heads: faster steps after a one-off compile (needs a C++ compiler on CPU)")
+    fast_paths.add_args(p)
     p.add_argument("--seed", type=int, default=11711)
     # --- data and outputs
     p.add_argument("--data_dir", default=DEFAULT_DATA_DIR,
@@ -197,6 +198,8 @@ def train(args, stop):
     device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
+    fast = fast_paths.from_args(args, device)
+    print(f"fast paths: {fast}")
     for note in args.data_notes:
         print(f"data: {note}")
 
@@ -262,7 +265,7 @@ def train(args, stop):
     new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
     groups = param_groups(model.encoder, args.weight_decay)
     groups += [g | {"lr": args.head_lr or args.lr} for g in param_groups(new_params, args.weight_decay)]
-    optimizer = AdamW(groups, lr=args.lr)
+    optimizer = AdamW(groups, lr=args.lr, fused=fast.fused_adamw)
     scheduler = linear_warmup_decay(optimizer, int(args.warmup * total_steps), total_steps)
     scaler = grad_scaler(device, args.amp)
     schedule = "annealed" if args.grad_compromise else args.schedule

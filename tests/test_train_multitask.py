@@ -104,17 +104,19 @@ def test_smoke_run_trains_evaluates_and_writes_every_output(setup, tmp_path):
                 assert value.strip() in {str(v) for v in range(5)}, f"{task}: prediction {value!r} is not an int label"
 
 
-def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch):
-    full = run(setup, tmp_path / "full")
+@pytest.mark.parametrize("fast", ["auto", "off"])   # the other resume tests run with the default, auto
+def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch, fast):
+    full = run(setup, tmp_path / "full", "--fast_paths", fast)
     with monkeypatch.context() as m:   # a real Ctrl-C during the 20th task loss
         signal_on_call(m, train_multitask, "task_loss", 20)
         with pytest.raises(SystemExit) as e:
-            run(setup, tmp_path / "cut")
+            run(setup, tmp_path / "cut", "--fast_paths", fast)
     assert e.value.code == 130
-    resumed = run(setup, tmp_path / "cut", "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
+    resumed = run(setup, tmp_path / "cut", "--fast_paths", fast, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     got, want = [resumed[-1][k] for k in keys], [full[-1][k] for k in keys]
-    assert got == want, f"train_multitask resume: final dev scores {got} differ from the uninterrupted run's {want}"
+    assert got == want, (f"train_multitask resume (--fast_paths {fast}): final dev scores {got} differ from the "
+                         f"uninterrupted run's {want}")
 
 
 def test_pretrain_option_leaves_encoder_weights_untouched(setup, tmp_path):

@@ -1,0 +1,77 @@
+"""Fast paths for the train step (issue 21): given code, chosen automatically, one flag away from off.
+
+The readable code stays the reference: AdamW's numbered equations (minbert/adamw.py), the written-out
+attention and dropout. It is what the classroom grades and what the tests compare against. A fast
+path computes the same thing with fewer passes over memory, and tests/test_fast_paths.py checks it
+against the readable path (parameters after 3 steps, fp32 and bf16); with `--fast_paths off`
+every script runs the readable path bit for bit.
+
+    --fast_paths auto          every path below that applies here (the default)
+    --fast_paths off           the readable path only
+    --fast_paths fused_adamw   a comma list: only these (still only where they apply)
+
+The paths, with what each bought on a 2-core AMD EPYC (Zen 5, AVX512-BF16), bench/results/roofline.md:
+  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach
+                passes and a parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
+  keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step (the
+                word-embedding gradient) stop page-faulting (minbert.device.keep_freed_memory). Linux CPU.
+Measured and not kept (bench/results/roofline.md says by how much): bf16 weight copies kept next to
+the fp32 master weights (the optimizer would have to write them, which costs the cast it saves),
+a cheaper bf16 dropout mask, and `--compile` in bf16 (its own flag, minbert/compiled.py).
+"""
+
+import argparse
+from dataclasses import dataclass
+
+import torch
+
+from .device import keep_freed_memory
+
+PATHS = ("fused_adamw", "keep_memory")
+
+
+@dataclass
+class FastPaths:
+    fused_adamw: bool = False   # AdamW(fused=...)
+    keep_memory: bool = False   # keep_freed_memory() was applied to this process
+
+    def __str__(self):
+        on = [name for name in PATHS if getattr(self, name)]
+        return ", ".join(on) if on else "off (readable paths only)"
+
+
+def names(text: str) -> set:
+    """'auto' | 'off' | a comma list of PATHS -> the set of names asked for (ValueError if unknown)."""
+    if text == "auto":
+        return set(PATHS)
+    if text == "off":
+        return set()
+    asked = {name.strip() for name in text.split(",") if name.strip()}
+    if not asked or asked - set(PATHS):
+        raise ValueError(f"expected auto, off or a comma list of {', '.join(PATHS)}; got {text!r}")
+    return asked
+
+
+def _flag(text: str) -> str:
+    """argparse type=: checks the value, keeps the string (checkpoints store flags as plain values)."""
+    try:
+        names(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def add_args(parser) -> None:
+    g = parser.add_argument_group("fast paths (issue 21: a bf16 train step that spends its time in matmuls)")
+    g.add_argument("--fast_paths", type=_flag, default="auto", metavar="auto|off|" + ",".join(PATHS),
+                   help="faster code for the same maths (fused AdamW; no page faults on big tensors); tested "
+                        "equal to the readable code. 'off' runs the readable code only, e.g. to step through it")
+
+
+def from_args(args, device: torch.device) -> FastPaths:
+    """Turn on what was asked for and applies on `device`; says what it did."""
+    asked = names(args.fast_paths)
+    fast = FastPaths(fused_adamw="fused_adamw" in asked and device.type in ("cpu", "cuda"))
+    if "keep_memory" in asked and device.type == "cpu":
+        fast.keep_memory = keep_freed_memory()
+    return fast
