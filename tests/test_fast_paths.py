@@ -1,4 +1,5 @@
 """Each fast path (minbert/fast_paths.py) computes what its readable path computes.
+Fused AdamW within a stated tolerance; keep_memory and the dropout mask bit for bit.
 
 Oracles: (b) live — the readable path: parameters of a tiny BERT after 3 train steps with the fast
 path on equal those with it off, within a stated tolerance, in fp32 and in bf16 autocast; with the
@@ -19,6 +20,7 @@ from minbert import fast_paths
 from minbert.adamw import AdamW, param_groups
 from minbert.config import BertConfig
 from minbert.device import keep_freed_memory
+from minbert.dropout import dropout, set_fast_mask
 from minbert.model import BertModel
 
 # The fused kernel rounds p·(1 − lr·λ) − step·m/denom in another order than the foreach passes (a
@@ -52,9 +54,13 @@ def train(model, opt, precision):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def run(precision, **adamw):
+def run(precision, fused=False, dropout_mask=False):
     model = tiny_model()
-    return train(model, AdamW(param_groups(model, 0.01), lr=1e-3, **adamw), precision)
+    set_fast_mask(dropout_mask)
+    try:
+        return train(model, AdamW(param_groups(model, 0.01), lr=1e-3, fused=fused), precision)
+    finally:
+        set_fast_mask(False)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -72,17 +78,41 @@ def test_fused_adamw_matches_the_readable_equations_after_3_steps(precision):
 def test_fast_paths_off_is_torch_adamw_bit_for_bit_and_never_calls_the_fused_kernel(precision, monkeypatch):
     args = argparse.Namespace(fast_paths="off")
     fast = fast_paths.from_args(args, torch.device("cpu"))
-    assert not fast.fused_adamw and not fast.keep_memory, f"--fast_paths off turned something on: {fast}"
+    assert not (fast.fused_adamw or fast.keep_memory or fast.dropout_mask), f"--fast_paths off turned something on: {fast}"
 
     def forbidden(*a, **k):
         raise AssertionError("--fast_paths off called torch._fused_adamw_")
     monkeypatch.setattr(torch, "_fused_adamw_", forbidden)
-    ours = run(precision, fused=fast.fused_adamw)
+    ours = run(precision, fused=fast.fused_adamw, dropout_mask=fast.dropout_mask)
     model = tiny_model()
     want = train(model, torch.optim.AdamW(param_groups(model, 0.01), lr=1e-3, foreach=True), precision)
     for i, (a, b) in enumerate(zip(ours, want)):
         assert torch.equal(a, b), (f"--fast_paths off ({precision}): parameter {i} after 3 steps is not bit-identical "
                                    "to torch.optim.AdamW(foreach=True), the readable path's reference")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_dropout_mask_fast_path_is_the_readable_dropout_bit_for_bit(precision):
+    """Same seed, same mask: outputs and input gradients identical, and 3 train steps too."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    x = torch.randn(4, 8, 33).to(dtype)   # an odd size: the last int64 draw is only partly used
+    outs = {}
+    for fast in (False, True):
+        set_fast_mask(fast)
+        try:
+            torch.manual_seed(5)
+            xi = x.clone().requires_grad_()
+            y = dropout(xi, 0.1)
+            (y.float() * torch.arange(y.numel()).view(y.shape)).sum().backward()
+            outs[fast] = (y.detach(), xi.grad)
+        finally:
+            set_fast_mask(False)
+    assert (outs[False][0] == 0).any() and (outs[False][0] != 0).any(), "the mask dropped nothing or everything"
+    assert torch.equal(outs[True][0], outs[False][0]), f"minbert.dropout fast mask ({precision}): output differs"
+    assert torch.equal(outs[True][1], outs[False][1]), f"minbert.dropout fast mask ({precision}): gradient differs"
+    want, got = run(precision), run(precision, dropout_mask=True)
+    assert all(torch.equal(a, b) for a, b in zip(got, want)), \
+        f"dropout_mask ({precision}): parameters after 3 steps differ from the readable dropout's"
 
 
 def test_fused_adamw_state_dict_is_the_readable_one_and_continues_exactly():
@@ -153,4 +183,5 @@ def test_flag_accepts_auto_off_and_lists_and_rejects_unknown_names():
     with pytest.raises(SystemExit):
         p.parse_args(["--fast_paths", "fused_adam"])   # a typo must stop at parse time
     mps = fast_paths.from_args(argparse.Namespace(fast_paths="auto"), torch.device("mps"))
-    assert not mps.fused_adamw and not mps.keep_memory, "fast paths must apply only where they are implemented"
+    assert not (mps.fused_adamw or mps.keep_memory or mps.dropout_mask), "fast paths must apply only where implemented"
+    fast_paths.from_args(argparse.Namespace(fast_paths="off"), torch.device("cpu"))   # leave the readable dropout on
