@@ -54,7 +54,8 @@ RESULTS = Path(__file__).parent / "results" / "roofline.md"
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
           "aten::_scaled_dot_product_flash_attention_for_cpu"}
 DROPOUT = {"aten::random_", "aten::bernoulli_", "aten::native_dropout", "aten::native_dropout_backward",
-           "aten::ge", "aten::where", "aten::dropout", "aten::addcmul"}   # addcmul: the fast mask (AdamW's is optimizer)
+           "aten::ge", "aten::where", "aten::dropout",
+           "aten::addcmul"}   # the fast mask's; AdamW's addcmul counts as optimizer (checked first)
 
 
 # ---------------------------------------------------------------------- models and one step
@@ -86,7 +87,8 @@ def load(who: str, ckpt: str, fast) -> tuple:
     else:
         model = BertModel.from_pretrained(ckpt)
     fused = fast.fused_adamw and who != "readable"
-    return model, AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fused), fast.dropout_mask and who == "fast"
+    opt = AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fused)
+    return model, opt, fast.dropout_mask and who == "fast"
 
 
 def make_batch(B: int, T: int) -> dict:
@@ -108,6 +110,21 @@ def step(model, opt, fast_mask, batch, precision) -> tuple[float, float]:
     opt.step()
     opt.zero_grad(set_to_none=True)
     return t1 - t0, time.perf_counter() - t0
+
+
+def weight_cast_seconds(model, reps: int = 5) -> float:
+    """What autocast spends per step casting the matmul weights to bf16 (once per step: it caches
+    the cast within the autocast region). bf16 weight copies kept next to the fp32 masters would
+    save this in the forward, but the optimizer would then have to write the copies after every
+    step, the same read-fp32/write-bf16 pass, unless the AdamW kernel wrote them in its own pass
+    (torch's does not). So this is the most weight copies could save, before paying it back."""
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        [w.to(torch.bfloat16) for w in weights]
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 7) -> float:
@@ -163,8 +180,8 @@ def measure(shape, precision, steps, fast, compile_too, tmp) -> dict:
         from minbert.compiled import compile_blocks
         model = BertModel.from_pretrained(ckpt)
         compile_blocks(model, [])
-        variants["fast+compile"] = (model, AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fast.fused_adamw),
-                                    fast.dropout_mask)
+        opt = AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fast.fused_adamw)
+        variants["fast+compile"] = (model, opt, fast.dropout_mask)
         for _ in range(2):   # compile (forward and backward graphs) before anything is timed
             step(*variants["fast+compile"], batch, precision)
     with FlopCounterMode(display=False) as counter:
@@ -179,8 +196,9 @@ def measure(shape, precision, steps, fast, compile_too, tmp) -> dict:
                 times[who].append(t)
     med = {who: (statistics.median(f for f, _ in ts), statistics.median(s for _, s in ts)) for who, ts in times.items()}
     prof = {who: profile_groups(*variants[who], batch, precision) for who in ("readable", "fast")}
+    casts = weight_cast_seconds(variants["fast"][0]) if precision == "bf16" else None
     return {"shape": f"{shape} B={B} T={T} ({weights})", "precision": precision, "flops": flops, "peak": peak,
-            "times": med, "profile": prof}
+            "times": med, "profile": prof, "weight_casts": casts}
 
 
 # ---------------------------------------------------------------------- report
@@ -227,7 +245,8 @@ def main():
             rows.append([r["shape"], r["precision"], who, f"{st:.3f}", f"{fb:.3f}", f"{gf:.0f}", f"{rate:.0f}",
                          f"{r['peak']:.0f}", f"**{rate / r['peak']:.0%}**"])
         t = r["times"]
-        ratio_rows.append([r["shape"], r["precision"], f"{t['readable'][1] / t['fast'][1]:.2f}",
+        casts = "" if r["weight_casts"] is None else f"{r['weight_casts'] / t['fast'][1]:.1%}"
+        ratio_rows.append([r["shape"], r["precision"], casts, f"{t['readable'][1] / t['fast'][1]:.2f}",
                            f"{t['hf'][0] / t['fast'][0]:.2f}", f"{t['hf'][1] / t['fast'][1]:.2f}"]
                           + ([f"{t['fast'][1] / t['fast+compile'][1]:.2f}"] if "fast+compile" in t else []))
         for who, groups in r["profile"].items():
@@ -236,8 +255,11 @@ def main():
         f"## {time.strftime('%Y-%m-%d %H:%M')}: {head}; load average after: {load}",
         table(["shape", "precision", "variant", "step s", "fwd+bwd s", "GFLOP/step", "GFLOP/s", "matmul peak GFLOP/s",
                "share of peak"], rows),
-        "Ratios in the same process (> 1: the first named is slower):",
-        table(["shape", "precision", "readable / fast step", "HF / fast fwd+bwd", "HF / fast step"]
+        "Ratios in the same process (> 1: the first named is slower). Weight casts: autocast's fp32 -> bf16 "
+        "cast of every Linear weight, timed alone, as a share of the fast step: the most bf16 weight copies "
+        "could save (see weight_cast_seconds):",
+        table(["shape", "precision", "weight casts / fast step", "readable / fast step", "HF / fast fwd+bwd",
+               "HF / fast step"]
               + (["fast / fast+compile step"] if args.compile else []), ratio_rows),
         "Profile, self CPU time over 2 steps, grouped:",
         table(["shape", "precision", "variant", "matmul", "optimizer", "casts", "dropout", "other"], prof_rows),

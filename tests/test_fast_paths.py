@@ -78,7 +78,7 @@ def test_fused_adamw_matches_the_readable_equations_after_3_steps(precision):
 def test_fast_paths_off_is_torch_adamw_bit_for_bit_and_never_calls_the_fused_kernel(precision, monkeypatch):
     args = argparse.Namespace(fast_paths="off")
     fast = fast_paths.from_args(args, torch.device("cpu"))
-    assert not (fast.fused_adamw or fast.keep_memory or fast.dropout_mask), f"--fast_paths off turned something on: {fast}"
+    assert not (fast.fused_adamw or fast.keep_memory or fast.dropout_mask), f"--fast_paths off turned on: {fast}"
 
     def forbidden(*a, **k):
         raise AssertionError("--fast_paths off called torch._fused_adamw_")
