@@ -16,8 +16,8 @@ at B=16 T=128, and for fp32 and bf16 (CPU autocast), it measures in one process,
 One step = forward + loss + backward (timed as "fwd+bwd") + AdamW step + zero_grad. FLOPs of one
 step are counted by torch.utils.flop_counter (matmuls only, forward and backward, the usual
 roofline convention; the optimizer adds no matmul FLOPs). The peak is a 2048x2048 matmul in the
-step's dtype (bf16 tensors for bf16), measured in the same process right before the shape's
-steps. Share of peak = counted FLOPs / step time / peak.
+step's dtype (bf16 tensors for bf16), sampled once per timing round (fastest of 3), median over
+the rounds. Share of peak = counted FLOPs / median step time / median peak.
 The profile (torch.profiler, self CPU time over 2 steps of readable and of fast) is grouped as
 matmul / optimizer / casts / dropout / other by op name and by the op's ancestors (anything under
 Optimizer.step is optimizer; copies under aten::to are autocast's casts, and so is the fast
@@ -127,16 +127,14 @@ def weight_cast_seconds(model, reps: int = 5) -> float:
     return statistics.median(times)
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 7) -> float:
-    """GFLOP/s of an n x n x n matmul in `dtype`, median of `reps` after 2 warm-ups."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+def matmul_seconds(a, b, reps: int = 3) -> float:
+    """The fastest of `reps` a @ b: one sample of the peak, taken once per timing round."""
     times = []
-    for i in range(2 + reps):
+    for _ in range(reps):
         t = time.perf_counter()
         torch.mm(a, b)
-        if i >= 2:
-            times.append(time.perf_counter() - t)
-    return 2 * n**3 / statistics.median(times) / 1e9
+        times.append(time.perf_counter() - t)
+    return min(times)
 
 
 # ---------------------------------------------------------------------- profile, grouped
@@ -187,13 +185,19 @@ def measure(shape, precision, steps, fast, compile_too, tmp) -> dict:
     with FlopCounterMode(display=False) as counter:
         step(*variants["readable"], batch, precision)
     flops = counter.get_total_flops()
-    peak = matmul_peak(torch.bfloat16 if precision == "bf16" else torch.float32)
-    names, times = list(variants), {who: [] for who in variants}
+    n = 2048
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    names, times, peaks = list(variants), {who: [] for who in variants}, []
     for i in range(1 + steps):   # round 0 warms up; the order alternates to cancel drift
+        # the peak is sampled in every round, among the steps, so that other jobs on a shared
+        # machine slow it down as much as the steps it is compared with
+        peaks.append(2 * n**3 / matmul_seconds(a, b) / 1e9)
         for who in (names if i % 2 else names[::-1]):
             t = step(*variants[who], batch, precision)
             if i > 0:
                 times[who].append(t)
+    peak = statistics.median(peaks[1:])
     med = {who: (statistics.median(f for f, _ in ts), statistics.median(s for _, s in ts)) for who, ts in times.items()}
     prof = {who: profile_groups(*variants[who], batch, precision) for who in ("readable", "fast")}
     casts = weight_cast_seconds(variants["fast"][0]) if precision == "bf16" else None
