@@ -205,6 +205,63 @@ def measure(shape, precision, steps, fast, compile_too, tmp) -> dict:
             "times": med, "profile": prof, "weight_casts": casts}
 
 
+# ---------------------------------------------------------------------- each fast path alone
+
+def components(shape: str, rounds: int, tmp: str) -> list:
+    """Each fast path timed alone against its readable path, interleaved, `rounds` times each:
+    robust to a busy machine where whole steps are not. -> table rows (median and min ms)."""
+    from minbert.device import keep_freed_memory
+    from minbert.dropout import dropout
+    B, T = SHAPES[shape]
+    ckpt, _ = checkpoint_dir(shape, tmp)
+    params = [p for p in BertModel.from_pretrained(ckpt).parameters()]
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    opts = {f: AdamW([p.detach().clone().requires_grad_() for p in params], lr=1e-5, fused=f) for f in (False, True)}
+    for f, opt in opts.items():
+        for p, q in zip(opt.param_groups[0]["params"], params):
+            p.grad = q.grad
+    C = params[0].shape[1]
+    x = torch.randn(B, T, C).to(torch.bfloat16)
+
+    def drop(fast):
+        set_fast_mask(fast)
+        xi = x.detach().requires_grad_()
+        dropout(xi, 0.1).backward(x)
+        set_fast_mask(False)
+
+    emb = params[0]   # the word embeddings: the > 32 MB tensor made fresh every step
+
+    def fresh_sqrt():
+        for _ in range(3):
+            emb.detach().sqrt()
+
+    no_setup = (lambda: None, lambda: None)
+    pairs = {"AdamW step, readable vs fused_adamw": ((lambda: opts[False].step(), lambda: opts[True].step()), no_setup),
+             "dropout fwd+bwd (B, T, C) bf16, readable vs dropout_mask": ((lambda: drop(False), lambda: drop(True)),
+                                                                          no_setup),
+             # the glibc setting is switched (untimed) before each timed call; the first sqrt after
+             # switching on may still fault, so 3 in a row
+             f"3x sqrt into a fresh {emb.numel() * 4 >> 20} MB tensor, glibc default vs keep_memory":
+                 ((fresh_sqrt, fresh_sqrt), (lambda: keep_freed_memory(False), lambda: keep_freed_memory(True)))}
+    rows = []
+    for name, (calls, setups) in pairs.items():
+        times = {0: [], 1: []}
+        for i in range(1 + rounds):
+            for k in ((0, 1) if i % 2 else (1, 0)):
+                setups[k]()
+                t = time.perf_counter()
+                calls[k]()
+                if i:
+                    times[k].append(time.perf_counter() - t)
+        keep_freed_memory(False)
+        med = [statistics.median(times[k]) * 1e3 for k in (0, 1)]
+        low = [min(times[k]) * 1e3 for k in (0, 1)]
+        rows.append([shape, name, f"{med[0]:.1f} / {med[1]:.1f}", f"{med[0] / med[1]:.2f}",
+                     f"{low[0]:.1f} / {low[1]:.1f}", f"{low[0] / low[1]:.2f}"])
+    return rows
+
+
 # ---------------------------------------------------------------------- report
 
 def table(header, rows) -> str:
@@ -221,6 +278,9 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads, fixed for every measurement")
     p.add_argument("--compile", action="store_true",
                    help="also time the fast model with minbert.compiled.compile_blocks")
+    p.add_argument("--components", type=int, default=0, metavar="ROUNDS",
+                   help="instead of whole steps, time each fast path alone against its readable path, ROUNDS "
+                        "interleaved rounds (robust on a busy machine)")
     p.add_argument("--no-save", action="store_true", help="print only; do not append to bench/results/roofline.md")
     fast_paths_mod.add_args(p)
     args = p.parse_args()
@@ -233,6 +293,18 @@ def main():
     head = (f"CPU: {cpu_name()} ({cpu_capability()}); torch {torch.__version__}; fast paths: {fast}; "
             f"{args.steps} timed rounds; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(head, flush=True)
+    if args.components:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = [row for shape in args.shapes.split(",") for row in components(shape, args.components, tmp)]
+        text = "\n\n".join([f"## {time.strftime('%Y-%m-%d %H:%M')}: each fast path alone. {head}; load average "
+                             f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+                             table(["shape", "component", "median ms readable / fast", "ratio",
+                                    "min ms readable / fast", "ratio"], rows)]) + "\n"
+        print("\n" + text)
+        if not args.no_save:
+            with open(RESULTS, "a") as f:
+                f.write("\n" + text)
+        return
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes.split(","):
