@@ -14,7 +14,8 @@ The paths, with what each bought on a 2-core AMD EPYC (Zen 5, AVX512-BF16), benc
   fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach
                 passes and a parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
   keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step (the
-                word-embedding gradient) stop page-faulting (minbert.device.keep_freed_memory). Linux CPU.
+                word-embedding gradient) stop page-faulting (minbert.device.keep_freed_memory). Linux
+                CPU, and only together with fused_adamw (see from_args).
   dropout_mask  the same 16-bit dropout mask applied as 0/1 in x's dtype by one addcmul each way
                 instead of where() (minbert.dropout.set_fast_mask); bit-identical outputs. CPU.
 Measured and not kept (bench/results/roofline.md says by how much): bf16 weight copies kept next to
@@ -77,7 +78,10 @@ def from_args(args, device: torch.device) -> FastPaths:
     """Turn on what was asked for and applies on `device`; says what it did."""
     asked = names(args.fast_paths)
     fast = FastPaths(fused_adamw="fused_adamw" in asked and device.type in ("cpu", "cuda"))
-    if "keep_memory" in asked and device.type == "cpu":
+    # keep_memory only with fused_adamw: next to the readable AdamW, whose foreach passes allocate
+    # and free ~200 parameter-sized temporaries per step, the forward + backward got slower
+    # (bench/results/roofline.md), so alone it is not applied
+    if "keep_memory" in asked and device.type == "cpu" and fast.fused_adamw:
         fast.keep_memory = keep_freed_memory()
     # process-wide either way, so that a run with off after one with auto (tests) is readable again
     fast.dropout_mask = "dropout_mask" in asked and device.type == "cpu"

@@ -182,6 +182,8 @@ def test_flag_accepts_auto_off_and_lists_and_rejects_unknown_names():
     assert fast_paths.names(p.parse_args(["--fast_paths", "fused_adamw"]).fast_paths) == {"fused_adamw"}
     with pytest.raises(SystemExit):
         p.parse_args(["--fast_paths", "fused_adam"])   # a typo must stop at parse time
+    alone = fast_paths.from_args(argparse.Namespace(fast_paths="keep_memory"), torch.device("cpu"))
+    assert not alone.keep_memory, "keep_memory without fused_adamw slowed the readable step down; it must not apply"
     mps = fast_paths.from_args(argparse.Namespace(fast_paths="auto"), torch.device("mps"))
     assert not (mps.fused_adamw or mps.keep_memory or mps.dropout_mask), "fast paths must apply only where implemented"
     fast_paths.from_args(argparse.Namespace(fast_paths="off"), torch.device("cpu"))   # leave the readable dropout on
