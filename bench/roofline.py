@@ -230,7 +230,8 @@ def components(shape: str, rounds: int, tmp: str) -> list:
         dropout(xi, 0.1).backward(x)
         set_fast_mask(False)
 
-    emb = params[0]   # the word embeddings: the > 32 MB tensor made fresh every step
+    emb = params[0].detach().abs()   # word-embedding sized: the > 32 MB tensor made fresh every step
+    # (abs: sqrt of a negative number takes a slow path on this CPU, which would hide the faults)
 
     def fresh_sqrt():
         for _ in range(3):
