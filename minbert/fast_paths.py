@@ -10,7 +10,10 @@ every script runs the readable path bit for bit.
     --fast_paths off           the readable path only
     --fast_paths fused_adamw   a comma list: only these (still only where they apply)
 
-The paths, with what each bought on a 2-core AMD EPYC (Zen 5, AVX512-BF16), bench/results/roofline.md:
+The paths, and what each bought alone on a 2-core AMD EPYC (Zen 5, AVX512-BF16), 1 thread, MiniLM /
+bert-base shapes (bench/results/roofline.md): fused_adamw 3.6x / 6.6x on the optimizer step (its share
+of a bf16 step fell from 9-13% to 2-4%), dropout_mask 1.3x / 1.4x on dropout forward + backward,
+keep_memory 2.4x on a fresh 89 MB tensor (no gain at 44 MB).
   fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach
                 passes and a parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
   keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step (the
