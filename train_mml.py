@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, flags, glue, interrupt, metrics, mml, progress, run_dir
+from minbert import checkpoint, distributed, fast_paths, flags, glue, interrupt, metrics, mml, progress, run_dir
 from minbert import device as machine
 from minbert.adamw import AdamW
 from minbert.atomic import atomic_write
@@ -72,6 +72,7 @@ def parser():
     checkpoint.add_args(p, out_dir="runs/mml")
     run_dir.add_args(p)
     progress.add_args(p)
+    fast_paths.add_args(p)
     mml.add_args(p)
     return p
 
@@ -107,6 +108,8 @@ def train(args, stop):
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, "
           f"method {args.method}")
     progress.check_cpu_load(device)   # warns when other work competes for the cores torch will use
+    fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
+    print(f"fast paths: {fast}")
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -155,7 +158,7 @@ def train(args, stop):
 
     # ------------------------------------------------------------------ optimizer, batch stream, resumable state
     steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
-    optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=fast.fused_adamw)
     scaler = grad_scaler(device, args.amp)
     update = OptimizerStep(optimizer, None, scaler, args.out_dir)   # step, skip non-finite (no schedule: the paper's)
     stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch

@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, data, distributed, flags, gradient_compromise, gradvac, head_pretraining, interrupt
-from minbert import loss_scaling, mnr, multitask, pals, progress, r3f, run_dir, sampling, smart, stages
+from minbert import checkpoint, data, distributed, fast_paths, flags, gradient_compromise, gradvac, head_pretraining
+from minbert import interrupt, loss_scaling, mnr, multitask, pals, progress, r3f, run_dir, sampling, smart, stages
 from minbert import device as machine
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
@@ -72,6 +72,7 @@ def parser():
     checkpoint.add_args(p, out_dir="runs/multitask")
     run_dir.add_args(p)
     progress.add_args(p)
+    fast_paths.add_args(p)
     for method in METHODS:
         method.add_args(p)
     return p
@@ -105,6 +106,8 @@ def train(args, stop):
     args.amp, amp_reason = resolve_amp(args.amp, device)
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
     progress.check_cpu_load(device)   # warns when other work competes for the cores torch will use
+    fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
+    print(f"fast paths: {fast}")
     for note in args.data_notes:
         print(f"data: {note}")
 
@@ -141,7 +144,7 @@ def train(args, stop):
     new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
     groups = param_groups(model.encoder, args.weight_decay)
     groups += [g | {"lr": args.head_lr or args.lr} for g in param_groups(new_params, args.weight_decay)]
-    optimizer = AdamW(groups, lr=args.lr)
+    optimizer = AdamW(groups, lr=args.lr, fused=fast.fused_adamw)
     scheduler = linear_warmup_decay(optimizer, int(args.warmup * total_steps), total_steps)
     scaler = grad_scaler(device, args.amp)
     update = OptimizerStep(optimizer, scheduler, scaler, args.out_dir)   # step, schedule, skip non-finite

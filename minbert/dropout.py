@@ -12,6 +12,14 @@ difference: p is rounded to a multiple of 1/65536 (0.1 → 0.100006), and the 1/
 uses that rounded p, so the expectation is still exact. On CUDA/MPS, `F.dropout` is already a
 fused kernel and is used as is. tests/test_dropout.py checks the keep rate, the scaling, the
 gradient and the seeding.
+
+Fast path (issue 21; `--fast_paths` turns it on through `set_fast_mask`, minbert/fast_paths.py):
+`where(keep, x·s, 0)` reads a bool mask with a kernel that is not well vectorised on CPU, and the
+product x·s is one more pass and one more tensor. The fast path turns the same mask into 0/1 in x's
+dtype once and applies it with one fused addcmul each way, 0 + s·x·m, rounded once, like x·s
+(the same numbers bit for bit, and the same random draws). Measured on the 2-core EPYC, 1 thread:
+dropout forward + backward on a (B, T, C) bf16 tensor 1.3x (MiniLM) to 1.4x (bert-base) cheaper.
+The price: the mask saved for backward takes x's element size (2 bytes in bf16, 4 in fp32), not 1.
 """
 
 import torch
@@ -19,6 +27,13 @@ import torch.nn.functional as F
 from torch import nn
 
 LEVELS = 1 << 16   # 16-bit lanes: p has a resolution of 1/65536
+_fast_mask = False   # set_fast_mask(True): the fast path below; off by default (the readable path)
+
+
+def set_fast_mask(on: bool) -> None:
+    """Choose the fast path (0/1 mask in x's dtype, one addcmul) or the readable where(). Process-wide."""
+    global _fast_mask
+    _fast_mask = bool(on)
 
 
 class _MaskedScale(torch.autograd.Function):
@@ -36,6 +51,21 @@ class _MaskedScale(torch.autograd.Function):
         return torch.where(keep, grad * ctx.scale, 0), None, None
 
 
+class _ScaledMask(torch.autograd.Function):
+    """Fast path: y = 0 + s·x·m with m the keep mask as 0/1 in x's dtype; saves m for backward."""
+
+    @staticmethod
+    def forward(ctx, x, mask, scale):
+        ctx.save_for_backward(mask)
+        ctx.scale = scale
+        return torch.addcmul(x.new_zeros(()), x, mask, value=scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return torch.addcmul(grad.new_zeros(()), grad, mask, value=ctx.scale), None, None
+
+
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     if not training or p == 0.0:
         return x
@@ -48,6 +78,8 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     # 2) keep iff lane >= -32768 + k: exactly LEVELS - k of the 65536 equally likely values.
     keep = lanes >= (drop_levels - LEVELS // 2)
     # 3) inverted scaling by the probability actually used, so E[y] = x exactly.
+    if _fast_mask:
+        return _ScaledMask.apply(x, keep.to(x.dtype), LEVELS / (LEVELS - drop_levels))
     return _MaskedScale.apply(x, keep, LEVELS / (LEVELS - drop_levels))
 
 

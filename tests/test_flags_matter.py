@@ -27,6 +27,7 @@ NOT_VISIBLE = {
     "device": "one device here (CPU); pick_device is tested in test_device.py",
     "use_gpu": "needs a GPU; its conflict with --device is tested in test_errors.py",
     "compile": "the same maths by design (test_compiled.py: equal to 1e-5)",
+    "fast_paths": "the same numbers by design (test_fast_paths.py: equal to the readable path); speed: bench/roofline.py",
     "fast_attention": "the same maths by design (test_attention.py: SDPA equals the explicit path)",
     "resume": "continues a run exactly: test_interrupt.py and test_train_*.py resume tests",
     "predict_only": "rewrites the predictions of a checkpoint: test_errors.py",

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "minbert"
 LAYERS = [
     ("basics", {"errors", "atomic", "flags", "recipes", "metrics", "report", "meanshift", "dropout"}),
     ("machine, data and runs", {"device", "distributed", "interrupt", "hub", "config", "tokenizer", "data", "glue",
-                                "sampling", "checkpoint", "optimizer_step", "adamw", "run_dir", "progress"}),
+                                "sampling", "checkpoint", "optimizer_step", "adamw", "run_dir", "progress", "fast_paths"}),
     ("the model", {"attention", "layers", "model", "compiled", "export", "embedding_eval"}),
     ("tasks and heads", {"pair_heads", "multitask", "mml", "pals", "loss_scaling"}),
     ("methods and stages", {"smart", "r3f", "pcgrad", "gradvac", "gradient_compromise", "mnr", "head_pretraining",

@@ -78,11 +78,13 @@ def test_smoke_run_trains_evaluates_and_writes_every_output(setup, tmp_path):
                 assert value.strip() in {str(v) for v in range(5)}, f"{task}: prediction {value!r} is not an int label"
 
 
-def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch):
-    full, resumed = cut_and_resume(setup, tmp_path, monkeypatch, 20)   # Ctrl-C in the 20th task loss
+@pytest.mark.parametrize("fast", ["auto", "off"])   # the other resume tests run with the default, auto
+def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkeypatch, fast):
+    full, resumed = cut_and_resume(setup, tmp_path, monkeypatch, 20, "--fast_paths", fast)   # Ctrl-C in task loss 20
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     got, want = [resumed[-1][k] for k in keys], [full[-1][k] for k in keys]
-    assert got == want, f"train_multitask resume: final dev scores {got} differ from the uninterrupted run's {want}"
+    assert got == want, (f"train_multitask resume (--fast_paths {fast}): final dev scores {got} differ from the "
+                         f"uninterrupted run's {want}")
 
 
 def test_pretrain_option_leaves_encoder_weights_untouched(setup, tmp_path):
