@@ -34,7 +34,6 @@ from torch import nn
 from tqdm import tqdm
 
 from minbert import checkpoint, distributed, fast_paths, flags, glue, interrupt, metrics, mml, progress, run_dir
-from minbert import device as machine
 from minbert.adamw import AdamW
 from minbert.atomic import atomic_write
 from minbert.compiled import compile_blocks
@@ -68,11 +67,7 @@ def parser():
     g.add_argument("--limit", type=flags.at_least(0), default=0,
                    help="use at most N examples per split, eval tasks included (smoke runs)")
     glue.add_args(p)
-    machine.add_args(p, seed=1)
-    checkpoint.add_args(p, out_dir="runs/mml")
-    run_dir.add_args(p)
-    progress.add_args(p)
-    fast_paths.add_args(p)
+    run_dir.add_run_args(p, out_dir="runs/mml", seed=1)   # machine, run folder, resume, progress
     mml.add_args(p)
     return p
 

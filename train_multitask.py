@@ -25,7 +25,6 @@ from tqdm import tqdm
 
 from minbert import checkpoint, data, distributed, fast_paths, flags, gradient_compromise, gradvac, head_pretraining
 from minbert import interrupt, loss_scaling, mnr, multitask, pals, progress, r3f, run_dir, sampling, smart, stages
-from minbert import device as machine
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.compiled import compile_blocks
 from minbert.device import autocast, grad_scaler, resolve_amp, seed_everything
@@ -68,11 +67,7 @@ def parser():
     g.add_argument("--limit", type=flags.at_least(0), default=0, help="use at most N examples per split (0 = all)")
     g.add_argument("--use_gpu", action="store_true", help="the handout's flag: same as --device cuda")
     data.add_args(p)
-    machine.add_args(p, seed=11711)
-    checkpoint.add_args(p, out_dir="runs/multitask")
-    run_dir.add_args(p)
-    progress.add_args(p)
-    fast_paths.add_args(p)
+    run_dir.add_run_args(p, out_dir="runs/multitask", seed=11711)   # machine, run folder, resume, progress
     for method in METHODS:
         method.add_args(p)
     return p

@@ -113,6 +113,7 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 # The stub's template. This line names the markers on purpose: it is the generator of the stubs, not a
 # stub, and the repository's no-stub check accepts lines that mention the markers they replace.
 STUB = '{indent}raise NotImplementedError("assignment {number} ({key}): write {where} ({path}:{line}); see the hint above")\n'  # replaces ### BEGIN SOLUTION ... ### END SOLUTION
+STUB_LINE = re.compile(rf'raise {NotImplementedError.__name__}\("assignment \d+ \((\w+)\)')   # a STUB in the copy
 
 
 def functions_by_line(text: str, module: str) -> list[tuple[int, int, str]]:
@@ -174,7 +175,7 @@ def stub_lines(selected) -> dict[str, list[str]]:
             text = (ROOT / rel).read_text(encoding="utf-8")
             if BEGIN in text:
                 for n, line in enumerate(strip(text, rel, set(selected))[0].splitlines(), 1):
-                    m = re.search(r'raise NotImplementedError\("assignment \d+ \((\w+)\)', line)
+                    m = STUB_LINE.search(line)
                     if m:
                         where[m.group(1)].append(f"{rel}:{n}")
     return where

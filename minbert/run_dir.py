@@ -43,6 +43,17 @@ ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "curves.pn
 SETUP_ONLY = {MARKER, "stage.json"}   # what a run that failed before training may have written
 
 
+def add_run_args(parser, out_dir: str, seed: int) -> None:
+    """The flags both training scripts share, each group from the module that owns it: the machine (device, amp,
+    compile, seed), the run folder and resume, progress in logs, fast paths."""
+    from . import checkpoint, device, fast_paths, progress   # here: importing run_dir alone stays light
+    device.add_args(parser, seed=seed)
+    checkpoint.add_args(parser, out_dir=out_dir)
+    add_args(parser)
+    progress.add_args(parser)
+    fast_paths.add_args(parser)
+
+
 def add_args(parser) -> None:
     g = parser.add_argument_group("run folder (minbert/run_dir.py)")
     g.add_argument("--overwrite", action="store_true",
