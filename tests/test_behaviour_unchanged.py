@@ -82,6 +82,7 @@ def test_mml_writes_the_pinned_metrics(tiny_model, tmp_path):
     out = tmp_path / "run"
     train_mml.main(["--task", "RTE", "--method", "mml", "--model", str(tiny_model), "--glue_dir", str(glue),
                     "--out_dir", str(out), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3",
-                    "--amp", "off", "--heads", "16", "--eliminate_every", "5", "--eval_tasks", "QNLI", "--fast_paths", "off"])
+                    "--amp", "off", "--heads", "16", "--eliminate_every", "5", "--eval_tasks", "QNLI",
+                    "--fast_paths", "off"])
     check("mml/metrics.jsonl", metrics(out / "metrics.jsonl"))
     check("mml/cross_dataset.json", (out / "cross_dataset.json").read_text())
