@@ -38,6 +38,7 @@ running seeds in parallel (one process, one run at a time).
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 
@@ -77,6 +78,9 @@ def add_args(p) -> None:
                    help="delete best.pt/last.pt of each finished run once scored (the tables need none; MiniLM: ~0.4 GB per run)")
     g.add_argument("--extra_datasets", default="", help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
     g.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
+    g.add_argument("--results_dir", default=None,
+                   help="also keep here each finished run's metrics.jsonl and cross_dataset.json (runs/...) and the "
+                        "tables (e.g. bench/results/mml_study): commit it, and a later session skips those runs")
 
 
 def check_args(args, p) -> None:
@@ -223,6 +227,9 @@ def main(argv=None):
             method, heads = split_method(name)
             evals = category_tasks(task, args.glue_dir, args.extra_datasets)
             run_dir = os.path.join(args.out_dir, task, name, f"seed{seed}")
+            kept = os.path.join(args.results_dir, "runs", task, name, f"seed{seed}") if args.results_dir else None
+            if kept and not finished(run_dir, epochs[task], evals) and finished(kept, epochs[task], evals):
+                copy_small_files(kept, run_dir)   # finished in an earlier session: its committed record stands
             if finished(run_dir, epochs[task], evals):
                 print(f"skip {run_dir}: finished")
             else:
@@ -242,6 +249,8 @@ def main(argv=None):
                 for checkpoint in ("best.pt", "last.pt", "interrupted.pt"):
                     if os.path.isfile(os.path.join(run_dir, checkpoint)):
                         os.remove(os.path.join(run_dir, checkpoint))
+            if kept:
+                copy_small_files(run_dir, kept)
             with open(os.path.join(run_dir, "metrics.jsonl")) as f:
                 records = [json.loads(line) for line in f if line.strip()]
             cross_path = os.path.join(run_dir, "cross_dataset.json")
@@ -251,7 +260,19 @@ def main(argv=None):
     tables["cross"], errors = write_cross(args, runs)
     tables["errors"] = errors
     plot_profile(os.path.join(args.out_dir, "performance_profile.png"), errors, args.methods, args.profile_on)
+    if args.results_dir:   # the tables and the profile, beside the kept runs
+        for name in ("table1.md", "table1.json", "cross_dataset.md", "cross_dataset.json", "performance_profile.png"):
+            if os.path.isfile(os.path.join(args.out_dir, name)):
+                shutil.copy(os.path.join(args.out_dir, name), os.path.join(args.results_dir, name))
     return tables
+
+
+def copy_small_files(source, dest) -> None:
+    """A run's record that the tables read (metrics.jsonl, cross_dataset.json), without its weights."""
+    os.makedirs(dest, exist_ok=True)
+    for name in ("metrics.jsonl", "cross_dataset.json"):
+        if os.path.isfile(os.path.join(source, name)):
+            shutil.copy(os.path.join(source, name), os.path.join(dest, name))
 
 
 def write_table1(args, runs):

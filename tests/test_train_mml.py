@@ -169,8 +169,20 @@ def test_study_writes_tables_for_one_task_two_methods_one_seed(setup, tmp_path):
     assert rows[("mml4", "RTE")]["improvement_pct"]["dev"] is not None and "mml4" in nli["impr"], nli
     assert len(tables["errors"]) == 3, f"hold-out experiments: QNLI train, QNLI dev, MNLI dev; got {tables['errors']}"
     mtime = (out / "RTE" / "bert" / "seed1" / "metrics.jsonl").stat().st_mtime
-    mml_study.main(argv)   # finished runs are skipped, not retrained
+    mml_study.main(argv + ["--results_dir", str(tmp_path / "kept")])   # finished runs are skipped, not retrained
     assert (out / "RTE" / "bert" / "seed1" / "metrics.jsonl").stat().st_mtime == mtime
+    # a later session without the run folders (not committed): the kept records stand, nothing is retrained
+    later = dict(zip(argv[::2], argv[1::2])) | {"--out_dir": str(tmp_path / "later"), "--results_dir": str(tmp_path / "kept")}
+    import train_mml
+    trained = []
+    real = train_mml.main
+    train_mml.main = lambda a: trained.append(a) or real(a)
+    try:
+        again = mml_study.main([x for kv in later.items() for x in kv])
+    finally:
+        train_mml.main = real
+    assert not trained, f"minbert.mml_study --results_dir: runs kept there were trained again: {trained}"
+    assert again["table1"] == tables["table1"], "the table from the kept records must equal the first one"
 
 
 def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_path, monkeypatch, capsys):
