@@ -138,7 +138,3 @@ def check_cpu_load(device=None, load: float | None = None, cores: int | None = N
     if message:
         print(message, flush=True)
     return message
-
-
-# flags that may differ between a run and its --resume (how progress is shown, not what is trained)
-RESUME_MAY_DIFFER = {"log_every", "log_seconds"}

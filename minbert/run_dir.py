@@ -205,7 +205,3 @@ def summary(root: Path, outside=()) -> str:
         lines.append("resume state dropped (the run finished; --keep_resume_state keeps last.pt). "
                      f"Next: --model {root / 'model'} or --init_from {root} starts a new stage from this model")
     return "\n".join(lines)
-
-
-# flags that may differ between a run and its --resume (they say how to treat the folder, not what is trained)
-RESUME_MAY_DIFFER = {"overwrite", "keep_resume_state"}
