@@ -48,7 +48,7 @@ import os
 
 import torch
 
-from .data import PREDICTION_HEADERS, write_predictions
+from .data import PREDICTION_HEADERS, STAND_IN_PARA_TEST, write_predictions
 from . import flags
 from .errors import UserError, cli
 from .export import load_outputs, write_json
@@ -269,8 +269,12 @@ def main(argv=None):
     for split, members in (("dev", dev), ("test", test)):
         for task in members[0]:
             values = combine(task, [m[task] for m in members], for_task(weights, task), args.method)
-            path = os.path.join(args.out_dir, "predictions", f"{task}-{split}-output.csv")
-            write_predictions(path, PREDICTION_HEADERS[task], members[0][task]["ids"], values)
+            ids = members[0][task]["ids"]
+            # the Quora test file was the dev sample standing in (train_multitask.py names it so): say so here too
+            stand_in = split == "test" and task == "para" and ids == dev[0].get("para", {}).get("ids")
+            name = STAND_IN_PARA_TEST if stand_in else f"{task}-{split}-output.csv"
+            path = os.path.join(args.out_dir, "predictions", name)
+            write_predictions(path, PREDICTION_HEADERS[task], ids, values)
     table = markdown_table(rows, ["member", "weight", "sst_acc", "para_acc", "sts_pearson", "overall"])
     with open(os.path.join(args.out_dir, "members.md"), "w") as f:
         f.write(table + "\n")

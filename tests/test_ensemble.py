@@ -11,6 +11,7 @@ import math
 import torch
 
 from minbert import ensemble
+from minbert.data import STAND_IN_PARA_TEST
 from minbert.ensemble import combine, greedy_select, weighted_average, weighted_vote
 
 N = 30   # examples per task; thirds 0-9, 10-19, 20-29
@@ -202,3 +203,16 @@ def test_greedy_selection_reuses_a_member_when_counting_it_twice_is_best():
     assert counts == [2, 1, 0], (
         f"minbert.ensemble.greedy_select: expected [2, 1, 0] (A twice, B once, D never), got {counts}; selection is "
         "WITH replacement (Caruana et al. 2004): a member already chosen stays a candidate in every round")
+
+
+def test_ensemble_of_runs_on_the_quora_stand_in_names_its_file_so(tmp_path):
+    """train_multitask.py names the Quora test predictions of the shipped dev sample (read without labels) as a
+    stand-in; an ensemble of such runs must not write them under the handout's submission name."""
+    from test_train_multitask import run
+    data, model = tiny_run_inputs(tmp_path)
+    run((data, model), tmp_path, "--epochs", "1", "--limit", "12", "--para_test", str(data / "quora-dev.csv"))
+    out = tmp_path / "ens"
+    ensemble.main([str(tmp_path / "run"), "--out_dir", str(out)])
+    written = {p.name for p in (out / "predictions").iterdir()}
+    assert STAND_IN_PARA_TEST in written and "para-test-output.csv" not in written, \
+        f"minbert.ensemble: Quora test predictions of the dev sample must be named {STAND_IN_PARA_TEST}, got {sorted(written)}"
