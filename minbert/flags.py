@@ -18,6 +18,7 @@ import argparse
 import inspect
 import math
 import os
+import re
 import tempfile
 
 from . import recipes
@@ -43,7 +44,8 @@ class ArgumentParser(argparse.ArgumentParser):
         return args
 
     def convert_arg_line_to_args(self, line: str) -> list:
-        return line.split("#", 1)[0].split()
+        """A `#` at the start or after a space begins a comment; inside a value (`runs/#3`) it is kept."""
+        return re.split(r"(?:^|\s)#", line, maxsplit=1)[0].split()
 
 
 def defaults(fn) -> dict:

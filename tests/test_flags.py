@@ -190,3 +190,12 @@ def test_bad_value_or_missing_recipe_file_stops_like_argparse(tmp_path, capsys):
     err = capsys.readouterr().err
     assert e.value.code == 2 and missing in err and "Traceback" not in err, \
         f"a missing @file must exit 2 with argparse's message naming the file, got {e.value.code}:\n{err}"
+
+
+def test_a_hash_inside_a_value_is_not_a_comment(tmp_path):
+    """Only a `#` at the start of a line or after a space starts a comment (as in a shell)."""
+    (tmp_path / "r.args").write_text("--out_dir runs/#3   # the third run\n# a whole-line comment\n")
+    p = flags.ArgumentParser()
+    p.add_argument("--out_dir")
+    assert p.parse_args([f"@{tmp_path / 'r.args'}"]).out_dir == "runs/#3", \
+        "minbert.flags.ArgumentParser.convert_arg_line_to_args cut a value at its '#'"
