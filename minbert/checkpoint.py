@@ -33,7 +33,8 @@ from .report import write_jsonl
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
 WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
-         "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "handout_headers", "fast_paths",
+         "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "handout_headers",
+         "fast_paths",
          *(f"{t}_{s}{o}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test") for o in ("", "_out"))}
 
 
@@ -97,7 +98,8 @@ def load_for_resume(args, script: str) -> dict:
     if "optimizer" not in ck:
         last = Path(args.resume).parent / "last.pt"
         raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer, schedule or "
-                        f"data position), so training cannot continue from it. Continue an unfinished run with --resume {last} "
+                        f"data position), so training cannot continue from it. Continue an unfinished run with "
+                        f"--resume {last} "
                         f"(or interrupted.pt; a finished run keeps last.pt only with --keep_resume_state); use these "
                         f"weights with --predict_only --resume {args.resume}")
     saved, now = saved_args(ck), json.loads(json.dumps(vars(args)))   # tuples become lists, as in the file
@@ -109,7 +111,8 @@ def load_for_resume(args, script: str) -> dict:
             for k in sorted(set(saved) | set(now)) if k not in WHERE and saved.get(k) != now.get(k)]
     if diff:
         raise UserError(f"--resume {args.resume} was trained with other flags; an exact resume needs the same ones:\n"
-                        + "\n".join(diff) + "\nRerun with the checkpoint's values, or start a new run without --resume.")
+                        + "\n".join(diff)
+                        + "\nRerun with the checkpoint's values, or start a new run without --resume.")
     return ck
 
 

@@ -51,7 +51,8 @@ class ArgumentParser(argparse.ArgumentParser):
 def defaults(fn) -> dict:
     """{name: default} of fn's keyword parameters (for a class, its __init__'s). A method's defaults
     are written once, in its signature; its add_args reads them from there."""
-    for f in [k.__init__ for k in fn.__mro__] if inspect.isclass(fn) else [fn]:   # a subclass may take (*args, **kwargs)
+    # a class: its __init__, or the first in its MRO with keyword defaults (a subclass may take *args, **kwargs)
+    for f in [k.__init__ for k in fn.__mro__] if inspect.isclass(fn) else [fn]:
         found = {k: p.default for k, p in inspect.signature(f).parameters.items() if p.default is not p.empty}
         if found:
             return found

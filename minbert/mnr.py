@@ -227,9 +227,11 @@ def add_args(parser) -> None:
                    help="weight of the MNR loss on bi-encoder pair tasks (0 = off)")
     g.add_argument("--mnr_score", choices=SCORES, default="cosine",
                    help="cosine (sentence-transformers) or dot (Benton, Henderson et al.)")
-    g.add_argument("--mnr_scale", type=flags.positive, default=None, help="multiplies the scores; default 20 for cosine, 1 for dot")
+    g.add_argument("--mnr_scale", type=flags.positive, default=None,
+                   help="multiplies the scores; default 20 for cosine, 1 for dot")
     g.add_argument("--mnr_schedule", choices=SCHEDULES, default="add",
-                   help="add: task loss + mnr·MNR always; first_half: MNR alone for epochs <= E/2, then the task loss (Benton)")
+                   help="add: task loss + mnr·MNR always; first_half: MNR alone for epochs <= E/2, then the task loss "
+                        "(Benton)")
     g.add_argument("--mnr_batches", choices=BATCHES, default="positives",
                    help="positives: MNR sees batches of positive pairs only (Benton); mixed: the positive rows of each "
                         "task batch")
