@@ -129,10 +129,11 @@ def t_quantile(p: float, df: int) -> float:
     return (lo + hi) / 2
 
 
-def mean_sd(values: list[float]) -> tuple[float, float]:
+def mean_sd(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample sd (n − 1); the sd of one value is undefined: None, shown as no "± sd" in the table."""
     n = len(values)
     mean = sum(values) / n
-    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0)
+    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None)
 
 
 def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:

@@ -33,6 +33,17 @@ def test_t_interval_matches_scipy_on_hand_values():
     assert math.isnan(study.t_interval([0.3])[1]), f"{MOD}.t_interval: one value has no interval"
 
 
+def test_one_seed_has_no_standard_deviation(tmp_path):
+    """A sample sd needs two values: with one seed the table must not print "± 0.0000" as if it were measured."""
+    assert study.mean_sd([0.3, 0.5])[1] == pytest.approx(scipy.stats.tstd([0.3, 0.5]))
+    assert study.mean_sd([0.3]) == (0.3, None), f"{MOD}.mean_sd: one value has no sample sd (None), got {study.mean_sd([0.3])}"
+    summary = study.summarise({"baseline": {1: dict.fromkeys(study.METRICS, 0.5)}}, [1], None)
+    header = {"budget": ["--epochs", "1"], "examples_per_epoch": 0, "seeds": [1],
+              "machine": {"cpu": "cpu", "cpus": 1, "native_bf16": False, "gpu": "none", "load": [0, 0, 0]}}
+    table = study.write_table(str(tmp_path), summary, header)
+    assert "0.5000 ±" not in table, f"{MOD}.write_table: one seed printed with a '± sd' cell:\n{table}"
+
+
 def test_every_configuration_gets_the_same_examples_per_epoch():
     """6000 examples per epoch at batch 32: 188 steps of one batch, 63 PCGrad/GradVac steps of 3 task batches,
     47 Gradient Compromise steps of 4 batches (N = 4); with --grad_accum 2, half the steps."""
