@@ -15,7 +15,9 @@ head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). O
   table1.md/.json   Table 1: rows methods, columns tasks + Average. A cell is the dev score, ×100, of
                     the best epoch, best by the task's paper metric (minbert.mml.PAPER_METRIC:
                     accuracy, CoLA Matthews, STS-B Spearman), mean ± sample std (ddof 1) over seeds;
-                    the last row, "MML #heads", is the active heads of that best-epoch MML model.
+                    the last row, "MML #heads", is the active heads of that best-epoch MML model. Below it,
+                    each method's difference from BERT paired by seed, per task and for the Average, with
+                    a 95% t-interval over seeds (minbert.seed_statistics); "(noise)" where it contains 0.
   cross_dataset.md/.json  Tables 2-5, one per category: a row per (method, training task), a
                     column per dataset of the category, cells "train/dev" accuracy ×100 in the
                     category's binary space (seed means). The diagonal is the in-dataset score. The
@@ -49,6 +51,7 @@ from minbert.flags import at_least, between, positive
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
 from minbert.mml import METHODS, PAPER_METRIC, paper_epochs
 from minbert.report import markdown_table, pyplot
+from minbert.seed_statistics import format_difference, mean_sd, paired_difference
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
 PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # the columns of Tables 2-5
@@ -165,8 +168,12 @@ def best_epoch(records, task):
 
 
 def mean_std(values):
-    v = np.asarray(values, dtype=np.float64)
-    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+    """Mean and sample std (ddof 1) of per-seed values; std None for one seed (shown without "± std")."""
+    return mean_sd([float(v) for v in values])
+
+
+def mean_pm(mean, std, digits=1) -> str:
+    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
 
 
 def improvement(score, reference):
@@ -276,25 +283,39 @@ def copy_small_files(source, dest) -> None:
 
 
 def write_table1(args, runs):
-    """Table 1 (dev rows): paper metric ×100 of the best epoch, mean ± std over seeds; MML #heads."""
-    table, rows = {}, []
+    """Table 1 (dev rows): paper metric ×100 of the best epoch, mean ± std over seeds; MML #heads. Then each
+    method's paired difference from BERT on the same seed, per task and for the Average, with a 95% t-interval."""
+    per_seed = {m: {t: [100 * runs[t, m, s][0][PAPER_METRIC[t]] for s in args.seeds] for t in args.tasks}
+                for m in args.methods}
+    for m in per_seed:   # the Average column, seed by seed (so that its difference is paired too)
+        per_seed[m]["Average"] = [float(np.mean(v)) for v in zip(*(per_seed[m][t] for t in args.tasks))]
+    table, rows, diff_rows, difference = {}, [], [], {}
     for m in args.methods:
-        table[m] = {t: mean_std([100 * runs[t, m, s][0][PAPER_METRIC[t]] for s in args.seeds]) for t in args.tasks}
-        row = {"model": paper_name(m), **{t: f"{mu:.1f} ± {sd:.1f}" for t, (mu, sd) in table[m].items()}}
+        table[m] = {t: mean_std(per_seed[m][t]) for t in args.tasks}
+        row = {"model": paper_name(m), **{t: mean_pm(mu, sd) for t, (mu, sd) in table[m].items()}}
         row["Average"] = f"{np.mean([mu for mu, _ in table[m].values()]):.1f}"
         rows.append(row)
+        if m != "bert" and "bert" in per_seed:
+            difference[m] = {t: paired_difference(per_seed[m][t], per_seed["bert"][t]) for t in [*args.tasks, "Average"]}
+            diff_rows.append({"model": paper_name(m), **{t: format_difference(d, 1) for t, d in difference[m].items()}})
     heads = {m: {t: mean_std([runs[t, m, s][0]["active_heads"] for s in args.seeds]) for t in args.tasks}
              for m in args.methods if split_method(m)[0] == "mml"}
     for m, by_task in heads.items():
-        rows.append({"model": f"{paper_name(m)} #heads", **{t: f"{mu:.0f} ± {sd:.0f}" for t, (mu, sd) in by_task.items()}, "Average": "–"})
+        rows.append({"model": f"{paper_name(m)} #heads", **{t: mean_pm(mu, sd, 0) for t, (mu, sd) in by_task.items()},
+                     "Average": "–"})
     columns = ["model", *[f"{t}" for t in args.tasks], "Average"]
     metrics = ", ".join(f"{t} {PAPER_METRIC[t]}" for t in args.tasks)
     md = (f"# Table 1 (development set): best-epoch score ×100, mean ± std over seeds {args.seeds}\n\n"
           f"Metric per task as in the paper ({metrics}); the best epoch is chosen by it. "
           f"#heads: active heads of that best-epoch model.\n\n" + markdown_table(rows, columns) + "\n")
+    if diff_rows:
+        md += ("\n## Difference from BERT, paired by seed (×100)\n\nmean [95% t-interval over seeds, n − 1 df]; "
+               "\"(noise)\": the interval contains 0. Average: the mean over the tasks, per seed.\n\n"
+               + markdown_table(diff_rows, columns) + "\n")
     with open(os.path.join(args.out_dir, "table1.md"), "w") as f:
         f.write(md)
     out = {"scores": {m: {t: dict(zip(("mean", "std"), v)) for t, v in d.items()} for m, d in table.items()},
+           "per_seed": per_seed, "difference_from_bert": difference,
            "mml_heads": {m: {t: dict(zip(("mean", "std"), v)) for t, v in d.items()} for m, d in heads.items()},
            "metric": {t: PAPER_METRIC[t] for t in args.tasks}, "seeds": args.seeds}
     with open(os.path.join(args.out_dir, "table1.json"), "w") as f:

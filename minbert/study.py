@@ -48,6 +48,7 @@ from .errors import UserError, cli
 from .flags import at_least
 from .recipes import dry_run
 from .report import markdown_table, pyplot
+from .seed_statistics import format_difference, mean_sd, paired_difference, t_interval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
@@ -78,71 +79,6 @@ CONFIGS = {
     "ensemble": [],            # python -m minbert.ensemble over the baseline seeds
 }
 SIMCSE_ARGS = ["--data", "cs224n", "--batch_size", "64", "--lr", "3e-5"]   # + --max_steps (--simcse_steps)
-
-
-# ---------------------------------------------------------------------- statistics (no scipy at runtime)
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d, c = 1 + num * d, 1 + num / c
-            d, c = 1 / (d if abs(d) > tiny else tiny), (c if abs(c) > tiny else tiny)
-            h *= d * c
-        if abs(d * c - 1) < 1e-15:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the regularised incomplete beta function."""
-    if x <= 0 or x >= 1:
-        return 0.0 if x <= 0 else 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1 - front * _betacf(b, a, 1 - x) / b
-
-
-def t_cdf(t: float, df: int) -> float:
-    """P(T ≤ t) for Student's t with df degrees of freedom. Two exact forms, each used where its x is small
-    (no cancellation): tail P(T > |t|) = ½ I_{df/(df+t²)}(df/2, ½); centre P(|T| < |t|) = I_{t²/(df+t²)}(½, df/2)."""
-    t2 = t * t
-    if t2 < df:   # |t| small: the centre form
-        centre = betainc(0.5, df / 2, t2 / (df + t2))
-        return 0.5 + 0.5 * centre if t >= 0 else 0.5 - 0.5 * centre
-    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t2))
-    return 1 - tail if t >= 0 else tail
-
-
-def t_quantile(p: float, df: int) -> float:
-    """The p-quantile of Student's t (bisection on t_cdf; exact to ~1e-12)."""
-    lo, hi = -1e3, 1e3
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
-    return (lo + hi) / 2
-
-
-def mean_sd(values: list[float]) -> tuple[float, float | None]:
-    """Mean and sample sd (n − 1); the sd of one value is undefined: None, shown as no "± sd" in the table."""
-    n = len(values)
-    mean = sum(values) / n
-    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None)
-
-
-def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): mean ± t_{(1+c)/2, n−1} · sd / √n; (mean, nan, nan) for one value."""
-    mean, sd = mean_sd(values)
-    if len(values) < 2:
-        return mean, float("nan"), float("nan")
-    half = t_quantile((1 + confidence) / 2, len(values) - 1) * sd / math.sqrt(len(values))
-    return mean, mean - half, mean + half
 
 
 # ---------------------------------------------------------------------- runs
@@ -381,10 +317,7 @@ def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
             mean, sd = mean_sd(values)
             row["scores"][m] = {"mean": mean, "sd": sd, "values": values}
             if name != "baseline" and "baseline" in scores:
-                diffs = [by_seed[s][m] - scores["baseline"][s][m] for s in seeds]
-                d, lo, hi = t_interval(diffs)
-                row["difference"][m] = {"mean": d, "low": lo, "high": hi, "values": diffs,
-                                        "inside_noise": not (lo > 0 or hi < 0)}
+                row["difference"][m] = paired_difference(values, [scores["baseline"][s][m] for s in seeds])
         out[name] = row
     if ensemble is not None:
         row = {"seeds": seeds, "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
@@ -396,15 +329,6 @@ def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
     return out
 
 
-def fmt_diff(d: dict | None) -> str:
-    if not d:
-        return "–"
-    if d["low"] is None or d["low"] != d["low"]:   # None or nan: no interval
-        return f"{d['mean']:+.4f}"
-    mark = " (noise)" if d["inside_noise"] else ""
-    return f"{d['mean']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}]{mark}"
-
-
 def write_table(out_dir: str, summary: dict, header: dict) -> str:
     rows = []
     for name, row in summary.items():
@@ -412,9 +336,9 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
         for m in METRICS:
             s = row["scores"][m]
             cells[m] = f"{s['mean']:.4f}" + (f" ± {s['sd']:.4f}" if s["sd"] is not None else "")
-        cells["Δ overall vs baseline [95% CI]"] = fmt_diff(row["difference"].get("overall"))
+        cells["Δ overall vs baseline [95% CI]"] = format_difference(row["difference"].get("overall"))
         for m in METRICS[:3]:
-            cells[f"Δ {m}"] = fmt_diff(row["difference"].get(m))
+            cells[f"Δ {m}"] = format_difference(row["difference"].get(m))
         rows.append(cells)
     columns = ["configuration", "n", *METRICS, "Δ overall vs baseline [95% CI]", *(f"Δ {m}" for m in METRICS[:3])]
     md = ("# Multitask study: dev scores of the kept (best-epoch) model, mean ± sd over seeds\n\n"

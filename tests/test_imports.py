@@ -10,7 +10,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "minbert"
 LAYERS = [
-    ("basics", {"errors", "atomic", "flags", "recipes", "metrics", "report", "meanshift", "dropout"}),
+    ("basics", {"errors", "atomic", "flags", "recipes", "metrics", "report", "seed_statistics", "meanshift", "dropout"}),
     ("machine, data and runs", {"device", "distributed", "interrupt", "hub", "config", "tokenizer", "data", "glue",
                                 "sampling", "checkpoint", "optimizer_step", "adamw", "run_dir", "progress", "fast_paths"}),
     ("the model", {"attention", "layers", "model", "compiled", "export", "embedding_eval"}),

@@ -86,6 +86,39 @@ def test_best_epoch_is_chosen_by_the_paper_metric():
     assert mml_study.best_epoch(stsb, "STS-B")["epoch"] == 1, f"{MOD}.best_epoch: STS-B is chosen by Spearman"
 
 
+def test_table_1_difference_from_bert_is_a_paired_t_interval(tmp_path):
+    """Each method's Table 1 difference from BERT is paired by seed: d_s = score(method, s) − score(BERT, s), and
+    its interval is scipy's t-interval of the d_s (n − 1 df). The Average column pairs the per-seed task means."""
+    import argparse
+    import json
+
+    import scipy.stats
+    rte = {"bert": [60.0, 62.0, 57.0], "mml": [61.0, 63.5, 58.2]}
+    mrpc = {"bert": [80.0, 79.0, 81.0], "mml": [79.0, 79.5, 80.0]}
+    runs = {}
+    for m in rte:
+        for i, s in enumerate((1, 2, 3)):
+            runs["RTE", m, s] = ({"accuracy": rte[m][i] / 100, "active_heads": 7}, {})
+            runs["MRPC", m, s] = ({"accuracy": mrpc[m][i] / 100, "active_heads": 7}, {})
+    args = argparse.Namespace(methods=["bert", "mml"], tasks=["RTE", "MRPC"], seeds=[1, 2, 3], out_dir=str(tmp_path))
+    got = mml_study.write_table1(args, runs)["difference_from_bert"]["mml"]
+
+    def scipy_interval(d):
+        return scipy.stats.t.interval(0.95, len(d) - 1, loc=sum(d) / len(d), scale=scipy.stats.sem(d))
+
+    d_rte = [1.0, 1.5, 1.2]
+    d_avg = [(a + b) / 2 for a, b in zip(d_rte, [-1.0, 0.5, -1.0])]
+    for task, d in (("RTE", d_rte), ("Average", d_avg)):
+        want = scipy_interval(d)
+        assert got[task]["mean"] == pytest.approx(sum(d) / 3), f"{MOD}.write_table1: {task} paired mean, want {sum(d) / 3}"
+        assert (got[task]["low"], got[task]["high"]) == pytest.approx(want), \
+            f"{MOD}.write_table1: {task} difference from BERT: expected scipy's paired t-interval {want}, got {got[task]}"
+    assert not got["RTE"]["inside_noise"] and got["MRPC"]["inside_noise"], f"{MOD}.write_table1: RTE's interval excludes 0"
+    md = (tmp_path / "table1.md").read_text()
+    assert "Difference from BERT" in md and "(noise)" in md, f"{MOD}.write_table1: table1.md lacks the difference table:\n{md}"
+    assert json.loads((tmp_path / "table1.json").read_text())["difference_from_bert"]["mml"]["RTE"]["values"] == pytest.approx(d_rte)
+
+
 def test_default_methods_are_table_1_s_six_rows():
     methods = mml_study.parse_args([]).methods
     names = [mml_study.paper_name(m) for m in methods]

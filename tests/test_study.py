@@ -13,6 +13,7 @@ import math
 import pytest
 import scipy.stats
 
+from minbert import seed_statistics as stats
 from minbert import study
 
 MOD = "minbert.study"
@@ -21,22 +22,22 @@ MOD = "minbert.study"
 @pytest.mark.parametrize("df", [1, 2, 3, 5, 9, 29, 200])
 @pytest.mark.parametrize("p", [0.975, 0.95, 0.5, 0.1])
 def test_t_quantile_matches_scipy(df, p):
-    got, want = study.t_quantile(p, df), scipy.stats.t.ppf(p, df)
-    assert got == pytest.approx(want, abs=1e-9), f"{MOD}.t_quantile({p}, df={df}): expected scipy's {want}, got {got}"
+    got, want = stats.t_quantile(p, df), scipy.stats.t.ppf(p, df)
+    assert got == pytest.approx(want, abs=1e-9), f"minbert.seed_statistics.t_quantile({p}, df={df}): expected scipy's {want}, got {got}"
 
 
 def test_t_interval_matches_scipy_on_hand_values():
     values = [0.012, -0.004, 0.02, 0.007]
-    mean, lo, hi = study.t_interval(values)
+    mean, lo, hi = stats.t_interval(values)
     want = scipy.stats.t.interval(0.95, len(values) - 1, loc=sum(values) / 4, scale=scipy.stats.sem(values))
-    assert (lo, hi) == pytest.approx(want, abs=1e-12), f"{MOD}.t_interval: expected scipy's {want}, got {(lo, hi)}"
-    assert math.isnan(study.t_interval([0.3])[1]), f"{MOD}.t_interval: one value has no interval"
+    assert (lo, hi) == pytest.approx(want, abs=1e-12), f"minbert.seed_statistics.t_interval: expected scipy's {want}, got {(lo, hi)}"
+    assert math.isnan(stats.t_interval([0.3])[1]), f"minbert.seed_statistics.t_interval: one value has no interval"
 
 
 def test_one_seed_has_no_standard_deviation(tmp_path):
     """A sample sd needs two values: with one seed the table must not print "± 0.0000" as if it were measured."""
-    assert study.mean_sd([0.3, 0.5])[1] == pytest.approx(scipy.stats.tstd([0.3, 0.5]))
-    assert study.mean_sd([0.3]) == (0.3, None), f"{MOD}.mean_sd: one value has no sample sd (None), got {study.mean_sd([0.3])}"
+    assert stats.mean_sd([0.3, 0.5])[1] == pytest.approx(scipy.stats.tstd([0.3, 0.5]))
+    assert stats.mean_sd([0.3]) == (0.3, None), f"minbert.seed_statistics.mean_sd: one value has no sample sd (None), got {stats.mean_sd([0.3])}"
     summary = study.summarise({"baseline": {1: dict.fromkeys(study.METRICS, 0.5)}}, [1], None)
     header = {"budget": ["--epochs", "1"], "examples_per_epoch": 0, "seeds": [1],
               "machine": {"cpu": "cpu", "cpus": 1, "native_bf16": False, "gpu": "none", "load": [0, 0, 0]}}

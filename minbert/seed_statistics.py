@@ -1,0 +1,95 @@
+"""Seed statistics for the two study runners: mean ± sd over seeds and Student's t-interval of a mean.
+
+Both studies (minbert.study, minbert.mml_study) answer "does this method help?" with paired seeds: the
+difference d_s = score(method, seed s) − score(baseline, seed s), and its 95% interval
+d̄ ± t_{0.975, n−1} · s_d / √n (Student 1908; n seeds, n − 1 degrees of freedom). An interval that contains 0
+is "inside the noise". scipy is not a runtime dependency, so t's quantile is computed here: the CDF through
+the regularised incomplete beta function (continued fraction, Numerical Recipes §6.4), the quantile by
+bisection. tests/test_study.py checks both against scipy.stats.t.
+
+Left out: corrections for multiple comparisons, and non-parametric (bootstrap) intervals.
+"""
+
+import math
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d, c = 1 + num * d, 1 + num / c
+            d, c = 1 / (d if abs(d) > tiny else tiny), (c if abs(c) > tiny else tiny)
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularised incomplete beta function."""
+    if x <= 0 or x >= 1:
+        return 0.0 if x <= 0 else 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T ≤ t) for Student's t with df degrees of freedom. Two exact forms, each used where its x is small
+    (no cancellation): tail P(T > |t|) = ½ I_{df/(df+t²)}(df/2, ½); centre P(|T| < |t|) = I_{t²/(df+t²)}(½, df/2)."""
+    t2 = t * t
+    if t2 < df:   # |t| small: the centre form
+        centre = betainc(0.5, df / 2, t2 / (df + t2))
+        return 0.5 + 0.5 * centre if t >= 0 else 0.5 - 0.5 * centre
+    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t2))
+    return 1 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t (bisection on t_cdf; exact to ~1e-12)."""
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def mean_sd(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample sd (n − 1); the sd of one value is undefined: None, shown as no "± sd" in the table."""
+    n = len(values)
+    mean = sum(values) / n
+    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None)
+
+
+def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): mean ± t_{(1+c)/2, n−1} · sd / √n; (mean, nan, nan) for one value."""
+    mean, sd = mean_sd(values)
+    if len(values) < 2:
+        return mean, float("nan"), float("nan")
+    half = t_quantile((1 + confidence) / 2, len(values) - 1) * sd / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def paired_difference(values: list[float], baseline: list[float]) -> dict:
+    """The paired difference of two lists of per-seed scores (same seed order): mean, 95% interval, and whether
+    the interval contains 0 ("inside_noise"). One seed has no interval: low, high and inside_noise are None."""
+    diffs = [v - b for v, b in zip(values, baseline, strict=True)]
+    if len(diffs) < 2:
+        return {"mean": diffs[0], "low": None, "high": None, "values": diffs, "inside_noise": None}
+    mean, low, high = t_interval(diffs)
+    return {"mean": mean, "low": low, "high": high, "values": diffs, "inside_noise": not (low > 0 or high < 0)}
+
+
+def format_difference(d: dict | None, digits: int = 4) -> str:
+    """"+0.0051 [-0.0043, +0.0144] (noise)"; only the mean where there is no interval; "–" for none."""
+    if not d:
+        return "–"
+    if d["low"] is None or d["low"] != d["low"]:   # None or nan: no interval
+        return f"{d['mean']:+.{digits}f}"
+    mark = " (noise)" if d["inside_noise"] else ""
+    return f"{d['mean']:+.{digits}f} [{d['low']:+.{digits}f}, {d['high']:+.{digits}f}]{mark}"
