@@ -167,12 +167,8 @@ def best_epoch(records, task):
     return max(records, key=lambda r: (r[metric], -r["epoch"]))
 
 
-def mean_std(values):
-    """Mean and sample std (ddof 1) of per-seed values; std None for one seed (shown without "± std")."""
-    return mean_sd([float(v) for v in values])
-
-
 def mean_pm(mean, std, digits=1) -> str:
+    """"56.7 ± 1.5"; only the mean where there is no std (one seed)."""
     return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
 
 
@@ -291,14 +287,14 @@ def write_table1(args, runs):
         per_seed[m]["Average"] = [float(np.mean(v)) for v in zip(*(per_seed[m][t] for t in args.tasks))]
     table, rows, diff_rows, difference = {}, [], [], {}
     for m in args.methods:
-        table[m] = {t: mean_std(per_seed[m][t]) for t in args.tasks}
+        table[m] = {t: mean_sd(per_seed[m][t]) for t in args.tasks}
         row = {"model": paper_name(m), **{t: mean_pm(mu, sd) for t, (mu, sd) in table[m].items()}}
         row["Average"] = f"{np.mean([mu for mu, _ in table[m].values()]):.1f}"
         rows.append(row)
         if m != "bert" and "bert" in per_seed:
             difference[m] = {t: paired_difference(per_seed[m][t], per_seed["bert"][t]) for t in [*args.tasks, "Average"]}
             diff_rows.append({"model": paper_name(m), **{t: format_difference(d, 1) for t, d in difference[m].items()}})
-    heads = {m: {t: mean_std([runs[t, m, s][0]["active_heads"] for s in args.seeds]) for t in args.tasks}
+    heads = {m: {t: mean_sd([runs[t, m, s][0]["active_heads"] for s in args.seeds]) for t in args.tasks}
              for m in args.methods if split_method(m)[0] == "mml"}
     for m, by_task in heads.items():
         rows.append({"model": f"{paper_name(m)} #heads", **{t: mean_pm(mu, sd, 0) for t, (mu, sd) in by_task.items()},
@@ -332,7 +328,7 @@ def write_cross(args, runs):
             for split in SPLITS:
                 scores = [runs[t, m, s][1].get(e, {}).get(split, {}).get("accuracy") for s in args.seeds]
                 if all(x is not None for x in scores):
-                    mu, sd = mean_std(scores)
+                    mu, sd = mean_sd(scores)
                     acc.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = mu
                     std.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = sd
     md, report, errors = [], {}, []
