@@ -289,7 +289,7 @@ def write_table1(args, runs):
     for m in args.methods:
         table[m] = {t: mean_sd(per_seed[m][t]) for t in args.tasks}
         row = {"model": paper_name(m), **{t: mean_pm(mu, sd) for t, (mu, sd) in table[m].items()}}
-        row["Average"] = f"{np.mean([mu for mu, _ in table[m].values()]):.1f}"
+        row["Average"] = f"{mean_sd(per_seed[m]['Average'])[0]:.1f}"   # = the mean of the task means
         rows.append(row)
         if m != "bert" and "bert" in per_seed:
             difference[m] = {t: paired_difference(per_seed[m][t], per_seed["bert"][t]) for t in [*args.tasks, "Average"]}
