@@ -26,6 +26,8 @@ head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). O
                     separately:  impr(m, t) = mean_{e ≠ t} (acc_m,t(e) / acc_bert,t(e) − 1) × 100%.
                     The appendix's "impr." rows average the same ratio down a column instead: for
                     dataset e, over the training tasks t ≠ e. (Checked against Tables 3 and 5.)
+                    Below each table, every hold-out cell's accuracy difference from BERT trained on
+                    the same task, paired by seed, with a 95% t-interval (the paper gives none).
   performance_profile.png  Figure 3 (Dolan & Moré 2002, arXiv:cs/0102001) on ERROR, as its caption
                     says: an experiment is one hold-out cell (train task t, eval task e ≠ t, split),
                     error = 1 − seed-mean accuracy; r_m = error_m / min over methods of error;
@@ -322,7 +324,7 @@ def write_table1(args, runs):
 
 def write_cross(args, runs):
     """Tables 2-5 per category, and the hold-out errors that Figure 3 profiles."""
-    acc, std = {}, {}   # method -> train task -> eval task -> split -> seed-mean (std) accuracy
+    acc, std, per_seed = {}, {}, {}   # method -> train task -> eval task -> split -> seed-mean (std, list) accuracy
     for t, m in ((t, m) for t in args.tasks for m in args.methods):
         for e in category_tasks(t, args.glue_dir, args.extra_datasets):
             for split in SPLITS:
@@ -331,6 +333,7 @@ def write_cross(args, runs):
                     mu, sd = mean_sd(scores)
                     acc.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = mu
                     std.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = sd
+                    per_seed.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = scores
     md, report, errors = [], {}, []
     categories = sorted({TASKS[t].category for t in args.tasks if TASKS[t].category})
     for cat in categories:
@@ -355,6 +358,9 @@ def write_cross(args, runs):
             rows.append({"model": f"{paper_name(m)} impr.", **{e: "/".join(pct(g[s], True) for s in SPLITS) for e, g in gains.items()}})
             rep["impr"][m] = gains
         md.append(f"## {cat}: train/dev accuracy ×100 (seed means)\n\n" + markdown_table(rows, ["model", *datasets, "Improvement compared to BERT"]))
+        rep["difference_from_bert"], diff_md = holdout_differences(per_seed, tasks, datasets, args.methods)
+        if diff_md:
+            md.append(diff_md)
         report[cat] = rep
         for t in tasks:   # Figure 3's experiments: hold-out cells that every method has
             for e in datasets:
@@ -372,6 +378,31 @@ def write_cross(args, runs):
         json.dump(report, f, indent=1)
     print("\n\n".join(md))
     return report, errors
+
+
+def holdout_differences(per_seed, tasks, datasets, methods):
+    """Each hold-out cell's accuracy (×100) minus that of BERT trained on the same task, paired by seed, with a
+    95% t-interval: {method: {train task: {"eval split": difference}}}, and its markdown table ("" if none)."""
+    bert = per_seed.get("bert", {})
+    cells = [(t, e, s) for t in tasks for e in datasets for s in SPLITS
+             if e != t and bert.get(t, {}).get(e, {}).get(s) is not None]
+    columns = [f"{e} {s}" for e in datasets for s in SPLITS if any(c[1:] == (e, s) for c in cells)]
+    out, rows = {}, []
+    for t in tasks:
+        for m in methods:
+            row = {}
+            for _, e, s in (c for c in cells if c[0] == t):
+                scores = per_seed.get(m, {}).get(t, {}).get(e, {}).get(s)
+                if m != "bert" and scores is not None:
+                    row[f"{e} {s}"] = paired_difference([100 * x for x in scores], [100 * x for x in bert[t][e][s]])
+            if row:
+                out.setdefault(m, {})[t] = row
+                rows.append({"model": f"{paper_name(m)}-{t}", **{c: format_difference(d, 1) for c, d in row.items()}})
+    if not rows:
+        return out, ""
+    return out, ("### Hold-out cells: difference from BERT trained on the same task, paired by seed (×100)\n\n"
+                 "mean [95% t-interval over seeds, n − 1 df]; \"(noise)\": the interval contains 0.\n\n"
+                 + markdown_table(rows, ["model", *columns]))
 
 
 def plot_profile(path, errors, methods, profile_on="error") -> bool:

@@ -119,6 +119,39 @@ def test_table_1_difference_from_bert_is_a_paired_t_interval(tmp_path):
     assert json.loads((tmp_path / "table1.json").read_text())["difference_from_bert"]["mml"]["RTE"]["values"] == pytest.approx(d_rte)
 
 
+def test_hold_out_difference_from_bert_is_a_paired_t_interval(tmp_path):
+    """Tables 2-5 also give each hold-out cell's difference from BERT trained on the same task, paired by seed:
+    d_s = acc(method, s) − acc(BERT, s) (×100), with scipy's t-interval of the d_s. The diagonal has none."""
+    import argparse
+    import json
+
+    import scipy.stats
+    from minbert.glue import TASKS
+    for name in ("MRPC", "STS-B*"):
+        (tmp_path / TASKS[name].folder).mkdir(exist_ok=True)
+        (tmp_path / TASKS[name].folder / TASKS[name].splits["dev"]).write_text("")
+    on_sts = {"bert": [0.70, 0.74, 0.69], "mml": [0.72, 0.73, 0.75]}   # MRPC-trained models scored on STS-B* dev
+    runs = {}
+    for m, accs in on_sts.items():
+        for s, a in zip((1, 2, 3), accs):
+            runs["MRPC", m, s] = ({}, {"MRPC": {"dev": {"accuracy": 0.8}}, "STS-B*": {"dev": {"accuracy": a}}})
+            runs["STS-B*", m, s] = ({}, {"MRPC": {"dev": {"accuracy": 0.7}}, "STS-B*": {"dev": {"accuracy": 0.9}}})
+    args = argparse.Namespace(methods=["bert", "mml"], tasks=["MRPC", "STS-B*"], seeds=[1, 2, 3], out_dir=str(tmp_path),
+                              glue_dir=str(tmp_path), extra_datasets=[], profile_on="error")
+    report, _ = mml_study.write_cross(args, runs)
+    got = report["similarity"]["difference_from_bert"]["mml"]
+    d = [2.0, -1.0, 6.0]
+    want = scipy.stats.t.interval(0.95, 2, loc=sum(d) / 3, scale=scipy.stats.sem(d))
+    cell = got["MRPC"]["STS-B* dev"]
+    assert cell["mean"] == pytest.approx(sum(d) / 3) and (cell["low"], cell["high"]) == pytest.approx(want), \
+        f"{MOD}.holdout_differences: MML-MRPC on STS-B* dev: expected the paired t-interval {want} of {d}, got {cell}"
+    assert "MRPC dev" not in got["MRPC"], f"{MOD}.holdout_differences: the diagonal (MRPC on MRPC) is not a hold-out cell"
+    assert "bert" not in report["similarity"]["difference_from_bert"], f"{MOD}.holdout_differences: BERT is the reference"
+    md = (tmp_path / "cross_dataset.md").read_text()
+    assert "Hold-out cells: difference from BERT" in md, f"{MOD}.write_cross: cross_dataset.md lacks the hold-out differences"
+    assert json.loads((tmp_path / "cross_dataset.json").read_text())["similarity"]["difference_from_bert"]["mml"]["MRPC"]
+
+
 def test_default_methods_are_table_1_s_six_rows():
     methods = mml_study.parse_args([]).methods
     names = [mml_study.paper_name(m) for m in methods]
