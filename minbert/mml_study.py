@@ -383,23 +383,21 @@ def write_cross(args, runs):
 def holdout_differences(per_seed, tasks, datasets, methods):
     """Each hold-out cell's accuracy (×100) minus that of BERT trained on the same task, paired by seed, with a
     95% t-interval: {method: {train task: {"eval split": difference}}}, and its markdown table ("" if none)."""
-    bert = per_seed.get("bert", {})
-    cells = [(t, e, s) for t in tasks for e in datasets for s in SPLITS
-             if e != t and bert.get(t, {}).get(e, {}).get(s) is not None]
-    columns = [f"{e} {s}" for e in datasets for s in SPLITS if any(c[1:] == (e, s) for c in cells)]
+    def scores(m, t, e, s):   # per-seed accuracies ×100, or None
+        x = per_seed.get(m, {}).get(t, {}).get(e, {}).get(s)
+        return None if x is None else [100 * a for a in x]
     out, rows = {}, []
     for t in tasks:
-        for m in methods:
-            row = {}
-            for _, e, s in (c for c in cells if c[0] == t):
-                scores = per_seed.get(m, {}).get(t, {}).get(e, {}).get(s)
-                if m != "bert" and scores is not None:
-                    row[f"{e} {s}"] = paired_difference([100 * x for x in scores], [100 * x for x in bert[t][e][s]])
+        for m in (m for m in methods if m != "bert"):
+            row = {f"{e} {s}": paired_difference(scores(m, t, e, s), scores("bert", t, e, s))
+                   for e in datasets if e != t for s in SPLITS
+                   if scores(m, t, e, s) is not None and scores("bert", t, e, s) is not None}
             if row:
                 out.setdefault(m, {})[t] = row
                 rows.append({"model": f"{paper_name(m)}-{t}", **{c: format_difference(d, 1) for c, d in row.items()}})
     if not rows:
         return out, ""
+    columns = [f"{e} {s}" for e in datasets for s in SPLITS if any(f"{e} {s}" in r for r in rows)]
     return out, ("### Hold-out cells: difference from BERT trained on the same task, paired by seed (×100)\n\n"
                  "mean [95% t-interval over seeds, n − 1 df]; \"(noise)\": the interval contains 0.\n\n"
                  + markdown_table(rows, ["model", *columns]))
