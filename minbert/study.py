@@ -8,7 +8,8 @@ folder OUT_DIR/CONFIG/seedS, so a crash or Ctrl-C loses at most one run's progre
 so rerunning the same command finishes an interrupted study and ends with the same table as an uninterrupted one.
 
 Configurations (`CONFIGS`; each adds flags to the common budget, the arguments after `--`):
-  baseline, pals, smart, r3f, pcgrad, gradvac, grad_compromise, annealed, mnr (Benton: cosine STS head, dot-scored
+  baseline, pals, smart, r3f, pcgrad, gradvac, grad_compromise, grad_compromise_normalize (its other reading:
+  each loss weighted by S / Σ S, see minbert/gradient_compromise.py), annealed, mnr (Benton: cosine STS head, dot-scored
   MNR on positives-only batches, first half of the epochs), concat (Benton's one-pass tanh STS head),
   simcse (python -m minbert.simcse on the CS224N training sentences, then fine-tuning from its encoder),
   head_pretraining (Pritsky et al.: each head alone first), pals_after (Pritsky et al. §3.3.2: fine-tune for
@@ -60,7 +61,7 @@ DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "
                   "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2",
                   "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
 # Task batches per optimizer step where it is not 1, so that every configuration sees the same examples per epoch.
-BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4}
+BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4, "grad_compromise_normalize": 4}
 
 CONFIGS = {
     "baseline": [],
@@ -70,6 +71,7 @@ CONFIGS = {
     "pcgrad": ["--surgery", "pcgrad"],
     "gradvac": ["--surgery", "gradvac"],
     "grad_compromise": ["--grad_compromise", "4"],
+    "grad_compromise_normalize": ["--grad_compromise", "4", "--grad_compromise_normalize"],   # S / Σ S: no step shrink
     "annealed": ["--schedule", "annealed"],
     "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
     "concat": ["--sts_head", "cross_tanh"],

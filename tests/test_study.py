@@ -49,8 +49,9 @@ def test_every_configuration_gets_the_same_examples_per_epoch():
     """6000 examples per epoch at batch 32: 188 steps of one batch, 63 PCGrad/GradVac steps of 3 task batches,
     47 Gradient Compromise steps of 4 batches (N = 4); with --grad_accum 2, half the steps."""
     budget = ["--batch_size", "32"]
-    got = {n: study.steps_per_epoch(n, budget, 6000) for n in ("baseline", "pcgrad", "gradvac", "grad_compromise")}
-    want = {n: ["--steps_per_epoch", str(k)] for n, k in (("baseline", 188), ("pcgrad", 63), ("gradvac", 63), ("grad_compromise", 47))}
+    names = ("baseline", "pcgrad", "gradvac", "grad_compromise", "grad_compromise_normalize")
+    got = {n: study.steps_per_epoch(n, budget, 6000) for n in names}
+    want = {n: ["--steps_per_epoch", str(k)] for n, k in zip(names, (188, 63, 63, 47, 47))}
     assert got == want, f"{MOD}.steps_per_epoch: expected {want}, got {got}"
     assert study.steps_per_epoch("baseline", budget + ["--grad_accum", "2"], 6000) == ["--steps_per_epoch", "94"]
     assert study.steps_per_epoch("baseline", budget, 0) == [], "0 examples per epoch: the script's one pass"
