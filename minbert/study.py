@@ -25,7 +25,10 @@ Outputs in OUT_DIR:
                           The ensemble is one model: its row gives the difference from the baseline mean, no interval.
   study.png               dev overall per configuration with its 95% interval, and its paired difference from the
                           baseline with its interval (matplotlib optional, as elsewhere).
-  machine.json            CPU, native bf16 or not, GPU, torch, load; commands.txt: every command run, exactly.
+  machine.json            CPU, native bf16 or not, GPU, torch, load, of the latest invocation.
+  commands.txt            every command run, exactly, across invocations: each invocation appends a "# date:
+                          machine" line and then its commands; a study continued in a fresh OUT_DIR carries on
+                          the history kept in --results_dir.
   --results_dir DIR gets a copy of those small files (e.g. bench/results/study), the table so far after every
   seed, and each finished run's metrics.jsonl and outputs.pt under DIR/runs/: commit them, and a later session
   (whose OUT_DIR is gone) skips those runs. The runs stay in OUT_DIR, and a finished run's best.pt/last.pt are deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
@@ -43,6 +46,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 
 from . import flags
 from .errors import UserError, cli
@@ -457,6 +461,7 @@ def main(argv=None):
     header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs, "machine": machine()}
     with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
         json.dump(header, f, indent=1)
+    continue_history(args.out_dir, args.results_dir, header["machine"])
     runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir)
     scores = {}
     try:
@@ -475,6 +480,18 @@ def main(argv=None):
     summary = summarise(scores, args.seeds, ensemble)
     print(report(args, summary, header))
     return summary
+
+
+def continue_history(out_dir: str, results_dir: str | None, m: dict) -> None:
+    """commands.txt is the study's whole record: a fresh out_dir starts from the copy kept in results_dir (so a
+    study finished in a later session keeps the first session's commands), then this invocation's header line."""
+    path = os.path.join(out_dir, "commands.txt")
+    kept = os.path.join(results_dir, "commands.txt") if results_dir else ""
+    if not os.path.isfile(path) and os.path.isfile(kept):
+        shutil.copy(kept, path)
+    with open(path, "a") as f:
+        f.write(f"# {time.strftime('%Y-%m-%d %H:%M')}: {m['cpu']} ({m['cpus']} CPUs, native bf16: {m['native_bf16']}, "
+                f"GPU: {m['gpu']}), torch {m['torch']}, load {m['load']}\n")
 
 
 def report(args, summary: dict, header: dict) -> str:

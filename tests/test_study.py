@@ -150,8 +150,11 @@ def test_a_later_session_with_only_the_committed_results_runs_nothing(tiny):
     later = root / "later"
     shutil.copytree(root / "results", later / "results")
     summary = study.main([*argv, "--out_dir", str(later / "runs"), "--results_dir", str(later / "results"), "--", *budget])
-    commands = (later / "runs" / "commands.txt").read_text()
-    assert "train_multitask.py" not in commands, f"{MOD}: runs kept under --results_dir were run again:\n{commands}"
+    session = (later / "runs" / "commands.txt").read_text().split("\n# ")[-1]   # this invocation's lines
+    assert "train_multitask.py" not in session, f"{MOD}: runs kept under --results_dir were run again:\n{session}"
+    kept = (later / "results" / "commands.txt").read_text()
+    assert kept.count("train_multitask.py") == 3 * 4, \
+        f"{MOD}: --results_dir/commands.txt must keep the first session's commands when a later session continues:\n{kept}"
     a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
     b = json.loads((later / "runs" / "table.json").read_text())["configurations"]
     assert {n: a[n]["scores"] for n in a} == {n: b[n]["scores"] for n in b}, f"{MOD}: the restored study's table differs"
