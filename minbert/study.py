@@ -353,8 +353,7 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
           "Δ: paired difference from the baseline on the same seed, mean [95% t-interval over seeds, n − 1 df]; "
           "\"(noise)\": the interval contains 0. The ensemble is one model (uniform average of the baseline seeds): "
           "its Δ is against the baseline mean, with no interval.\n\n"
-          f"Machine: {header['machine']['cpu']} ({header['machine']['cpus']} CPUs, native bf16: "
-          f"{header['machine']['native_bf16']}, GPU: {header['machine']['gpu']}), load {header['machine']['load']}.\n\n"
+          f"Machine: {describe(header['machine'])}.\n\n"
           + markdown_table(rows, columns) + "\n")
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(md)
@@ -408,6 +407,11 @@ def machine() -> dict:
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
             "torch": torch.__version__, "python": platform.python_version(),
             "load": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None}
+
+
+def describe(m: dict) -> str:
+    """machine() in one line: "AMD EPYC (2 CPUs, native bf16: True, GPU: none), load [0.3, 0.5, 0.8]"."""
+    return f"{m['cpu']} ({m['cpus']} CPUs, native bf16: {m['native_bf16']}, GPU: {m['gpu']}), load {m['load']}"
 
 
 # ---------------------------------------------------------------------- the command
@@ -490,8 +494,7 @@ def continue_history(out_dir: str, results_dir: str | None, m: dict) -> None:
     if not os.path.isfile(path) and os.path.isfile(kept):
         shutil.copy(kept, path)
     with open(path, "a") as f:
-        f.write(f"# {time.strftime('%Y-%m-%d %H:%M')}: {m['cpu']} ({m['cpus']} CPUs, native bf16: {m['native_bf16']}, "
-                f"GPU: {m['gpu']}), torch {m['torch']}, load {m['load']}\n")
+        f.write(f"# {time.strftime('%Y-%m-%d %H:%M')}: {describe(m)}, torch {m['torch']}\n")
 
 
 def report(args, summary: dict, header: dict) -> str:
