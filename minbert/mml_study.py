@@ -53,7 +53,7 @@ from minbert.flags import at_least, between, positive
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
 from minbert.mml import METHODS, PAPER_METRIC, paper_epochs
 from minbert.report import markdown_table, pyplot
-from minbert.seed_statistics import format_difference, mean_sd, paired_difference
+from minbert.seed_statistics import format_difference, format_mean_sd, mean_sd, paired_difference
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
 PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # the columns of Tables 2-5
@@ -167,11 +167,6 @@ def best_epoch(records, task):
     """The epoch record with the highest paper metric (the first on ties, as train_mml keeps best.pt)."""
     metric = PAPER_METRIC[task]
     return max(records, key=lambda r: (r[metric], -r["epoch"]))
-
-
-def mean_pm(mean, std, digits=1) -> str:
-    """"56.7 ± 1.5"; only the mean where there is no std (one seed)."""
-    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
 
 
 def improvement(score, reference):
@@ -290,7 +285,7 @@ def write_table1(args, runs):
     table, rows, diff_rows, difference = {}, [], [], {}
     for m in args.methods:
         table[m] = {t: mean_sd(per_seed[m][t]) for t in args.tasks}
-        row = {"model": paper_name(m), **{t: mean_pm(mu, sd) for t, (mu, sd) in table[m].items()}}
+        row = {"model": paper_name(m), **{t: format_mean_sd(mu, sd, 1) for t, (mu, sd) in table[m].items()}}
         row["Average"] = f"{mean_sd(per_seed[m]['Average'])[0]:.1f}"   # = the mean of the task means
         rows.append(row)
         if m != "bert" and "bert" in per_seed:
@@ -299,7 +294,7 @@ def write_table1(args, runs):
     heads = {m: {t: mean_sd([runs[t, m, s][0]["active_heads"] for s in args.seeds]) for t in args.tasks}
              for m in args.methods if split_method(m)[0] == "mml"}
     for m, by_task in heads.items():
-        rows.append({"model": f"{paper_name(m)} #heads", **{t: mean_pm(mu, sd, 0) for t, (mu, sd) in by_task.items()},
+        rows.append({"model": f"{paper_name(m)} #heads", **{t: format_mean_sd(mu, sd, 0) for t, (mu, sd) in by_task.items()},
                      "Average": "–"})
     columns = ["model", *[f"{t}" for t in args.tasks], "Average"]
     metrics = ", ".join(f"{t} {PAPER_METRIC[t]}" for t in args.tasks)
@@ -324,16 +319,18 @@ def write_table1(args, runs):
 
 def write_cross(args, runs):
     """Tables 2-5 per category, and the hold-out errors that Figure 3 profiles."""
-    acc, std, per_seed = {}, {}, {}   # method -> train task -> eval task -> split -> seed-mean (std, list) accuracy
+    per_seed = {}   # method -> train task -> eval task -> split -> per-seed accuracies
     for t, m in ((t, m) for t in args.tasks for m in args.methods):
         for e in category_tasks(t, args.glue_dir, args.extra_datasets):
             for split in SPLITS:
                 scores = [runs[t, m, s][1].get(e, {}).get(split, {}).get("accuracy") for s in args.seeds]
                 if all(x is not None for x in scores):
-                    mu, sd = mean_sd(scores)
-                    acc.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = mu
-                    std.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = sd
                     per_seed.setdefault(m, {}).setdefault(t, {}).setdefault(e, {})[split] = scores
+
+    def over_seeds(i):   # the same nesting with mean_sd(scores)[i] in every cell: 0 the seed mean, 1 the sd
+        return {m: {t: {e: {s: mean_sd(v)[i] for s, v in by_split.items()} for e, by_split in by_eval.items()}
+                    for t, by_eval in by_task.items()} for m, by_task in per_seed.items()}
+    acc, std = over_seeds(0), over_seeds(1)
     md, report, errors = [], {}, []
     categories = sorted({TASKS[t].category for t in args.tasks if TASKS[t].category})
     for cat in categories:

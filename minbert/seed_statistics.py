@@ -85,6 +85,11 @@ def paired_difference(values: list[float], baseline: list[float]) -> dict:
     return {"mean": mean, "low": low, "high": high, "values": diffs, "inside_noise": not (low > 0 or high < 0)}
 
 
+def format_mean_sd(mean: float, sd: float | None, digits: int = 4) -> str:
+    """"0.7012 ± 0.0049"; only the mean where there is no sd (one seed)."""
+    return f"{mean:.{digits}f}" + (f" ± {sd:.{digits}f}" if sd is not None else "")
+
+
 def format_difference(d: dict | None, digits: int = 4) -> str:
     """"+0.0051 [-0.0043, +0.0144] (noise)"; only the mean where there is no interval; "–" for none."""
     if not d:

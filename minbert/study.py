@@ -53,7 +53,7 @@ from .errors import UserError, cli
 from .flags import at_least
 from .recipes import dry_run
 from .report import markdown_table, pyplot
-from .seed_statistics import format_difference, mean_sd, paired_difference, t_interval
+from .seed_statistics import format_difference, format_mean_sd, mean_sd, paired_difference, t_interval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
@@ -341,7 +341,7 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
         cells = {"configuration": name, "n": len(row["seeds"]) if name != "ensemble" else f"1 ({len(row['seeds'])} members)"}
         for m in METRICS:
             s = row["scores"][m]
-            cells[m] = f"{s['mean']:.4f}" + (f" ± {s['sd']:.4f}" if s["sd"] is not None else "")
+            cells[m] = format_mean_sd(s["mean"], s["sd"])
         cells["Δ overall vs baseline [95% CI]"] = format_difference(row["difference"].get("overall"))
         for m in METRICS[:3]:
             cells[f"Δ {m}"] = format_difference(row["difference"].get(m))
