@@ -1,10 +1,13 @@
 """Classroom edition: how long grading takes, and what the exploits score (bench/results/classroom.md).
 
     python bench/bench_classroom.py [--repeats 2]
+    python bench/bench_classroom.py --baseline ../minbert-old [--repeats 3]   (writes classroom_vs_baseline.md)
 
 Times `grade` of this repository (all 10 assignments, 110 points) with 1 and 2 workers, interleaved,
 and `student` (the hand-out build); then grades each exploit of minbert/grader/autograder.py. Names the
-CPU and the load, since the machine is shared.
+CPU and the load, since the machine is shared. With --baseline, times `python -m minbert.classroom grade`
+(the command a teacher runs, 2 workers) in another checkout and in this one, alternating, and reports the
+ratio of the medians: both see the same machine and load.
 """
 
 import argparse
@@ -30,10 +33,40 @@ def cpu():
     return f"{name}, {os.cpu_count()} cores"
 
 
+def compare(baseline: Path, repeats: int):
+    """Wall seconds of the grade command in `baseline` and here, alternating; writes the ratio."""
+    times, load = {"baseline": [], "this": []}, [os.getloadavg()[0]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for _ in range(repeats):
+        for name, root in (("baseline", baseline), ("this", ROOT)):
+            t = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "minbert.classroom", "grade"], cwd=root, env=env,
+                               capture_output=True, text=True)
+            times[name].append(time.perf_counter() - t)
+            assert r.returncode == 0 and "110.0 / 110" in r.stdout, f"{root} did not grade 110/110:\n{r.stdout}{r.stderr}"
+            load.append(os.getloadavg()[0])
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    isolation = next((ln for ln in r.stdout.splitlines() if ln.startswith("isolation:")), "isolation: (not printed)")
+    lines = ["# Classroom grading: this grader against a baseline checkout", "",
+             f"CPU: {cpu()}. Load average during the run: {min(load):.1f}-{max(load):.1f}. "
+             f"`python -m minbert.classroom grade` (all 10 assignments, 2 workers), {repeats} runs each, alternating.",
+             f"This grader's {isolation}", "",
+             "| grader | wall seconds (each run) | median |", "|---|---|---|",
+             f"| baseline ({baseline.name}) | {', '.join(f'{t:.1f}' for t in times['baseline'])} | {med['baseline']:.1f} |",
+             f"| this checkout | {', '.join(f'{t:.1f}' for t in times['this'])} | {med['this']:.1f} |", "",
+             f"Ratio this / baseline: **{med['this'] / med['baseline']:.2f}x** (target ≤ 1.3x).", ""]
+    (ROOT / "bench" / "results" / "classroom_vs_baseline.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--baseline", type=Path, default=None,
+                   help="another checkout of minbert (e.g. the commit before a grader change) to time against")
     args = p.parse_args()
+    if args.baseline:
+        return compare(args.baseline.resolve(), args.repeats)
     rows, load = [], [os.getloadavg()[0]]
     times = {1: [], 2: []}
     for _ in range(args.repeats):

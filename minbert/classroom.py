@@ -184,7 +184,7 @@ def stub_lines(selected) -> dict[str, list[str]]:
 # ---------------------------------------------------------------------- the student copy
 
 # Instructor-only: the grader (references, cases, hints), this tool, and the tests that hold references.
-INSTRUCTOR_ONLY = re.compile(r"^minbert/grader/|^minbert/classroom\.py$|^tests/test_classroom\.py$"
+INSTRUCTOR_ONLY = re.compile(r"^minbert/grader/|^minbert/classroom\.py$|^tests/classroom/|^docs/classroom\.md$"
                              r"|^tests/test_grader[^/]*\.py$|^tests/test_pcgrad_per_param\.py$"
                              r"|^bench/bench_classroom\.py$")
 LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^bench/results/|^NOTES-[^/]*\.md$")
@@ -290,7 +290,18 @@ def table(entries: list[dict]) -> str:
         failing = next((e["output"] for e in mine if e["score"] < e["max_score"]), "")
         lines.append(f"{ASSIGNMENTS.index(a) + 1:>2}. {a.key:<10} {got:>5.1f} / {most:<4g} {failing[:300]}")
     lines.append(f"{'total':<14} {total:>5.1f} / {maximum:g}")
+    lines.append(isolation_line(entries))
     return "\n".join(lines)
+
+
+def isolation_line(entries: list[dict]) -> str:
+    """How the submission was run: the sandbox's layers, or that the grade is only a self-check."""
+    layers = next((e["isolation"] for e in entries if e.get("isolation")), None)
+    if layers:
+        return "isolation: " + ", ".join(layers)
+    if any("[self-check" in e["output"] for e in entries):
+        return "isolation: none on this machine; this grade is a self-check, not authoritative"
+    return "isolation: no code was run"
 
 
 def results_json(entries: list[dict], message: str = "") -> dict:
@@ -299,7 +310,16 @@ def results_json(entries: list[dict], message: str = "") -> dict:
              for e in entries]
     return {"score": round(sum(e["score"] for e in entries), 4),
             "execution_time": round(sum(e["execution_time"] for e in entries), 3),
-            "output": message or f"{len(tests)} cases; hidden ones show after the due date", "tests": tests}
+            "output": (message or f"{len(tests)} cases; hidden ones show after the due date")
+            + f" ({isolation_line(entries)})", "tests": tests}
+
+
+def write_json(path: Path, data: dict):
+    """Atomically: a reader sees the old file or the whole new one, never a part (the grader alone writes it)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def main(argv=None):
@@ -317,6 +337,9 @@ def main(argv=None):
                    help="the keys the hand-out removed, when it was built with student --assignments (default all)")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds per assignment's child process (default 60)")
     g.add_argument("--workers", type=int, default=2, help="assignments graded at once (default 2)")
+    g.add_argument("--require_isolation", action="store_true",
+                   help="refuse to grade when the sandbox cannot be built (always on as root): use it wherever "
+                        "the grade counts; without it an ordinary user gets a self-check")
     z = sub.add_parser("autograder", help="write the Gradescope autograder zip")
     z.add_argument("out", type=Path, help="a new folder; the zip goes there")
     z.add_argument("--assignments", default=None, help="only these keys (default all)")
@@ -344,10 +367,11 @@ def main(argv=None):
     handout = None if not getattr(args, "handout", None) else {k.strip() for k in args.handout.split(",") if k.strip()}
     if handout and handout - set(BY_KEY):
         raise UserError(f"--handout: unknown {sorted(handout - set(BY_KEY))}; choose from {','.join(BY_KEY)}")
-    entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout)
+    entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout,
+                      require_isolation=args.require_isolation or None)
     print(table(entries))
     if args.json:
-        args.json.write_text(json.dumps(results_json(entries), indent=2) + "\n")
+        write_json(args.json, results_json(entries))
 
 
 if __name__ == "__main__":

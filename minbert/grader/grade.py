@@ -1,26 +1,33 @@
-"""Grade a submission: one child process per assignment, the verdict in this (parent) process.
+"""Grade a submission: one sandboxed child per assignment, every verdict in this (parent) process.
 
-Protocol, per assignment:
-  1. the submission's graded blocks are laid over the template (submission.py); a changed line
-     outside the blocks or a banned call scores the assignment 0 before anything runs;
-  2. the parent draws the cases with a seed taken from the submission's blocks (cases.py) and
-     computes the reference outputs itself, with the instructor's package (scenarios.py);
-  3. the inputs go to a file; a child (`python -I child.py`) imports the submission, runs the
-     same glue and saves its outputs; it is killed, with its process group, at the time limit;
+Protocol, per submission:
+  1. intake (submission.py): a zip is unpacked with caps; links, hard links and special files are
+     refused; the graded blocks are laid over the template; a changed line outside the blocks, a
+     banned call (a friendly early message, not the security) or a syntax error in a file the
+     assignment imports scores it 0 before anything runs;
+  2. the parent draws every assignment's cases with a seed taken from the submission's blocks
+     (cases.py) and computes ALL the reference outputs (scenarios.py, the instructor's package,
+     imported here before any child starts); references and expected values never touch the disk;
+  3. each child (`python -I child.py`) runs in a box (sandbox.py): its own user, PID, mount and
+     network namespaces, a whitelist root holding only the template and its inputs, limits, a
+     wall-clock deadline and byte caps on what it prints and returns; it returns its outputs
+     through a pipe, and the parent checks that none of its processes is left;
   4. the parent loads the outputs with torch.load(weights_only=True) and compares each case:
-     points per case; a miss that equals a known mistake (hints.py) gets that hint.
-The parent imports nothing from the submission, and the references never touch the disk.
+     points per case; a miss that equals a known mistake (hints.py) gets that hint. What the
+     submission controls (exception messages, prints) never reaches the student: only an
+     exception's builtin type and its line in the student's own file.
+Where a box cannot be built (not root, namespaces refused) grading still runs, unisolated, and every
+message says the grade is a self-check, not authoritative; `require_isolation` refuses instead.
 """
 
+import builtins
 import hashlib
+import io
 import os
-import shutil
-import signal
-import subprocess
+import re
 import sys
 import tempfile
 import time
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,10 +36,27 @@ import torch
 from .. import classroom as C
 from . import cases as CASES
 from . import hints as HINTS
-from . import scenarios, submission
+from . import sandbox, scenarios, submission
+from .child import BLOCKED_OPS
 
 HERE = Path(__file__).resolve().parent
 ATOL, RTOL = 1e-5, 1e-4
+SELF_CHECK = "self-check, not authoritative: the grader could not isolate the submission here"
+_ISOLATION = None
+
+
+def isolation(require: bool | None) -> tuple[bool, str]:
+    """(isolate?, why not). require=None: required when running as root."""
+    global _ISOLATION
+    if _ISOLATION is None:
+        _ISOLATION = sandbox.isolation_available()
+    ok, why = _ISOLATION
+    if require is None:
+        require = os.geteuid() == 0 if hasattr(os, "geteuid") else False
+    if require and not ok:
+        raise C.UserError(f"grade: isolation is required but unavailable ({why}); grade as root on Linux with "
+                          "namespaces allowed, or as an ordinary user for a self-check")
+    return ok, why
 
 
 def seed_of(template_dir: Path, salt: int = 0) -> int:
@@ -70,77 +94,99 @@ def compare(got, want: dict) -> str:
     return ""
 
 
-def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float) -> tuple[list | None, str]:
-    """(per-case outputs or error strings, '' or why the child gave nothing)."""
+def error_message(record: dict, files: dict, key: str) -> str:
+    """A child's exception, as the student may see it: the builtin type and the line in their own file.
+    Everything else in the record is the submission's to choose, so it is checked, never quoted."""
+    kind, where, op = record.get("error"), record.get("where"), record.get("banned")
+    m = re.fullmatch(r"(minbert/\w+\.py):(\d{1,6})", where) if isinstance(where, str) else None
+    at = f" at {where}" if m and m.group(1) in files else ""
+    if isinstance(op, str) and re.fullmatch(r"\w{1,80}", op) and any(w in op for w in BLOCKED_OPS.get(key, ())):
+        return f"called torch's {op}{at}, which assignment {key} asks you to write yourself ({C.BY_KEY[key].banned_note})"
+    if kind == "NotImplementedError" and at:
+        line = files[m.group(1)][int(m.group(2)) - 1:int(m.group(2))]
+        if line and C.STUB_LINE.search(line[0]):
+            return f"not written yet: the stub{at} still raises NotImplementedError (assignment {C.STUB_LINE.search(line[0]).group(1)})"
+    builtin = isinstance(kind, str) and isinstance(getattr(builtins, kind, None), type) \
+        and issubclass(getattr(builtins, kind), BaseException)
+    text = f"raised {kind}" if builtin else "raised an exception of a class your code defines"
+    return text + at + " (run your tests locally for the message)"
+
+
+def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple[list | None, str]:
+    """(per-case outputs or messages, '' or why the box gave nothing usable)."""
+    if outcome.why:
+        return None, outcome.why
+    if not outcome.result:
+        return None, (f"the code exited (status {outcome.status}) before its outputs were saved: an exit() or "
+                      "os._exit in the code, or the interpreter crashed (memory?)")
+    try:
+        results = torch.load(io.BytesIO(outcome.result), weights_only=True)
+    except Exception as e:     # noqa: BLE001 - anything that is not plain tensors
+        return None, f"the outputs could not be read safely ({type(e).__name__})"
+    if not isinstance(results, list) or len(results) != n:
+        return None, "the outputs do not hold one result per case"
+    return [error_message(r, files, key) if isinstance(r, dict) and "error" in r else r for r in results], ""
+
+
+def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, isolate: bool):
+    """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
     job.mkdir(parents=True)
-    shutil.copyfile(HERE / "scenarios.py", job / "_minbert_grader_scenarios.py")
-    shutil.copyfile(HERE / "child.py", job / "child.py")
+    for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "child.py", "child.py")):
+        (job / name).write_bytes(src.read_bytes())
     torch.save(cases, job / "inputs.pt")
-    out = job / "outputs.pt"
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(job), "OMP_NUM_THREADS": "1",
+    for path in (job, *job.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)        # readable by the box's user, writable by none
+    inside = {"template": "/box/template", "job": "/box/job"} if isolate else \
+        {"template": str(template_dir), "job": str(job)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp" if isolate else str(job), "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-    proc = subprocess.Popen([sys.executable, "-I", str(job / "child.py"), str(template_dir), key,
-                             str(job / "inputs.pt"), str(out), str(job), str(int(timeout) + 5)], cwd=job, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        log, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return None, (f"timed out after {timeout:g} s (an infinite loop, or far too slow?); "
-                      f"this assignment scores 0, the others are graded as usual")
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)        # whatever it left running
-        except ProcessLookupError:
-            pass
-    if not out.exists():
-        tail = log.decode(errors="replace").strip().splitlines()[-1:] if log else []
-        return None, (f"the code exited (status {proc.returncode}) before the grader could save its outputs"
-                      + (f": {tail[0][:300]}" if tail else ""))
-    try:
-        results = torch.load(out, weights_only=True)
-    except Exception as e:     # noqa: BLE001 - anything the child wrote that is not plain tensors
-        return None, f"the outputs file could not be read safely ({type(e).__name__}); was it overwritten?"
-    if not isinstance(results, list) or len(results) != len(cases):
-        return None, "the outputs file does not hold one result per case; was it overwritten?"
-    return results, ""
+    argv = [sys.executable, "-I", f"{inside['job']}/child.py", inside["template"], key, f"{inside['job']}/inputs.pt",
+            inside["job"]]
+    outcome = sandbox.run(argv, env, {"template": str(template_dir), "job": str(job)},
+                          sandbox.Limits(wall_s=timeout), isolate)
+    files = {str(p.relative_to(template_dir)): p.read_text(encoding="utf-8", errors="replace").splitlines()
+             for p in (template_dir / "minbert").glob("*.py")}
+    results, why = outputs_of(outcome, len(cases), files, key)
+    return results, why, outcome.layers
 
 
-def grade_assignment(a, template_dir: Path, work: Path, seed: int, problems: list, timeout: float) -> list[dict]:
+def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, isolate) -> list[dict]:
     number = C.ASSIGNMENTS.index(a) + 1
-    cases = CASES.draw(a.key, seed)
     share = [round(a.points / len(cases), 4)] * len(cases)
     share[-1] = round(a.points - sum(share[:-1]), 4)
     start = time.perf_counter()
     if problems:
-        outcome, why = None, " | ".join(problems)
+        outcome, why, layers = None, " | ".join(problems), []
     else:
-        outcome, why = run_child(template_dir, a.key, cases, work / a.key, timeout)
+        outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, isolate)
     entries = []
-    for i, case in enumerate(cases):
+    for i, (case, want) in enumerate(zip(cases, wants)):
         visible = i < CASES.VISIBLE
         message = why
         if outcome is not None:
-            want = scenarios.run(a.key, case)      # the reference, here in the parent, never on disk
             message = compare(outcome[i], want)
             if message and not isinstance(outcome[i], str):
                 hint = HINTS.recognise(a.key, case, outcome[i])
                 message += f" (hint: {hint})" if hint else ""
         name = f"{number}. {a.key}: {'' if visible else 'hidden '}case {i + 1} ({CASES.describe(case)})"
+        output = message or "passed"
         entries.append({"name": name,
                         "assignment": a.key, "score": 0.0 if message else share[i], "max_score": share[i],
-                        "output": message or "passed", "visibility": "visible" if visible else "after_due_date"})
+                        "output": output if isolate else f"{output} [{SELF_CHECK}]",
+                        "visibility": "visible" if visible else "after_due_date", "isolation": layers})
     elapsed = time.perf_counter() - start
     for e in entries:
         e["execution_time"] = round(elapsed / len(entries), 3)
     return entries
 
 
-def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, salt: int = 0, handout=None) -> list[dict]:
+def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, salt: int = 0, handout=None,
+          require_isolation: bool | None = None) -> list[dict]:
     """Gradescope test entries, in course order, for the submission at `sub` (folder, file or .zip):
     `selected` the assignments to grade (default all), `handout` the ones removed from the hand-out
-    (default all; `student --assignments X` hands out X only)."""
+    (default all; `student --assignments X` hands out X only). Isolated where this machine allows;
+    `require_isolation` (default: when root) refuses to grade unisolated."""
+    isolate, _ = isolation(require_isolation)
     chosen = [a for a in C.ASSIGNMENTS if selected is None or a.key in selected]
     keys = [a.key for a in chosen]
     handout = sorted(set(C.BY_KEY if handout is None else handout) | set(keys))
@@ -149,13 +195,23 @@ def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, sal
         template = tmp / "template"
         submission.write_template(template, handout)
         sub = Path(sub)
-        if sub.is_file() and sub.suffix == ".zip":              # a zip as Gradescope's download gives it
-            with zipfile.ZipFile(sub) as z:
-                z.extractall(tmp / "submission")
-            sub = tmp / "submission"
-        problems = submission.lay_over(sub, template, keys, handout)
+        problems = {k: [] for k in keys}
+        if sub.is_file() and sub.suffix == ".zip" and not sub.is_symlink():   # as Gradescope's download gives it
+            try:
+                submission.extract_zip(sub, tmp / "submission")
+                sub = tmp / "submission"
+            except submission.Refused as e:
+                problems = {k: [f"refused: {e}"] for k in keys}
+        if not any(problems.values()):
+            problems = submission.lay_over(sub, template, keys, handout)
+            for k, found in submission.syntax_errors(template, keys).items():
+                problems[k] = found or problems[k]
+        for path in (template, *template.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
         seed = seed_of(template, salt)
+        drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
+        wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(grade_assignment, a, template, tmp / "jobs", seed, problems[a.key], timeout)
-                       for a in chosen]
+            futures = [pool.submit(grade_assignment, a, drawn[a.key], wants[a.key], template, tmp / "jobs",
+                                   problems[a.key], timeout, isolate) for a in chosen]
             return [e for f in futures for e in f.result()]

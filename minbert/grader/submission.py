@@ -15,6 +15,7 @@ files anywhere below SUB (one x.py, not under tests/).
 
 import ast
 import difflib
+import os
 import textwrap
 from pathlib import Path
 
@@ -57,17 +58,114 @@ def write_template(dst: Path, selected) -> None:
                 (dst / rel).write_text(text, encoding="utf-8")
 
 
-def find(submission: Path, rel: str) -> Path | None:
-    name = Path(rel).name
+# ---------------------------------------------------------------------- intake: a submission is hostile
+
+MAX_ENTRIES = 20_000                 # files and folders walked in a submission
+MAX_FILE_BYTES = 1 << 20             # a graded file is source code: 1 MiB is plenty
+ZIP_MAX_FILES, ZIP_MAX_BYTES, ZIP_MAX_FILE = 2_000, 64 << 20, 8 << 20
+
+
+class Refused(Exception):
+    """The submission as a whole cannot be taken (the message says why, for the student)."""
+
+
+def extract_zip(archive: Path, dst: Path) -> None:
+    """Unpack a zip without trusting it: no absolute or '..' path, no link or special file, and caps on the
+    number of files, each file's size and the total, counted on the bytes actually written."""
+    import stat
+    import zipfile
+    total = 0
+    try:
+        with zipfile.ZipFile(archive) as z:
+            infos = z.infolist()
+            if len(infos) > ZIP_MAX_FILES:
+                raise Refused(f"the zip holds {len(infos)} entries; at most {ZIP_MAX_FILES} are taken")
+            for info in infos:
+                name = info.filename
+                parts = Path(name).parts
+                if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+                    raise Refused(f"the zip entry {name[:100]!r} points outside the submission folder")
+                kind = stat.S_IFMT(info.external_attr >> 16)
+                if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
+                    raise Refused(f"the zip entry {name[:100]!r} is a link or special file; zip the files themselves")
+                target = dst / name
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                written = 0
+                with z.open(info) as src, open(target, "xb") as out:
+                    while chunk := src.read(1 << 16):
+                        written += len(chunk)
+                        total += len(chunk)
+                        if written > ZIP_MAX_FILE:
+                            raise Refused(f"{name[:100]} unpacks to more than {ZIP_MAX_FILE >> 20} MiB")
+                        if total > ZIP_MAX_BYTES:
+                            raise Refused(f"the zip unpacks to more than {ZIP_MAX_BYTES >> 20} MiB")
+                        out.write(chunk)
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
+        raise Refused(f"the zip cannot be read ({type(e).__name__})") from None
+
+
+def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
+    """({relative path: path} of the submission's regular files, [refused entries and why]). Links are not
+    followed, folders behind a link are not entered: a symbolic link, a hard link or a special file (fifo,
+    device, socket) is refused with a message, whatever it points to."""
+    import stat
+    if submission.is_symlink():
+        return {}, [f"{submission.name} is a symbolic link; submit the files themselves"]
     if submission.is_file():
-        return submission if submission.name == name else None
-    for candidate in (submission / rel, submission / name):
-        if candidate.is_file():
-            return candidate
-    found = [p for p in submission.rglob(name) if p.is_file() and "tests" not in p.relative_to(submission).parts
-             and "__MACOSX" not in p.parts]
-    found.sort(key=lambda p: (p.parent.name != "minbert", len(p.parts)))
-    return found[0] if found else None
+        return {submission.name: submission}, []
+    files, refused, seen = {}, [], 0
+    for folder, dirs, names in os.walk(submission, followlinks=False):
+        for name in dirs + names:
+            seen += 1
+            if seen > MAX_ENTRIES:
+                raise Refused(f"the submission holds more than {MAX_ENTRIES} files and folders")
+            path = Path(folder) / name
+            rel = str(path.relative_to(submission))
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                refused.append(f"{rel} is a symbolic link (submit the file itself, not a link)")
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:
+                    refused.append(f"{rel} is a hard link (submit a copy of the file)")
+                elif name in names:
+                    files[rel] = path
+            elif not stat.S_ISDIR(st.st_mode):
+                refused.append(f"{rel} is a special file (fifo, device or socket)")
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+    return files, refused
+
+
+def read_source(path: Path) -> str:
+    """A graded file's text, opened without following a link, checked to be one plain file of sane size."""
+    import stat
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise OSError("not a plain file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise OSError(f"larger than {MAX_FILE_BYTES >> 20} MiB")
+        with os.fdopen(fd, "rb") as f:
+            fd = None
+            return f.read(MAX_FILE_BYTES + 1).decode("utf-8")
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def find(files: dict[str, Path], rel: str) -> Path | None:
+    """The submission's copy of the package file `rel`, among its regular files (from files_of)."""
+    name = Path(rel).name
+    for candidate in (rel, name):
+        if candidate in files:
+            return files[candidate]
+    found = [(r, p) for r, p in files.items() if Path(r).name == name and "tests" not in Path(r).parts
+             and "__MACOSX" not in Path(r).parts]
+    found.sort(key=lambda rp: (Path(rp[0]).parent.name != "minbert", len(Path(rp[0]).parts)))
+    return found[0][1] if found else None
 
 
 def split(text: str):
@@ -148,9 +246,19 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> di
     """Write the submission's blocks into the template (stripped as `handout`); returns {assignment:
     [problems]} (empty: fine). Blocks of assignments not graded keep the template's stub."""
     problems = {k: [] for k in selected}
+    try:
+        files, refused = files_of(submission)
+    except Refused as e:
+        return {k: [str(e)] for k in selected}
+    refused_names = {Path(r.split(" is a ")[0]).name for r in refused}
     for rel, template in graded_files(selected, handout).items():
         keys = [k for k in selected if f"{C.BEGIN} {k}" in template]
-        path = find(submission, rel)
+        path = find(files, rel)
+        if path is None and Path(rel).name in refused_names:
+            for k in keys:
+                problems[k].append("refused: " + "; ".join(r for r in refused if Path(r.split(" is a ")[0]).name
+                                                         == Path(rel).name))
+            continue
         if path is None:
             for k in keys:
                 names = ", ".join(sorted(Path(f).name for f in graded_files(selected)))
@@ -158,10 +266,11 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> di
                                    f"or the graded files: {names})")
             continue
         try:
-            submitted = path.read_text(encoding="utf-8")
+            submitted = read_source(path)
         except (UnicodeDecodeError, OSError) as e:
             for k in keys:
-                problems[k].append(f"{rel}: cannot read it as UTF-8 text ({e})")
+                problems[k].append(f"{rel}: cannot read it as one plain UTF-8 text file "
+                                   f"({(e.strerror or e.args[0]) if isinstance(e, OSError) else type(e).__name__})")
             continue
         blocks, message = changed_lines(template, submitted, rel)
         if message:
@@ -182,3 +291,50 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> di
             merged.append(next(bodies).rstrip("\n") if line[1] == "<block>" else line[1])
         (template_dir / rel).write_text("\n".join(merged) + "\n", encoding="utf-8")
     return problems
+
+
+# ---------------------------------------------------------------------- which files an assignment runs
+
+def _imports(tree: ast.AST) -> set[str]:
+    """'minbert/x.py' of each package module a module's source imports (at any depth of its body)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level == 1 or base == "minbert" or base.startswith("minbert."):
+                base = base.removeprefix("minbert").lstrip(".") if node.level == 0 else base
+                if base:
+                    found.add(f"minbert/{base.replace('.', '/')}.py")
+                else:
+                    found |= {f"minbert/{a.name}.py" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {f"minbert/{a.name.split('.', 2)[1]}.py" for a in node.names if a.name.startswith("minbert.")}
+    return found
+
+
+def files_used(key: str) -> list[str]:
+    """The package files a grading run of `key` imports: its scenario's imports and theirs, transitively
+    (from the instructor's source; a submission may change only the blocks, never an import)."""
+    scenarios = ast.parse((Path(__file__).parent / "scenarios.py").read_text(encoding="utf-8"))
+    functions = {f.name: f for f in scenarios.body if isinstance(f, ast.FunctionDef)}
+    called = {n.func.id for n in ast.walk(functions[key]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    todo, seen = [m for f in {key} | (called & set(functions)) for m in _imports(functions[f])], set()
+    while todo:
+        rel = todo.pop()
+        if rel in seen or not (C.ROOT / rel).is_file():
+            continue
+        seen.add(rel)
+        todo += _imports(ast.parse((C.ROOT / rel).read_text(encoding="utf-8")))
+    return sorted(seen | {"minbert/__init__.py"})
+
+
+def syntax_errors(template_dir: Path, selected) -> dict[str, list[str]]:
+    """{assignment: ["could not run: your minbert/x.py has a syntax error at line N"]} for every graded
+    assignment whose imports reach a submitted file that does not parse (checked here, nothing is run)."""
+    broken = {}
+    for rel in graded_files(selected):
+        try:
+            ast.parse((template_dir / rel).read_text(encoding="utf-8"), filename=rel)
+        except SyntaxError as e:
+            broken[rel] = f"could not run: your {rel} has a syntax error at line {e.lineno} ({e.msg})"
+    return {k: [broken[f] for f in files_used(k) if f in broken] for k in selected}

@@ -1,0 +1,108 @@
+"""Plumbing for the grader's tests (instructor-only: tests/classroom/ never ships to students). Not a
+conftest.py: tests/conftest.py is imported by name (`from conftest import ...`), and a second module of that
+name would shadow it. Test files import what they use, the `student` fixture included.
+
+  student                     fixture: a fresh student copy (all assignments stripped)
+  submission(student, tmp, restore)  a copy of it, with the instructor's files in `restore` put back
+  with_block(sub, file, key, body)   a submission whose `key` block in minbert/`file` holds `body`
+  solution(file, key)         the instructor's lines of a block, unindented (a correct answer to reuse)
+  scores(entries)             {assignment: points}
+  fingerprint(root)           sha256 of every file under the instructor's minbert/ and tests/
+  box_processes()             pids of any process still running as a box user (must be none)
+  needs_isolation             skip marker: the sandbox needs root and Linux namespaces
+"""
+
+import hashlib
+import os
+import signal
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from minbert import classroom
+from minbert.grader import autograder, sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+ALL = [a.key for a in classroom.ASSIGNMENTS]
+ISOLATION, WHY_NOT = sandbox.isolation_available()
+needs_isolation = pytest.mark.skipif(not ISOLATION, reason=f"the sandbox cannot be built here: {WHY_NOT}")
+
+
+def run(*args, cwd, env=None):
+    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env=env)
+
+
+@pytest.fixture(scope="session")
+def student(tmp_path_factory):
+    out = tmp_path_factory.mktemp("student") / "copy"
+    r = run("-m", "minbert.classroom", "student", out, cwd=ROOT)
+    assert r.returncode == 0, f"minbert.classroom student failed:\n{r.stdout}{r.stderr}"
+    return out
+
+
+def submission(student, tmp_path, restore=()):
+    """A copy of the student copy with the instructor's solution restored in `restore` (package files)."""
+    sub = tmp_path / "sub"
+    shutil.copytree(student, sub, ignore=shutil.ignore_patterns(".git"))
+    for name in restore:
+        shutil.copyfile(ROOT / "minbert" / name, sub / "minbert" / name)
+    return sub
+
+
+def with_block(student, tmp_path, file, key, body, nth=0):
+    sub = submission(student, tmp_path)
+    autograder._replace_block(sub / "minbert" / file, key, textwrap.dedent(body), nth=nth)
+    return sub
+
+
+def solution(file, key):
+    """The instructor's code of one block, unindented: a correct answer an attack can wrap."""
+    text = (ROOT / "minbert" / file).read_text()
+    removed = classroom.strip(text, f"minbert/{file}", {key})[1]
+    return textwrap.dedent("".join(removed))
+
+
+def scores(entries):
+    out = {}
+    for e in entries:
+        out[e["assignment"]] = out.get(e["assignment"], 0) + e["score"]
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def first_failure(entries, key):
+    return next((e["output"] for e in entries if e["assignment"] == key and e["score"] < e["max_score"]), "")
+
+
+def fingerprint(root=ROOT):
+    h = {}
+    for folder in ("minbert", "tests"):
+        for p in sorted((root / folder).rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                h[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return h
+
+
+def box_processes():
+    """Pids of processes left by a box: any of a box user, or any grader child (isolated or not), which
+    this kills so that a failing test leaves nothing running."""
+    lo, hi = sandbox.UID_BASE, sandbox.UID_BASE + sandbox.UID_SPAN
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+                if lo <= d.stat().st_uid < hi or (b"child.py" in cmd and (b"/box/" in cmd or b"minbert-grade-" in cmd)):
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return found

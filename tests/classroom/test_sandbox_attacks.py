@@ -1,0 +1,335 @@
+"""The red team's attacks on the grader, one test per class (issue 28): each must score 0, change none of
+the instructor's files, leave no process running, and stay within the limits.
+
+Oracle (c), a property, built so that the attack WINS points exactly when its defence is missing: an
+attacking block computes the right answer (the instructor's own solution lines) only when its escape
+works (it read the instructor's file, allocated 5 GB, forked 200 processes, reached the network...), and
+raises otherwise. Score 0 therefore means the defence held. Each was seen scoring points with the
+sandbox off (`grade._ISOLATION = (False, ...)`, the self-check mode; see docs/classroom.md).
+Needs root and Linux namespaces (CI has both); skips, saying so, where they are missing.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+
+import pytest
+from classroom_helpers import (ROOT, box_processes, fingerprint, first_failure, needs_isolation, scores, solution,
+                               student, submission, with_block)  # noqa: F401 (student: a fixture)
+
+from minbert import classroom
+from minbert.errors import UserError
+from minbert.grader import autograder, grade as G
+from minbert.grader.grade import grade
+
+pytestmark = needs_isolation
+
+ANSWER = solution("attention.py", "attention")          # sets y from q, k, v, mask: right when it runs
+
+
+def wins_if(escape: str) -> str:
+    """An attention block that tries `escape` (code that raises when the defence holds), then answers right."""
+    return f"_os = torch.__getattribute__('os')\n{escape}\n{ANSWER}"
+
+
+def attacked(student, tmp_path, escape, key="attention", timeout=60.0):
+    """Grade the attacking submission; check the three promises every attack must keep."""
+    before = fingerprint()
+    sub = with_block(student, tmp_path, "attention.py", "attention", wins_if(escape))
+    try:
+        entries = grade(sub, {key}, timeout=timeout)
+    finally:
+        after = fingerprint()
+    assert after == before, f"the submission changed the instructor's files: {sorted(set(after.items()) ^ set(before.items()))[:3]}"
+    assert not box_processes(), "processes of the box outlived grading"
+    return entries
+
+
+# ---------------------------------------------------------------------- reading the answers
+
+def test_reading_the_instructors_solution_by_path_or_through_proc_scores_zero(student, tmp_path):
+    """The red team exec'd the solution it read from minbert/attention.py: by its absolute path, and
+    through /proc/<parent>/cwd. Names hidden from the AST check: torch.__getattribute__, builtins by key."""
+    escape = f"""
+paths = [{str(ROOT / 'minbert' / 'attention.py')!r}, '/proc/%d/cwd/minbert/attention.py' % _os.getppid()]
+paths += ['/proc/%s/cwd/minbert/attention.py' % p for p in _os.listdir('/proc') if p.isdigit()]
+src = b''
+for path in paths:
+    try:
+        src = _os.read(_os.open(path, _os.O_RDONLY), 1 << 20)
+        break
+    except Exception:
+        pass
+assert b'### BEGIN SOLUTION attention' in src      # read: the rest is the solution, ready to exec
+"""
+    entries = attacked(student, tmp_path, escape)
+    assert scores(entries) == {"attention": 0}, f"the solution was read from disk: {first_failure(entries, 'attention')}"
+
+
+def test_reading_gradescope_source_and_hidden_cases_scores_zero(student, tmp_path):
+    """Everything the grader holds on disk is outside the box: the checkout, the grader's temporary folders."""
+    escape = f"""
+found = []
+for folder, word in (({str(ROOT)!r}, 'minbert'), ({tempfile.gettempdir()!r}, 'minbert-grade-')):
+    try:
+        found += [n for n in _os.listdir(folder) if n.startswith(word)]
+    except Exception:
+        pass
+assert found
+"""
+    entries = attacked(student, tmp_path, escape)
+    assert scores(entries) == {"attention": 0}, first_failure(entries, "attention")
+
+
+def test_a_banned_call_by_another_name_scores_zero(student, tmp_path):
+    """torch._C._nn.__getattribute__("scaled_dot_" + "product_attention") passed the name-based ban."""
+    sub = with_block(student, tmp_path, "attention.py", "attention",
+                     "y = torch._C._nn.__getattribute__('scaled_dot_' + 'product_attention')(q, k, v, attn_mask=mask)")
+    entries = grade(sub, {"attention"})
+    assert scores(entries) == {"attention": 0}
+    assert "scaled_dot_product_attention" in first_failure(entries, "attention"), first_failure(entries, "attention")
+    sub2 = with_block(student, tmp_path / "2", "attention.py", "attention",
+                      "y = torch.ops.aten.__getattr__('_scaled_dot_' + 'product_attention_math')(q, k, v, mask)[0]")
+    assert scores(grade(sub2, {"attention"})) == {"attention": 0}
+
+
+# ---------------------------------------------------------------------- links
+
+@pytest.mark.parametrize("kind", ["file symlinks", "folder symlink", "hard link"])
+def test_links_in_a_submission_are_refused_with_a_message(kind, student, tmp_path):
+    """Graded files as links to the instructor's passed 'unchanged outside the blocks': 110/110, no code."""
+    sub = tmp_path / "sub"
+    (sub / "minbert").mkdir(parents=True)
+    if kind == "file symlinks":
+        for f in ("attention.py", "meanshift.py"):
+            (sub / "minbert" / f).symlink_to(ROOT / "minbert" / f)
+    elif kind == "folder symlink":
+        (sub / "minbert").rmdir()
+        (sub / "minbert").symlink_to(ROOT / "minbert")
+    else:
+        for f in ("attention.py", "meanshift.py"):
+            shutil.copyfile(ROOT / "minbert" / f, tmp_path / f)
+            os.link(tmp_path / f, sub / "minbert" / f)
+    entries = grade(sub, {"attention", "meanshift"})
+    assert scores(entries) == {"attention": 0, "meanshift": 0}, scores(entries)
+    msg = first_failure(entries, "attention")
+    word = {"file symlinks": "symbolic link", "folder symlink": "symbolic link", "hard link": "hard link"}[kind]
+    assert word in msg or "not in the submission" in msg, msg
+
+
+def test_special_files_are_refused(student, tmp_path):
+    sub = submission(student, tmp_path, restore=["meanshift.py"])
+    (sub / "minbert" / "meanshift.py").unlink()
+    os.mkfifo(sub / "minbert" / "meanshift.py")           # reading a fifo would block the grader forever
+    entries = grade(sub, {"meanshift"})
+    assert scores(entries) == {"meanshift": 0} and "special file" in first_failure(entries, "meanshift")
+
+
+# ---------------------------------------------------------------------- writing the instructor's files
+
+def test_writing_the_instructors_files_changes_nothing_and_the_next_blank_copy_still_scores_zero(student, tmp_path):
+    """One submission appended to the grader's source, another rewrote a reference module not yet imported,
+    another renamed a test file; the next, untouched copy then scored 110/110."""
+    targets = [ROOT / "minbert" / "grader" / "grade.py", ROOT / "minbert" / "grader" / "references.py",
+               ROOT / "minbert" / "meanshift.py"]
+    escape = f"""
+done = 0
+for path in {[str(t) for t in targets]!r}:
+    try:
+        fd = _os.open(path, _os.O_WRONLY | _os.O_APPEND)
+        _os.write(fd, b'\\n# pwned\\n')
+        done += 1
+    except Exception:
+        pass
+try:
+    _os.rename({str(ROOT / 'tests' / 'test_attention.py')!r}, {str(ROOT / 'tests' / 'gone.py')!r})
+    done += 1
+except Exception:
+    pass
+assert done
+"""
+    saved = {t: t.read_bytes() for t in targets}
+    try:
+        entries = attacked(student, tmp_path, escape)
+    finally:                                               # should the defence fail, leave the checkout whole
+        for t, data in saved.items():
+            t.write_bytes(data)
+        if (ROOT / "tests" / "gone.py").exists():
+            (ROOT / "tests" / "gone.py").rename(ROOT / "tests" / "test_attention.py")
+    assert scores(entries) == {"attention": 0}, first_failure(entries, "attention")
+    assert scores(grade(student, {"meanshift", "attention"})) == {"meanshift": 0, "attention": 0}
+
+
+# ---------------------------------------------------------------------- processes that outlive their case
+
+def test_a_setsid_daemon_cannot_outlive_grading_or_forge_results_json(student, tmp_path):
+    """A fork() + setsid() grandchild rewrote results.json after the grader exited (printed 0, file said 110)."""
+    root = tmp_path / "autograder"
+    shutil.copytree(ROOT / "minbert", root / "source" / "minbert", ignore=shutil.ignore_patterns("__pycache__"))
+    results = root / "results" / "results.json"
+    escape = f"""
+if _os.fork() == 0:
+    _os.setsid()
+    while True:
+        try:
+            fd = _os.open({str(results)!r}, _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC)
+            _os.write(fd, b'{{"score": 110, "tests": []}}')
+        except Exception:
+            pass
+        _os.sched_yield()
+raise RuntimeError('the daemon does the work')
+"""
+    sub = with_block(student, tmp_path, "attention.py", "attention", wins_if(escape))
+    shutil.copytree(sub, root / "submission")
+    (root / "source" / "assignments.txt").write_text("attention\n")
+    assert autograder.run(root) == 0
+    assert not box_processes(), f"a daemon outlived grading: {box_processes()}"
+    report = json.loads(results.read_text())
+    assert report["score"] == 0 and report["tests"], report
+
+
+def test_a_grandchild_holding_the_output_pipe_cannot_hang_the_grader(student, tmp_path):
+    """communicate() waited for a grandchild that kept stdout open: a 60 s limit became 305 s, no results."""
+    escape = """
+if _os.fork() == 0:
+    _os.setsid()
+    while True:
+        _os.sched_yield()
+"""
+    sub = with_block(student, tmp_path, "attention.py", "attention", escape + "\nraise RuntimeError('no answer')")
+    done = {}
+    worker = threading.Thread(target=lambda: done.setdefault("entries", grade(sub, {"attention"}, timeout=20)))
+    worker.start()
+    worker.join(300)                                       # 15x the limit: a hang, not a slow machine
+    assert not worker.is_alive(), "grading hung on a grandchild holding the output pipe"
+    assert scores(done["entries"]) == {"attention": 0} and not box_processes()
+
+
+def test_an_infinite_loop_is_stopped_at_the_wall_clock_limit(student, tmp_path):
+    entries = attacked(student, tmp_path, "while True:\n    pass", timeout=8)
+    assert "timed out after 8 s" in first_failure(entries, "attention")
+
+
+# ---------------------------------------------------------------------- resources
+
+@pytest.mark.parametrize("name, escape", [
+    ("memory", "big = torch.ones(5 << 30, dtype=torch.uint8)\nassert int(big[-1]) == 1"),
+    ("processes", "kids = []\nfor _ in range(200):\n    pid = _os.fork()\n    if pid == 0:\n"
+                  "        _os.sched_yield()\n        _os._exit(0)\n    kids.append(pid)"),
+    ("file size", "fd = _os.open('/tmp/big', _os.O_WRONLY | _os.O_CREAT)\n"
+                  "for _ in range(100):\n    _os.write(fd, b'0' * (1 << 20))"),
+    ("open files", "fds = [_os.open('/dev/null', _os.O_RDONLY) for _ in range(2000)]"),
+    ("network", "import_ = torch.__getattribute__('__buil' + 'tins__')['__imp' + 'ort__']\n"
+                "s = import_('socket').create_connection(('127.0.0.1', PORT), timeout=2)\ns.close()"),
+])
+def test_resource_limits_hold(name, escape, student, tmp_path):
+    """The child allocated 3 GB freely (only RLIMIT_CPU was set); nothing capped processes, files or network."""
+    server = None
+    if name == "network":
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        escape = escape.replace("PORT", str(server.getsockname()[1]))
+    try:
+        entries = attacked(student, tmp_path, escape)
+    finally:
+        if server:
+            server.close()
+    assert scores(entries) == {"attention": 0}, f"the {name} limit did not hold: {first_failure(entries, 'attention')}"
+
+
+def test_a_flood_of_output_is_capped_in_the_grader(student, tmp_path):
+    """1.5 GB of printed output made the grader itself reach 6.1 GB (it buffered the child's output)."""
+    entries = attacked(student, tmp_path, "while True:\n    print('x' * 65536)")
+    assert "printed more than" in first_failure(entries, "attention"), first_failure(entries, "attention")
+
+
+def make_zip(path, entries):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data, mode in entries:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = mode << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+
+
+@pytest.mark.parametrize("name, entries, why", [
+    ("bomb", [("minbert/meanshift.py", b"\0" * (100 << 20), 0o100644)], "MiB"),
+    ("many files", [(f"f{i}.txt", b"", 0o100644) for i in range(2500)], "entries"),
+    ("link", [("minbert/meanshift.py", b"/work/main/minbert/meanshift.py", 0o120777)], "link"),
+    ("escape", [("../outside.py", b"x = 1", 0o100644)], "outside"),
+])
+def test_a_hostile_zip_is_refused_with_its_reason(name, entries, why, tmp_path):
+    """An 8 MB zip unpacked to 2 GB; links and '..' entries in zips."""
+    archive = tmp_path / "submission.zip"
+    make_zip(archive, entries)
+    got = grade(archive, {"meanshift"})
+    assert scores(got) == {"meanshift": 0} and why in first_failure(got, "meanshift"), first_failure(got, "meanshift")
+
+
+# ---------------------------------------------------------------------- messages
+
+def test_messages_never_carry_text_the_submission_controls(student, tmp_path):
+    """Visible cases carried a line of the solution, the case generator's text, the parent's command line and
+    its environment variable names, through exception messages and prints."""
+    escape = """
+secret = 'LEAK-' + ' '.join(sorted(torch.__getattribute__('os').environ)) + str(_os.getpid())
+print(secret)
+raise ValueError(secret)
+"""
+    entries = attacked(student, tmp_path, escape)
+    outputs = " ".join(e["output"] for e in entries)
+    assert "LEAK-" not in outputs and "PATH" not in outputs, outputs[:300]
+    assert "raised ValueError at minbert/attention.py:" in first_failure(entries, "attention")
+    custom = "class Sneaky(Exception):\n    pass\nraise Sneaky('LEAK-' + 'x')"
+    entries = attacked(student, tmp_path / "2", custom)
+    assert "class your code defines" in first_failure(entries, "attention") and "LEAK" not in first_failure(entries, "attention")
+
+
+# ---------------------------------------------------------------------- isolation missing
+
+def test_without_isolation_every_output_says_self_check_and_require_isolation_refuses(student, tmp_path, monkeypatch):
+    monkeypatch.setattr(G, "_ISOLATION", (False, "namespaces refused (a test)"))
+    sub = submission(student, tmp_path, restore=["meanshift.py"])
+    entries = grade(sub, {"meanshift"}, require_isolation=False)
+    assert scores(entries) == {"meanshift": 10}
+    assert all("self-check, not authoritative" in e["output"] for e in entries), entries[0]["output"]
+    assert "self-check" in classroom.table(entries) and "self-check" in classroom.results_json(entries)["output"]
+    with pytest.raises(UserError, match="isolation is required"):
+        grade(sub, {"meanshift"}, require_isolation=True)
+    with pytest.raises(UserError, match="isolation is required"):
+        grade(sub, {"meanshift"})                          # as root, isolation is required by default
+
+
+def test_gradescope_layout_grades_isolated_and_source_is_unreadable(student, tmp_path):
+    """Gradescope's layout (source/, submission/, results/ under one root), run through run_autograder."""
+    r = subprocess.run([sys.executable, "-m", "minbert.classroom", "autograder", tmp_path / "out", "--assignments",
+                        "attention,meanshift"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(tmp_path / "out" / "autograder.zip") as z:
+        z.extractall(root / "unzipped")
+    shutil.copytree(root / "unzipped" / "source", root / "source")
+    escape = f"""
+fd = _os.open({str(root / 'source' / 'minbert' / 'attention.py')!r}, _os.O_RDONLY)
+assert b'BEGIN SOLUTION' in _os.read(fd, 1 << 20)
+"""
+    sub = with_block(student, tmp_path, "attention.py", "attention", wins_if(escape))
+    (root / "submission").mkdir()
+    for f in ("attention.py", "meanshift.py"):
+        shutil.copyfile(sub / "minbert" / f if f == "attention.py" else ROOT / "minbert" / f, root / "submission" / f)
+    env = {**os.environ, "MINBERT_AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable}
+    p = subprocess.run(["bash", str(root / "unzipped" / "run_autograder")], env=env, capture_output=True, text=True,
+                       timeout=600)
+    report = json.loads((root / "results" / "results.json").read_text())
+    assert p.returncode == 0, p.stderr
+    got = scores([{**t, "assignment": t["name"].split(": ")[0].split(". ")[1]} for t in report["tests"]])
+    assert got == {"attention": 0, "meanshift": 10}, got
+    assert "PID, mount, network" in report["output"], report["output"]
+    assert not box_processes()
