@@ -34,8 +34,9 @@ ANSWER = solution("attention.py", "attention")          # sets y from q, k, v, m
 
 
 def wins_if(escape: str) -> str:
-    """An attention block that tries `escape` (code that raises when the defence holds), then answers right."""
-    return f"_os = torch.__getattribute__('os')\n{escape}\n{ANSWER}"
+    """An attention block that tries `escape` (code that raises when the defence holds), then answers right.
+    Its names get past the AST ban list, as the red team's did: the sandbox, not the list, must stop it."""
+    return f"_os = torch.__getattribute__('os')\n_open = _os.__getattribute__('op' + 'en')\n{escape}\n{ANSWER}"
 
 
 def attacked(student, tmp_path, escape, key="attention", timeout=60.0):
@@ -62,7 +63,7 @@ paths += ['/proc/%s/cwd/minbert/attention.py' % p for p in _os.listdir('/proc') 
 src = b''
 for path in paths:
     try:
-        src = _os.read(_os.open(path, _os.O_RDONLY), 1 << 20)
+        src = _os.read(_open(path, _os.O_RDONLY), 1 << 20)
         break
     except Exception:
         pass
@@ -142,7 +143,7 @@ def test_writing_the_instructors_files_changes_nothing_and_the_next_blank_copy_s
 done = 0
 for path in {[str(t) for t in targets]!r}:
     try:
-        fd = _os.open(path, _os.O_WRONLY | _os.O_APPEND)
+        fd = _open(path, _os.O_WRONLY | _os.O_APPEND)
         _os.write(fd, b'\\n# pwned\\n')
         done += 1
     except Exception:
@@ -178,7 +179,7 @@ if _os.fork() == 0:
     _os.setsid()
     while True:
         try:
-            fd = _os.open({str(results)!r}, _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC)
+            fd = _open({str(results)!r}, _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC)
             _os.write(fd, b'{{"score": 110, "tests": []}}')
         except Exception:
             pass
@@ -222,9 +223,9 @@ def test_an_infinite_loop_is_stopped_at_the_wall_clock_limit(student, tmp_path):
     ("memory", "big = torch.ones(5 << 30, dtype=torch.uint8)\nassert int(big[-1]) == 1"),
     ("processes", "kids = []\nfor _ in range(200):\n    pid = _os.fork()\n    if pid == 0:\n"
                   "        _os.sched_yield()\n        _os._exit(0)\n    kids.append(pid)"),
-    ("file size", "fd = _os.open('/tmp/big', _os.O_WRONLY | _os.O_CREAT)\n"
+    ("file size", "fd = _open('/tmp/big', _os.O_WRONLY | _os.O_CREAT)\n"
                   "for _ in range(100):\n    _os.write(fd, b'0' * (1 << 20))"),
-    ("open files", "fds = [_os.open('/dev/null', _os.O_RDONLY) for _ in range(2000)]"),
+    ("open files", "fds = [_open('/dev/null', _os.O_RDONLY) for _ in range(2000)]"),
     ("network", "import_ = torch.__getattribute__('__buil' + 'tins__')['__imp' + 'ort__']\n"
                 "s = import_('socket').create_connection(('127.0.0.1', PORT), timeout=2)\ns.close()"),
 ])
@@ -317,7 +318,7 @@ def test_gradescope_layout_grades_isolated_and_source_is_unreadable(student, tmp
         z.extractall(root / "unzipped")
     shutil.copytree(root / "unzipped" / "source", root / "source")
     escape = f"""
-fd = _os.open({str(root / 'source' / 'minbert' / 'attention.py')!r}, _os.O_RDONLY)
+fd = _open({str(root / 'source' / 'minbert' / 'attention.py')!r}, _os.O_RDONLY)
 assert b'BEGIN SOLUTION' in _os.read(fd, 1 << 20)
 """
     sub = with_block(student, tmp_path, "attention.py", "attention", wins_if(escape))
