@@ -28,6 +28,7 @@ import re
 import sys
 import tempfile
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -120,6 +121,10 @@ def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple
         return None, (f"the code exited (status {outcome.status}) before its outputs were saved: an exit() or "
                       "os._exit in the code, or the interpreter crashed (memory?)")
     try:
+        with zipfile.ZipFile(io.BytesIO(outcome.result)) as z:     # torch.save's format: stored, never deflated
+            if any(i.compress_type != zipfile.ZIP_STORED for i in z.infolist()) or \
+                    sum(i.file_size for i in z.infolist()) > len(outcome.result):
+                raise ValueError("compressed records")           # a bomb for the parent's torch.load
         results = torch.load(io.BytesIO(outcome.result), weights_only=True)
     except Exception as e:     # noqa: BLE001 - anything that is not plain tensors
         return None, f"the outputs could not be read safely ({type(e).__name__})"
