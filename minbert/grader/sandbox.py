@@ -296,6 +296,12 @@ def _new_root(libc, check, spec) -> str:
     root = "/run/minbert-box" if os.path.isdir("/run") else "/tmp/minbert-box"
     os.makedirs(root, exist_ok=True)
     _mount(libc, check, "tmpfs", root, "tmpfs", MS_NOSUID, "size=1m,mode=755")
+    # /tmp and /proc first: a runtime folder that lives under /tmp (a venv in a clone there) is bound after, inside
+    os.makedirs(root + "/tmp", exist_ok=True)
+    _mount(libc, check, "tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={spec['limits']['tmp_mb']}m,mode=1777")
+    os.makedirs(root + "/proc", exist_ok=True)
+    _mount(libc, check, "proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for top in ("/bin", "/lib", "/lib32", "/lib64", "/sbin"):         # merged-/usr links, or folders to bind
         if os.path.islink(top):
             os.symlink(os.readlink(top), root + top)
@@ -313,11 +319,6 @@ def _new_root(libc, check, spec) -> str:
         _bind(libc, check, "/dev/" + dev, f"{root}/dev/{dev}", writable=dev == "null")
     for inside, outside in spec["box"].items():
         _bind(libc, check, outside, root + "/box/" + inside)
-    os.makedirs(root + "/proc", exist_ok=True)
-    _mount(libc, check, "proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.makedirs(root + "/tmp", exist_ok=True)
-    _mount(libc, check, "tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-           f"size={spec['limits']['tmp_mb']}m,mode=1777")
     _mount(libc, check, None, root, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
     return root
 
