@@ -12,6 +12,7 @@
 import json
 import os
 import re
+import secrets
 import shutil
 import sys
 import tempfile
@@ -51,6 +52,9 @@ def build(out: Path, selected=None) -> Path:
                 z.write(C.ROOT / rel, "source/" + rel)
         if selected:
             z.writestr("source/assignments.txt", ",".join(sorted(selected)) + "\n")
+        # The course's secret: mixed into every submission's seed, so that a student who has the grader's source
+        # still cannot search for code whose cases happen to be easy. Regrades in this zip stay reproducible.
+        z.writestr("source/grader_salt.txt", f"{secrets.randbits(48)}\n")
     return target
 
 
@@ -61,10 +65,11 @@ def run(root: Path) -> int:
     results.parent.mkdir(parents=True, exist_ok=True)
     try:
         from . import grade as G
-        chosen = root / "source" / "assignments.txt"
+        chosen, salt = root / "source" / "assignments.txt", root / "source" / "grader_salt.txt"
         keys = set(chosen.read_text().strip().split(",")) if chosen.exists() else None
         sub = root / "submission"
-        entries = G.grade(sub if sub.exists() else root / "missing", keys, handout=keys, require_isolation=True)
+        entries = G.grade(sub if sub.exists() else root / "missing", keys, handout=keys, require_isolation=True,
+                          salt=int(salt.read_text()) if salt.exists() else 0)
         report = C.results_json(entries, "" if sub.exists() and any(sub.rglob("*.py")) else
                                 "no Python file in the submission: upload the repository, its minbert/ folder or "
                                 "the graded files (layers.py, attention.py, ...)")

@@ -37,10 +37,11 @@ def _cfg(g, fast=False):
 
 
 def _mask(g, B, T):
-    """(B, T) attention mask, 1 = real: the first row full, others with random padding."""
+    """(B, T) attention mask, 1 = real: the first row full, every other row padded at one position at least;
+    a single row is padded, so that no case lets code that ignores the mask pass (whatever the seed)."""
     am = torch.ones(B, T, dtype=torch.long)
-    for b in range(1, B):
-        am[b, _ri(g, 1, T):] = 0
+    for b in range(1 if B > 1 else 0, B):
+        am[b, _ri(g, 1, max(1, T - 1)):] = 0
     return am
 
 

@@ -30,18 +30,27 @@ def where(exc: BaseException, template: str) -> str:
 
 def record(exc: BaseException, template: str) -> dict:
     found = {"error": type(exc).__name__, "where": where(exc, template)}
-    if isinstance(exc, Banned):
+    if isinstance(exc, (Banned, BannedImport)):
         found["banned"] = exc.op
     return found
 
 
-# The kernels an assignment replaces, blocked in torch's dispatcher: whatever Python name reaches them
-# (F.scaled_dot_product_attention, torch._C._nn..., torch.ops.aten...), the call raises. The student's
-# process could still undo this by reflection; the parent's AST check and this block are the fence,
-# academic-integrity review is the rest (the threat model, docs/classroom.md).
+# What an assignment replaces, refused before any of the submission's code is imported: kernels in torch's
+# dispatcher (whatever Python name reaches them: F.scaled_dot_product_attention, torch._C._nn..., torch.ops.aten...),
+# torch's own Python implementations, and scikit-learn/scipy (no given code imports them). The student's process
+# could still undo this by reflection; the parent's AST check and this block are the fence, academic-integrity
+# review is the rest (the threat model, docs/classroom.md).
 BLOCKED_OPS = {"attention": ("scaled_dot_product", "multi_head_attention"),
                "layer": ("transformer_encoder_layer", "multi_head_attention"),
                "adamw": ("fused_adam",)}
+BLOCKED_PYTHON = {"attention": [("torch.nn.functional", "multi_head_attention_forward"),
+                                ("torch.nn.modules.activation.MultiheadAttention", "forward")],
+                  "layer": [("torch.nn.modules.transformer.TransformerEncoderLayer", "forward")],
+                  "adamw": [("torch.optim.adamw", "adamw"), ("torch.optim.adam", "adam"),
+                            ("torch.optim.adamw", "_single_tensor_adamw"), ("torch.optim.adamw", "_multi_tensor_adamw"),
+                            ("torch.optim.adam", "_single_tensor_adam"), ("torch.optim.adam", "_multi_tensor_adam"),
+                            ("torch.optim.adam.Adam", "step"), ("torch.optim.adamw.AdamW", "step")]}
+BLOCKED_MODULES = ("sklearn", "scipy", "transformers")
 
 
 class Banned(RuntimeError):
@@ -50,24 +59,64 @@ class Banned(RuntimeError):
         self.op = op
 
 
+class BannedImport(ModuleNotFoundError):
+    """A ModuleNotFoundError, so that library code guarding an optional import (`try: import scipy`) carries on."""
+
+    def __init__(self, op):
+        super().__init__(f"{op} is not available to this assignment", name=op)
+        self.op = op
+
+
+def blocked_ops(key: str) -> list[str]:
+    """The aten ops refused in `key`'s child (the parent asks too, to accept only these names back)."""
+    import torch
+    words = BLOCKED_OPS.get(key, ())
+    return sorted({n.split("::")[1].split(".")[0] for n in torch._C._dispatch_get_all_op_names()
+                   if n.startswith("aten::") and any(w in n for w in words)}) + \
+        [name for _, name in BLOCKED_PYTHON.get(key, [])] + list(BLOCKED_MODULES)
+
+
+class _RefuseModules:
+    """A meta-path finder: scikit-learn and scipy are found (torch asks whether they exist) but refuse to load;
+    the meanshift assignment is numpy only, and no given code imports them."""
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.util
+        if name.split(".")[0] in BLOCKED_MODULES:
+            return importlib.util.spec_from_loader(name, self)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        raise BannedImport(module.__name__.split(".")[0])
+
+
 def ban(key: str):
-    """Block the library kernels an assignment replaces, before any of the submission's code is imported."""
+    """Refuse what an assignment replaces, before any of the submission's code is imported."""
+    import importlib
     import warnings
 
     import torch
-    ban.libraries = getattr(ban, "libraries", [])
-    words = BLOCKED_OPS.get(key, ())
-    ops = sorted({n.split("::")[1].split(".")[0] for n in torch._C._dispatch_get_all_op_names()
-                  if n.startswith("aten::") and any(w in n for w in words)})
-    if not ops:
-        return
-    lib = torch.library.Library("aten", "IMPL")
-    ban.libraries.append(lib)
 
     def refuse(op):
         def call(*args, **kwargs):
             raise Banned(op)
         return call
+    sys.meta_path.insert(0, _RefuseModules())
+    for where, name in BLOCKED_PYTHON.get(key, []):
+        try:
+            owner = importlib.import_module(where)
+        except ImportError:
+            mod, _, cls = where.rpartition(".")
+            owner = getattr(importlib.import_module(mod), cls)
+        setattr(owner, name, refuse(name))
+    ops = [op for op in blocked_ops(key) if op not in {n for _, n in BLOCKED_PYTHON.get(key, [])} | set(BLOCKED_MODULES)]
+    if not ops:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    ban.library = lib                                # kept alive: the registrations last as long as it does
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")             # "overriding a previously registered kernel": that is the point
         for op in ops:

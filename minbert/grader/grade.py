@@ -38,7 +38,7 @@ from .. import classroom as C
 from . import cases as CASES
 from . import hints as HINTS
 from . import sandbox, scenarios, submission
-from .child import BLOCKED_OPS
+from .child import blocked_ops
 
 HERE = Path(__file__).resolve().parent
 ATOL, RTOL = 1e-5, 1e-4
@@ -68,12 +68,26 @@ def seed_of(template_dir: Path, salt: int = 0) -> int:
     return int.from_bytes(h.digest()[:6], "big")
 
 
+class Message(str):
+    """A case's message written by the parent. Nothing the child sends can be one (torch.load with
+    weights_only=True builds plain types only), so a string from the child is never taken for a verdict."""
+
+
+def plain_tensors(result) -> bool:
+    """The only output a case may return: {name: dense CPU tensor} (no meta, sparse, quantized or nested
+    tensor, which the parent's comparison would not survive)."""
+    return isinstance(result, dict) and len(result) <= 64 and all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) and v.layout == torch.strided and v.device.type == "cpu"
+        and not (v.is_meta or v.is_quantized or v.is_nested) and v.dtype not in (torch.complex64, torch.complex128)
+        for k, v in result.items())
+
+
 def compare(got, want: dict) -> str:
-    """'' when every output matches, else what differs first."""
-    if isinstance(got, str):
+    """'' when every output matches, else what differs first (`got` is a parent's Message or plain tensors)."""
+    if isinstance(got, Message):
         return got
-    if not isinstance(got, dict):
-        return f"the outputs are a {type(got).__name__}, not a dict"
+    if not plain_tensors(got):
+        return Message("the outputs are not a dict of tensors")
     for name, w in want.items():
         g = got.get(name)
         if not isinstance(g, torch.Tensor):
@@ -95,14 +109,19 @@ def compare(got, want: dict) -> str:
     return ""
 
 
-def error_message(record: dict, files: dict, key: str) -> str:
-    """A child's exception, as the student may see it: the builtin type and the line in their own file.
-    Everything else in the record is the submission's to choose, so it is checked, never quoted."""
+def error_message(record: dict, files: dict, key: str) -> Message:
+    """A child's exception, as the student may see it: the builtin type and a line of their own file.
+    Everything in the record is the submission's to choose, so each field is checked against what the
+    parent knows (a builtin name, a line that exists, an op the parent itself blocks), never quoted."""
+    return Message(_error_text(record, files, key))
+
+
+def _error_text(record, files, key) -> str:
     kind, where, op = record.get("error"), record.get("where"), record.get("banned")
     m = re.fullmatch(r"(minbert/\w+\.py):(\d{1,6})", where) if isinstance(where, str) else None
-    at = f" at {where}" if m and m.group(1) in files else ""
-    if isinstance(op, str) and re.fullmatch(r"\w{1,80}", op) and any(w in op for w in BLOCKED_OPS.get(key, ())):
-        return f"called torch's {op}{at}, which assignment {key} asks you to write yourself ({C.BY_KEY[key].banned_note})"
+    at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
+    if isinstance(op, str) and op in blocked_ops(key):
+        return f"called {op}{at}, which assignment {key} does not allow ({C.BY_KEY[key].banned_note})"
     if kind == "NotImplementedError" and at:
         line = files[m.group(1)][int(m.group(2)) - 1:int(m.group(2))]
         if line and C.STUB_LINE.search(line[0]):
@@ -114,12 +133,15 @@ def error_message(record: dict, files: dict, key: str) -> str:
 
 
 def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple[list | None, str]:
-    """(per-case outputs or messages, '' or why the box gave nothing usable)."""
+    """(per case: plain tensors or a parent's Message; '' or why the box gave nothing usable)."""
     if outcome.why:
         return None, outcome.why
     if not outcome.result:
+        if outcome.status is not None and outcome.status < 0:
+            return None, (f"the code was killed by signal {-outcome.status} before its outputs were saved (a limit: "
+                          "memory, processes or file size?)")
         return None, (f"the code exited (status {outcome.status}) before its outputs were saved: an exit() or "
-                      "os._exit in the code, or the interpreter crashed (memory?)")
+                      "os._exit in the code, or the interpreter crashed")
     try:
         with zipfile.ZipFile(io.BytesIO(outcome.result)) as z:     # torch.save's format: stored, never deflated
             if any(i.compress_type != zipfile.ZIP_STORED for i in z.infolist()) or \
@@ -130,7 +152,8 @@ def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple
         return None, f"the outputs could not be read safely ({type(e).__name__})"
     if not isinstance(results, list) or len(results) != n:
         return None, "the outputs do not hold one result per case"
-    return [error_message(r, files, key) if isinstance(r, dict) and "error" in r else r for r in results], ""
+    return [error_message(r, files, key) if isinstance(r, dict) and "error" in r and not plain_tensors(r) else
+            r if plain_tensors(r) else Message("the outputs are not a dict of tensors") for r in results], ""
 
 
 def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, isolate: bool):
@@ -169,10 +192,13 @@ def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, iso
         visible = i < CASES.VISIBLE
         message = why
         if outcome is not None:
-            message = compare(outcome[i], want)
-            if message and not isinstance(outcome[i], str):
-                hint = HINTS.recognise(a.key, case, outcome[i])
-                message += f" (hint: {hint})" if hint else ""
+            try:
+                message = compare(outcome[i], want)
+                if message and not isinstance(outcome[i], Message):
+                    hint = HINTS.recognise(a.key, case, outcome[i])
+                    message += f" (hint: {hint})" if hint else ""
+            except Exception as e:     # noqa: BLE001 - odd tensors must cost the case, never the grader
+                message = f"the outputs could not be compared ({type(e).__name__})"
         name = f"{number}. {a.key}: {'' if visible else 'hidden '}case {i + 1} ({CASES.describe(case)})"
         output = message or "passed"
         entries.append({"name": name,

@@ -59,7 +59,8 @@ class Limits:
     tmp_mb: int = 64                     # the size of its /tmp
     open_files: int = 256
     log_bytes: int = 1 << 20             # printed output past this kills the box
-    result_bytes: int = 64 << 20         # the results pipe past this kills the box
+    result_bytes: int = 4 << 20          # the results pipe past this kills the box (real outputs: < 20 KiB)
+    cpus: float = 1.0                    # cgroup CPU quota: a box cannot starve the one graded beside it
 
 
 @dataclass
@@ -95,12 +96,15 @@ def _cgroups() -> list[tuple[str, dict]]:
         if (base / "cgroup.controllers").exists():
             wanted = set((base / "cgroup.subtree_control").read_text().split()) & {"memory", "pids"}
             if wanted:
-                groups.append((str(base / name), {"memory.max": "MEM", "memory.swap.max": "0", "pids.max": "PIDS"}))
+                groups.append((str(base / name), {"memory.max": "MEM", "memory.swap.max": "0", "pids.max": "PIDS",
+                                                  "cpu.max": "CPU 100000"}))
         else:
             if os.access(base / "memory", os.W_OK):
                 groups.append((str(base / "memory" / name), {"memory.limit_in_bytes": "MEM"}))
             if os.access(base / "pids", os.W_OK):
                 groups.append((str(base / "pids" / name), {"pids.max": "PIDS"}))
+            if os.access(base / "cpu", os.W_OK):
+                groups.append((str(base / "cpu" / name), {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "CPU"}))
     except OSError:
         return []
     return groups
@@ -113,11 +117,12 @@ def make_cgroups(limits: Limits) -> list[str]:
             os.mkdir(path)
             made.append(path)
             for f, v in settings.items():
-                v = {"MEM": str(limits.memory_mb << 20), "PIDS": str(limits.processes)}.get(v, v)
+                v = v.replace("MEM", str(limits.memory_mb << 20)).replace("PIDS", str(limits.processes)) \
+                    .replace("CPU", str(int(limits.cpus * 100000)))
                 try:
                     Path(path, f).write_text(v)
                 except OSError:
-                    if f != "memory.swap.max":      # no swap accounting: nothing to cap
+                    if f not in ("memory.swap.max", "cpu.max"):      # not offered: nothing to cap there
                         raise
         except OSError:
             continue
@@ -194,6 +199,10 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, isolate: bool) ->
     (mounted read-only). The child gets fd 3 for its results. With isolate=False: same user, no namespaces."""
     uid = free_uid() if isolate else None
     cgroups = make_cgroups(limits) if isolate else []
+    if not any("memory" in Path(c).parent.name or Path(c).parent.name == "cgroup" for c in cgroups):
+        # no memory control group: the address-space rlimit is per process, so allow fewer, smaller ones
+        limits = Limits(**{**limits.__dict__, "processes": min(limits.processes, 16),
+                           "memory_mb": min(limits.memory_mb, 2048)})
     log_r, log_w = os.pipe()
     res_r, res_w = os.pipe()
     spec = {"argv": argv, "env": env, "box": box, "isolate": isolate, "uid": uid, "runtime": runtime_paths(),
@@ -248,7 +257,8 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, isolate: bool) ->
     if isolate:
         layers = ["a separate user", "PID, mount, network, IPC and UTS namespaces", "a whitelist root (chroot)",
                   "rlimits"] + (["control groups (" + ", ".join(Path(c).parent.name if Path(c).parent.name != "cgroup"
-                                                                   else "v2" for c in cgroups) + ")"] if cgroups else [])
+                                                                   else "v2" for c in cgroups) + ")"] if cgroups else
+                                ["no control group (memory capped per process: 16 processes of 2 GiB)"])
     return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate, layers)
 
 

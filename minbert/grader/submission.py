@@ -61,6 +61,7 @@ def write_template(dst: Path, selected) -> None:
 # ---------------------------------------------------------------------- intake: a submission is hostile
 
 MAX_ENTRIES = 20_000                 # files and folders walked in a submission
+MAX_DEPTH = 32                       # folders inside folders (a deeper tree would exhaust the recursion)
 MAX_FILE_BYTES = 1 << 20             # a graded file is source code: 1 MiB is plenty
 ZIP_MAX_FILES, ZIP_MAX_BYTES, ZIP_MAX_FILE = 2_000, 64 << 20, 8 << 20
 
@@ -73,8 +74,18 @@ def extract_zip(archive: Path, dst: Path) -> None:
     """Unpack a zip without trusting it: no absolute or '..' path, no link or special file, and caps on the
     number of files, each file's size and the total, counted on the bytes actually written."""
     import stat
+    import struct
     import zipfile
     total = 0
+    if archive.stat().st_size > ZIP_MAX_BYTES:
+        raise Refused(f"the zip is larger than {ZIP_MAX_BYTES >> 20} MiB")
+    with open(archive, "rb") as f:               # the entry count, read from the end record before anything else
+        f.seek(max(0, archive.stat().st_size - (1 << 16) - 22))
+        tail = f.read()
+    end = tail.rfind(b"PK\x05\x06")
+    count = struct.unpack("<H", tail[end + 10:end + 12])[0] if end >= 0 and len(tail) >= end + 12 else 0
+    if count > ZIP_MAX_FILES:                    # 0xFFFF: a zip64 count, which no course upload needs
+        raise Refused(f"the zip holds {count if count < 0xFFFF else 'too many'} entries; at most {ZIP_MAX_FILES} are taken")
     try:
         with zipfile.ZipFile(archive) as z:
             infos = z.infolist()
@@ -83,6 +94,8 @@ def extract_zip(archive: Path, dst: Path) -> None:
             for info in infos:
                 name = info.filename
                 parts = Path(name).parts
+                if len(parts) > MAX_DEPTH:
+                    raise Refused(f"the zip entry {name[:100]!r}... is more than {MAX_DEPTH} folders deep")
                 if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
                     raise Refused(f"the zip entry {name[:100]!r} points outside the submission folder")
                 kind = stat.S_IFMT(info.external_attr >> 16)
@@ -118,6 +131,8 @@ def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
         return {submission.name: submission}, []
     files, refused, seen = {}, [], 0
     for folder, dirs, names in os.walk(submission, followlinks=False):
+        if len(Path(folder).relative_to(submission).parts) >= MAX_DEPTH and dirs:
+            raise Refused(f"the submission's folders are more than {MAX_DEPTH} deep")
         for name in dirs + names:
             seen += 1
             if seen > MAX_ENTRIES:
@@ -223,7 +238,9 @@ def banned_calls(key: str, body: str, rel: str, first_line: int) -> list[str]:
     try:
         tree = ast.parse(textwrap.dedent(body))
     except SyntaxError:
-        return []          # the child reports the syntax error with its line
+        return []          # syntax_errors reports it, with its line
+    except (RecursionError, MemoryError):
+        return [f"{rel}:{first_line}: code nested too deeply to check"]
     banned = C.BY_KEY[key].banned
     found = []
     for node in ast.walk(tree):
@@ -337,4 +354,6 @@ def syntax_errors(template_dir: Path, selected) -> dict[str, list[str]]:
             ast.parse((template_dir / rel).read_text(encoding="utf-8"), filename=rel)
         except SyntaxError as e:
             broken[rel] = f"could not run: your {rel} has a syntax error at line {e.lineno} ({e.msg})"
+        except (RecursionError, MemoryError):
+            broken[rel] = f"could not run: your {rel} is nested too deeply for Python to parse"
     return {k: [broken[f] for f in files_used(k) if f in broken] for k in selected}

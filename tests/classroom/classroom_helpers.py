@@ -8,7 +8,7 @@ name would shadow it. Test files import what they use, the `student` fixture inc
   solution(file, key)         the instructor's lines of a block, unindented (a correct answer to reuse)
   scores(entries)             {assignment: points}
   fingerprint(root)           sha256 of every file under the instructor's minbert/ and tests/
-  box_processes()             pids of any process still running as a box user (must be none)
+  Boxes(monkeypatch)          records the boxes a grading starts; .left(): their processes still alive
   needs_isolation             skip marker: the sandbox needs root and Linux namespaces
 """
 
@@ -87,22 +87,39 @@ def fingerprint(root=ROOT):
     return h
 
 
-def box_processes():
-    """Pids of processes left by a box: any of a box user, or any grader child (isolated or not), which
-    this kills so that a failing test leaves nothing running."""
-    lo, hi = sandbox.UID_BASE, sandbox.UID_BASE + sandbox.UID_SPAN
-    found = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
+class Boxes:
+    """Records the boxes a grading run starts (their uids, their job folders), so that `left()` finds their
+    processes only: another grading on the same machine (a teacher's, another test run's) is none of ours."""
+
+    def __init__(self, monkeypatch):
+        self.uids, self.jobs = set(), set()
+        free_uid, run = sandbox.free_uid, sandbox.run
+
+        def recording_free_uid():
+            uid = free_uid()
+            self.uids.add(uid)
+            return uid
+
+        def recording_run(argv, env, box, limits, isolate):
+            self.jobs.add(box["job"])
+            return run(argv, env, box, limits, isolate)
+        monkeypatch.setattr(sandbox, "free_uid", recording_free_uid)
+        monkeypatch.setattr(sandbox, "run", recording_run)
+
+    def left(self):
+        """Pids of this run's box processes still alive (killed here, so a failing test leaves nothing behind)."""
+        found = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and int(d.name) != os.getpid():
+                try:
+                    cmd = (d / "cmdline").read_bytes().decode(errors="replace")
+                    if d.stat().st_uid in self.uids or any(job in cmd for job in self.jobs):
+                        found.append(int(d.name))
+                except OSError:
+                    pass
+        for pid in found:
             try:
-                cmd = (d / "cmdline").read_bytes()
-                if lo <= d.stat().st_uid < hi or (b"child.py" in cmd and (b"/box/" in cmd or b"minbert-grade-" in cmd)):
-                    found.append(int(d.name))
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-    for pid in found:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return found
+        return found

@@ -20,7 +20,8 @@ import threading
 import zipfile
 
 import pytest
-from classroom_helpers import (ROOT, box_processes, fingerprint, first_failure, needs_isolation, scores, solution,
+import torch
+from classroom_helpers import (ROOT, Boxes, fingerprint, first_failure, needs_isolation, scores, solution,
                                student, submission, with_block)  # noqa: F401 (student: a fixture)
 
 from minbert import classroom
@@ -39,7 +40,12 @@ def wins_if(escape: str) -> str:
     return f"_os = torch.__getattribute__('os')\n_open = _os.__getattribute__('op' + 'en')\n{escape}\n{ANSWER}"
 
 
-def attacked(student, tmp_path, escape, key="attention", timeout=60.0):
+@pytest.fixture
+def boxes(monkeypatch):
+    return Boxes(monkeypatch)
+
+
+def attacked(student, tmp_path, boxes, escape, key="attention", timeout=60.0):
     """Grade the attacking submission; check the three promises every attack must keep."""
     before = fingerprint()
     sub = with_block(student, tmp_path, "attention.py", "attention", wins_if(escape))
@@ -48,13 +54,13 @@ def attacked(student, tmp_path, escape, key="attention", timeout=60.0):
     finally:
         after = fingerprint()
     assert after == before, f"the submission changed the instructor's files: {sorted(set(after.items()) ^ set(before.items()))[:3]}"
-    assert not box_processes(), "processes of the box outlived grading"
+    assert not boxes.left(), "processes of the box outlived grading"
     return entries
 
 
 # ---------------------------------------------------------------------- reading the answers
 
-def test_reading_the_instructors_solution_by_path_or_through_proc_scores_zero(student, tmp_path):
+def test_reading_the_instructors_solution_by_path_or_through_proc_scores_zero(student, tmp_path, boxes):
     """The red team exec'd the solution it read from minbert/attention.py: by its absolute path, and
     through /proc/<parent>/cwd. Names hidden from the AST check: torch.__getattribute__, builtins by key."""
     escape = f"""
@@ -69,11 +75,11 @@ for path in paths:
         pass
 assert b'### BEGIN SOLUTION attention' in src      # read: the rest is the solution, ready to exec
 """
-    entries = attacked(student, tmp_path, escape)
+    entries = attacked(student, tmp_path, boxes, escape)
     assert scores(entries) == {"attention": 0}, f"the solution was read from disk: {first_failure(entries, 'attention')}"
 
 
-def test_reading_gradescope_source_and_hidden_cases_scores_zero(student, tmp_path):
+def test_reading_gradescope_source_and_hidden_cases_scores_zero(student, tmp_path, boxes):
     """Everything the grader holds on disk is outside the box: the checkout, the grader's temporary folders."""
     escape = f"""
 found = []
@@ -84,7 +90,7 @@ for folder, word in (({str(ROOT)!r}, 'minbert'), ({tempfile.gettempdir()!r}, 'mi
         pass
 assert found
 """
-    entries = attacked(student, tmp_path, escape)
+    entries = attacked(student, tmp_path, boxes, escape)
     assert scores(entries) == {"attention": 0}, first_failure(entries, "attention")
 
 
@@ -134,7 +140,7 @@ def test_special_files_are_refused(student, tmp_path):
 
 # ---------------------------------------------------------------------- writing the instructor's files
 
-def test_writing_the_instructors_files_changes_nothing_and_the_next_blank_copy_still_scores_zero(student, tmp_path):
+def test_writing_the_instructors_files_changes_nothing_and_the_next_blank_copy_still_scores_zero(student, tmp_path, boxes):
     """One submission appended to the grader's source, another rewrote a reference module not yet imported,
     another renamed a test file; the next, untouched copy then scored 110/110."""
     targets = [ROOT / "minbert" / "grader" / "grade.py", ROOT / "minbert" / "grader" / "references.py",
@@ -157,7 +163,7 @@ assert done
 """
     saved = {t: t.read_bytes() for t in targets}
     try:
-        entries = attacked(student, tmp_path, escape)
+        entries = attacked(student, tmp_path, boxes, escape)
     finally:                                               # should the defence fail, leave the checkout whole
         for t, data in saved.items():
             t.write_bytes(data)
@@ -169,7 +175,7 @@ assert done
 
 # ---------------------------------------------------------------------- processes that outlive their case
 
-def test_a_setsid_daemon_cannot_outlive_grading_or_forge_results_json(student, tmp_path):
+def test_a_setsid_daemon_cannot_outlive_grading_or_forge_results_json(student, tmp_path, boxes):
     """A fork() + setsid() grandchild rewrote results.json after the grader exited (printed 0, file said 110)."""
     root = tmp_path / "autograder"
     shutil.copytree(ROOT / "minbert", root / "source" / "minbert", ignore=shutil.ignore_patterns("__pycache__"))
@@ -190,12 +196,12 @@ raise RuntimeError('the daemon does the work')
     shutil.copytree(sub, root / "submission")
     (root / "source" / "assignments.txt").write_text("attention\n")
     assert autograder.run(root) == 0
-    assert not box_processes(), f"a daemon outlived grading: {box_processes()}"
+    assert not boxes.left(), f"a daemon outlived grading: {boxes.left()}"
     report = json.loads(results.read_text())
     assert report["score"] == 0 and report["tests"], report
 
 
-def test_a_grandchild_holding_the_output_pipe_cannot_hang_the_grader(student, tmp_path):
+def test_a_grandchild_holding_the_output_pipe_cannot_hang_the_grader(student, tmp_path, boxes):
     """communicate() waited for a grandchild that kept stdout open: a 60 s limit became 305 s, no results."""
     escape = """
 if _os.fork() == 0:
@@ -209,11 +215,11 @@ if _os.fork() == 0:
     worker.start()
     worker.join(300)                                       # 15x the limit: a hang, not a slow machine
     assert not worker.is_alive(), "grading hung on a grandchild holding the output pipe"
-    assert scores(done["entries"]) == {"attention": 0} and not box_processes()
+    assert scores(done["entries"]) == {"attention": 0} and not boxes.left()
 
 
-def test_an_infinite_loop_is_stopped_at_the_wall_clock_limit(student, tmp_path):
-    entries = attacked(student, tmp_path, "while True:\n    pass", timeout=8)
+def test_an_infinite_loop_is_stopped_at_the_wall_clock_limit(student, tmp_path, boxes):
+    entries = attacked(student, tmp_path, boxes, "while True:\n    pass", timeout=8)
     assert "timed out after 8 s" in first_failure(entries, "attention")
 
 
@@ -229,7 +235,7 @@ def test_an_infinite_loop_is_stopped_at_the_wall_clock_limit(student, tmp_path):
     ("network", "import_ = torch.__getattribute__('__buil' + 'tins__')['__imp' + 'ort__']\n"
                 "s = import_('socket').create_connection(('127.0.0.1', PORT), timeout=2)\ns.close()"),
 ])
-def test_resource_limits_hold(name, escape, student, tmp_path):
+def test_resource_limits_hold(name, escape, student, tmp_path, boxes):
     """The child allocated 3 GB freely (only RLIMIT_CPU was set); nothing capped processes, files or network."""
     server = None
     if name == "network":
@@ -238,16 +244,16 @@ def test_resource_limits_hold(name, escape, student, tmp_path):
         server.listen(1)
         escape = escape.replace("PORT", str(server.getsockname()[1]))
     try:
-        entries = attacked(student, tmp_path, escape)
+        entries = attacked(student, tmp_path, boxes, escape)
     finally:
         if server:
             server.close()
     assert scores(entries) == {"attention": 0}, f"the {name} limit did not hold: {first_failure(entries, 'attention')}"
 
 
-def test_a_flood_of_output_is_capped_in_the_grader(student, tmp_path):
+def test_a_flood_of_output_is_capped_in_the_grader(student, tmp_path, boxes):
     """1.5 GB of printed output made the grader itself reach 6.1 GB (it buffered the child's output)."""
-    entries = attacked(student, tmp_path, "while True:\n    print('x' * 65536)")
+    entries = attacked(student, tmp_path, boxes, "while True:\n    print('x' * 65536)")
     assert "printed more than" in first_failure(entries, "attention"), first_failure(entries, "attention")
 
 
@@ -276,7 +282,7 @@ def test_a_hostile_zip_is_refused_with_its_reason(name, entries, why, tmp_path):
 
 # ---------------------------------------------------------------------- messages
 
-def test_messages_never_carry_text_the_submission_controls(student, tmp_path):
+def test_messages_never_carry_text_the_submission_controls(student, tmp_path, boxes):
     """Visible cases carried a line of the solution, the case generator's text, the parent's command line and
     its environment variable names, through exception messages and prints."""
     escape = """
@@ -284,12 +290,12 @@ secret = 'LEAK-' + ' '.join(sorted(torch.__getattribute__('os').environ)) + str(
 print(secret)
 raise ValueError(secret)
 """
-    entries = attacked(student, tmp_path, escape)
+    entries = attacked(student, tmp_path, boxes, escape)
     outputs = " ".join(e["output"] for e in entries)
     assert "LEAK-" not in outputs and "PATH" not in outputs, outputs[:300]
     assert "raised ValueError at minbert/attention.py:" in first_failure(entries, "attention")
     custom = "class Sneaky(Exception):\n    pass\nraise Sneaky('LEAK-' + 'x')"
-    entries = attacked(student, tmp_path / "2", custom)
+    entries = attacked(student, tmp_path / "2", boxes, custom)
     assert "class your code defines" in first_failure(entries, "attention") and "LEAK" not in first_failure(entries, "attention")
 
 
@@ -333,4 +339,100 @@ assert b'BEGIN SOLUTION' in _os.read(fd, 1 << 20)
     got = scores([{**t, "assignment": t["name"].split(": ")[0].split(". ")[1]} for t in report["tests"]])
     assert got == {"attention": 0, "meanshift": 10}, got
     assert "PID, mount, network" in report["output"], report["output"]
-    assert not box_processes()
+
+
+# ---------------------------------------------------------------------- the second red team (a fresh one, on the sandbox)
+
+FORGE = """
+_os = torch.__getattribute__('o' + 's')
+_imp = print.__self__.__getattribute__('__imp' + 'ort__')
+_n = len(torch.__getattribute__('lo' + 'ad')(_imp('sys').argv[3], weights_only=True))
+_buf = _imp('io').BytesIO()
+torch.save(RESULT, _buf)
+_os.write(3, _buf.getvalue())
+_os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("result", ["[''] * _n", "[None] * _n", "[{'y': 'passed'}] * _n", "[{}] * _n",
+                                    "[{'y': torch.zeros(2, device='meta')}] * _n", "[{'error': ''}] * _n"])
+def test_forged_results_that_are_not_tensors_score_zero(result, student, tmp_path, boxes):
+    """Five lines wrote [''] * n to the results pipe and exited: '' was read as 'no difference', 110/110."""
+    entries = attacked(student, tmp_path, boxes, FORGE.replace("RESULT", result))
+    assert scores(entries) == {"attention": 0}, f"forged results {result!r} scored: {first_failure(entries, 'attention')}"
+
+
+@pytest.mark.parametrize("key, file, block, word", [
+    ("adamw", "adamw.py",
+     "_opt = torch.__getattribute__('op' + 'tim').__getattribute__('Ada' + 'mW')(params, lr=lr, betas=(beta1, beta2), "
+     "eps=eps, weight_decay=wd)\nfor _p, _m, _v, _t in zip(params, exp_avgs, exp_avg_sqs, steps):\n"
+     "    _opt.state[_p] = {'step': torch.tensor(_t - 1.0), 'exp_avg': _m, 'exp_avg_sq': _v}\n_opt.step()", "step"),
+    ("attention", "attention.py",
+     "B, H, T, D = q.shape\nE = H * D\nseq = lambda t: t.transpose(1, 2).reshape(B, T, E).transpose(0, 1)\n"
+     "eye, zero = torch.eye(E, dtype=q.dtype), torch.zeros(E, dtype=q.dtype)\n"
+     "am = mask.to(q.dtype).expand(B, H, T, T).reshape(B * H, T, T)\n"
+     "out, _ = F.__getattribute__('multi_head_' + 'attention_forward')(seq(q), seq(k), seq(v), E, H, None, "
+     "torch.zeros(3 * E, dtype=q.dtype), None, None, False, 0.0, eye, zero, training=False, need_weights=True, "
+     "attn_mask=am, use_separate_proj_weight=True, q_proj_weight=eye, k_proj_weight=eye, v_proj_weight=eye, "
+     "average_attn_weights=False)\ny = out.transpose(0, 1).reshape(B, T, H, D).transpose(1, 2)", "multi_head_attention_forward"),
+    ("meanshift", "meanshift.py",
+     "_sk = print.__self__.__getattribute__('__imp' + 'ort__')('skl' + 'earn.cluster', None, None, ['x'])\n"
+     "return float(_sk.__getattribute__('estimate_' + 'bandwidth')(x.reshape(-1, 1), quantile=quantile))", "sklearn"),
+])
+def test_the_library_reached_by_reflection_is_refused(key, file, block, word, student, tmp_path):
+    """torch.optim.AdamW by __getattribute__, F.multi_head_attention_forward(need_weights=True), sklearn imported
+    through builtins: 10/10 each against the dispatcher-only fence."""
+    sub = with_block(student, tmp_path, file, key, block)
+    entries = grade(sub, {key})
+    assert scores(entries) == {key: 0}, f"{key} by reflection scored: {first_failure(entries, key)}"
+    assert word in first_failure(entries, key), first_failure(entries, key)
+
+
+def test_error_records_carry_no_text_of_the_submissions_choosing():
+    """'banned' and 'where' were quoted when they merely looked right: 80 characters or 6 digits of data each."""
+    from minbert.grader.grade import error_message
+    files = {"minbert/attention.py": ["x"] * 83}
+    leak = error_message({"error": "RuntimeError", "banned": "scaled_dot_product_SECRET",
+                          "where": "minbert/attention.py:123456"}, files, "attention")
+    assert "SECRET" not in leak and "123456" not in leak, leak
+    ok = error_message({"error": "RuntimeError", "banned": "scaled_dot_product_attention",
+                        "where": "minbert/attention.py:80"}, files, "attention")
+    assert "scaled_dot_product_attention at minbert/attention.py:80" in ok, ok
+
+
+def test_the_seed_takes_a_secret_salt_and_every_attention_case_is_padded(tmp_path):
+    """The seed was the submission's hash alone: a student with the grader's source searched comments until the
+    cases had no padding (nonce 30 in 0.4 s), and an attention ignoring the mask scored 10/10."""
+    from minbert.grader import cases as CASES
+    for seed in range(200):
+        for key in ("attention", "pals"):
+            for case in CASES.draw(key, seed):
+                assert (case["am"] == 0).any(), f"{key} seed {seed}: a case with no padding lets a maskless answer pass"
+    salts = set()
+    for i in range(2):
+        subprocess.run([sys.executable, "-m", "minbert.classroom", "autograder", tmp_path / str(i)], cwd=ROOT, check=True,
+                       capture_output=True)
+        with zipfile.ZipFile(tmp_path / str(i) / "autograder.zip") as z:
+            salts.add(int(z.read("source/grader_salt.txt")))
+    assert len(salts) == 2, "each Gradescope zip must carry its own secret salt"
+    assert G.seed_of(ROOT, 1) != G.seed_of(ROOT, 2)
+
+
+def test_odd_tensors_and_deep_code_cost_the_case_not_the_grader(student, tmp_path):
+    """A meta tensor of the right shape made compare() raise in the parent: no results.json, 0 overall."""
+    sub = with_block(student, tmp_path, "attention.py", "attention", "y = torch.empty(q.shape, device='meta')")
+    assert scores(grade(sub, {"attention"})) == {"attention": 0}
+    sub = with_block(student, tmp_path / "2", "attention.py", "attention", "y = q" + ".a" * 100_000)
+    assert scores(grade(sub, {"attention", "meanshift"})) == {"attention": 0, "meanshift": 0}
+
+
+def test_deep_folders_and_deep_zips_are_refused(tmp_path):
+    """1,200 nested folders crashed the walk (RecursionError): the grader failed instead of grading."""
+    deep = tmp_path / "sub"
+    path = deep
+    for _ in range(200):
+        path = path / "d"
+    path.mkdir(parents=True)
+    assert "deep" in first_failure(grade(deep, {"meanshift"}), "meanshift")
+    make_zip(tmp_path / "deep.zip", [("/".join(["d"] * 200) + "/meanshift.py", b"x = 1", 0o100644)])
+    assert "deep" in first_failure(grade(tmp_path / "deep.zip", {"meanshift"}), "meanshift")
