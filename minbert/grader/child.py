@@ -44,7 +44,8 @@ BLOCKED_OPS = {"attention": ("scaled_dot_product", "multi_head_attention"),
                "layer": ("transformer_encoder_layer", "multi_head_attention"),
                "adamw": ("fused_adam",)}
 BLOCKED_PYTHON = {"attention": [("torch.nn.functional", "multi_head_attention_forward"),
-                                ("torch.nn.modules.activation.MultiheadAttention", "forward")],
+                                ("torch.nn.modules.activation.MultiheadAttention", "forward"),
+                                ("torch.nn.attention.flex_attention", "flex_attention")],
                   "layer": [("torch.nn.modules.transformer.TransformerEncoderLayer", "forward")],
                   "adamw": [("torch.optim.adamw", "adamw"), ("torch.optim.adam", "adam"),
                             ("torch.optim.adamw", "_single_tensor_adamw"), ("torch.optim.adamw", "_multi_tensor_adamw"),
@@ -67,13 +68,28 @@ class BannedImport(ModuleNotFoundError):
         self.op = op
 
 
-def blocked_ops(key: str) -> list[str]:
-    """The aten ops refused in `key`'s child (the parent asks too, to accept only these names back)."""
+def aten_ops(key: str) -> list[str]:
+    """The aten kernels refused in `key`'s child."""
     import torch
     words = BLOCKED_OPS.get(key, ())
     return sorted({n.split("::")[1].split(".")[0] for n in torch._C._dispatch_get_all_op_names()
-                   if n.startswith("aten::") and any(w in n for w in words)}) + \
-        [name for _, name in BLOCKED_PYTHON.get(key, [])] + list(BLOCKED_MODULES)
+                   if n.startswith("aten::") and any(w in n for w in words)})
+
+
+def blocked_ops(key: str) -> list[str]:
+    """Every name a refusal in `key`'s child can carry (the parent accepts only these back)."""
+    import torch
+    names = aten_ops(key)
+    names += [name for _, name in BLOCKED_PYTHON.get(key, [])] + list(BLOCKED_MODULES)
+    if key == "attention":
+        names.append("MultiheadAttention.forward")
+    if key == "adamw":
+        import importlib
+        names += [f"{cls.__name__}.step" for cls in _subclasses(torch.optim.Optimizer) - {torch.optim.Optimizer}]
+        functional = importlib.import_module("torch.optim._functional")
+        names += [f"torch.optim._functional.{n}" for n in dir(functional)
+                  if callable(getattr(functional, n)) and not n.startswith("__") and n != "Tensor"]
+    return names
 
 
 class _RefuseModules:
@@ -93,6 +109,16 @@ class _RefuseModules:
         raise BannedImport(module.__name__.split(".")[0])
 
 
+def _subclasses(cls) -> set:
+    found, todo = {cls}, [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return found
+
+
 def ban(key: str):
     """Refuse what an assignment replaces, before any of the submission's code is imported."""
     import importlib
@@ -105,6 +131,17 @@ def ban(key: str):
             raise Banned(op)
         return call
     sys.meta_path.insert(0, _RefuseModules())
+    if key == "attention":                           # every multi-head attention module, torch.ao's quantizable too
+        importlib.import_module("torch.ao.nn.quantizable")
+        for cls in _subclasses(torch.nn.MultiheadAttention):
+            cls.forward = refuse("MultiheadAttention.forward")
+    if key == "adamw":                               # every optimizer torch ships, and its functional forms
+        for cls in _subclasses(torch.optim.Optimizer) - {torch.optim.Optimizer}:
+            cls.step = refuse(f"{cls.__name__}.step")
+        functional = importlib.import_module("torch.optim._functional")
+        for name in dir(functional):
+            if callable(getattr(functional, name)) and not name.startswith("__") and name != "Tensor":
+                setattr(functional, name, refuse(f"torch.optim._functional.{name}"))
     for where, name in BLOCKED_PYTHON.get(key, []):
         try:
             owner = importlib.import_module(where)
@@ -112,11 +149,11 @@ def ban(key: str):
             mod, _, cls = where.rpartition(".")
             owner = getattr(importlib.import_module(mod), cls)
         setattr(owner, name, refuse(name))
-    ops = [op for op in blocked_ops(key) if op not in {n for _, n in BLOCKED_PYTHON.get(key, [])} | set(BLOCKED_MODULES)]
+    ops = aten_ops(key)
     if not ops:
         return
     lib = torch.library.Library("aten", "IMPL")
-    ban.library = lib                                # kept alive: the registrations last as long as it does
+    ban.libraries = [*getattr(ban, "libraries", []), lib]   # kept alive: the registrations last as long as it does
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")             # "overriding a previously registered kernel": that is the point
         for op in ops:

@@ -83,9 +83,11 @@ def extract_zip(archive: Path, dst: Path) -> None:
         f.seek(max(0, archive.stat().st_size - (1 << 16) - 22))
         tail = f.read()
     end = tail.rfind(b"PK\x05\x06")
-    count = struct.unpack("<H", tail[end + 10:end + 12])[0] if end >= 0 and len(tail) >= end + 12 else 0
+    count, directory = struct.unpack("<HI", tail[end + 10:end + 16]) if end >= 0 and len(tail) >= end + 16 else (0, 0)
     if count > ZIP_MAX_FILES:                    # 0xFFFF: a zip64 count, which no course upload needs
         raise Refused(f"the zip holds {count if count < 0xFFFF else 'too many'} entries; at most {ZIP_MAX_FILES} are taken")
+    if directory > ZIP_MAX_FILES * 400:          # the central directory's own size: a false count cannot hide it
+        raise Refused(f"the zip's directory is {directory >> 10} KiB: more entries than the {ZIP_MAX_FILES} taken")
     try:
         with zipfile.ZipFile(archive) as z:
             infos = z.infolist()
@@ -219,6 +221,9 @@ def changed_lines(template: str, submitted: str, rel: str) -> tuple[list, str]:
     a, b = [line for _, line in t_out], [line for _, line in s_out]
     if a == b:
         return s_blocks, ""
+    if abs(len(a) - len(b)) > 100:               # difflib is quadratic: a padded file is refused before it
+        return [], (f"{rel} has {len(b)} lines outside the solution blocks where the handed-out file has {len(a)}: "
+                    "only the code between the markers is graded; put everything else back")
     changes = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":

@@ -24,10 +24,10 @@ from minbert import classroom, hub
 from minbert.config import BertConfig
 from minbert.errors import UserError
 from minbert.grader import autograder
-from minbert.grader.grade import grade
 from minbert.model import BertModel
 
-from classroom_helpers import ALL, ROOT, first_failure, run, scores, student, submission  # noqa: F401 (fixture)
+from classroom_helpers import (ALL, ROOT, first_failure, grade, needs_isolation, run, scores, student,  # noqa: F401
+                               submission)
 
 
 # ---------------------------------------------------------------------- the hand-out
@@ -177,6 +177,7 @@ def test_every_submission_layout_is_graded(layout, tmp_path):
     assert "not in the submission" in first_failure(entries, "surgery")
 
 
+@needs_isolation                    # Gradescope's entry point grades isolated or not at all
 def test_autograder_zip_runs_end_to_end_and_results_json_validates(tmp_path):
     r = run("-m", "minbert.classroom", "autograder", tmp_path / "out", "--assignments", "attention,adamw,smart", cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -205,6 +206,7 @@ def test_autograder_zip_runs_end_to_end_and_results_json_validates(tmp_path):
         "attention": 10, "adamw": 10, "smart": 0}
 
 
+@needs_isolation
 def test_an_empty_submission_still_gets_a_results_json(tmp_path):
     (tmp_path / "source").mkdir()
     (tmp_path / "submission").mkdir()

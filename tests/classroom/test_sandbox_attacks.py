@@ -375,16 +375,35 @@ def test_forged_results_that_are_not_tensors_score_zero(result, student, tmp_pat
      "torch.zeros(3 * E, dtype=q.dtype), None, None, False, 0.0, eye, zero, training=False, need_weights=True, "
      "attn_mask=am, use_separate_proj_weight=True, q_proj_weight=eye, k_proj_weight=eye, v_proj_weight=eye, "
      "average_attn_weights=False)\ny = out.transpose(0, 1).reshape(B, T, H, D).transpose(1, 2)", "multi_head_attention_forward"),
+    ("attention", "attention.py",
+     "_fa = torch.nn.attention.__getattribute__('flex_' + 'attention').__getattribute__('flex_' + 'attention')\n"
+     "_m = mask.to(q.dtype).expand(q.shape[0], 1, 1, q.shape[2]).reshape(q.shape[0], q.shape[2])\n"
+     "y = _fa(q, k, v, score_mod=lambda s, b, h, qi, ki: s + _m[b, ki])", "flex_attention"),
+    ("attention", "attention.py",
+     "_Q = torch.ao.nn.quantizable.__getattribute__('Multihead' + 'Attention')\nH, D = self.num_heads, self.head_dim\n"
+     "B, T = q.shape[0], q.shape[2]\n_mha = _Q(D, 1, batch_first=True, dtype=q.dtype)\n"
+     "for _l in (_mha.linear_Q, _mha.linear_K, _mha.linear_V, _mha.out_proj):\n"
+     "    _l.weight.data.copy_(torch.eye(D, dtype=q.dtype))\n    _l.bias.data.zero_()\n"
+     "_am = mask.to(q.dtype).expand(B, 1, T, T).reshape(B, T, T)\n"
+     "y = torch.stack([_mha(q[:, h], k[:, h], v[:, h], attn_mask=_am, need_weights=False)[0] for h in range(H)], 1)",
+     "MultiheadAttention"),
+    ("adamw", "adamw.py",
+     "_o = torch.__getattribute__('op' + 'tim')._functional\n"
+     "for p, g, m, v, s in zip(params, grads, exp_avgs, exp_avg_sqs, steps):\n    p.mul_(1 - lr * wd)\n"
+     "    _o.sparse_adam([p], [g.to_sparse()], [m], [v], [int(s)], eps=eps * (1 - beta2 ** s) ** 0.5, beta1=beta1, "
+     "beta2=beta2, lr=lr, maximize=False)", "sparse_adam"),
     ("meanshift", "meanshift.py",
      "_sk = print.__self__.__getattribute__('__imp' + 'ort__')('skl' + 'earn.cluster', None, None, ['x'])\n"
      "return float(_sk.__getattribute__('estimate_' + 'bandwidth')(x.reshape(-1, 1), quantile=quantile))", "sklearn"),
 ])
 def test_the_library_reached_by_reflection_is_refused(key, file, block, word, student, tmp_path):
     """torch.optim.AdamW by __getattribute__, F.multi_head_attention_forward(need_weights=True), sklearn imported
-    through builtins: 10/10 each against the dispatcher-only fence."""
+    through builtins: 10/10 each against the dispatcher-only fence; then flex_attention, torch.ao's quantizable
+    MultiheadAttention and torch.optim._functional.sparse_adam against the wider one."""
     sub = with_block(student, tmp_path, file, key, block)
     entries = grade(sub, {key})
-    assert scores(entries) == {key: 0}, f"{key} by reflection scored: {first_failure(entries, key)}"
+    step_cases = [e for e in entries if "schedule" not in e["name"]]
+    assert sum(e["score"] for e in step_cases) == 0, f"{key} by reflection scored: {first_failure(entries, key)}"
     assert word in first_failure(entries, key), first_failure(entries, key)
 
 
@@ -436,3 +455,39 @@ def test_deep_folders_and_deep_zips_are_refused(tmp_path):
     assert "deep" in first_failure(grade(deep, {"meanshift"}), "meanshift")
     make_zip(tmp_path / "deep.zip", [("/".join(["d"] * 200) + "/meanshift.py", b"x = 1", 0o100644)])
     assert "deep" in first_failure(grade(tmp_path / "deep.zip", {"meanshift"}), "meanshift")
+
+
+def test_messages_quote_a_bounded_part_of_what_the_submission_returns():
+    """A zero-element tensor's shape spelled 'HELLO' in the table; a comment that looked like the stub put a word of
+    the student's into 'assignment (...)'; integer outputs were printed whole."""
+    from minbert.grader.grade import compare, error_message
+    want = {"y": torch.zeros(3, 7, 16)}
+    msg = compare({"y": torch.empty(72, 69, 76, 76, 79, 0)}, want)
+    assert "72" not in msg and "79" not in msg and "6 dimensions" in msg, msg
+    labels = compare({"labels": torch.arange(1000, 1040)}, {"labels": torch.zeros(40, dtype=torch.long)})
+    assert "1039" not in labels and "first difference at index (0,)" in labels, labels
+    comment = '    # raise NotImplementedError("assignment 2 (THE_STUDENTS_WORD): write x")'
+    files = {"minbert/attention.py": ["x"] * 80 + [comment]}
+    msg = error_message({"error": "NotImplementedError", "where": "minbert/attention.py:81"}, files, "attention")
+    assert "THE_STUDENTS_WORD" not in msg, msg
+
+
+def test_a_padded_graded_file_is_refused_before_the_diff(student, tmp_path):
+    """Blank lines between the template's lines, 1 MiB a file, kept the parent in difflib for 361 s."""
+    sub = submission(student, tmp_path)
+    f = sub / "minbert" / "meanshift.py"
+    f.write_text("\n\n\n".join(f.read_text().splitlines()) + "\n")
+    msg = first_failure(grade(sub, {"meanshift"}), "meanshift")
+    assert "lines outside the solution blocks" in msg, msg
+
+
+def test_a_zip_whose_end_record_lies_about_its_entries_is_refused_before_it_is_read(tmp_path):
+    """A 61 MiB zip whose end record said 1 entry held 1,200,000: 41 s and 566 MB in the parent before refusal."""
+    archive = tmp_path / "lying.zip"
+    make_zip(archive, [(f"f{i:05d}-{'x' * 300}.txt", b"", 0o100644) for i in range(3000)])
+    data = bytearray(archive.read_bytes())
+    end = data.rfind(b"PK\x05\x06")
+    data[end + 8:end + 12] = (1).to_bytes(2, "little") * 2              # entries on this disk, and in all: "1"
+    archive.write_bytes(bytes(data))
+    msg = first_failure(grade(archive, {"meanshift"}), "meanshift")
+    assert "directory" in msg, msg
