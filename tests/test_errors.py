@@ -9,7 +9,6 @@ probes run as real subprocesses to check that no traceback reaches the terminal.
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -128,13 +127,13 @@ def test_malformed_config_json_names_file_and_line(setup, tmp_path, capsys):
           "config.json:3", "not valid JSON")
 
 
-def test_unwritable_out_dir_fails_fast_before_the_model_loads(setup, tmp_path, capsys):
+def test_unwritable_out_dir_fails_fast_before_the_model_loads(setup, tmp_path, capsys, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("a file, not a folder")
-    start = time.perf_counter()
+    monkeypatch.setattr(train_multitask.BertModel, "from_pretrained",
+                        lambda *a, **k: pytest.fail("the model was loaded before --out_dir was checked"))
     fails(capsys, train_multitask.main, multitask_args(setup, tmp_path, "--out_dir", str(blocker / "run")),
           "--out_dir", "cannot write there")
-    assert time.perf_counter() - start < 2.0, "an unwritable --out_dir must fail in under 2 s"
 
 
 def test_unwritable_prediction_path_fails_fast_before_the_model_loads(setup, tmp_path, capsys, monkeypatch):
@@ -142,10 +141,8 @@ def test_unwritable_prediction_path_fails_fast_before_the_model_loads(setup, tmp
     blocker.write_text("a file, not a folder")
     monkeypatch.setattr(train_multitask.BertModel, "from_pretrained",
                         lambda *a, **k: pytest.fail("the model was loaded before the output paths were checked"))
-    start = time.perf_counter()
     fails(capsys, train_multitask.main, multitask_args(setup, tmp_path, "--sts_test_out", str(blocker / "sts.csv")),
           "--sts_test_out", "cannot write there")
-    assert time.perf_counter() - start < 2.0, "an unwritable prediction path must fail in under 2 s"
 
 
 def test_resume_from_best_pt_is_refused_with_what_to_do_instead(setup, tmp_path, capsys):
