@@ -238,3 +238,18 @@ def test_download_offline_and_unwritable_dest_are_messages(tmp_path, capsys, mon
     blocker = tmp_path / "file"
     blocker.write_text("x")
     fails(capsys, download.main, ["glue", "--tasks", "RTE", "--dest", str(blocker)], "--dest", "expected a folder")
+
+
+@pytest.mark.parametrize("script, argv, expected", [
+    ("train_multitask.py", ["--lr", "abc"], "argument --lr: expected a number, got 'abc'"),
+    ("train_mml.py", ["--task", "RTE", "--epochs", "two"], "argument --epochs: expected an integer, got 'two'"),
+])
+def test_bad_flag_value_prints_two_lines_not_the_whole_usage(tmp_path, script, argv, expected):
+    """argparse prints its whole usage (57 lines for train_multitask.py) before the line that matters; minbert's
+    parsers (minbert.flags.BriefParser.error) print the flag, the value and what was expected, then where help is."""
+    p = subprocess.run([sys.executable, str(ROOT / script), *argv], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    lines = p.stderr.splitlines()
+    assert p.returncode == 2, f"python {script} {' '.join(argv)}: expected exit status 2, got {p.returncode}"
+    assert lines == [f"{script}: error: {expected}", f"{script}: --help for all flags"], \
+        f"python {script} {' '.join(argv)}: expected 2 lines (the error, then --help), got {len(lines)}:\n{p.stderr}"
