@@ -33,7 +33,7 @@ import zipfile
 
 from minbert.data import DataError
 from minbert.errors import UserError, cli
-from minbert.flags import writable_dir
+from minbert.flags import BriefParser, writable_dir
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS
 from minbert.hub import download_file
 
@@ -174,8 +174,8 @@ def _task_list(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m minbert.download", description=__doc__.split("\n\n")[0].strip(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = BriefParser(prog="python -m minbert.download", description=__doc__.split("\n\n")[0].strip(),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     datasets = parser.add_subparsers(dest="dataset", required=True, metavar="DATASET")
     cs224n = datasets.add_parser("cs224n", help="CS224N minBERT files: SST-5, Quora, STS, CFIMDB")
     cs224n.add_argument("--dest", default="data",

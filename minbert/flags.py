@@ -2,7 +2,8 @@
 
 `at_least(lo)`, `between(lo, hi)` and `positive` are argparse `type=` functions: a bad value
 stops at parse time with argparse's own message ("argument --batch_size: expected an integer
->= 1, got 0") and exit status 2, before data or a model is loaded. `writable_dir` and
+>= 1, got 0") and exit status 2, before data or a model is loaded. `BriefParser.error` (every parser here) prints
+that message and "--help for all flags", not argparse's full usage block first. `writable_dir` and
 `writable_file` check output paths the same early way, by creating (and removing) a scratch
 file where the output will go: that catches a missing permission, a read-only disk, and a path
 whose parent is a file, which os.access alone would not. An unwritable prediction path then
@@ -25,8 +26,18 @@ from . import recipes
 from .errors import UserError
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse.ArgumentParser that also reads `@file` arguments: `--flag value  # comment` per line."""
+class BriefParser(argparse.ArgumentParser):
+    """argparse.ArgumentParser whose errors are two lines (its sub-parsers are BriefParsers too)."""
+
+    def error(self, message: str):
+        """A bad flag or value: one line naming it and what was expected, one pointing to --help, exit 2.
+        argparse's own error() prints the whole usage first (57 lines for train_multitask.py), which
+        pushes the one line that matters off the screen."""
+        self.exit(2, f"{self.prog}: error: {message}\n{self.prog}: --help for all flags\n")
+
+
+class ArgumentParser(BriefParser):
+    """BriefParser that also reads `@file` arguments: `--flag value  # comment` per line."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("fromfile_prefix_chars", "@")

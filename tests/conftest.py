@@ -14,6 +14,7 @@ tests/ has no __init__.py, so pytest puts it on sys.path and this module is impo
   signal_on_call(monkeypatch, ...)    a real SIGINT/SIGTERM delivered inside the n-th call of a function
   real_cs224n_dir / real_glue_dir     where the real data files are: ../shared/data, else the shipped data/
   needs_cs224n / needs_glue           skip markers naming the files, only when neither place has them
+  glue_files(task)                    the full GLUE files if present, else tests/fixtures/glue's slice of them
 
 The data files and the tiny model are pinned: tests compare runs on them byte for byte, so change
 them only together with those tests.
@@ -192,3 +193,13 @@ def needs_glue(*tasks: str):
     """skipif marker: skip only when no known place holds the named GLUE tasks."""
     return pytest.mark.skipif(real_glue_dir(*tasks) is None,
                               reason=f"GLUE {', '.join(tasks)} found in none of {[str(p) for p in GLUE_PLACES]}")
+
+
+GLUE_FIXTURES = REPO / "tests" / "fixtures" / "glue"   # QNLI, SST-2, WNLI: a few rows of each real file
+
+
+def glue_files(task: str) -> tuple[Path, bool]:
+    """(folder, whole): the first place with the full GLUE files of `task`, whole=True; else the folder of
+    tests/fixtures/glue (made by tests/fixtures/make_glue_fixtures.py from the real files), whole=False."""
+    place = real_glue_dir(task)
+    return (place, True) if place is not None else (GLUE_FIXTURES, False)

@@ -9,7 +9,6 @@ probes run as real subprocesses to check that no traceback reaches the terminal.
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -128,13 +127,13 @@ def test_malformed_config_json_names_file_and_line(setup, tmp_path, capsys):
           "config.json:3", "not valid JSON")
 
 
-def test_unwritable_out_dir_fails_fast_before_the_model_loads(setup, tmp_path, capsys):
+def test_unwritable_out_dir_fails_fast_before_the_model_loads(setup, tmp_path, capsys, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("a file, not a folder")
-    start = time.perf_counter()
+    monkeypatch.setattr(train_multitask.BertModel, "from_pretrained",
+                        lambda *a, **k: pytest.fail("the model was loaded before --out_dir was checked"))
     fails(capsys, train_multitask.main, multitask_args(setup, tmp_path, "--out_dir", str(blocker / "run")),
           "--out_dir", "cannot write there")
-    assert time.perf_counter() - start < 2.0, "an unwritable --out_dir must fail in under 2 s"
 
 
 def test_unwritable_prediction_path_fails_fast_before_the_model_loads(setup, tmp_path, capsys, monkeypatch):
@@ -142,10 +141,8 @@ def test_unwritable_prediction_path_fails_fast_before_the_model_loads(setup, tmp
     blocker.write_text("a file, not a folder")
     monkeypatch.setattr(train_multitask.BertModel, "from_pretrained",
                         lambda *a, **k: pytest.fail("the model was loaded before the output paths were checked"))
-    start = time.perf_counter()
     fails(capsys, train_multitask.main, multitask_args(setup, tmp_path, "--sts_test_out", str(blocker / "sts.csv")),
           "--sts_test_out", "cannot write there")
-    assert time.perf_counter() - start < 2.0, "an unwritable prediction path must fail in under 2 s"
 
 
 def test_resume_from_best_pt_is_refused_with_what_to_do_instead(setup, tmp_path, capsys):
@@ -241,3 +238,25 @@ def test_download_offline_and_unwritable_dest_are_messages(tmp_path, capsys, mon
     blocker = tmp_path / "file"
     blocker.write_text("x")
     fails(capsys, download.main, ["glue", "--tasks", "RTE", "--dest", str(blocker)], "--dest", "expected a folder")
+
+
+def test_bad_flag_value_prints_two_lines_not_the_whole_usage(tmp_path):
+    """argparse prints its whole usage (57 lines for train_multitask.py) before the line that matters; minbert's
+    parsers (minbert.flags.BriefParser.error) print the flag, the value and what was expected, then where help is.
+    A real process, as a user starts it."""
+    p = subprocess.run([sys.executable, str(ROOT / "train_multitask.py"), "--lr", "abc"], capture_output=True, text=True,
+                       cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    lines = p.stderr.splitlines()
+    assert p.returncode == 2, f"python train_multitask.py --lr abc: expected exit status 2, got {p.returncode}"
+    assert lines == ["train_multitask.py: error: argument --lr: expected a number, got 'abc'",
+                     "train_multitask.py: --help for all flags"], \
+        f"python train_multitask.py --lr abc: expected 2 lines (the error, then --help), got {len(lines)}:\n{p.stderr}"
+
+
+def test_train_mml_bad_flag_value_prints_two_lines(capsys):
+    with pytest.raises(SystemExit) as e:
+        train_mml.main(["--task", "RTE", "--epochs", "two"])
+    lines = capsys.readouterr().err.splitlines()
+    assert e.value.code == 2 and len(lines) == 2, f"train_mml.py --epochs two: expected 2 lines, got {len(lines)}:\n{lines}"
+    assert lines[0].endswith("error: argument --epochs: expected an integer, got 'two'") and \
+        lines[1].endswith("--help for all flags"), f"train_mml.py --epochs two printed:\n{lines}"

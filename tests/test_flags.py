@@ -70,10 +70,10 @@ def test_refused_values_stop_like_argparse_type_errors(capsys, check, text, why)
     got, err = parse(check, text, capsys)
     assert err is not None, f"minbert.flags: --x {text} must be refused ({why}), got {got!r}"
     _, argparse_err = parse(int, "many", capsys)    # argparse's own wording for a bad type= value
-    assert argparse_err.startswith("usage: prog") and "error: argument --x: " in argparse_err
-    assert err.startswith("usage: prog"), \
-        f"minbert.flags: a refused value must print argparse's usage line first:\n{err}"
-    assert f"error: argument --x: {why}" in err, f"minbert.flags: expected 'error: argument --x: {why}', got:\n{err}"
+    assert "error: argument --x: " in argparse_err
+    assert err.splitlines() == [f"prog: error: argument --x: {why}", "prog: --help for all flags"], \
+        (f"minbert.flags.BriefParser.error: a refused value must print two lines, the flag with what was expected "
+         f"and '--help for all flags' (not argparse's whole usage), got:\n{err}")
 
 
 # ---------------------------------------------------------------------------- writable_dir / writable_file
@@ -199,3 +199,14 @@ def test_a_hash_inside_a_value_is_not_a_comment(tmp_path):
     p.add_argument("--out_dir")
     assert p.parse_args([f"@{tmp_path / 'r.args'}"]).out_dir == "runs/#3", \
         "minbert.flags.ArgumentParser.convert_arg_line_to_args cut a value at its '#'"
+
+
+def test_sub_parsers_of_python_m_tools_print_two_lines_too(capsys):
+    """python -m minbert.download glue --tasks XX: the sub-parser's error is as short as the top parser's."""
+    from minbert import download
+    with pytest.raises(SystemExit) as e:
+        download.main(["glue", "--tasks", "XX"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.splitlines()) == 2 and err.splitlines()[1].endswith("--help for all flags"), \
+        f"minbert.download: a bad value must print 2 lines (error, --help), got {len(err.splitlines())}:\n{err}"
+    assert "argument --tasks" in err and "XX" in err, f"the error must name the flag and the value:\n{err}"

@@ -11,7 +11,6 @@ closed localhost port, and the download tests serve files from a throwaway HTTP 
 import json
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
@@ -89,7 +88,7 @@ def server():
                 self.wfile.write(body[:2 << 20])
                 self.wfile.flush()
                 half_sent.set()
-                resume.wait(timeout=10)
+                resume.wait(timeout=60)  # a limit only against a hung test
                 body = body[2 << 20:]
             self.wfile.write(body)  # HTTP/1.0: the connection closes after this, short or not
 
@@ -313,29 +312,34 @@ def test_download_file_is_atomic_when_connection_drops(tmp_path, server):
     assert leftovers == [], f"minbert.hub.download_file: a dropped download left {leftovers}"
 
 
-def test_download_file_never_shows_a_partial_file_under_the_final_name(tmp_path, server):
-    """While the body is still arriving, only the .part file exists; then it is renamed."""
+def test_download_file_never_shows_a_partial_file_under_the_final_name(tmp_path, server, monkeypatch):
+    """While the body is still arriving, only the .part file exists; then it is renamed. The server holds
+    the last MiB until the test has looked; the client reports its first MiB written through its progress
+    bar (patched to signal), so the look happens mid-download on any machine, however busy."""
     body = bytes(range(256)) * (12 << 10)  # 3 MiB: the server pauses after 2 MiB
     server.files["/slow.bin"] = body
-    half_sent, resume = threading.Event(), threading.Event()
+    half_sent, resume, first_chunk = threading.Event(), threading.Event(), threading.Event()
     server.gate["/slow.bin"] = (half_sent, resume)
+
+    class SignallingBar(hub.tqdm):
+        def update(self, n=1):
+            super().update(n)
+            first_chunk.set()   # a chunk has been written to the file download_file opened
+
+    monkeypatch.setattr(hub, "tqdm", SignallingBar)
     dest = tmp_path / "slow.bin"
     part = tmp_path / "slow.bin.part"
     result = {}
     worker = threading.Thread(target=lambda: result.update(path=download_file(server.url + "/slow.bin", dest, "slow")),
                               daemon=True)
     worker.start()
-    try:
-        assert half_sent.wait(timeout=10), "test server: the download never started"
-        for _ in range(100):  # up to 5 s for the client to open its output file
-            if part.exists() or dest.exists():
-                break
-            time.sleep(0.05)
+    try:   # the waits' limits only keep a broken download_file from hanging the suite
+        assert first_chunk.wait(timeout=60), "minbert.hub.download_file: no chunk was written within 60 s"
         assert part.exists() and not dest.exists(), \
             f"minbert.hub.download_file: mid-download expected only {part.name}, found {_names(tmp_path)}"
     finally:
         resume.set()
-        worker.join(timeout=10)
+        worker.join(timeout=60)
     assert result.get("path") == dest and dest.read_bytes() == body and not part.exists(), \
         f"minbert.hub.download_file: after the download expected only {dest.name}, found {_names(tmp_path)}"
 

@@ -117,3 +117,39 @@ def test_bert_layer_matches_stored_hf_output():
     torch.testing.assert_close(out[real], ref["hidden_1"][real], atol=ATOL, rtol=RTOL, msg=lambda m:
         f"{LAYER} differs from the stored HF layer output at real positions "
         f"(max |Δ| {max_diff(out[real], ref['hidden_1'][real]):.2e}): post-LN add & norm twice, exact GELU\n{m}")
+
+
+def test_bert_layer_adds_the_pal_term_inside_the_second_layer_norm():
+    """PALs (Stickland & Murray 2019, arXiv 1902.02671, Sec. 3): the task term joins the second residual
+    sum *before* LayerNorm 2: h' = LN2(a + FFN(a) + TS(h)), a = LN1(h + SA(h)). Oracle (b): that equation
+    written out here with torch's functionals (F.scaled_dot_product_attention, F.layer_norm, F.gelu) on the
+    layer's own weights; a term added after LN2, or into the attention residual, misses it."""
+    torch.manual_seed(0)
+    cfg = BertConfig.tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    layer = BertModel(cfg).layers[0].eval()
+    B, T, C, H = 2, 6, cfg.hidden_size, cfg.num_attention_heads
+    g = torch.Generator().manual_seed(3)
+    h, extra = torch.randn(B, T, C, generator=g), torch.randn(B, T, C, generator=g) * 3
+    am = torch.ones(B, T, dtype=torch.long)
+    am[1, 4:] = 0
+    sa = layer.self_attention
+
+    def heads(x):   # (B, T, C) -> (B, H, T, D)
+        return x.view(B, T, H, C // H).transpose(1, 2)
+
+    keep = am[:, None, None, :].bool()                                           # (B, 1, 1, T)
+    att = F.scaled_dot_product_attention(heads(F.linear(h, sa.query.weight, sa.query.bias)),
+                                         heads(F.linear(h, sa.key.weight, sa.key.bias)),
+                                         heads(F.linear(h, sa.value.weight, sa.value.bias)), attn_mask=keep)
+    att = att.transpose(1, 2).reshape(B, T, C)                                   # (B, T, C)
+    ln1, ln2 = layer.attention_layer_norm, layer.out_layer_norm
+    a = F.layer_norm(h + layer.attention_dense(att), (C,), ln1.weight, ln1.bias, ln1.eps)
+    ffn = layer.out_dense(F.gelu(layer.interm_dense(a)))
+    want = F.layer_norm(a + ffn + extra, (C,), ln2.weight, ln2.bias, ln2.eps)
+    with torch.no_grad():
+        got = layer(h, extended_attention_mask(am, h.dtype), extra)
+    real = am.bool()   # compare real tokens only: a padded query's output is not defined by the spec
+    diff = (got - want)[real].abs().max().item()
+    assert diff < 1e-5, (f"minbert.layers.BertLayer.forward with extra: max abs diff {diff:.3g} from "
+                         "LN2(a + FFN(a) + extra): the PAL term goes into the second residual sum, before LayerNorm 2 "
+                         "(not after it, not into the attention residual)")

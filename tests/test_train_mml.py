@@ -218,3 +218,30 @@ def test_best_checkpoint_is_chosen_by_the_paper_metric(setup, tmp_path, monkeypa
     run(setup, tmp_path, task="MRPC", method="bert")
     best = torch.load(tmp_path / "best.pt", weights_only=True)["scores"]
     assert best == {"f1": 0.7, "accuracy": 0.8}, f"train_mml.main: best.pt must follow minbert.mml.PAPER_METRIC['MRPC'] = accuracy, got {best}"
+
+
+@pytest.mark.parametrize("task", ["MNLI", "MRPC", "CoLA", "STS-B"])
+def test_score_reports_glues_metrics_of_the_argmax_class(task):
+    """train_mml.score: the predicted class of each example is the argmax over its K probabilities (dim -1),
+    STS-B's prediction is the value itself. Oracle (b): scikit-learn's accuracy_score / f1_score /
+    matthews_corrcoef and scipy's pearsonr / spearmanr on the same predictions."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+    g = torch.Generator().manual_seed(4)
+    N, K = 60, {"MNLI": 3, "MRPC": 2, "CoLA": 2, "STS-B": 1}[task]
+    if K == 1:
+        out, gold = torch.rand(N, generator=g) * 5, torch.rand(N, generator=g) * 5
+        pred = out.double().numpy()
+    else:
+        out = torch.rand(N, K, generator=g).softmax(-1)          # (N, K) probabilities
+        gold = torch.randint(0, K, (N,), generator=g)
+        pred = out.numpy().argmax(-1)
+    oracle = {"accuracy": lambda: accuracy_score(gold, pred), "f1": lambda: f1_score(gold, pred),
+              "matthews": lambda: matthews_corrcoef(gold, pred),
+              "pearson": lambda: pearsonr(pred, gold.double().numpy())[0],
+              "spearman": lambda: spearmanr(pred, gold.double().numpy())[0]}
+    got = train_mml.score(task, out, gold)
+    for metric, value in got.items():
+        assert abs(value - oracle[metric]()) < 1e-6, (
+            f"train_mml.score({task!r}): {metric} {value:.6f}, expected {oracle[metric]():.6f} from the argmax over "
+            "the classes (dim -1) of each example")

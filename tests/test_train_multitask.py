@@ -280,3 +280,46 @@ def test_resume_with_grad_compromise_replays_the_schedule(setup, tmp_path, monke
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     assert [resumed[-1][k] for k in keys] == [full[-1][k] for k in keys], \
         "train_multitask --grad_compromise: resume diverged (minbert.gradient_compromise.GradientCompromise.tasks must use the sampler's rng)"
+
+
+@pytest.mark.parametrize("accum", [3])
+def test_grad_accum_step_uses_the_mean_of_the_micro_batch_gradients(setup, tmp_path, monkeypatch, accum):
+    """--grad_accum k: the optimizer steps on (1/k)·Σ_m ∇loss_m, the gradient of the mean loss over the k
+    micro-batches, so an lr tuned at one batch size carries over. Oracle: each micro-batch's gradient taken
+    with torch.autograd.grad at the moment train_multitask.py computes that loss (dropout off)."""
+    grads, seen = {}, []
+
+    class Recording(train_multitask.AdamW):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            grads["params"] = [p for g in self.param_groups for p in g["params"]]
+
+        def step(self, closure=None):
+            if "at_step" not in grads:
+                grads["at_step"] = [None if p.grad is None else p.grad.clone() for p in grads["params"]]
+                grads["micro"] = list(seen)
+            return super().step(closure)
+
+    real_loss = train_multitask.task_loss
+
+    def recording_loss(task, out, labels):
+        loss = real_loss(task, out, labels)
+        if "at_step" not in grads:
+            seen.append(torch.autograd.grad(loss, grads["params"], retain_graph=True, allow_unused=True))
+        return loss
+
+    monkeypatch.setattr(train_multitask, "AdamW", Recording)
+    monkeypatch.setattr(train_multitask, "task_loss", recording_loss)
+    run(setup, tmp_path, "--epochs", "1", "--grad_accum", str(accum), "--hidden_dropout_prob", "0",
+        "--limit", "16")
+    assert len(grads["micro"]) == accum, f"expected {accum} micro-batch losses before the first step, saw {len(grads['micro'])}"
+    for n, (p, got) in enumerate(zip(grads["params"], grads["at_step"])):
+        parts = [m[n] for m in grads["micro"] if m[n] is not None]
+        if not parts:
+            continue
+        want = torch.stack(parts).sum(0) / accum
+        diff = (got - want).abs().max().item()
+        assert diff <= 1e-6 + 1e-4 * want.abs().max().item(), (
+            f"train_multitask.py --grad_accum {accum}: parameter {n}'s gradient at the first step is off the mean of "
+            f"the {accum} micro-batch gradients by {diff:.3g} (ratio {got.norm() / want.norm():.3f}; {accum}.000 means "
+            f"the losses were summed, not divided by --grad_accum)")
