@@ -12,7 +12,9 @@ Configurations (`CONFIGS`; each adds flags to the common budget, the arguments a
   each loss weighted by S / Σ S, see minbert/gradient_compromise.py), annealed, mnr (Benton: cosine STS head, dot-scored
   MNR on positives-only batches, first half of the epochs), concat (Benton's one-pass tanh STS head),
   simcse (python -m minbert.simcse on the CS224N training sentences, then fine-tuning from its encoder),
-  head_pretraining (Pritsky et al.: each head alone first), pals_after (Pritsky et al. §3.3.2: fine-tune for
+  cosine (mnr's cosine STS head without MNR: the control for MNR), baseline_accum4 (4 batches per update, as Gradient
+  Compromise: the control for its fewer, larger updates), head_pretraining (Pritsky et al.: each head alone first,
+  a frozen-encoder pass over every training set on top of the budget: 30,584 examples on the shipped data), pals_after (Pritsky et al. §3.3.2: fine-tune for
   E − 1 epochs, then PALs alone for 1, the same total epochs as the baseline), ensemble (the baseline seeds'
   outputs averaged with uniform weights by python -m minbert.ensemble: nothing is fitted on dev).
 A configuration's SimCSE or head-pretraining steps come on top of the budget; the paper pipelines pay them too.
@@ -67,7 +69,7 @@ DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "
                   "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2",
                   "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
 # Task batches per optimizer step where it is not 1, so that every configuration sees the same examples per epoch.
-BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4, "grad_compromise_normalize": 4}
+BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4, "grad_compromise_normalize": 4, "baseline_accum4": 4}
 
 CONFIGS = {
     "baseline": [],
@@ -81,6 +83,11 @@ CONFIGS = {
     "annealed": ["--schedule", "annealed"],
     "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
     "concat": ["--sts_head", "cross_tanh"],
+    # Controls (issue 30). cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by seed).
+    # baseline_accum4: the baseline with Gradient Compromise's 4 batches per update (47 updates per epoch, not 188),
+    # so grad_compromise − baseline_accum4 is the method at an equal number of updates.
+    "cosine": ["--sts_head", "cosine"],
+    "baseline_accum4": ["--grad_accum", "4"],
     "simcse": [],              # stage 1: python -m minbert.simcse (SIMCSE_ARGS); stage 2: --model its encoder
     "head_pretraining": ["--head_pretrain_epochs", "1"],   # Pritsky et al.: 25, patience 3; 1 at this budget
     "pals_after": [],          # stage 1: E − 1 epochs of fine-tuning; stage 2: --pals_after, 1 epoch

@@ -138,6 +138,19 @@ def test_every_configuration_gets_the_same_examples_per_epoch():
     assert study.steps_per_epoch("baseline", budget, 0) == [], "0 examples per epoch: the script's one pass"
 
 
+def test_controls_differ_from_their_method_only_in_what_they_control():
+    """cosine = mnr without its MNR flags (MNR's effect is mnr − cosine); baseline_accum4 makes Gradient Compromise's
+    47 updates of 4 batches (6000 examples at batch 32) with no other flag, so grad_compromise − baseline_accum4
+    compares the method at equal updates and examples."""
+    mnr, cosine = study.CONFIGS["mnr"], study.CONFIGS["cosine"]
+    assert cosine == ["--sts_head", "cosine"] and mnr[:2] == cosine and all(f.startswith("--mnr") or not f.startswith("--")
+                                                                            for f in mnr[2:]), f"{MOD}.CONFIGS: cosine {cosine}, mnr {mnr}"
+    budget = ["--batch_size", "32"]
+    assert study.CONFIGS["baseline_accum4"] == ["--grad_accum", "4"], f"{MOD}.CONFIGS['baseline_accum4']"
+    assert study.steps_per_epoch("baseline_accum4", budget, 6000) == study.steps_per_epoch("grad_compromise", budget, 6000) \
+        == ["--steps_per_epoch", "47"], f"{MOD}.steps_per_epoch: the equal-updates control must make Gradient Compromise's 47 updates"
+
+
 def test_budget_helpers():
     assert study.budget_epochs(["--lr", "1", "--epochs", "3"]) == 3
     assert study.with_epochs(["--epochs", "3", "--lr", "1"], 2) == ["--lr", "1", "--epochs", "2"]
