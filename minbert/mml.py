@@ -48,13 +48,14 @@ Variants chosen:
     (6, 0), (0, 2), (0, 2) average to (2, 4/3), class 0, while their softmaxes average to
     p_0 = 0.41, class 1 (tests/test_mml.py).
   - Regression heads (K = 1, STS-B) start with every bias b_j at the training labels' mean ȳ
-    (`label_mean`; train_mml.py passes it), the weights as above. The paper is silent on head
+    (`label_mean`: from_args takes it from the training labels train_mml.py passes), the weights as above. The paper is silent on head
     initialisation; this is minbert's choice. Why: with nn.Linear's init every head starts near
     0 while STS-B labels average 2.7, and under Adam at lr 2e-5 a bias moves ~2e-5 per step, so
-    the offset must come through the shared d. With M ≥ D heads no bounded d (|d_i| ≤ 1 after
-    the pooler's tanh) gives every head 2.7 at once; the input-independent part of the summed
+    the offset must come through the shared d. With M ≥ D random heads no d inside the pooler's
+    tanh box (|d_i| ≤ 1) gives every head 2.7 at once; the input-independent part of the summed
     gradient then pulls d towards one constant vector and the predictions stop depending on
-    the input (Spearman ≈ 0 on STS-B for MML, MV-1024, BERT-Ensemble; bench/results/mml_study).
+    the input (the MML study's STS-B column before this init: Spearman 12-43 ×100 on 5 of its 9 MML,
+    MV-1024 and BERT-Ensemble runs, against 83-84 for one head; bench/results/mml_study).
     With b_j = ȳ the heads only have to learn the input-dependent part. Classification heads
     keep nn.Linear's init (they need no offset: softmax ignores a shared one).
   - Classifier dropout (METHODS["…"]["dropout"]) is on the pooled [CLS] vector d, before the
