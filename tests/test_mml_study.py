@@ -212,3 +212,21 @@ def test_table_1_holm_adjusts_each_column_over_the_methods(tmp_path):
         assert got[m]["RTE"]["p_holm"] == pytest.approx(want[m], rel=1e-8), \
             f"{MOD}.write_table1: {m} RTE Holm-adjusted p over the 3 methods of the column, want {want[m]}, got {got[m]['RTE']['p_holm']}"
     assert "Holm-adjusted" in (tmp_path / "table1.md").read_text(), f"{MOD}.write_table1: table1.md lacks the Holm table"
+
+
+def test_tables_only_rebuilds_from_records_and_never_trains(tmp_path, monkeypatch):
+    """--tables_only: a finished record (metrics.jsonl with every epoch) is tabulated; a missing one stops the
+    rewrite with a UserError instead of starting train_mml (which is replaced here by a function that fails)."""
+    import json
+
+    import train_mml
+    from minbert.errors import UserError
+    monkeypatch.setattr(train_mml, "main", lambda argv: pytest.fail(f"{MOD}.main trained under --tables_only: {argv}"))
+    run = tmp_path / "runs" / "STS-B" / "bert" / "seed1"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "pearson": 0.8, "spearman": 0.81, "active_heads": 1}) + "\n")
+    argv = ["--tables_only", "--tasks", "STS-B", "--methods", "bert", "--epochs", "1", "--out_dir", str(tmp_path / "runs")]
+    tables = mml_study.main([*argv, "--seeds", "1"])
+    assert tables["table1"]["per_seed"]["bert"]["STS-B"] == pytest.approx([81.0]), f"{MOD}.main --tables_only: {tables['table1']}"
+    with pytest.raises(UserError, match="tables_only"):
+        mml_study.main([*argv, "--seeds", "1,2"])
