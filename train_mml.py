@@ -120,7 +120,8 @@ def train(args, stop):
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)
-    heads, eliminator = mml.from_args(args, encoder.config.hidden_size, TASKS[args.task].num_labels)
+    # regression (STS-B): every head's bias starts at the training labels' mean (minbert.mml docstring)
+    heads, eliminator = mml.from_args(args, encoder.config.hidden_size, TASKS[args.task].num_labels, train.labels)
     model = nn.ModuleDict({"encoder": encoder, "heads": heads})
     if eliminator is not None:   # an attribute of the model, so its buffers are in model.state_dict()
         model["eliminator"] = eliminator
@@ -130,7 +131,7 @@ def train(args, stop):
     sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
     num_heads = heads.num_heads
     print(f"{num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, "
-          f"head dropout {spec['dropout']}")
+          f"head dropout {spec['dropout']}" + ("" if heads.label_mean is None else f", head biases start at the label mean {heads.label_mean:.3f}"))
 
     def forward(batch):
         """(B, M, K) outputs of every head on the pooled [CLS] vector d (B, D)."""

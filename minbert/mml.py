@@ -47,6 +47,17 @@ Variants chosen:
   - Eq. 5 averages logits, not probabilities. The two differ when one head is confident: logits
     (6, 0), (0, 2), (0, 2) average to (2, 4/3), class 0, while their softmaxes average to
     p_0 = 0.41, class 1 (tests/test_mml.py).
+  - Regression heads (K = 1, STS-B) start with every bias b_j at the training labels' mean ȳ
+    (`label_mean`: from_args takes it from the training labels train_mml.py passes), the weights as above. The paper is silent on head
+    initialisation; this is minbert's choice. Why: with nn.Linear's init every head starts near
+    0 while STS-B labels average 2.7, and under Adam at lr 2e-5 a bias moves ~2e-5 per step, so
+    the offset must come through the shared d. With M ≥ D random heads no d inside the pooler's
+    tanh box (|d_i| ≤ 1) gives every head 2.7 at once; the input-independent part of the summed
+    gradient then pulls d towards one constant vector and the predictions stop depending on
+    the input (the MML study's STS-B column before this init: Spearman 12-43 ×100 on 5 of its 9 MML,
+    MV-1024 and BERT-Ensemble runs, against 83-84 for one head; bench/results/mml_study).
+    With b_j = ȳ the heads only have to learn the input-dependent part. Classification heads
+    keep nn.Linear's init (they need no offset: softmax ignores a shared one).
   - Classifier dropout (METHODS["…"]["dropout"]) is on the pooled [CLS] vector d, before the
     heads: 0.1 as in BERT's own fine-tuning (BertForSequenceClassification, hidden_dropout_prob)
     for bert, mml, mv and ensemble; 0.3 for BERT-Drop, "a dropout rate of 30% (instead of 10% as
@@ -119,9 +130,11 @@ def resolve_num_heads(method: str, dim: int, num_heads: int | None = None) -> in
 class MultiverseHeads(nn.Module):
     """M linear heads d -> C_j(d) in one batched op, with the β mask as the `active` buffer."""
 
-    def __init__(self, dim: int, num_outputs: int, num_heads: int, dropout: float = 0.0):
+    def __init__(self, dim: int, num_outputs: int, num_heads: int, dropout: float = 0.0,
+                 label_mean: float | None = None):
         super().__init__()
         self.dim, self.num_outputs, self.num_heads = dim, num_outputs, num_heads
+        self.label_mean = label_mean                                           # regression: bias start
         self.dropout = Dropout(dropout)                                        # on d, before all heads
         self.weight = nn.Parameter(torch.empty(num_heads, num_outputs, dim))   # (M, K, D)
         self.bias = nn.Parameter(torch.empty(num_heads, num_outputs))          # (M, K)
@@ -133,6 +146,10 @@ class MultiverseHeads(nn.Module):
         bound = 1 / math.sqrt(self.dim)
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
+        # Regression (K = 1) with a known training-label mean: every head's bias starts there, so
+        # no head needs the shared encoder to supply the offset (module docstring, "Regression").
+        if self.num_outputs == 1 and self.label_mean is not None:
+            nn.init.constant_(self.bias, self.label_mean)
 
     def forward(self, d: torch.Tensor) -> torch.Tensor:
         """(B, D) coding vectors -> (B, M, K) outputs of all heads, active or not (callers mask)."""
@@ -290,10 +307,13 @@ def check_args(args, parser) -> None:
         parser.error(f"--method {args.method} has one head; drop --heads")
 
 
-def from_args(args, dim: int, num_outputs: int) -> tuple[MultiverseHeads, "HeadEliminator | None"]:
-    """The method's heads, and the eliminator when it prunes (mml)."""
+def from_args(args, dim: int, num_outputs: int, train_labels=None) -> tuple[MultiverseHeads, "HeadEliminator | None"]:
+    """The method's heads, and the eliminator when it prunes (mml). train_labels: the training set's
+    (N,) labels; for regression (K = 1) every head's bias starts at their mean. Classification ignores them."""
     spec = METHODS[args.method]
-    heads = MultiverseHeads(dim, num_outputs, resolve_num_heads(args.method, dim, args.heads), dropout=spec["dropout"])
+    label_mean = float(train_labels.float().mean()) if num_outputs == 1 and train_labels is not None else None
+    heads = MultiverseHeads(dim, num_outputs, resolve_num_heads(args.method, dim, args.heads), dropout=spec["dropout"],
+                            label_mean=label_mean)
     if not spec["eliminate"]:
         return heads, None
     return heads, HeadEliminator(heads, every=args.eliminate_every, min_bandwidth=args.min_bandwidth)

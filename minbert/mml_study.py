@@ -35,8 +35,10 @@ head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). O
                     ratio instead (best / score ≤ τ): --profile_on score.
 
 Usage:  python -m minbert.mml_study --tasks RTE,MRPC --model minilm-l6 --seeds 1,2,3   # default methods
-Left out: the test-set rows of Table 1 (GLUE's test labels are private), significance tests, and
-running seeds in parallel (one process, one run at a time).
+Under each table of differences: each difference's paired t-test p, Holm-adjusted over the methods of its
+column (minbert.seed_statistics.holm), with the verdict at 0.05 on the adjusted p.
+Left out: the test-set rows of Table 1 (GLUE's test labels are private), simultaneous (adjusted) intervals,
+and running seeds in parallel (one process, one run at a time).
 """
 
 import json
@@ -48,12 +50,12 @@ import numpy as np
 
 from minbert import flags
 from minbert.device import AMP_CHOICES
-from minbert.errors import cli
+from minbert.errors import UserError, cli
 from minbert.flags import at_least, between, positive
 from minbert.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
 from minbert.mml import METHODS, PAPER_METRIC, paper_epochs
 from minbert.report import markdown_table, pyplot
-from minbert.seed_statistics import format_difference, format_mean_sd, mean_sd, paired_difference
+from minbert.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd, paired_difference
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
 PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # the columns of Tables 2-5
@@ -83,6 +85,8 @@ def add_args(p) -> None:
                    help="delete best.pt/last.pt of each finished run once scored (the tables need none; MiniLM: ~0.4 GB per run)")
     g.add_argument("--extra_datasets", default="", help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
     g.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
+    g.add_argument("--tables_only", action="store_true",
+                   help="train nothing: rewrite the tables from the finished records (stops if one is missing)")
     g.add_argument("--results_dir", default=None,
                    help="also keep here each finished run's metrics.jsonl and cross_dataset.json (runs/...) and the "
                         "tables (e.g. bench/results/mml_study): commit it, and a later session skips those runs")
@@ -232,6 +236,8 @@ def main(argv=None):
                 copy_small_files(kept, run_dir)   # finished in an earlier session: its committed record stands
             if finished(run_dir, epochs[task], evals):
                 print(f"skip {run_dir}: finished")
+            elif args.tables_only:
+                raise UserError(f"{run_dir}: no finished record, and --tables_only trains nothing; drop the flag to run it")
             else:
                 argv_run = ["--task", task, "--method", method, "--model", args.model, "--glue_dir", args.glue_dir,
                             "--epochs", str(epochs[task]), "--limit", str(args.limit), "--batch_size", str(args.batch_size),
@@ -291,6 +297,9 @@ def write_table1(args, runs):
         if m != "bert" and "bert" in per_seed:
             difference[m] = {t: paired_difference(per_seed[m][t], per_seed["bert"][t]) for t in [*args.tasks, "Average"]}
             diff_rows.append({"model": paper_name(m), **{t: format_difference(d, 1) for t, d in difference[m].items()}})
+    for t in [*args.tasks, "Average"]:   # one Holm family per column: every method against BERT
+        add_holm([difference[m][t] for m in difference])
+    holm_rows = [{"model": paper_name(m), **{t: format_holm(d) for t, d in difference[m].items()}} for m in difference]
     heads = {m: {t: mean_sd([runs[t, m, s][0]["active_heads"] for s in args.seeds]) for t in args.tasks}
              for m in args.methods if split_method(m)[0] == "mml"}
     for m, by_task in heads.items():
@@ -305,6 +314,10 @@ def write_table1(args, runs):
         md += ("\n## Difference from BERT, paired by seed (×100)\n\nmean [95% t-interval over seeds, n − 1 df]; "
                "\"(noise)\": the interval contains 0. Average: the mean over the tasks, per seed.\n\n"
                + markdown_table(diff_rows, columns) + "\n")
+        md += (f"\n## Multiplicity: Holm-adjusted p of each difference above\n\nPaired t-test over seeds (two-sided), "
+               f"Holm-adjusted over the {len(difference)} methods of each column (every method against BERT). Cell: "
+               "adjusted p, the verdict at 0.05 on it (higher / lower than BERT, or noise), then the unadjusted p. "
+               "Read verdicts from this table; the intervals above are unadjusted.\n\n" + markdown_table(holm_rows, columns) + "\n")
     with open(os.path.join(args.out_dir, "table1.md"), "w") as f:
         f.write(md)
     out = {"scores": {m: {t: dict(zip(("mean", "std"), v)) for t, v in d.items()} for m, d in table.items()},
@@ -395,9 +408,16 @@ def holdout_differences(per_seed, tasks, datasets, methods):
     if not rows:
         return out, ""
     columns = [f"{e} {s}" for e in datasets for s in SPLITS if any(f"{e} {s}" in r for r in rows)]
+    keys = [(m, t) for m in out for t in out[m]]   # one Holm family per column: every (method, training task) row
+    for c in columns:
+        add_holm([out[m][t].get(c) for m, t in keys])
+    holm_rows = [{"model": f"{paper_name(m)}-{t}", **{c: format_holm(d) for c, d in out[m][t].items()}}
+                 for t in tasks for m in methods if t in out.get(m, {})]
     return out, ("### Hold-out cells: difference from BERT trained on the same task, paired by seed (×100)\n\n"
                  "mean [95% t-interval over seeds, n − 1 df]; \"(noise)\": the interval contains 0.\n\n"
-                 + markdown_table(rows, ["model", *columns]))
+                 + markdown_table(rows, ["model", *columns])
+                 + "\n\nHolm-adjusted p of each cell above (paired t-test over seeds, Holm over the rows of each column; "
+                 "verdict at 0.05 on the adjusted p, then the unadjusted p):\n\n" + markdown_table(holm_rows, ["model", *columns]))
 
 
 def plot_profile(path, errors, methods, profile_on="error") -> bool:

@@ -7,7 +7,17 @@ is "inside the noise". scipy is not a runtime dependency, so t's quantile is com
 the regularised incomplete beta function (continued fraction, Numerical Recipes §6.4), the quantile by
 bisection. tests/test_study.py checks both against scipy.stats.t.
 
-Left out: corrections for multiple comparisons, and non-parametric (bootstrap) intervals.
+A table compares many methods with one baseline, so some intervals exclude 0 by chance. Each paired difference
+also carries its two-sided paired t-test p-value, p = 2·P(T_{n−1} ≥ |d̄| / (s_d / √n)), and `holm` adjusts the p of
+one family (Holm 1979, "A simple sequentially rejective multiple test procedure", Scand. J. Statist. 6:65-70):
+sort p_(1) ≤ … ≤ p_(m); p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)). Rejecting where p̃ < α keeps the chance of
+any false "helps" or "hurts" in the family below α, with no assumption on how the comparisons depend on each other
+(they share the baseline). minbert's family: one column of a table (one metric, every method against the same
+baseline). tests/test_study.py checks p against scipy.stats.ttest_rel and holm against a brute-force run of
+Holm's sequential procedure.
+
+Left out: non-parametric (bootstrap) intervals, and simultaneous (adjusted) intervals: the intervals stay the
+unadjusted 95% ones; the adjusted verdict is the p̃ beside them.
 """
 
 import math
@@ -75,14 +85,60 @@ def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, fl
     return mean, mean - half, mean + half
 
 
+def paired_t_pvalue(diffs: list[float]) -> float | None:
+    """Two-sided p of the paired t-test that the mean difference is 0: 2·P(T ≤ −|t|), t = d̄ / (s_d / √n),
+    n − 1 df. None for one value; 0 (or 1 if d̄ = 0) when every difference is the same (s_d = 0)."""
+    n = len(diffs)
+    if n < 2:
+        return None
+    mean, sd = mean_sd(diffs)
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    t = mean / (sd / math.sqrt(n))
+    return min(1.0, 2 * t_cdf(-abs(t), n - 1))     # the lower tail: no cancellation for large |t|
+
+
+def holm(pvalues: list[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values of one family, in the input order (None entries are not in the family):
+    p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)) over the p sorted ascending."""
+    order = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    m, running, out = len(order), 0.0, [None] * len(pvalues)
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))    # (m − j + 1)·p_(j) with j = rank + 1
+        out[i] = running
+    return out
+
+
 def paired_difference(values: list[float], baseline: list[float]) -> dict:
-    """The paired difference of two lists of per-seed scores (same seed order): mean, 95% interval, and whether
-    the interval contains 0 ("inside_noise"). One seed has no interval: low, high and inside_noise are None."""
+    """The paired difference of two lists of per-seed scores (same seed order): mean, 95% interval, whether
+    the interval contains 0 ("inside_noise"), and the paired t-test's p. One seed has no interval: low, high,
+    inside_noise and p are None. The table writers add "p_holm", p adjusted over the table's column (`holm`)."""
     diffs = [v - b for v, b in zip(values, baseline, strict=True)]
     if len(diffs) < 2:
-        return {"mean": diffs[0], "low": None, "high": None, "values": diffs, "inside_noise": None}
+        return {"mean": diffs[0], "low": None, "high": None, "values": diffs, "inside_noise": None, "p": None}
     mean, low, high = t_interval(diffs)
-    return {"mean": mean, "low": low, "high": high, "values": diffs, "inside_noise": not (low > 0 or high < 0)}
+    return {"mean": mean, "low": low, "high": high, "values": diffs, "inside_noise": not (low > 0 or high < 0),
+            "p": paired_t_pvalue(diffs)}
+
+
+def add_holm(differences: list[dict | None]) -> None:
+    """Holm-adjust the "p" of one family of paired_difference dicts in place, as "p_holm" (None where no p)."""
+    present = [d for d in differences if d]
+    for d, adjusted in zip(present, holm([d.get("p") for d in present])):
+        d["p_holm"] = adjusted
+
+
+def holm_verdict(d: dict | None, alpha: float = 0.05) -> str | None:
+    """"higher" / "lower" than the baseline where the Holm-adjusted p < alpha, else "noise"; None without a p."""
+    if not d or d.get("p_holm") is None:
+        return None
+    return "noise" if d["p_holm"] >= alpha else ("higher" if d["mean"] > 0 else "lower")
+
+
+def format_holm(d: dict | None) -> str:
+    """"0.046 higher (p 0.0035)": the Holm-adjusted p, its verdict at 0.05 (holm_verdict), the unadjusted p."""
+    verdict = holm_verdict(d)
+    return "–" if verdict is None else f"{d['p_holm']:.3f} {verdict} (p {d['p']:.4f})"
 
 
 def format_mean_sd(mean: float, sd: float | None, digits: int = 4) -> str:

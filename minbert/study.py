@@ -12,7 +12,9 @@ Configurations (`CONFIGS`; each adds flags to the common budget, the arguments a
   each loss weighted by S / Σ S, see minbert/gradient_compromise.py), annealed, mnr (Benton: cosine STS head, dot-scored
   MNR on positives-only batches, first half of the epochs), concat (Benton's one-pass tanh STS head),
   simcse (python -m minbert.simcse on the CS224N training sentences, then fine-tuning from its encoder),
-  head_pretraining (Pritsky et al.: each head alone first), pals_after (Pritsky et al. §3.3.2: fine-tune for
+  cosine (mnr's cosine STS head without MNR: the control for MNR), baseline_accum4 (4 batches per update, as Gradient
+  Compromise: the control for its fewer, larger updates), head_pretraining (Pritsky et al.: each head alone first,
+  a frozen-encoder pass over every training set on top of the budget: 30,584 examples on the shipped data), pals_after (Pritsky et al. §3.3.2: fine-tune for
   E − 1 epochs, then PALs alone for 1, the same total epochs as the baseline), ensemble (the baseline seeds'
   outputs averaged with uniform weights by python -m minbert.ensemble: nothing is fitted on dev).
 A configuration's SimCSE or head-pretraining steps come on top of the budget; the paper pipelines pay them too.
@@ -35,7 +37,9 @@ Outputs in OUT_DIR:
   --keep_checkpoints: 45 MiniLM runs would otherwise fill ~25 GB.
 
     python -m minbert.study --configs baseline,pals,smart --seeds 1,2,3 --out_dir runs/study -- --model minilm-l6 ...
-Left out: running seeds in parallel (one run at a time), test-set scores, multiple-comparison corrections.
+Below the table: each Δ's paired t-test p, Holm-adjusted over the configurations of its column
+(minbert.seed_statistics.holm), and the verdict at 0.05 on the adjusted p.
+Left out: running seeds in parallel (one run at a time), test-set scores, simultaneous (adjusted) intervals.
 """
 
 import json
@@ -53,7 +57,7 @@ from .errors import UserError, cli
 from .flags import at_least
 from .recipes import dry_run
 from .report import markdown_table, pyplot
-from .seed_statistics import format_difference, format_mean_sd, mean_sd, paired_difference, t_interval
+from .seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd, paired_difference, t_interval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
@@ -65,7 +69,7 @@ DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "
                   "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2",
                   "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
 # Task batches per optimizer step where it is not 1, so that every configuration sees the same examples per epoch.
-BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4, "grad_compromise_normalize": 4}
+BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4, "grad_compromise_normalize": 4, "baseline_accum4": 4}
 
 CONFIGS = {
     "baseline": [],
@@ -79,6 +83,11 @@ CONFIGS = {
     "annealed": ["--schedule", "annealed"],
     "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
     "concat": ["--sts_head", "cross_tanh"],
+    # Controls (issue 30). cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by seed).
+    # baseline_accum4: the baseline with Gradient Compromise's 4 batches per update (47 updates per epoch, not 188),
+    # so grad_compromise − baseline_accum4 is the method at an equal number of updates.
+    "cosine": ["--sts_head", "cosine"],
+    "baseline_accum4": ["--grad_accum", "4"],
     "simcse": [],              # stage 1: python -m minbert.simcse (SIMCSE_ARGS); stage 2: --model its encoder
     "head_pretraining": ["--head_pretrain_epochs", "1"],   # Pritsky et al.: 25, patience 3; 1 at this budget
     "pals_after": [],          # stage 1: E − 1 epochs of fine-tuning; stage 2: --pals_after, 1 epoch
@@ -163,9 +172,9 @@ class Runner:
     """Runs commands one at a time, logs them to commands.txt, stops the study when a run is interrupted."""
 
     def __init__(self, out_dir: str, max_runs: int = 0, in_process: bool = False, keep_checkpoints: bool = False,
-                 results_dir: str | None = None):
+                 results_dir: str | None = None, tables_only: bool = False):
         self.out_dir, self.max_runs, self.started, self.in_process = out_dir, max_runs, 0, in_process
-        self.keep_checkpoints, self.results_dir = keep_checkpoints, results_dir
+        self.keep_checkpoints, self.results_dir, self.tables_only = keep_checkpoints, results_dir, tables_only
 
     def saved(self, run_dir: str) -> str | None:
         """Where --results_dir keeps a run's small files (results_dir/runs/<config>/seed<k>/...), or None."""
@@ -247,6 +256,8 @@ class Runner:
             print(f"skip {run_dir}: finished")
             self.tidy(run_dir)
             return
+        if self.tables_only:
+            raise StopStudy(f"{run_dir} has no finished record and --tables_only trains nothing: drop the flag to run it")
         command = train_command(budget, extra, seed, run_dir)
         resume = latest_checkpoint(run_dir)
         if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
@@ -325,12 +336,20 @@ def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
             if name != "baseline" and "baseline" in scores:
                 row["difference"][m] = paired_difference(values, [scores["baseline"][s][m] for s in seeds])
         out[name] = row
+    for m in METRICS:   # one family per metric: every configuration against the baseline (Holm 1979)
+        add_holm([row["difference"].get(m) for row in out.values()])
     if ensemble is not None:
         row = {"seeds": seeds, "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
                "difference": {}}
         if "baseline" in out:
             row["difference"] = {m: {"mean": ensemble[m] - out["baseline"]["scores"][m]["mean"], "low": None, "high": None,
                                      "values": None, "inside_noise": None} for m in METRICS}
+            # Song/Hu/Pan compare their ensemble with their best single model: the member with the highest dev
+            # overall (chosen on the same dev set the ensemble is scored on, so this favours the member).
+            base = out["baseline"]["scores"]
+            best = max(range(len(seeds)), key=lambda i: (base["overall"]["values"][i], -i))
+            row["best_member"] = {"seed": seeds[best], **{m: base[m]["values"][best] for m in METRICS}}
+            row["difference_vs_best_member"] = {m: ensemble[m] - base[m]["values"][best] for m in METRICS}
         out["ensemble"] = row
     return out
 
@@ -347,6 +366,8 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
             cells[f"Δ {m}"] = format_difference(row["difference"].get(m))
         rows.append(cells)
     columns = ["configuration", "n", *METRICS, "Δ overall vs baseline [95% CI]", *(f"Δ {m}" for m in METRICS[:3])]
+    holm_rows = [{"configuration": name, **{f"Δ {m}": format_holm(row["difference"].get(m)) for m in METRICS}}
+                 for name, row in summary.items() if any(row["difference"].get(m, {}).get("p") is not None for m in METRICS)]
     md = ("# Multitask study: dev scores of the kept (best-epoch) model, mean ± sd over seeds\n\n"
           f"Budget (every run): `{shlex.join(header['budget'])}`, {header['examples_per_epoch'] or 'one pass of'} "
           f"training examples per epoch; seeds {header['seeds']}. "
@@ -355,6 +376,22 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
           "its Δ is against the baseline mean, with no interval.\n\n"
           f"Machine: {describe(header['machine'])}.\n\n"
           + markdown_table(rows, columns) + "\n")
+    ens = summary.get("ensemble", {})
+    if "best_member" in ens:
+        vs_mean, vs_best, best = ens["difference"], ens["difference_vs_best_member"], ens["best_member"]
+        md += ("\nEnsemble against its members (one ensemble, no interval): dev overall "
+               f"{ens['scores']['overall']['mean']:.4f}; {vs_mean['overall']['mean']:+.4f} against the members' mean "
+               f"({summary['baseline']['scores']['overall']['mean']:.4f}); {vs_best['overall']:+.4f} against the best member "
+               f"(seed {best['seed']}, {best['overall']:.4f}, picked by the same dev set), per task "
+               + ", ".join(f"{m} {vs_best[m]:+.4f}" for m in METRICS[:3]) + ".\n")
+    if holm_rows:
+        family = sum(1 for r in holm_rows if r["Δ overall"] != "–")
+        md += ("\n## Multiplicity: Holm-adjusted p of each Δ above\n\n"
+               f"Paired t-test over seeds (two-sided), Holm-adjusted over the {family} configurations of each column "
+               "(one family per metric, all against the same baseline). Cell: adjusted p, the verdict at 0.05 on it "
+               "(higher / lower than the baseline, or noise), then the unadjusted p. Read verdicts from this table: "
+               "the intervals above are unadjusted, so with many configurations some exclude 0 by chance.\n\n"
+               + markdown_table(holm_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out_dir, "table.json"), "w") as f:
@@ -427,6 +464,8 @@ def add_args(p) -> None:
     g.add_argument("--max_runs", type=at_least(0), default=0, help="stop after starting N runs (0 = all): a study in slices")
     g.add_argument("--in_process", action="store_true", help="run every stage as a function call in this process, not a subprocess (tests, debugging)")
     g.add_argument("--keep_checkpoints", action="store_true", help="keep best.pt/last.pt of finished runs (default: deleted; ~0.5 GB per MiniLM run)")
+    g.add_argument("--tables_only", action="store_true",
+                   help="train nothing: rewrite the tables from the finished records in --results_dir, keeping the machine they were measured on")
     g.add_argument("--results_dir", default=None, help="also copy table.md/.json, study.png, machine.json, commands.txt here (e.g. bench/results/study)")
     g.add_argument("--out_dir", default="runs/study", help="one folder per run, table.md/.json, study.png, machine.json, commands.txt")
 
@@ -462,11 +501,18 @@ def main(argv=None):
     args = parse_args(argv)
     args.out_dir = os.path.abspath(args.out_dir)
     os.makedirs(args.out_dir, exist_ok=True)
-    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs, "machine": machine()}
-    with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
-        json.dump(header, f, indent=1)
-    continue_history(args.out_dir, args.results_dir, header["machine"])
-    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir)
+    kept = os.path.join(args.results_dir or "", "machine.json")
+    if args.tables_only and args.results_dir and os.path.isfile(kept):   # the machine the records were measured on
+        with open(kept) as f:
+            measured_on = json.load(f)["machine"]
+    else:
+        measured_on = machine()
+    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs, "machine": measured_on}
+    if not args.tables_only:   # a table rewrite runs nothing: machine.json and commands.txt stay as they are
+        with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
+            json.dump(header, f, indent=1)
+        continue_history(args.out_dir, args.results_dir, header["machine"])
+    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir, args.tables_only)
     scores = {}
     try:
         # Seed-major order: a study stopped early has every configuration for the seeds it finished.
@@ -503,7 +549,8 @@ def report(args, summary: dict, header: dict) -> str:
     plot(os.path.join(args.out_dir, "study.png"), summary)
     if args.results_dir:   # the small files worth committing; the runs stay in out_dir
         os.makedirs(args.results_dir, exist_ok=True)
-        for name in ("table.md", "table.json", "study.png", "machine.json", "commands.txt"):
+        records = () if getattr(args, "tables_only", False) else ("machine.json", "commands.txt")   # a rewrite keeps them
+        for name in ("table.md", "table.json", "study.png", *records):
             if os.path.isfile(os.path.join(args.out_dir, name)):
                 shutil.copy(os.path.join(args.out_dir, name), os.path.join(args.results_dir, name))
     return md

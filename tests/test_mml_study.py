@@ -189,3 +189,44 @@ def test_usage_line_names_the_module(capsys):
         mml_study.parse_args(["--help"])
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m minbert.mml_study"), f"{MOD}: usage line should name `python -m minbert.mml_study`, got {out[:60]!r}"
+
+
+def test_table_1_holm_adjusts_each_column_over_the_methods(tmp_path):
+    """Oracles (b) scipy.stats.ttest_rel for each difference's p; (a) Holm by hand for the RTE column: three methods
+    against BERT, p sorted ascending times 3, 2, 1, then the running maximum (Holm 1979)."""
+    import argparse
+
+    import scipy.stats
+    rte = {"bert": [60.0, 62.0, 57.0], "mml": [61.0, 63.5, 58.2], "mv5": [59.0, 62.5, 57.1], "bert-drop": [64.0, 66.0, 60.0]}
+    runs = {("RTE", m, s): ({"accuracy": v[i] / 100, "active_heads": 3}, {}) for m, v in rte.items() for i, s in enumerate((1, 2, 3))}
+    args = argparse.Namespace(methods=list(rte), tasks=["RTE"], seeds=[1, 2, 3], out_dir=str(tmp_path))
+    got = mml_study.write_table1(args, runs)["difference_from_bert"]
+    p = {m: scipy.stats.ttest_rel(rte[m], rte["bert"]).pvalue for m in ("mml", "mv5", "bert-drop")}
+    order = sorted(p, key=p.get)
+    want, running = {}, 0.0
+    for k, m in enumerate(order):
+        running = max(running, min(1.0, (3 - k) * p[m]))
+        want[m] = running
+    for m in p:
+        assert got[m]["RTE"]["p"] == pytest.approx(p[m], rel=1e-8), f"{MOD}.write_table1: {m} RTE p, want scipy's {p[m]}"
+        assert got[m]["RTE"]["p_holm"] == pytest.approx(want[m], rel=1e-8), \
+            f"{MOD}.write_table1: {m} RTE Holm-adjusted p over the 3 methods of the column, want {want[m]}, got {got[m]['RTE']['p_holm']}"
+    assert "Holm-adjusted" in (tmp_path / "table1.md").read_text(), f"{MOD}.write_table1: table1.md lacks the Holm table"
+
+
+def test_tables_only_rebuilds_from_records_and_never_trains(tmp_path, monkeypatch):
+    """--tables_only: a finished record (metrics.jsonl with every epoch) is tabulated; a missing one stops the
+    rewrite with a UserError instead of starting train_mml (which is replaced here by a function that fails)."""
+    import json
+
+    import train_mml
+    from minbert.errors import UserError
+    monkeypatch.setattr(train_mml, "main", lambda argv: pytest.fail(f"{MOD}.main trained under --tables_only: {argv}"))
+    run = tmp_path / "runs" / "STS-B" / "bert" / "seed1"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "pearson": 0.8, "spearman": 0.81, "active_heads": 1}) + "\n")
+    argv = ["--tables_only", "--tasks", "STS-B", "--methods", "bert", "--epochs", "1", "--out_dir", str(tmp_path / "runs")]
+    tables = mml_study.main([*argv, "--seeds", "1"])
+    assert tables["table1"]["per_seed"]["bert"]["STS-B"] == pytest.approx([81.0]), f"{MOD}.main --tables_only: {tables['table1']}"
+    with pytest.raises(UserError, match="tables_only"):
+        mml_study.main([*argv, "--seeds", "1,2"])

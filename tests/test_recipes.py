@@ -86,7 +86,8 @@ INDIV = {"head_pretrain_epochs": (25, "Pritsky §4.4: pretrained for 25 epochs")
 PAL_SCHEDULE = {"schedule": ("annealed", "Pritsky §3.2.1 Pal schedule")}
 PALS132 = {"pals_size": (132, "Pritsky §4.4: 12 heads of dimension 11"), "pals_heads": (12, "Pritsky §4.4: 12 heads")}
 MML = {"lr": (2e-5, "MML §4.1: learning rate 2e-5"), "batch_size": (32, "MML §4.1: batch size 32"),
-       "eliminate_every": (1000, "MML Alg. 1: K = 1000")}
+       "eliminate_every": (1000, "MML Alg. 1: K = 1000"),
+       "model": ("bert-large-uncased", "MML §4.1: the BERT-Large model, m = d = 1024 heads")}
 EXPECTED = {
     "benton-baseline.args": {**BENTON, "steps_per_epoch": (567, "Benton §4.1: epoch = every example of the smallest set, 3 x 189"),
                              "schedule": ("round_robin", "Benton §4.1 round robin"), "sts_head": ("dot", "Benton §4.1 dot product"),
