@@ -76,20 +76,36 @@ def aten_ops(key: str) -> list[str]:
                    if n.startswith("aten::") and any(w in n for w in words)})
 
 
+def python_refusals(key: str) -> list[tuple[object, str, str]]:
+    """(owner, attribute, the name its refusal carries) for every Python-level implementation `key` replaces:
+    BLOCKED_PYTHON, every multi-head attention module (torch.ao's quantizable one too) for attention, and for
+    AdamW every optimizer torch ships and its functional forms."""
+    import importlib
+
+    import torch
+    found = []
+    for where, name in BLOCKED_PYTHON.get(key, []):
+        try:
+            owner = importlib.import_module(where)
+        except ImportError:
+            module, _, cls = where.rpartition(".")
+            owner = getattr(importlib.import_module(module), cls)
+        found.append((owner, name, name))
+    if key == "attention":
+        importlib.import_module("torch.ao.nn.quantizable")
+        found += [(cls, "forward", "MultiheadAttention.forward") for cls in _subclasses(torch.nn.MultiheadAttention)]
+    if key == "adamw":
+        found += [(cls, "step", f"{cls.__name__}.step")
+                  for cls in _subclasses(torch.optim.Optimizer) - {torch.optim.Optimizer}]
+        functional = importlib.import_module("torch.optim._functional")
+        found += [(functional, n, f"torch.optim._functional.{n}") for n in dir(functional)
+                  if callable(getattr(functional, n)) and not n.startswith("__") and n != "Tensor"]
+    return found
+
+
 def blocked_ops(key: str) -> list[str]:
     """Every name a refusal in `key`'s child can carry (the parent accepts only these back)."""
-    import torch
-    names = aten_ops(key)
-    names += [name for _, name in BLOCKED_PYTHON.get(key, [])] + list(BLOCKED_MODULES)
-    if key == "attention":
-        names.append("MultiheadAttention.forward")
-    if key == "adamw":
-        import importlib
-        names += [f"{cls.__name__}.step" for cls in _subclasses(torch.optim.Optimizer) - {torch.optim.Optimizer}]
-        functional = importlib.import_module("torch.optim._functional")
-        names += [f"torch.optim._functional.{n}" for n in dir(functional)
-                  if callable(getattr(functional, n)) and not n.startswith("__") and n != "Tensor"]
-    return names
+    return aten_ops(key) + [name for _, _, name in python_refusals(key)] + list(BLOCKED_MODULES)
 
 
 class _RefuseModules:
@@ -121,7 +137,6 @@ def _subclasses(cls) -> set:
 
 def ban(key: str):
     """Refuse what an assignment replaces, before any of the submission's code is imported."""
-    import importlib
     import warnings
 
     import torch
@@ -131,24 +146,8 @@ def ban(key: str):
             raise Banned(op)
         return call
     sys.meta_path.insert(0, _RefuseModules())
-    if key == "attention":                           # every multi-head attention module, torch.ao's quantizable too
-        importlib.import_module("torch.ao.nn.quantizable")
-        for cls in _subclasses(torch.nn.MultiheadAttention):
-            cls.forward = refuse("MultiheadAttention.forward")
-    if key == "adamw":                               # every optimizer torch ships, and its functional forms
-        for cls in _subclasses(torch.optim.Optimizer) - {torch.optim.Optimizer}:
-            cls.step = refuse(f"{cls.__name__}.step")
-        functional = importlib.import_module("torch.optim._functional")
-        for name in dir(functional):
-            if callable(getattr(functional, name)) and not name.startswith("__") and name != "Tensor":
-                setattr(functional, name, refuse(f"torch.optim._functional.{name}"))
-    for where, name in BLOCKED_PYTHON.get(key, []):
-        try:
-            owner = importlib.import_module(where)
-        except ImportError:
-            mod, _, cls = where.rpartition(".")
-            owner = getattr(importlib.import_module(mod), cls)
-        setattr(owner, name, refuse(name))
+    for owner, attribute, name in python_refusals(key):
+        setattr(owner, attribute, refuse(name))
     ops = aten_ops(key)
     if not ops:
         return

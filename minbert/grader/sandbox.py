@@ -129,6 +129,12 @@ def make_cgroups(limits: Limits) -> list[str]:
     return made
 
 
+def controller(group: str) -> str:
+    """'memory', 'pids' or 'cpu' for a v1 group's folder; 'v2' for a unified one."""
+    parent = Path(group).parent.name
+    return "v2" if parent == "cgroup" else parent
+
+
 def remove_cgroups(paths: list[str]):
     for path in paths:
         for _ in range(100):
@@ -199,7 +205,7 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, isolate: bool) ->
     (mounted read-only). The child gets fd 3 for its results. With isolate=False: same user, no namespaces."""
     uid = free_uid() if isolate else None
     cgroups = make_cgroups(limits) if isolate else []
-    if not any("memory" in Path(c).parent.name or Path(c).parent.name == "cgroup" for c in cgroups):
+    if not {"memory", "v2"} & {controller(c) for c in cgroups}:
         # no memory control group: the address-space rlimit is per process, so allow fewer, smaller ones
         limits = Limits(**{**limits.__dict__, "processes": min(limits.processes, 16),
                            "memory_mb": min(limits.memory_mb, 2048)})
@@ -256,8 +262,7 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, isolate: bool) ->
     layers = []
     if isolate:
         layers = ["a separate user", "PID, mount, network, IPC and UTS namespaces", "a whitelist root (chroot)",
-                  "rlimits"] + (["control groups (" + ", ".join(Path(c).parent.name if Path(c).parent.name != "cgroup"
-                                                                   else "v2" for c in cgroups) + ")"] if cgroups else
+                  "rlimits"] + (["control groups (" + ", ".join(controller(c) for c in cgroups) + ")"] if cgroups else
                                 ["no control group (memory capped per process: 16 processes of 2 GiB)"])
     return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate, layers)
 
