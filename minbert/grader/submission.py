@@ -122,6 +122,15 @@ def extract_zip(archive: Path, dst: Path) -> None:
         raise Refused(f"the zip cannot be read ({type(e).__name__})") from None
 
 
+def not_source(folder: Path) -> bool:
+    """A folder no graded file is taken from, so it is not walked: hidden ones (.git, .venv), __pycache__,
+    __MACOSX, and any virtual environment (it holds pyvenv.cfg). An instructor's checkout with its venv
+    inside would otherwise pass MAX_ENTRIES; a student gains nothing by hiding files there."""
+    name = folder.name
+    return (name.startswith(".") or name in ("__pycache__", "__MACOSX")
+            or (not folder.is_symlink() and (folder / "pyvenv.cfg").is_file()))
+
+
 def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
     """({relative path: path} of the submission's regular files, [refused entries and why]). Links are not
     followed, folders behind a link are not entered: a symbolic link, a hard link or a special file (fifo,
@@ -133,6 +142,7 @@ def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
         return {submission.name: submission}, []
     files, refused, seen = {}, [], 0
     for folder, dirs, names in os.walk(submission, followlinks=False):
+        dirs[:] = [d for d in dirs if not not_source(Path(folder) / d)]
         if len(Path(folder).relative_to(submission).parts) >= MAX_DEPTH and dirs:
             raise Refused(f"the submission's folders are more than {MAX_DEPTH} deep")
         for name in dirs + names:

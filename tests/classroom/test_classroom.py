@@ -86,6 +86,26 @@ def test_the_copy_scores_zero_and_the_repository_full_points(student):
     assert len(stubs) == len(zero), "every case of the copy should fail with its stub's message"
 
 
+def test_a_virtual_environment_inside_the_graded_folder_is_not_walked(student, tmp_path, monkeypatch):
+    """CI grades the repository with its .venv-ci inside (30,000+ files): the walk must not count or read
+    hidden folders, __pycache__ or a venv (found by its pyvenv.cfg, whatever its name)."""
+    from minbert.grader import submission as sub_mod
+    sub = tmp_path / "sub"
+    shutil.copytree(student, sub, ignore=shutil.ignore_patterns(".git"))
+    own = sum(len(d) + len(f) for _, d, f in os.walk(sub))
+    for venv in (sub / ".venv-ci", sub / "env"):
+        (venv / "lib" / "minbert").mkdir(parents=True)
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        for i in range(50):
+            (venv / "lib" / f"m{i}.py").write_text("")
+        (venv / "lib" / "minbert" / "attention.py").write_text("hidden = True\n")
+    monkeypatch.setattr(sub_mod, "MAX_ENTRIES", own + 5)
+    files, refused = sub_mod.files_of(sub)
+    inside = [r for r in files if r.startswith((".venv-ci", "env"))]
+    assert not inside and not refused, f"files_of walked a virtual environment: {inside[:3]} {refused[:3]}"
+    assert sub_mod.find(files, "minbert/attention.py") == sub / "minbert" / "attention.py"
+
+
 # ---------------------------------------------------------------------- exploits
 
 @pytest.mark.parametrize("exploit", autograder.EXPLOITS, ids=lambda f: f.__name__)
