@@ -1,7 +1,7 @@
 """Fine-tune BERT on one GLUE task with Maximal Multiverse Learning (MML) or one of its baselines.
 
 Paper: Malkiel & Wolf, EACL 2021 (arXiv:1911.06182); the heads, losses and elimination live in
-minbert/mml.py. One flag picks the method (minbert.mml.METHODS):
+minbert/methods/mml.py. One flag picks the method (minbert.methods.mml.METHODS):
     mml        M heads (default D), multiverse penalty λ·L_mv, MeanShift head elimination
     bert       one linear head, dropout 0.1 before it          bert-drop  the same, dropout 0.3
     mv         M heads + penalty, no elimination (MV-5 = --method mv --heads 5)
@@ -11,12 +11,12 @@ BertForSequenceClassification classify), so bert here is the usual BERT fine-tun
 dropout is the checkpoint's (0.1); head dropout comes from METHODS. Adam (AdamW with weight decay
 0 by default), constant lr, as the paper states no schedule. Prediction: softmax of the mean of
 the active heads' logits (Eq. 5). The best epoch is chosen by the task's metric in the paper
-(minbert.mml.PAPER_METRIC: accuracy, CoLA Matthews, STS-B Spearman); --epochs defaults to its
-10/30/100 rule (minbert.mml.paper_epochs). After training, the best model is scored on
---eval_tasks in the binary space its category shares (minbert.glue.category_prediction):
+(minbert.methods.mml.PAPER_METRIC: accuracy, CoLA Matthews, STS-B Spearman); --epochs defaults to its
+10/30/100 rule (minbert.methods.mml.paper_epochs). After training, the best model is scored on
+--eval_tasks in the binary space its category shares (minbert.tasks.glue.category_prediction):
 cross_dataset.json.
 
-GPU, full RTE (python -m minbert.download glue first):
+GPU, full RTE (python -m minbert download glue first):
     python train_mml.py --task RTE --method mml --amp bf16 --epochs 30 --eval_tasks QNLI,MNLI
 CPU smoke run with the packaged MiniLM on the shipped RTE files (a few minutes):
     python train_mml.py --task RTE --method mml --model minilm-l6 --limit 400 --epochs 2 --eliminate_every 10
@@ -33,22 +33,25 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, distributed, fast_paths, flags, glue, interrupt, metrics, mml, progress, run_dir
 from minbert.adamw import AdamW
-from minbert.atomic import atomic_write
-from minbert.compiled import compile_blocks
-from minbert.data import TaskData
-from minbert.device import autocast, grad_scaler, resolve_amp, seed_everything
-from minbert.errors import UserError, cli
-from minbert.export import MODEL_DIR, export
-from minbert.glue import TASKS, category_prediction, read_glue, to_category_labels
-from minbert.interrupt import EXIT_STATUS, Interrupted
-from minbert.mml import LAMBDA, METHODS, PAPER_METRIC, paper_epochs
-from minbert.model import BertModel
-from minbert.multitask import to_device
-from minbert.optimizer_step import OptimizerStep
-from minbert.report import markdown_table, plot_heads, write_jsonl
-from minbert.tokenizer import Tokenizer
+from minbert.core import flags, interrupt, progress
+from minbert.methods import mml
+from minbert.run import checkpoint, distributed, fast_paths, run_dir
+from minbert.tasks import glue, metrics
+from minbert.bert.compiled import compile_blocks
+from minbert.bert.model import BertModel
+from minbert.bert.tokenizer import Tokenizer
+from minbert.core.atomic import atomic_write
+from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything
+from minbert.core.errors import UserError, cli
+from minbert.core.export import MODEL_DIR, export
+from minbert.core.interrupt import EXIT_STATUS, Interrupted
+from minbert.core.report import markdown_table, plot_heads, write_jsonl
+from minbert.methods.mml import LAMBDA, METHODS, PAPER_METRIC, paper_epochs
+from minbert.run.optimizer_step import OptimizerStep
+from minbert.tasks.data import TaskData
+from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_category_labels
+from minbert.tasks.multitask import to_device
 
 
 def parser():
@@ -86,7 +89,7 @@ def score(task, out, gold) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
+    # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
     with run_dir.RunDir(args, "train_mml.py"):   # refuses a used --out_dir; at the end: lean folder, summary
         return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
@@ -116,11 +119,11 @@ def train(args, stop):
     print(f"{args.task}: train {len(train)}, dev {len(dev)}")
     if args.epochs is None:   # §4.2's 10/30/100 epochs for large/medium/small sets
         args.epochs = paper_epochs(len(train))
-        print(f"--epochs not given: {args.epochs} for {len(train)} training examples (minbert.mml.EPOCHS_BY_SIZE)")
+        print(f"--epochs not given: {args.epochs} for {len(train)} training examples (minbert.methods.mml.EPOCHS_BY_SIZE)")
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)
-    # regression (STS-B): every head's bias starts at the training labels' mean (minbert.mml docstring)
+    # regression (STS-B): every head's bias starts at the training labels' mean (minbert.methods.mml docstring)
     heads, eliminator = mml.from_args(args, encoder.config.hidden_size, TASKS[args.task].num_labels, train.labels)
     model = nn.ModuleDict({"encoder": encoder, "heads": heads})
     if eliminator is not None:   # an attribute of the model, so its buffers are in model.state_dict()

@@ -1,13 +1,13 @@
 """Multitask fine-tuning of BERT on the CS224N tasks: SST-5 sentiment, Quora paraphrase, STS.
 
-One shared encoder, three heads (minbert/multitask.py). Each optimizer step takes a batch of one
-task, chosen by a schedule (minbert/sampling.py); after every epoch the dev sets are scored, the
+One shared encoder, three heads (minbert/tasks/multitask.py). Each optimizer step takes a batch of one
+task, chosen by a schedule (minbert/tasks/sampling.py); after every epoch the dev sets are scored, the
 best model by the handout's overall score is kept, and at the end its dev and test predictions
 are written in the handout's format. Each method owns its flags (`--help` lists them by paper):
 PALs, pair heads and MNR, loss scaling, head pretraining, SMART, R3F/R4F, PCGrad/GradVac,
 Gradient Compromise, and stages that start from an earlier run.
 
-GPU, full data (python -m minbert.download cs224n first):
+GPU, full data (python -m minbert download cs224n first):
     python train_multitask.py --option finetune --batch_size 32 --lr 2e-5 --epochs 5
 CPU, MiniLM on the shipped data (README: its time and scores):
     python train_multitask.py --model minilm-l6 --pooling mean --batch_size 32 --lr 1e-4 --head_lr 1e-3 \\
@@ -23,20 +23,22 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from minbert import checkpoint, data, distributed, fast_paths, flags, gradient_compromise, gradvac, head_pretraining
-from minbert import interrupt, loss_scaling, mnr, multitask, pals, progress, r3f, run_dir, sampling, smart, stages
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
-from minbert.compiled import compile_blocks
-from minbert.device import autocast, grad_scaler, resolve_amp, seed_everything
-from minbert.errors import UserError, cli
-from minbert.export import MODEL_DIR, OUTPUTS, export, save_outputs
-from minbert.interrupt import EXIT_STATUS, Interrupted
-from minbert.loss_scaling import scaled_task_loss
-from minbert.model import BertModel
-from minbert.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores, to_device
-from minbert.optimizer_step import OptimizerStep
-from minbert.report import markdown_table, plot_panels
-from minbert.tokenizer import Tokenizer
+from minbert.core import flags, interrupt, progress
+from minbert.methods import gradient_compromise, gradvac, head_pretraining, loss_scaling, mnr, pals, r3f, smart
+from minbert.run import checkpoint, distributed, fast_paths, run_dir, stages
+from minbert.tasks import data, multitask, sampling
+from minbert.bert.compiled import compile_blocks
+from minbert.bert.model import BertModel
+from minbert.bert.tokenizer import Tokenizer
+from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything
+from minbert.core.errors import UserError, cli
+from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
+from minbert.core.interrupt import EXIT_STATUS, Interrupted
+from minbert.core.report import markdown_table, plot_panels
+from minbert.methods.loss_scaling import scaled_task_loss
+from minbert.run.optimizer_step import OptimizerStep
+from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores, to_device
 
 METHODS = (multitask, pals, stages, sampling, loss_scaling, mnr, head_pretraining, smart, r3f, gradvac,
            gradient_compromise)   # each adds its flag group (add_args) and its rules (check_args)
@@ -86,7 +88,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/interrupt.py). Under torchrun every rank must stop
+    # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
     with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: lean folder, summary
         return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
@@ -249,7 +251,7 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
     best_pt = os.path.join(args.out_dir, "best.pt")
     model.load_state_dict(checkpoint.load(best_pt)["model"])
     outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, best_pt)
-    save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.ensemble
+    save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble
     export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
            stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])})
     columns = ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]
@@ -260,7 +262,7 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
         "dev scores": {k: [r[k] for r in history] for k in ("sst_acc", "para_acc", "sts_pearson", "overall")}})
     if args.model == "minilm-l6" or args.data_notes:
         print("\nThis was a CPU-sized run (MiniLM and/or the Quora sample). The real thing, on a GPU with bert-base "
-              "and the full data:\n  python -m minbert.download cs224n && python train_multitask.py --option "
+              "and the full data:\n  python -m minbert download cs224n && python train_multitask.py --option "
               "finetune --batch_size 32 --lr 2e-5 --epochs 5")
 
 

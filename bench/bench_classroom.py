@@ -4,8 +4,8 @@
     python bench/bench_classroom.py --baseline ../minbert-old [--repeats 3]   (writes classroom_vs_baseline.md)
 
 Times `grade` of this repository (all 10 assignments, 110 points) with 1 and 2 workers, interleaved,
-and `student` (the hand-out build); then grades each exploit of minbert/grader/autograder.py. Names the
-CPU and the load, since the machine is shared. With --baseline, times `python -m minbert.classroom grade`
+and `student` (the hand-out build); then grades each exploit of minbert/classroom/autograder.py. Names the
+CPU and the load, since the machine is shared. With --baseline, times `python -m minbert classroom grade`
 (the command a teacher runs, 2 workers) in another checkout and in this one, alternating, and reports the
 ratio of the medians: both see the same machine and load.
 """
@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from minbert import classroom as C                     # noqa: E402
-from minbert.grader import autograder as A             # noqa: E402
-from minbert.grader.grade import grade                 # noqa: E402
+from minbert.classroom import assignments as C                     # noqa: E402
+from minbert.classroom import autograder as A             # noqa: E402
+from minbert.classroom.grade import grade                 # noqa: E402
 
 
 def cpu():
@@ -44,7 +44,7 @@ def compare(baseline: Path, repeats: int):
     for _ in range(repeats):
         for name, root in (("baseline", baseline), ("this", ROOT)):
             t = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "minbert.classroom", "grade"], cwd=root, env=env,
+            r = subprocess.run([sys.executable, "-m", "minbert", "classroom", "grade"], cwd=root, env=env,
                                capture_output=True, text=True)
             times[name].append(time.perf_counter() - t)
             assert r.returncode == 0 and "110.0 / 110" in r.stdout, f"{root} did not grade 110/110:\n{r.stdout}{r.stderr}"
@@ -53,7 +53,7 @@ def compare(baseline: Path, repeats: int):
     isolation = next((ln for ln in r.stdout.splitlines() if ln.startswith("isolation:")), "isolation: (not printed)")
     lines = ["# Classroom grading: this grader against a baseline checkout", "",
              f"CPU: {cpu()}. Load average during the run: {min(load):.1f}-{max(load):.1f}. "
-             f"`python -m minbert.classroom grade` (all 10 assignments, 2 workers), {repeats} runs each, alternating.",
+             f"`python -m minbert classroom grade` (all 10 assignments, 2 workers), {repeats} runs each, alternating.",
              f"This grader's {isolation}", "",
              "| grader | wall seconds (each run) | median |", "|---|---|---|",
              f"| baseline ({baseline.name}) | {', '.join(f'{t:.1f}' for t in times['baseline'])} | {med['baseline']:.1f} |",

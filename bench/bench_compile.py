@@ -5,7 +5,7 @@
 
 Both models get the same weights (MiniLM: the packaged minilm-l6; bert-base: random, speed does
 not depend on them) and the same fixed SST batch, dropout 0.1 as in training. The compiled
-model is minbert.compiled.compile_blocks, exactly what --compile does. "compile s" is the first
+model is minbert.bert.compiled.compile_blocks, exactly what --compile does. "compile s" is the first
 compiled step's time minus a warm eager step's: the one-off cost a run pays. Then eager and
 compiled steps alternate round by round and the medians are kept. Target (issue 15): ≥ 1.15× at
 the MiniLM shape. Run nothing else heavy meanwhile; torch.get_num_threads() threads are used.
@@ -22,10 +22,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import timing  # noqa: E402
 from minbert.adamw import AdamW  # noqa: E402
-from minbert.compiled import compile_blocks  # noqa: E402
-from minbert.config import BertConfig  # noqa: E402
-from minbert.model import BertModel  # noqa: E402
-from minbert.multitask import MultitaskBert, task_loss  # noqa: E402
+from minbert.bert.compiled import compile_blocks  # noqa: E402
+from minbert.bert.config import BertConfig  # noqa: E402
+from minbert.bert.model import BertModel  # noqa: E402
+from minbert.tasks.multitask import MultitaskBert, task_loss  # noqa: E402
 
 SHAPES = {"minilm": ("MiniLM B32 T64", 32, 64), "bert-base": ("bert-base B16 T128", 16, 128)}
 

@@ -27,16 +27,16 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from minbert.adamw import AdamW  # noqa: E402
-from minbert.config import BertConfig  # noqa: E402
-from minbert.device import autocast, resolve_amp  # noqa: E402
-from minbert.gradvac import GradVac  # noqa: E402
-from minbert.mml import HeadEliminator, MultiverseHeads  # noqa: E402
-from minbert.model import BertModel  # noqa: E402
-from minbert.multitask import TASKS, MultitaskBert, task_loss  # noqa: E402
-from minbert.pals import PALs  # noqa: E402
-from minbert.pcgrad import PCGrad  # noqa: E402
-from minbert.r3f import R3F  # noqa: E402
-from minbert.smart import SMART  # noqa: E402
+from minbert.bert.config import BertConfig  # noqa: E402
+from minbert.core.device import autocast, resolve_amp  # noqa: E402
+from minbert.methods.gradvac import GradVac  # noqa: E402
+from minbert.methods.mml import HeadEliminator, MultiverseHeads  # noqa: E402
+from minbert.bert.model import BertModel  # noqa: E402
+from minbert.tasks.multitask import TASKS, MultitaskBert, task_loss  # noqa: E402
+from minbert.methods.pals import PALs  # noqa: E402
+from minbert.methods.pcgrad import PCGrad  # noqa: E402
+from minbert.methods.r3f import R3F  # noqa: E402
+from minbert.methods.smart import SMART  # noqa: E402
 
 CPU = torch.device("cpu")
 AMP = resolve_amp("auto", CPU)[0]   # bf16 only where the CPU has it natively (AMX/AVX512-BF16)

@@ -37,10 +37,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # run from anywhere
-from minbert import hub  # noqa: E402
-from minbert.device import cpu_has_native_bf16  # noqa: E402
-from minbert.config import BertConfig  # noqa: E402
-from minbert.model import BertModel  # noqa: E402
+from minbert.core import hub  # noqa: E402
+from minbert.core.device import cpu_has_native_bf16  # noqa: E402
+from minbert.bert.config import BertConfig  # noqa: E402
+from minbert.bert.model import BertModel  # noqa: E402
 
 SHAPES = {"base": (16, 128), "minilm": (32, 64), "tiny": (4, 16)}  # name -> (B, T)
 HF_ATTN = {"explicit": "eager", "fast": "sdpa"}  # our attention path -> HF attn_implementation

@@ -29,9 +29,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import train_multitask  # noqa: E402
 from minbert.adamw import AdamW  # noqa: E402
-from minbert import fast_paths  # noqa: E402
-from minbert.device import autocast, cpu_capability, cpu_name, resolve_amp  # noqa: E402
-from minbert.model import BertModel  # noqa: E402
+from minbert.run import fast_paths  # noqa: E402
+from minbert.core.device import autocast, cpu_capability, cpu_name, resolve_amp  # noqa: E402
+from minbert.bert.model import BertModel  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "cs224n")
 
@@ -51,9 +51,9 @@ def peers_examples_per_s(args, fast, n_batches=40):
     """Train steps of minbert's and HF's bare encoder + mean-loss on batches drawn exactly like the
     recipe's, interleaved (the order alternates); -> {name: (ex/s, median step s)}."""
     import transformers
-    from minbert import hub
-    from minbert.data import TaskData, read_quora, read_sst, read_sts
-    from minbert.tokenizer import Tokenizer
+    from minbert.core import hub
+    from minbert.bert.tokenizer import Tokenizer
+    from minbert.tasks.data import TaskData, read_quora, read_sst, read_sts
     tok = Tokenizer.from_pretrained("minilm-l6")
     d = os.path.normpath(args.data_dir)
     sets = [read_sst(os.path.join(d, "ids-sst-train.csv")), read_quora(os.path.join(d, "quora-train-sample.csv")),

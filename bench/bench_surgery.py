@@ -23,11 +23,11 @@ import timing  # noqa: E402
 from bench_methods import batch  # noqa: E402
 
 from minbert.adamw import AdamW  # noqa: E402
-from minbert.device import autocast  # noqa: E402
-from minbert.gradvac import GradVac  # noqa: E402
-from minbert.model import BertModel  # noqa: E402
-from minbert.multitask import TASKS, MultitaskBert, task_loss  # noqa: E402
-from minbert.pcgrad import PCGrad  # noqa: E402
+from minbert.core.device import autocast  # noqa: E402
+from minbert.methods.gradvac import GradVac  # noqa: E402
+from minbert.bert.model import BertModel  # noqa: E402
+from minbert.tasks.multitask import TASKS, MultitaskBert, task_loss  # noqa: E402
+from minbert.methods.pcgrad import PCGrad  # noqa: E402
 
 CPU = torch.device("cpu")
 

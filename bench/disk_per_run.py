@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from minbert.config import BertConfig  # noqa: E402
-from minbert.model import BertModel  # noqa: E402
+from minbert.bert.config import BertConfig  # noqa: E402
+from minbert.bert.model import BertModel  # noqa: E402
 
 COMMAND = ["train_multitask.py", "--option", "finetune", "--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4",
            "--head_lr", "1e-3", "--batch_size", "32", "--hidden_dropout_prob", "0.1", "--epochs", "1", "--limit", "64"]

@@ -1,7 +1,7 @@
 """How much of a freed 64 MB tensor goes back to the OS, with glibc's defaults and with keep_memory.
 
 A measurement, not a test: RSS after a free is the allocator's and the kernel's business and differs from
-machine to machine (tests/test_fast_paths.py grades what minbert.device.keep_freed_memory asks glibc for).
+machine to machine (tests/run/test_fast_paths.py grades what minbert.core.device.keep_freed_memory asks glibc for).
 Run each setting in a fresh process: a heap that kept a block earlier serves the next one from it.
 
     python bench/keep_memory_rss.py          # both settings, one fresh process each
@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from minbert.device import cpu_name, keep_freed_memory
+from minbert.core.device import cpu_name, keep_freed_memory
 
 
 def rss_mb() -> float:

@@ -1,7 +1,7 @@
 """Probe the command-line tools with bad inputs a user could give, and report how each one ends.
 
 Each probe runs as a real process (`python train_multitask.py ...`, `python train_mml.py ...`,
-`python -m minbert.download ...`) on a tiny model and tiny data built in a temporary folder, and is
+`python -m minbert download ...`) on a tiny model and tiny data built in a temporary folder, and is
 classified by what the user sees:
 
   message    non-zero exit, no traceback (the goal)
@@ -27,9 +27,9 @@ def build_fixtures(root: Path, repo: Path) -> dict:
     code = f"""
 import shutil, sys, torch
 sys.path.insert(0, {str(repo)!r})
-from minbert.config import BertConfig
-from minbert.model import BertModel
-from minbert import hub
+from minbert.core import hub
+from minbert.bert.config import BertConfig
+from minbert.bert.model import BertModel
 torch.manual_seed(0)
 BertModel(BertConfig.tiny()).save_pretrained({str(root / 'model')!r})
 shutil.copy(hub.resolve('minilm-l6') / 'vocab.txt', {str(root / 'model' / 'vocab.txt')!r})
@@ -137,8 +137,8 @@ def probes(f: dict) -> list[tuple[str, list[str]]]:
         ("train_mml --lr -1", mml + ["--lr", "-1"]),
         ("train_mml --out_dir under a file", mml + ["--out_dir", str(bad / "a_file" / "mml")]),
         ("train_mml --device gpu", mml + ["--device", "gpu"]),
-        ("download cs224n --dest under a file", ["-m", "minbert.download", "cs224n", "--dest", str(bad / "a_file" / "d")]),
-        ("download glue --tasks FOO", ["-m", "minbert.download", "glue", "--tasks", "FOO", "--dest", str(runs / "g")]),
+        ("download cs224n --dest under a file", ["-m", "minbert", "download", "cs224n", "--dest", str(bad / "a_file" / "d")]),
+        ("download glue --tasks FOO", ["-m", "minbert", "download", "glue", "--tasks", "FOO", "--dest", str(runs / "g")]),
     ]
 
 

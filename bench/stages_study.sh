@@ -24,7 +24,7 @@ mml() {  # mml NAME args...: one train_mml.py run (RTE) into $R/NAME
 }
 all() {
   # SimCSE on the task sentences (paper defaults, 30 steps of 64), then multitask from it
-  $PY -m minbert.simcse --model minilm-l6 --data cs224n --data_dir $D --para_train $D/quora-train-sample.csv \
+  $PY -m minbert simcse --model minilm-l6 --data cs224n --data_dir $D --para_train $D/quora-train-sample.csv \
       --max_steps 30 --out_dir $R/simcse-cls --seed 1 > $R/simcse-cls.log 2>&1
   mt base-s1 --model minilm-l6 --seed 1
   mt base-s2 --model minilm-l6 --seed 2
@@ -34,6 +34,6 @@ all() {
   mt prefinetune-s1 --model minilm-l6 --heterogeneous --scale_losses --steps_per_epoch 19 --seed 1
   mml mml-minilm --model minilm-l6
   mml mml-prefinetuned --model $R/prefinetune-s1/model
-  python -m minbert.ensemble $R/base-s1 $R/base-s2 $R/simcse-mt-s1 $R/prefinetune-s1 --out_dir $R/ensemble
+  python -m minbert ensemble $R/base-s1 $R/base-s2 $R/simcse-mt-s1 $R/prefinetune-s1 --out_dir $R/ensemble
 }
 "$@"

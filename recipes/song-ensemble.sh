@@ -6,5 +6,5 @@ set -e
 for seed in 1 2 3 4 5 6 7; do
   sh recipes/song-best.sh --seed $seed --out_dir runs/song-best-$seed
 done
-python -m minbert.ensemble runs/song-best-1 runs/song-best-2 runs/song-best-3 runs/song-best-4 runs/song-best-5 \
+python -m minbert ensemble runs/song-best-1 runs/song-best-2 runs/song-best-3 runs/song-best-4 runs/song-best-5 \
     runs/song-best-6 runs/song-best-7 --method average --weights ranked --out_dir runs/song-ensemble

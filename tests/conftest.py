@@ -60,18 +60,18 @@ def make_batch(task, seed=0):
 
 def tiny_multitask(seed=0, config=None, **kw):
     """MultitaskBert(**kw) on a random BertConfig.tiny(**config) encoder, seeded (train mode)."""
-    from minbert.config import BertConfig
-    from minbert.model import BertModel
-    from minbert.multitask import MultitaskBert
+    from minbert.bert.config import BertConfig
+    from minbert.bert.model import BertModel
+    from minbert.tasks.multitask import MultitaskBert
     torch.manual_seed(seed)
     return MultitaskBert(BertModel(BertConfig.tiny(**(config or {}))), **kw)
 
 
 def save_tiny_model(folder, seed=0):
     """A random BertConfig.tiny() BERT saved to `folder` with MiniLM's vocab.txt: a folder `--model` takes."""
-    from minbert import hub
-    from minbert.config import BertConfig
-    from minbert.model import BertModel
+    from minbert.core import hub
+    from minbert.bert.config import BertConfig
+    from minbert.bert.model import BertModel
     torch.manual_seed(seed)
     with warnings.catch_warnings():   # "gets no vocab.txt": it is copied in on the next line
         warnings.filterwarnings("ignore", "BertModel.save_pretrained", UserWarning)

@@ -18,7 +18,7 @@ import pytest
 import train_mml
 import train_multitask
 from conftest import save_tiny_model, sentence, write_glue, write_task_files
-from minbert import simcse
+from minbert.methods import simcse
 
 TIMING = {"elapsed_s", "train_examples_per_s"}
 
@@ -40,8 +40,8 @@ NOT_VISIBLE = {
     "pals_after_heads": "needs --pals_after: test_pals.py",
     "model": "needs another model folder: test_hub.py",
     "overwrite": "lets a run write into a folder another run used: test_run_dir.py",
-    "data": "minbert.simcse: points at another sentence file: test_simcse.py",
-    "nli": "minbert.simcse: supervised SimCSE on an NLI file: test_simcse.py",
+    "data": "minbert.methods.simcse: points at another sentence file: test_simcse.py",
+    "nli": "minbert.methods.simcse: supervised SimCSE on an NLI file: test_simcse.py",
 }
 
 # A non-default value for flags where the automatic choice (switch on, another choice, double the
@@ -92,7 +92,7 @@ def other_value(action, where) -> list[str]:
 
 def fingerprint(root, printed: str) -> dict:
     """What a user sees of a run under `root`: metrics, prediction files, the files written, and how many
-    progress lines it printed (minbert/progress.py)."""
+    progress lines it printed (minbert/core/progress.py)."""
     seen = {"files": sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()),
             "progress_lines": sum(line.startswith("epoch ") and " step " in line for line in printed.splitlines())}
     for path in root.rglob("*"):
@@ -101,7 +101,7 @@ def fingerprint(root, printed: str) -> dict:
             seen["metrics"] = [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
         elif path.suffix == ".csv" or path.name in ("cross_dataset.json", "eliminations.jsonl"):
             seen[path.name] = path.read_text()
-        elif path.name == "metrics.json":   # minbert.simcse: its losses and STS reports, not its flags or time
+        elif path.name == "metrics.json":   # minbert.methods.simcse: its losses and STS reports, not its flags or time
             seen["metrics"] = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("args", "train_s")}
     return seen
 

@@ -66,7 +66,7 @@ def test_quick_start_is_short_and_installs_light_and_right():
 def test_quick_start_runs_offline_and_writes_everything_under_its_out_dir(offline, tmp_path, capsys):
     """The quick start's own command, --limit 16, default prediction paths: all six files land under
     OUT_DIR/predictions, the stand-in Quora test file named so, and the finished folder keeps no resume state."""
-    from minbert.data import STAND_IN_PARA_TEST
+    from minbert.tasks.data import STAND_IN_PARA_TEST
     args = readme_command("train_multitask.py")
     assert "--option" in args and "finetune" in args and "--out_dir" in args, f"README quick start command: {args}"
     out = tmp_path / "run"
@@ -83,7 +83,7 @@ def test_quick_start_runs_offline_and_writes_everything_under_its_out_dir(offlin
     assert "quora-train-sample.csv" in out_text, \
         "the Quora sample stands in for the full files: that choice must be printed"
     assert "amp" in out_text and "model minilm-l6" in out_text, "the amp choice and the model must be printed at start"
-    assert "python -m minbert.download cs224n" in out_text, "at the end the run must say what to run for the real thing"
+    assert "python -m minbert download cs224n" in out_text, "at the end the run must say what to run for the real thing"
     assert f"run folder {out}" in out_text, "at the end the run must say where its files are"
 
 

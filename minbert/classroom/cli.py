@@ -1,0 +1,73 @@
+"""`python -m minbert classroom <student|grade|autograder|check>`: the instructor's commands.
+
+    python -m minbert classroom student OUT [--assignments embeddings,adamw]   a student copy (assignments.py)
+    python -m minbert classroom grade [SUBMISSION] [--json results.json]      grade it (grade.py), print a table
+    python -m minbert classroom autograder OUT                                 Gradescope's autograder.zip
+    python -m minbert classroom check                                          leak scan, 0 and 110 points, exploits
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from minbert.classroom.assignments import BY_KEY, ROOT, student
+from minbert.classroom.results import results_json, table, write_json
+from minbert.core.errors import UserError, cli
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m minbert classroom", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("student", help="write a student copy with the solutions removed")
+    s.add_argument("out", type=Path, help="a new (or empty) folder for the copy; hand it to students as is")
+    s.add_argument("--assignments", default=",".join(BY_KEY),
+                   help=f"comma-separated keys to remove, in any order (default all): {','.join(BY_KEY)}")
+    g = sub.add_parser("grade", help="grade a submission (repository, minbert/ folder or loose files); prints a table")
+    g.add_argument("dir", nargs="?", type=Path, default=ROOT, help="the submission (default: this repository)")
+    g.add_argument("--json", type=Path, default=None, help="also write Gradescope's results.json here")
+    g.add_argument("--assignments", default=None, help="grade only these comma-separated keys (default all)")
+    g.add_argument("--handout", default=None,
+                   help="the keys the hand-out removed, when it was built with student --assignments (default all)")
+    g.add_argument("--timeout", type=float, default=60.0, help="seconds per assignment's child process (default 60)")
+    g.add_argument("--workers", type=int, default=2, help="assignments graded at once (default 2)")
+    g.add_argument("--salt", type=int, default=0,
+                   help="a secret number of the course's, mixed into each submission's seed: without one, a student "
+                        "with the grader's source can search for code whose cases are easy (the Gradescope zip has its own)")
+    g.add_argument("--require_isolation", action="store_true",
+                   help="refuse to grade when the sandbox cannot be built (always on as root): use it wherever "
+                        "the grade counts; without it an ordinary user gets a self-check")
+    z = sub.add_parser("autograder", help="write the Gradescope autograder zip")
+    z.add_argument("out", type=Path, help="a new folder; the zip goes there")
+    z.add_argument("--assignments", default=None, help="only these keys (default all)")
+    c = sub.add_parser("check", help="before release: leak scan, 0 and full grades, the exploits")
+    c.add_argument("--assignments", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    keys = None if args.assignments is None else {k.strip() for k in args.assignments.split(",") if k.strip()}
+    unknown = sorted((keys or set()) - set(BY_KEY))
+    if unknown:
+        raise UserError(f"--assignments: unknown {unknown}; choose from {','.join(BY_KEY)}")
+    if args.command == "student":
+        removed = student(args.out, keys)
+        print(f"wrote {args.out}: {sum(map(len, removed.values()))} solution lines removed from "
+              f"{sum(1 for v in removed.values() if v)} files (one git commit); grade it with: "
+              f"python -m minbert classroom grade {args.out}")
+        return
+    from minbert.classroom import autograder, grade as G
+    if args.command == "autograder":
+        print(f"wrote {autograder.build(args.out, keys)}")
+        return
+    if args.command == "check":
+        sys.exit(autograder.check(keys))
+    if not args.dir.exists():
+        raise UserError(f"grade: {args.dir} does not exist; pass a repository, a minbert/ folder or the graded files")
+    handout = None if not getattr(args, "handout", None) else {k.strip() for k in args.handout.split(",") if k.strip()}
+    if handout and handout - set(BY_KEY):
+        raise UserError(f"--handout: unknown {sorted(handout - set(BY_KEY))}; choose from {','.join(BY_KEY)}")
+    entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout,
+                      require_isolation=args.require_isolation or None, salt=args.salt)
+    print(table(entries))
+    if args.json:
+        write_json(args.json, results_json(entries))
+
+
+if __name__ == "__main__":
+    cli(main)

@@ -1,0 +1,250 @@
+"""Grade a submission: one sandboxed child per assignment, every verdict in this (parent) process.
+
+Protocol, per submission:
+  1. intake (submission.py): a zip is unpacked with caps; links, hard links and special files are
+     refused; the graded blocks are laid over the template; a changed line outside the blocks, a
+     banned call (a friendly early message, not the security) or a syntax error in a file the
+     assignment imports scores it 0 before anything runs;
+  2. the parent draws every assignment's cases with a seed taken from the submission's blocks
+     (cases.py) and computes ALL the reference outputs (scenarios.py, the instructor's package,
+     imported here before any child starts); references and expected values never touch the disk;
+  3. each child (`python -I child.py`) runs in a box (sandbox.py): its own user, PID, mount and
+     network namespaces, a whitelist root holding only the template and its inputs, limits, a
+     wall-clock deadline and byte caps on what it prints and returns; it returns its outputs
+     through a pipe, and the parent checks that none of its processes is left;
+  4. the parent loads the outputs with torch.load(weights_only=True) and compares each case:
+     points per case; a miss that equals a known mistake (hints.py) gets that hint. What the
+     submission controls (exception messages, prints) never reaches the student: only an
+     exception's builtin type and its line in the student's own file.
+Where a box cannot be built (not root, namespaces refused) grading still runs, unisolated, and every
+message says the grade is a self-check, not authoritative; `require_isolation` refuses instead.
+"""
+
+import builtins
+import hashlib
+import io
+import os
+import re
+import sys
+import tempfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from minbert.classroom import assignments as C, cases as CASES, hints as HINTS, sandbox, scenarios, submission
+from minbert.classroom.child import blocked_ops
+
+HERE = Path(__file__).resolve().parent
+ATOL, RTOL = 1e-5, 1e-4
+SELF_CHECK = "self-check, not authoritative: the grader could not isolate the submission here"
+_ISOLATION = None
+
+
+def isolation(require: bool | None) -> tuple[bool, str]:
+    """(isolate?, why not). require=None: required when running as root."""
+    global _ISOLATION
+    if _ISOLATION is None:
+        _ISOLATION = sandbox.isolation_available()
+    ok, why = _ISOLATION
+    if require is None:
+        require = os.geteuid() == 0 if hasattr(os, "geteuid") else False
+    if require and not ok:
+        raise C.UserError(f"grade: isolation is required but unavailable ({why}); grade as root on Linux with "
+                          "namespaces allowed, or as an ordinary user for a self-check")
+    return ok, why
+
+
+def seed_of(template_dir: Path, salt: int = 0) -> int:
+    """Per submission: a hash of its graded files as laid over the template (regrading gives the same cases)."""
+    h = hashlib.sha256(str(salt).encode())
+    for f in sorted((template_dir / "minbert").rglob("*.py")):
+        h.update(f.read_bytes())
+    return int.from_bytes(h.digest()[:6], "big")
+
+
+class Message(str):
+    """A case's message written by the parent. Nothing the child sends can be one (torch.load with
+    weights_only=True builds plain types only), so a string from the child is never taken for a verdict."""
+
+
+def plain_tensors(result) -> bool:
+    """The only output a case may return: {name: dense CPU tensor} (no meta, sparse, quantized or nested
+    tensor, which the parent's comparison would not survive)."""
+    return isinstance(result, dict) and len(result) <= 64 and all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) and v.layout == torch.strided and v.device.type == "cpu"
+        and not (v.is_meta or v.is_quantized or v.is_nested) and v.dtype not in (torch.complex64, torch.complex128)
+        for k, v in result.items())
+
+
+def compare(got, want: dict) -> str:
+    """'' when every output matches, else what differs first (`got` is a parent's Message or plain tensors)."""
+    if isinstance(got, Message):
+        return got
+    if not plain_tensors(got):
+        return Message("the outputs are not a dict of tensors")
+    for name, w in want.items():
+        g = got.get(name)
+        if not isinstance(g, torch.Tensor):
+            return f"output {name!r} is missing"
+        if g.shape != w.shape:
+            if g.dim() != w.dim():          # the submission's shape is its to choose: quote a bounded part of it
+                return f"{name}: expected shape {tuple(w.shape)} ({w.dim()} dimensions), got {min(g.dim(), 99)} dimensions"
+            return f"{name}: expected shape {tuple(w.shape)}, got {tuple(min(int(n), 10**6) for n in g.shape)}"
+        if not w.is_floating_point():
+            g = g.to(w.dtype)
+            if not torch.equal(g, w):
+                i = tuple(int(x) for x in torch.unravel_index((g != w).int().argmax(), w.shape)) if w.dim() else ()
+                return f"{name}: expected {w.tolist()}, first difference at index {i} (got {int(g[i])})"
+            continue
+        g = g.double()
+        if not torch.isfinite(g).all() and torch.isfinite(w).all():
+            return f"{name}: holds NaN or inf"
+        if not torch.allclose(g, w, atol=ATOL, rtol=RTOL):
+            diff = (g - w).abs()
+            i = tuple(int(x) for x in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
+            return (f"{name}: max abs difference {diff.max().item():.3g} at index {i} (expected "
+                    f"{w[i].item():.6g}, got {g[i].item():.6g}; tolerance {ATOL:g} + {RTOL:g}·|expected|)")
+    return ""
+
+
+def error_message(record: dict, files: dict, key: str) -> Message:
+    """A child's exception, as the student may see it: the builtin type and a line of their own file.
+    Everything in the record is the submission's to choose, so each field is checked against what the
+    parent knows (a builtin name, a line that exists, an op the parent itself blocks), never quoted."""
+    return Message(_error_text(record, files, key))
+
+
+def _error_text(record, files, key) -> str:
+    kind, where, op = record.get("error"), record.get("where"), record.get("banned")
+    m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where) if isinstance(where, str) else None
+    at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
+    if isinstance(op, str) and op in blocked_ops(key):
+        return f"called {op}{at}, which assignment {key} does not allow ({C.BY_KEY[key].banned_note})"
+    if kind == "NotImplementedError" and at:
+        line = files[m.group(1)][int(m.group(2)) - 1]
+        stub = C.STUB_LINE.search(line)
+        if stub and stub.group(1) in C.BY_KEY and line.lstrip().startswith("raise "):    # a key of ours, not a word of theirs
+            return f"not written yet: the stub{at} still raises NotImplementedError (assignment {C.BY_KEY[stub.group(1)].key})"
+    builtin = isinstance(kind, str) and isinstance(getattr(builtins, kind, None), type) \
+        and issubclass(getattr(builtins, kind), BaseException)
+    text = f"raised {kind}" if builtin else "raised an exception of a class your code defines"
+    return text + at + " (run your tests locally for the message)"
+
+
+def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple[list | None, str]:
+    """(per case: plain tensors or a parent's Message; '' or why the box gave nothing usable)."""
+    if outcome.why:
+        return None, outcome.why
+    if not outcome.result:
+        if outcome.status is not None and outcome.status < 0:
+            return None, (f"the code was killed by signal {-outcome.status} before its outputs were saved (a limit: "
+                          "memory, processes or file size?)")
+        return None, (f"the code exited (status {outcome.status}) before its outputs were saved: an exit() or "
+                      "os._exit in the code, or the interpreter crashed")
+    try:
+        with zipfile.ZipFile(io.BytesIO(outcome.result)) as z:     # torch.save's format: stored, never deflated
+            if any(i.compress_type != zipfile.ZIP_STORED for i in z.infolist()) or \
+                    sum(i.file_size for i in z.infolist()) > len(outcome.result):
+                raise ValueError("compressed records")           # a bomb for the parent's torch.load
+        results = torch.load(io.BytesIO(outcome.result), weights_only=True)
+    except Exception as e:     # noqa: BLE001 - anything that is not plain tensors
+        return None, f"the outputs could not be read safely ({type(e).__name__})"
+    if not isinstance(results, list) or len(results) != n:
+        return None, "the outputs do not hold one result per case"
+    return [error_message(r, files, key) if isinstance(r, dict) and "error" in r and not plain_tensors(r) else
+            r if plain_tensors(r) else Message("the outputs are not a dict of tensors") for r in results], ""
+
+
+def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, isolate: bool):
+    """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
+    job.mkdir(parents=True)
+    for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "child.py", "child.py")):
+        (job / name).write_bytes(src.read_bytes())
+    torch.save(cases, job / "inputs.pt")
+    for path in (job, *job.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)        # readable by the box's user, writable by none
+    inside = {"template": "/box/template", "job": "/box/job"} if isolate else \
+        {"template": str(template_dir), "job": str(job)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp" if isolate else str(job), "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    argv = [sys.executable, "-I", f"{inside['job']}/child.py", inside["template"], key, f"{inside['job']}/inputs.pt",
+            inside["job"]]
+    outcome = sandbox.run(argv, env, {"template": str(template_dir), "job": str(job)},
+                          sandbox.Limits(wall_s=timeout), isolate)
+    files = {str(p.relative_to(template_dir)): p.read_text(encoding="utf-8", errors="replace").splitlines()
+             for p in (template_dir / "minbert").rglob("*.py")}
+    results, why = outputs_of(outcome, len(cases), files, key)
+    return results, why, outcome.layers
+
+
+def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, isolate) -> list[dict]:
+    number = C.ASSIGNMENTS.index(a) + 1
+    share = [round(a.points / len(cases), 4)] * len(cases)
+    share[-1] = round(a.points - sum(share[:-1]), 4)
+    start = time.perf_counter()
+    if problems:
+        outcome, why, layers = None, " | ".join(problems), []
+    else:
+        outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, isolate)
+    entries = []
+    for i, (case, want) in enumerate(zip(cases, wants)):
+        visible = i < CASES.VISIBLE
+        message = why
+        if outcome is not None:
+            try:
+                message = compare(outcome[i], want)
+                if message and not isinstance(outcome[i], Message):
+                    hint = HINTS.recognise(a.key, case, outcome[i])
+                    message += f" (hint: {hint})" if hint else ""
+            except Exception as e:     # noqa: BLE001 - odd tensors must cost the case, never the grader
+                message = f"the outputs could not be compared ({type(e).__name__})"
+        name = f"{number}. {a.key}: {'' if visible else 'hidden '}case {i + 1} ({CASES.describe(case)})"
+        output = message or "passed"
+        entries.append({"name": name,
+                        "assignment": a.key, "score": 0.0 if message else share[i], "max_score": share[i],
+                        "output": output if isolate else f"{output} [{SELF_CHECK}]",
+                        "visibility": "visible" if visible else "after_due_date", "isolation": layers})
+    elapsed = time.perf_counter() - start
+    for e in entries:
+        e["execution_time"] = round(elapsed / len(entries), 3)
+    return entries
+
+
+def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, salt: int = 0, handout=None,
+          require_isolation: bool | None = None) -> list[dict]:
+    """Gradescope test entries, in course order, for the submission at `sub` (folder, file or .zip):
+    `selected` the assignments to grade (default all), `handout` the ones removed from the hand-out
+    (default all; `student --assignments X` hands out X only). Isolated where this machine allows;
+    `require_isolation` (default: when root) refuses to grade unisolated."""
+    isolate, _ = isolation(require_isolation)
+    chosen = [a for a in C.ASSIGNMENTS if selected is None or a.key in selected]
+    keys = [a.key for a in chosen]
+    handout = sorted(set(C.BY_KEY if handout is None else handout) | set(keys))
+    with tempfile.TemporaryDirectory(prefix="minbert-grade-") as tmp:
+        tmp = Path(tmp)
+        template = tmp / "template"
+        submission.write_template(template, handout)
+        sub = Path(sub)
+        problems = {k: [] for k in keys}
+        if sub.is_file() and sub.suffix == ".zip" and not sub.is_symlink():   # as Gradescope's download gives it
+            try:
+                submission.extract_zip(sub, tmp / "submission")
+                sub = tmp / "submission"
+            except submission.Refused as e:
+                problems = {k: [f"refused: {e}"] for k in keys}
+        if not any(problems.values()):
+            problems = submission.lay_over(sub, template, keys, handout)
+            for k, found in submission.syntax_errors(template, keys).items():
+                problems[k] = found or problems[k]
+        for path in (template, *template.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        seed = seed_of(template, salt)
+        drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
+        wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = [pool.submit(grade_assignment, a, drawn[a.key], wants[a.key], template, tmp / "jobs",
+                                   problems[a.key], timeout, isolate) for a in chosen]
+            return [e for f in futures for e in f.result()]

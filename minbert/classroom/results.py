@@ -1,0 +1,49 @@
+"""What a grade prints and writes: the table, the isolation line, and Gradescope's results.json."""
+
+import json
+import os
+from pathlib import Path
+
+from minbert.classroom.assignments import ASSIGNMENTS
+
+def table(entries: list[dict]) -> str:
+    lines, total, maximum = [f"{'assignment':<14} {'points':>8}  first failing check"], 0.0, 0.0
+    for a in ASSIGNMENTS:
+        mine = [e for e in entries if e["assignment"] == a.key]
+        if not mine:
+            continue
+        got, most = sum(e["score"] for e in mine), sum(e["max_score"] for e in mine)
+        total, maximum = total + got, maximum + most
+        failing = next((e["output"] for e in mine if e["score"] < e["max_score"]), "")
+        lines.append(f"{ASSIGNMENTS.index(a) + 1:>2}. {a.key:<10} {got:>5.1f} / {most:<4g} {failing[:300]}")
+    lines.append(f"{'total':<14} {total:>5.1f} / {maximum:g}")
+    lines.append(isolation_line(entries))
+    return "\n".join(lines)
+
+
+def isolation_line(entries: list[dict]) -> str:
+    """How the submission was run: the sandbox's layers, or that the grade is only a self-check."""
+    layers = next((e["isolation"] for e in entries if e.get("isolation")), None)
+    if layers:
+        return "isolation: " + ", ".join(layers)
+    if any("[self-check" in e["output"] for e in entries):
+        return "isolation: none on this machine; this grade is a self-check, not authoritative"
+    return "isolation: no code was run"
+
+
+def results_json(entries: list[dict], message: str = "") -> dict:
+    """Gradescope's results.json: score, tests (name, score, max_score, output, visibility), execution_time."""
+    tests = [{k: e[k] for k in ("name", "score", "max_score", "output", "visibility", "execution_time")}
+             for e in entries]
+    return {"score": round(sum(e["score"] for e in entries), 4),
+            "execution_time": round(sum(e["execution_time"] for e in entries), 3),
+            "output": (message or f"{len(tests)} cases; hidden ones show after the due date")
+            + f" ({isolation_line(entries)})", "tests": tests}
+
+
+def write_json(path: Path, data: dict):
+    """Atomically: a reader sees the old file or the whole new one, never a part (the grader alone writes it)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,378 @@
+"""Only the graded files count: find them in a submission, check them against the template, lay them over it.
+
+The template is the student copy of the `minbert/` package that the grader builds itself from the
+instructor's repository (every selected block replaced by its stub, between its two markers).
+From a submission the grader takes only the files that hold solution blocks, and from those only
+the text between `### BEGIN SOLUTION <key>` and `### END SOLUTION`: every other line must equal
+the template's (trailing spaces aside), else the assignments of that file score 0 and the
+message lists the changed lines. Each block is then parsed and searched for the calls its
+assignment bans (the library function it asks to write, and the ways out of the sandbox of a
+Python function: imports of os/sys/importlib, open, exec, eval, reading files).
+
+A submission may be the repository (SUB/minbert/x.py), the package folder (SUB/x.py) or loose
+files anywhere below SUB (one x.py, not under tests/).
+"""
+
+import ast
+import difflib
+import os
+import textwrap
+from pathlib import Path
+
+from minbert.classroom import assignments as C
+
+# The sandbox escapes no assignment needs. Names (calls or references), modules, attributes.
+BANNED_NAMES = {"__import__", "exec", "eval", "compile", "open", "globals", "locals", "vars", "breakpoint",
+                "input", "getattr", "setattr", "delattr", "__builtins__"}
+BANNED_MODULES = {"os", "sys", "subprocess", "importlib", "builtins", "pytest", "socket", "shutil", "pathlib",
+                  "pickle", "ctypes", "inspect", "io", "gc", "signal", "threading", "multiprocessing", "sklearn",
+                  "scipy", "transformers", "urllib", "http", "requests", "tempfile", "glob", "zipfile", "marshal"}
+BANNED_ATTRS = {"load", "loadtxt", "fromfile", "genfromtxt", "fromregex", "memmap", "from_file", "read_text",
+                "read_bytes", "__dict__", "__globals__", "__code__", "__subclasses__", "__builtins__", "_getframe",
+                "modules", "system", "popen"}
+
+
+def graded_files(selected, handout=None) -> dict[str, str]:
+    """{"minbert/x.py": template text} for every package file holding a selected block; the template
+    is stripped as the hand-out was (`handout`: the assignments removed from it, default all)."""
+    out, handout = {}, set(C.BY_KEY if handout is None else handout)
+    for rel in C.tracked_files(C.ROOT):
+        if rel.startswith("minbert/") and rel.endswith(".py") and C.instructor_only(rel) is False:
+            text = (C.ROOT / rel).read_text(encoding="utf-8")
+            if C.BEGIN in text and any(f"{C.BEGIN} {k}" in text for k in selected):
+                out[rel] = C.strip(text, rel, handout)[0]
+    return out
+
+
+def write_template(dst: Path, selected) -> None:
+    """The student copy of the package alone, into dst/minbert."""
+    for rel in C.tracked_files(C.ROOT):
+        if rel.startswith("minbert/") and not C.instructor_only(rel):
+            text = (C.ROOT / rel).read_text(encoding="utf-8") if rel.endswith(".py") else None
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            if text is not None and C.BEGIN in text:
+                text = C.strip(text, rel, set(selected))[0]
+            if text is None:
+                (dst / rel).write_bytes((C.ROOT / rel).read_bytes())
+            else:
+                (dst / rel).write_text(text, encoding="utf-8")
+
+
+# ---------------------------------------------------------------------- intake: a submission is hostile
+
+MAX_ENTRIES = 20_000                 # files and folders walked in a submission
+MAX_DEPTH = 32                       # folders inside folders (a deeper tree would exhaust the recursion)
+MAX_FILE_BYTES = 1 << 20             # a graded file is source code: 1 MiB is plenty
+ZIP_MAX_FILES, ZIP_MAX_BYTES, ZIP_MAX_FILE = 2_000, 64 << 20, 8 << 20
+
+
+class Refused(Exception):
+    """The submission as a whole cannot be taken (the message says why, for the student)."""
+
+
+def extract_zip(archive: Path, dst: Path) -> None:
+    """Unpack a zip without trusting it: no absolute or '..' path, no link or special file, and caps on the
+    number of files, each file's size and the total, counted on the bytes actually written."""
+    import stat
+    import struct
+    import zipfile
+    total = 0
+    if archive.stat().st_size > ZIP_MAX_BYTES:
+        raise Refused(f"the zip is larger than {ZIP_MAX_BYTES >> 20} MiB")
+    with open(archive, "rb") as f:               # the entry count, read from the end record before anything else
+        f.seek(max(0, archive.stat().st_size - (1 << 16) - 22))
+        tail = f.read()
+    end = tail.rfind(b"PK\x05\x06")
+    count, directory = struct.unpack("<HI", tail[end + 10:end + 16]) if end >= 0 and len(tail) >= end + 16 else (0, 0)
+    if count > ZIP_MAX_FILES:                    # 0xFFFF: a zip64 count, which no course upload needs
+        raise Refused(f"the zip holds {count if count < 0xFFFF else 'too many'} entries; at most {ZIP_MAX_FILES} are taken")
+    if directory > ZIP_MAX_FILES * 400:          # the central directory's own size: a false count cannot hide it
+        raise Refused(f"the zip's directory is {directory >> 10} KiB: more entries than the {ZIP_MAX_FILES} taken")
+    try:
+        with zipfile.ZipFile(archive) as z:
+            infos = z.infolist()
+            if len(infos) > ZIP_MAX_FILES:
+                raise Refused(f"the zip holds {len(infos)} entries; at most {ZIP_MAX_FILES} are taken")
+            for info in infos:
+                name = info.filename
+                parts = Path(name).parts
+                if len(parts) > MAX_DEPTH:
+                    raise Refused(f"the zip entry {name[:100]!r}... is more than {MAX_DEPTH} folders deep")
+                if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+                    raise Refused(f"the zip entry {name[:100]!r} points outside the submission folder")
+                kind = stat.S_IFMT(info.external_attr >> 16)
+                if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
+                    raise Refused(f"the zip entry {name[:100]!r} is a link or special file; zip the files themselves")
+                target = dst / name
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                written = 0
+                with z.open(info) as src, open(target, "xb") as out:
+                    while chunk := src.read(1 << 16):
+                        written += len(chunk)
+                        total += len(chunk)
+                        if written > ZIP_MAX_FILE:
+                            raise Refused(f"{name[:100]} unpacks to more than {ZIP_MAX_FILE >> 20} MiB")
+                        if total > ZIP_MAX_BYTES:
+                            raise Refused(f"the zip unpacks to more than {ZIP_MAX_BYTES >> 20} MiB")
+                        out.write(chunk)
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
+        raise Refused(f"the zip cannot be read ({type(e).__name__})") from None
+
+
+def not_source(folder: Path) -> bool:
+    """A folder no graded file is taken from, so it is not walked: hidden ones (.git, .venv), __pycache__,
+    __MACOSX, and any virtual environment (it holds pyvenv.cfg). An instructor's checkout with its venv
+    inside would otherwise pass MAX_ENTRIES; a student gains nothing by hiding files there."""
+    name = folder.name
+    return (name.startswith(".") or name in ("__pycache__", "__MACOSX")
+            or (not folder.is_symlink() and (folder / "pyvenv.cfg").is_file()))
+
+
+def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
+    """({relative path: path} of the submission's regular files, [refused entries and why]). Links are not
+    followed, folders behind a link are not entered: a symbolic link, a hard link or a special file (fifo,
+    device, socket) is refused with a message, whatever it points to."""
+    import stat
+    if submission.is_symlink():
+        return {}, [f"{submission.name} is a symbolic link; submit the files themselves"]
+    if submission.is_file():
+        return {submission.name: submission}, []
+    files, refused, seen = {}, [], 0
+    for folder, dirs, names in os.walk(submission, followlinks=False):
+        dirs[:] = [d for d in dirs if not not_source(Path(folder) / d)]
+        if len(Path(folder).relative_to(submission).parts) >= MAX_DEPTH and dirs:
+            raise Refused(f"the submission's folders are more than {MAX_DEPTH} deep")
+        for name in dirs + names:
+            seen += 1
+            if seen > MAX_ENTRIES:
+                raise Refused(f"the submission holds more than {MAX_ENTRIES} files and folders")
+            path = Path(folder) / name
+            rel = str(path.relative_to(submission))
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                refused.append(f"{rel} is a symbolic link (submit the file itself, not a link)")
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:
+                    refused.append(f"{rel} is a hard link (submit a copy of the file)")
+                elif name in names:
+                    files[rel] = path
+            elif not stat.S_ISDIR(st.st_mode):
+                refused.append(f"{rel} is a special file (fifo, device or socket)")
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+    return files, refused
+
+
+def read_source(path: Path) -> str:
+    """A graded file's text, opened without following a link, checked to be one plain file of sane size."""
+    import stat
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise OSError("not a plain file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise OSError(f"larger than {MAX_FILE_BYTES >> 20} MiB")
+        with os.fdopen(fd, "rb") as f:
+            fd = None
+            return f.read(MAX_FILE_BYTES + 1).decode("utf-8")
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def find(files: dict[str, Path], rel: str) -> Path | None:
+    """The submission's copy of the package file `rel`, among its regular files (from files_of)."""
+    name = Path(rel).name
+    for candidate in (rel, name):
+        if candidate in files:
+            return files[candidate]
+    found = [(r, p) for r, p in files.items() if Path(r).name == name and "tests" not in Path(r).parts
+             and "__MACOSX" not in Path(r).parts]
+    layer = Path(rel).parent.name            # 'bert' for minbert/bert/attention.py; older copies had it flat
+    found.sort(key=lambda rp: (Path(rp[0]).parent.name not in (layer, "minbert"), len(Path(rp[0]).parts)))
+    return found[0][1] if found else None
+
+
+def split(text: str):
+    """(outside lines with one '<block>' placeholder per block body, [(key, body text, first line)])."""
+    outside, blocks, body, key = [], [], None, None
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if s.startswith(C.BEGIN) and body is None:
+            key, body = s[len(C.BEGIN):].strip(), []
+            outside.append((n, line.rstrip()))
+            start = n + 1
+        elif s.startswith(C.END) and body is not None:
+            blocks.append((key, "\n".join(body) + "\n", start))
+            outside.append((0, "<block>"))
+            outside.append((n, line.rstrip()))
+            body = None
+        elif body is not None:
+            body.append(line)
+        else:
+            outside.append((n, line.rstrip()))
+    if body is not None:
+        raise ValueError(f"the block '{C.BEGIN} {key}' is never closed by '{C.END}'")
+    return outside, blocks
+
+
+def changed_lines(template: str, submitted: str, rel: str) -> tuple[list, str]:
+    """(the submission's blocks, '' when only the blocks changed, else a message naming the changed lines)."""
+    try:
+        t_out, t_blocks = split(template)
+        s_out, s_blocks = split(submitted)
+    except ValueError as e:
+        return [], f"{rel}: {e}; keep both marker lines of every block"
+    if [k for k, *_ in t_blocks] != [k for k, *_ in s_blocks]:
+        return [], (f"{rel}: the solution markers changed: expected blocks {[k for k, *_ in t_blocks]}, found "
+                    f"{[k for k, *_ in s_blocks]}; keep '{C.BEGIN} <key>' and '{C.END}' as handed out")
+    a, b = [line for _, line in t_out], [line for _, line in s_out]
+    if a == b:
+        return s_blocks, ""
+    if abs(len(a) - len(b)) > 100:               # difflib is quadratic: a padded file is refused before it
+        return [], (f"{rel} has {len(b)} lines outside the solution blocks where the handed-out file has {len(a)}: "
+                    "only the code between the markers is graded; put everything else back")
+    changes = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        at = s_out[j1][0] if j1 < len(s_out) else (s_out[-1][0] if s_out else 0)
+        got = "; ".join(line.strip() for _, line in s_out[j1:j2])[:120]
+        want = "; ".join(line.strip() for line in a[i1:i2])[:120]
+        changes.append(f"line {at}: {'expected ' + repr(want) if want else 'added'}"
+                       f"{', found ' + repr(got) if got else ' is missing'}")
+    return s_blocks, (f"{rel} differs from the handed-out file outside the solution blocks (only the code between "
+                      f"the markers is graded; put everything back): " + " | ".join(changes[:5])
+                      + (f" | and {len(changes) - 5} more" if len(changes) > 5 else ""))
+
+
+def banned_calls(key: str, body: str, rel: str, first_line: int) -> list[str]:
+    """'file:line: name' for each banned name, module or attribute in one block."""
+    try:
+        tree = ast.parse(textwrap.dedent(body))
+    except SyntaxError:
+        return []          # syntax_errors reports it, with its line
+    except (RecursionError, MemoryError):
+        return [f"{rel}:{first_line}: code nested too deeply to check"]
+    banned = C.BY_KEY[key].banned
+    found = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names]
+            mods += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            names = [part for m in mods for part in m.split(".")]
+        for name in names:
+            if name in banned or name in BANNED_NAMES or name in BANNED_MODULES or name in BANNED_ATTRS:
+                found.append(f"{rel}:{first_line + node.lineno - 1}: {name}")
+    return found
+
+
+def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> dict[str, list[str]]:
+    """Write the submission's blocks into the template (stripped as `handout`); returns {assignment:
+    [problems]} (empty: fine). Blocks of assignments not graded keep the template's stub."""
+    problems = {k: [] for k in selected}
+    try:
+        files, refused = files_of(submission)
+    except Refused as e:
+        return {k: [str(e)] for k in selected}
+    refused_names = {Path(r.split(" is a ")[0]).name for r in refused}
+    for rel, template in graded_files(selected, handout).items():
+        keys = [k for k in selected if f"{C.BEGIN} {k}" in template]
+        path = find(files, rel)
+        if path is None and Path(rel).name in refused_names:
+            for k in keys:
+                problems[k].append("refused: " + "; ".join(r for r in refused if Path(r.split(" is a ")[0]).name
+                                                         == Path(rel).name))
+            continue
+        if path is None:
+            for k in keys:
+                names = ", ".join(sorted(Path(f).name for f in graded_files(selected)))
+                problems[k].append(f"{rel} is not in the submission (upload the repository, its minbert/ folder "
+                                   f"or the graded files: {names})")
+            continue
+        try:
+            submitted = read_source(path)
+        except (UnicodeDecodeError, OSError) as e:
+            for k in keys:
+                problems[k].append(f"{rel}: cannot read it as one plain UTF-8 text file "
+                                   f"({(e.strerror or e.args[0]) if isinstance(e, OSError) else type(e).__name__})")
+            continue
+        blocks, message = changed_lines(template, submitted, rel)
+        if message:
+            for k in keys:
+                problems[k].append(message)
+            continue
+        for key, body, first in blocks:
+            if key not in problems:
+                continue                                 # not graded this time: its stub stays
+            hits = banned_calls(key, body, rel, first)
+            if hits:
+                problems[key].append(f"banned in assignment {key}: " + ", ".join(hits[:5])
+                                     + f" (allowed: torch tensor maths; {C.BY_KEY[key].banned_note})")
+        t_blocks = split(template)[1]
+        bodies = iter(body if key in problems else t_body for (key, body, _), (_, t_body, _) in zip(blocks, t_blocks))
+        merged = []
+        for line in split(template)[0]:
+            merged.append(next(bodies).rstrip("\n") if line[1] == "<block>" else line[1])
+        (template_dir / rel).write_text("\n".join(merged) + "\n", encoding="utf-8")
+    return problems
+
+
+# ---------------------------------------------------------------------- which files an assignment runs
+
+def _module_files(dotted: str) -> set[str]:
+    """The files importing `dotted` (a minbert module or package) runs: it and every package __init__ above it."""
+    parts = dotted.split(".")
+    found = {"/".join(parts[:n]) + "/__init__.py" for n in range(1, len(parts))}
+    return found | {"/".join(parts) + ".py", "/".join(parts) + "/__init__.py"}
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    """'minbert/.../x.py' of each package module a module's source imports (at any depth of its body), with the
+    package __init__.py files on the way; names that are not files are dropped by the caller."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "minbert" and not node.level:
+            found |= _module_files(node.module)
+            found |= {f for a in node.names for f in _module_files(f"{node.module}.{a.name}")}
+        elif isinstance(node, ast.Import):
+            found |= {f for a in node.names if a.name.startswith("minbert.") for f in _module_files(a.name)}
+    return found
+
+
+def files_used(key: str) -> list[str]:
+    """The package files a grading run of `key` imports: its scenario's imports and theirs, transitively
+    (from the instructor's source; a submission may change only the blocks, never an import)."""
+    scenarios = ast.parse((Path(__file__).parent / "scenarios.py").read_text(encoding="utf-8"))
+    functions = {f.name: f for f in scenarios.body if isinstance(f, ast.FunctionDef)}
+    called = {n.func.id for n in ast.walk(functions[key]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    todo, seen = [m for f in {key} | (called & set(functions)) for m in _imports(functions[f])], set()
+    while todo:
+        rel = todo.pop()
+        if rel in seen or not (C.ROOT / rel).is_file():
+            continue
+        seen.add(rel)
+        todo += _imports(ast.parse((C.ROOT / rel).read_text(encoding="utf-8")))
+    return sorted(seen | {"minbert/__init__.py"})
+
+
+def syntax_errors(template_dir: Path, selected) -> dict[str, list[str]]:
+    """{assignment: ["could not run: your minbert/x.py has a syntax error at line N"]} for every graded
+    assignment whose imports reach a submitted file that does not parse (checked here, nothing is run)."""
+    broken = {}
+    for rel in graded_files(selected):
+        try:
+            ast.parse((template_dir / rel).read_text(encoding="utf-8"), filename=rel)
+        except SyntaxError as e:
+            broken[rel] = f"could not run: your {rel} has a syntax error at line {e.lineno} ({e.msg})"
+        except (RecursionError, MemoryError):
+            broken[rel] = f"could not run: your {rel} is nested too deeply for Python to parse"
+    return {k: [broken[f] for f in files_used(k) if f in broken] for k in selected}

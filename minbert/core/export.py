@@ -1,0 +1,142 @@
+"""Exporting a run's model, and starting the next stage from it (stage chaining).
+
+The papers' best systems are pipelines of stages: SimCSE -> multitask fine-tuning (Song, Hu &
+Pan), fine-tuning -> PALs added after fine-tuning (Pritsky, Somerville & Huynh §3.3.2),
+multitask pre-finetuning -> per-task fine-tuning (Aghajanyan et al. 2021, "Muppet",
+arXiv:2101.11038). One stage hands its model to the next through a folder:
+
+    RUN_DIR/model/
+        config.json               Hugging Face BertConfig     } what `--model` and
+        model.safetensors         encoder, Hugging Face names } BertModel.from_pretrained read
+        vocab.txt                 byte copy of the vocabulary } what Tokenizer.from_pretrained
+        tokenizer_config.json     do_lower_case stated        } reads
+        task_modules.safetensors  heads (and PALs) by parameter name: what --init_from reads
+        stage.json                what the run started from, its arguments and dev scores
+    RUN_DIR/outputs.pt            raw dev/test outputs (logits, scores) + dev labels: what
+                                  `python -m minbert ensemble` combines without a model
+
+`--model RUN_DIR/model` starts a stage from the encoder only (any script, any task).
+`--init_from RUN_DIR` (train_multitask.py) takes the encoder AND every head/PAL tensor whose
+name and shape match: Muppet's head reuse where the task is the same, and the second stage of
+PALs after fine-tuning. Heads or PALs the source lacks stay freshly initialised; a tensor whose
+shape differs (another --head or --pals_size) is an error naming the flag, never silently
+dropped. What was loaded, kept fresh or left unused is printed and recorded in stage.json.
+
+Deliberately left out: optimizer state (a new stage starts a new optimizer, as in the
+papers), and exporting the training-only SimCSE MLP (the paper drops it at test time).
+"""
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from minbert.core.atomic import atomic_write
+from minbert.core.errors import UserError
+
+MODEL_DIR = "model"                       # RUN_DIR/model: the exported model folder
+TASK_MODULES = "task_modules.safetensors"
+STAGE = "stage.json"
+OUTPUTS = "outputs.pt"
+
+
+def model_dir(path) -> Path:
+    """The exported model folder of `path`: a run directory (its model/ subfolder) or the
+    model folder itself."""
+    path = Path(path)
+    for candidate in (path, path / MODEL_DIR):
+        if (candidate / "config.json").is_file():
+            return candidate
+    raise UserError(f"{path}: not an exported model (no config.json in it or in {path / MODEL_DIR}); "
+                    "pass the --out_dir of a finished train_multitask.py / train_mml.py / "
+                    "minbert.methods.simcse run, or its model/ folder")
+
+
+def write_json(path, record: dict) -> None:
+    text = json.dumps(record, indent=1, default=str)
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text))
+
+
+def export(directory, encoder, tokenizer, modules: dict[str, nn.Module] | None = None,
+           stage: dict | None = None) -> Path:
+    """Write the complete model folder (see the module docstring). `modules` maps a prefix to a
+    module whose state goes into task_modules.safetensors (e.g. {"heads": ..., "pals": ...})."""
+    from safetensors.torch import save_file
+    directory = Path(directory)
+    encoder.save_pretrained(directory, tokenizer=tokenizer)
+    state = {}
+    for prefix, module in (modules or {}).items():
+        if module is not None:
+            state |= {f"{prefix}.{k}": v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    if state:
+        atomic_write(directory / TASK_MODULES, lambda p: save_file(state, p, metadata={"format": "pt"}))
+    write_json(directory / STAGE, stage or {})
+    return directory
+
+
+def init_from(path, modules: dict[str, nn.Module | None]) -> dict:
+    """Copy every tensor of `path`'s task_modules.safetensors whose name (prefix.name) and shape
+    match into `modules`. Returns {"from", "loaded", "fresh", "unused"} lists of names."""
+    from safetensors.torch import load_file
+    directory = model_dir(path)
+    file = directory / TASK_MODULES
+    if not file.is_file():
+        raise UserError(f"--init_from {path}: {file} is missing; it was exported without task heads "
+                        "(a SimCSE encoder, say): pass it as --model instead")
+    saved = load_file(str(file))
+    report = {"from": str(directory), "loaded": [], "fresh": [], "unused": []}
+    used = set()
+    for prefix, module in modules.items():
+        if module is None:
+            continue
+        state = module.state_dict()
+        for name, tensor in state.items():
+            key = f"{prefix}.{name}"
+            if key not in saved:
+                report["fresh"].append(key)
+                continue
+            if saved[key].shape != tensor.shape:
+                raise UserError(f"--init_from {path}: {key} has shape {tuple(saved[key].shape)} there but "
+                                f"{tuple(tensor.shape)} here; use the same --head / --pals_size / pair-head "
+                                "flags as that run")
+            state[name] = saved[key]
+            used.add(key)
+            report["loaded"].append(key)
+        module.load_state_dict(state)
+    report["unused"] = sorted(set(saved) - used)
+    return report
+
+
+def summarise(report: dict) -> str:
+    """One line for the log: which groups (heads.sst, pals, ...) were loaded, fresh or unused."""
+    def groups(names):
+        return sorted({".".join(n.split(".")[:2]) for n in names})
+    return (f"started from {report['from']}: loaded {groups(report['loaded'])}, "
+            f"fresh {groups(report['fresh'])}, unused {groups(report['unused'])}")
+
+
+# ---------------------------------------------------------------------- raw outputs for ensembles
+
+
+def save_outputs(path, results: dict, dev: dict) -> None:
+    """Store `run_heads` results {split: {task: (ids, index, outputs)}} with the dev labels, in
+    the order the prediction files were written: {split: {task: {"ids", "outputs"[, "labels"]}}}.
+    Outputs are the heads' raw values: sst (N, 5) logits, para (N,) logits, sts (N,) scores."""
+    record = {}
+    for split, per_task in results.items():
+        record[split] = {}
+        for task, (ids, index, out) in per_task.items():
+            entry = {"ids": list(ids), "outputs": out.detach().float().cpu()}
+            if split == "dev":
+                entry["labels"] = dev[task].labels[index].cpu()
+            record[split][task] = entry
+    atomic_write(Path(path), lambda tmp: torch.save(record, tmp))
+
+
+def load_outputs(run_dir) -> dict:
+    path = Path(run_dir) / OUTPUTS
+    if not path.is_file():
+        raise UserError(f"{run_dir}: no {OUTPUTS}; it is written at the end of a train_multitask.py run "
+                        "(rerun it, or pass the run's --out_dir)")
+    return torch.load(path, map_location="cpu", weights_only=True)

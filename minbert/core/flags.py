@@ -1,0 +1,151 @@
+"""Command-line checks that run before any work starts.
+
+`at_least(lo)`, `between(lo, hi)` and `positive` are argparse `type=` functions: a bad value
+stops at parse time with argparse's own message ("argument --batch_size: expected an integer
+>= 1, got 0") and exit status 2, before data or a model is loaded. `BriefParser.error` (every parser here) prints
+that message and "--help for all flags", not argparse's full usage block first. `writable_dir` and
+`writable_file` check output paths the same early way, by creating (and removing) a scratch
+file where the output will go: that catches a missing permission, a read-only disk, and a path
+whose parent is a file, which os.access alone would not. An unwritable prediction path then
+fails in well under a second, not after an hour of training.
+
+`ArgumentParser` is argparse's, plus recipe files: `python train_multitask.py @recipes/x.args`
+reads flags from a file, one `--flag value` per line, `#` starting a comment (the recipes cite
+the paper's section on each line), and `--dry_run` on every entry point: `parser.parse(argv, *modules)`
+prints the resolved configuration instead of running, else applies each module's `check_args`.
+"""
+
+import argparse
+import inspect
+import math
+import os
+import re
+import tempfile
+
+from minbert.core import recipes
+from minbert.core.errors import UserError
+
+
+class BriefParser(argparse.ArgumentParser):
+    """argparse.ArgumentParser whose errors are two lines (its sub-parsers are BriefParsers too)."""
+
+    def error(self, message: str):
+        """A bad flag or value: one line naming it and what was expected, one pointing to --help, exit 2.
+        argparse's own error() prints the whole usage first (57 lines for train_multitask.py), which
+        pushes the one line that matters off the screen."""
+        self.exit(2, f"{self.prog}: error: {message}\n{self.prog}: --help for all flags\n")
+
+
+class ArgumentParser(BriefParser):
+    """BriefParser that also reads `@file` arguments: `--flag value  # comment` per line."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("fromfile_prefix_chars", "@")
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.add_argument("--dry_run", action="store_true",
+                          help="print the resolved configuration (every flag: value and source) as JSON and exit")
+
+    def parse(self, argv=None, *modules):
+        """parse_args; with --dry_run print the configuration and exit (minbert/core/recipes.py); then each module's
+        combination rules (check_args)."""
+        args = self.parse_args(argv)
+        recipes.dry_run(self, argv, args)
+        check(args, self, *modules)
+        return args
+
+    def convert_arg_line_to_args(self, line: str) -> list:
+        """A `#` at the start or after a space begins a comment; inside a value (`runs/#3`) it is kept."""
+        return re.split(r"(?:^|\s)#", line, maxsplit=1)[0].split()
+
+
+def defaults(fn) -> dict:
+    """{name: default} of fn's keyword parameters (for a class, its __init__'s). A method's defaults
+    are written once, in its signature; its add_args reads them from there."""
+    # a class: its __init__, or the first in its MRO with keyword defaults (a subclass may take *args, **kwargs)
+    for f in [k.__init__ for k in fn.__mro__] if inspect.isclass(fn) else [fn]:
+        found = {k: p.default for k, p in inspect.signature(f).parameters.items() if p.default is not p.empty}
+        if found:
+            return found
+    return {}
+
+
+def _number(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        return value
+    return parse
+
+
+def at_least(lo, kind=int):
+    """type= for a number >= lo (int by default)."""
+    def parse(text: str):
+        value = _number(kind)(text)
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} >= {lo}, got {text}")
+        return value
+    return parse
+
+
+def between(lo, hi, kind=float, open_lo=False):
+    """type= for a number in [lo, hi] ((lo, hi] with open_lo)."""
+    def parse(text: str):
+        value = _number(kind)(text)
+        if value < lo or value > hi or (open_lo and value == lo):
+            raise argparse.ArgumentTypeError(f"expected a number in {'(' if open_lo else '['}{lo}, {hi}], got {text}")
+        return value
+    return parse
+
+
+def positive(text: str) -> float:
+    """type= for a float > 0 (learning rates, epsilons, temperatures)."""
+    value = _number(float)(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
+def _try_write(folder: str, what: str) -> None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise UserError(f"{what}: cannot write there ({e.strerror or e}); choose a writable folder") from None
+
+
+def writable_dir(path: str, flag: str) -> None:
+    """Raise a UserError naming `flag` unless files can be created in `path` (created if missing)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"{flag} {path}: is a file, expected a folder")
+    _try_write(path, f"{flag} {path}")
+
+
+def writable_file(path: str, flag: str) -> None:
+    """Raise a UserError naming `flag` unless `path` can be written (its folder is created if missing)."""
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path}: is a folder, expected a file path")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UserError(f"{flag} {path}: the file exists and is read-only")
+    _try_write(os.path.dirname(path) or ".", f"{flag} {path}")
+
+
+def check(args, parser, *modules) -> None:
+    """Each module's combination rules (its check_args), after parsing."""
+    for module in modules:
+        if hasattr(module, "check_args"):
+            module.check_args(args, parser)
+
+
+def check_outputs(args, files: list[str]) -> None:
+    """--out_dir and each --KEY_out path of `files` writable, before any data or model loads
+    (a KEY whose input flag is 'none', e.g. --para_test none, writes nothing)."""
+    writable_dir(args.out_dir, "--out_dir")
+    for key in files:
+        if getattr(args, key, None) != "none":
+            writable_file(getattr(args, f"{key}_out"), f"--{key}_out")

@@ -1,0 +1,107 @@
+"""Ctrl-C and SIGTERM that lose no work and keep `--resume` exact.
+
+A resumable checkpoint must hold one consistent moment: weights, optimizer moments, LR schedule,
+batch positions and RNG states all from the same step boundary. A KeyboardInterrupt raised in
+the middle of a step breaks that: after the optimizer has written new weights but before the
+scheduler or the RNG snapshot moved on, the saved state replays the step twice.
+
+The choice made here: **defer the signal to the next step boundary.** `StopSignal` replaces the
+SIGINT/SIGTERM handlers while a run is going; a signal only sets a flag, the step in flight
+finishes (forward, backward, optimizer, scheduler, teacher update), and the loop calls
+`check()` at the top of the next step, which raises `Interrupted` there. The script then saves
+the state of that boundary to `interrupted.pt` and exits with status 130. A step takes seconds,
+so the wait is short.
+
+Phases that change no training state are abortable: there a signal raises `Interrupted` at
+once. Setup (loading data and the model) is abortable until the script calls `defer()` as the
+training loop starts; evaluation and writing predictions run inside `with stop.abortable():`,
+and the run is saved at the last boundary (the evaluation is simply redone on resume). Checkpoint writes are never abortable, and
+they are atomic anyway (checkpoint.py). A second Ctrl-C quits at once without saving (the last
+`last.pt` still resumes exactly, as after a SIGKILL).
+
+Under torchrun (minbert/run/distributed.py) a signal may reach the ranks at different steps, and
+a checkpoint is a collective: so nothing is abortable there, and at every boundary the ranks
+agree (an all-reduce of one flag) to stop together.
+"""
+
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_STATUS = 130   # what a shell reports for a process stopped by Ctrl-C
+
+
+class Interrupted(Exception):
+    """Raised at a safe point after SIGINT/SIGTERM; the script saves and exits."""
+
+
+class StopSignal:
+    """Context manager: while active, SIGINT/SIGTERM request a stop instead of raising mid-step."""
+
+    def __init__(self, abortable: bool = True, agree=None):
+        """abortable=False: no phase stops at once (under torchrun every rank must stop at the same step);
+        agree(flag) -> bool combines the ranks' flags at each check (distributed.any_rank)."""
+        self.signum = None
+        self._can_abort = abortable
+        self._abortable = abortable   # until defer(): nothing to save yet
+        self._agree = agree
+        self._previous = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():   # handlers can only be set there
+            self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        return self
+
+    def __exit__(self, *exc):
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous = {}
+        return False
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:          # the second signal: the user insists
+            raise KeyboardInterrupt
+        self.signum = signum
+        if self._abortable:
+            raise Interrupted(signal.Signals(signum).name)
+        print(f"\n{signal.Signals(signum).name}: stopping after this step to save a resumable checkpoint "
+              f"(again to quit now without saving)", file=sys.stderr, flush=True)
+
+    def defer(self) -> None:
+        """From now on a signal waits for the next check() (call it as training starts)."""
+        self._abortable = False
+
+    def check(self) -> None:
+        """Call at a step boundary: raises Interrupted if a signal came during the last step (on any rank)."""
+        requested = self.signum is not None
+        if self._agree is not None:
+            requested = self._agree(requested)
+        if requested:
+            raise Interrupted(signal.Signals(self.signum).name if self.signum else "a signal on another rank")
+
+    @contextmanager
+    def abortable(self):
+        """A phase that changes no training state: a signal stops it at once (where aborting is allowed)."""
+        if not self._can_abort:
+            yield
+            return
+        if self.signum is not None:
+            raise Interrupted(signal.Signals(self.signum).name)
+        before, self._abortable = self._abortable, True
+        try:
+            yield
+        finally:
+            self._abortable = before
+
+
+def run(train, args, abortable: bool = True, agree=None):
+    """Both scripts' main(): train(args, stop) under a StopSignal. A signal during setup (before
+    stop.defer()) ends the run at once, with nothing to save."""
+    with StopSignal(abortable, agree) as stop:
+        try:
+            return train(args, stop)
+        except Interrupted as e:
+            print(f"\n{e}: stopped before training started; nothing to save")
+            raise SystemExit(EXIT_STATUS) from None

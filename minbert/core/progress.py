@@ -1,0 +1,140 @@
+"""Progress a user can see in any log, and a warning when the CPU is oversubscribed.
+
+On a terminal the training loop shows a tqdm bar. tqdm writes to stderr and (with `disable=None`) hides itself
+when stderr is not a terminal, so a run logged to a file printed nothing for half an hour, and a slow run could
+not be told from a hung one. Anchors: Hugging Face Trainer's `logging_steps` (periodic log lines) and PyTorch
+Lightning's progress bar, which falls back to log lines off a terminal.
+
+`bar(...)` returns tqdm when stdout and stderr are both terminals, else a `LogBar` with the same interface
+(iterate, `set_postfix`) that prints one line to stdout, flushed, after the first step, then every
+--log_every steps and every --log_seconds seconds, and at the end of the epoch:
+
+    epoch 1/6 step 120/500 (24%) | 2.1 steps/s, 67 ex/s | ETA epoch 3m01s, run 41m20s | sst 1.234 para 0.456
+
+`check_cpu_load(device)` warns at start when the 1-minute load average (other jobs already running) plus the
+threads torch will use exceeds the cores this process may run on (by more than half a core, and only when torch
+uses more than one thread: with one there is nothing to lower): threads then fight for cores, and a run
+measured 11 ex/s instead of 63 ex/s with OMP_NUM_THREADS=1 on a busy 2-core machine (issue 20). It says what
+to do: OMP_NUM_THREADS set to the free cores.
+
+Deliberately left out: a logging-framework integration (TensorBoard, W&B); metrics.jsonl has the epoch records.
+"""
+
+import os
+import sys
+import time
+
+from minbert.core.flags import at_least, positive
+
+LOG_EVERY = 0        # steps between log lines (0: by time only)
+LOG_SECONDS = 30.0   # seconds between log lines
+
+
+def add_args(parser) -> None:
+    g = parser.add_argument_group("progress in logs (minbert/core/progress.py)")
+    g.add_argument("--log_every", type=at_least(0), default=LOG_EVERY,
+                   help="when stdout is not a terminal, print a progress line every N steps (0: by time only)")
+    g.add_argument("--log_seconds", type=positive, default=LOG_SECONDS,
+                   help="when stdout is not a terminal, print a progress line at least every T seconds")
+
+
+def on_terminal() -> bool:
+    return sys.stdout.isatty() and sys.stderr.isatty()
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    h, m, s = seconds // 3600, seconds % 3600 // 60, seconds % 60
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+class LogBar:
+    """tqdm's loop interface (iterate, set_postfix), printing a log line now and then instead of a bar."""
+
+    def __init__(self, iterable, epoch: int, epochs: int, total: int, initial: int = 0, every: int = LOG_EVERY,
+                 seconds: float = LOG_SECONDS, examples_per_step: int | None = None, stream=None, clock=time.monotonic):
+        self.iterable, self.epoch, self.epochs, self.total, self.initial = iterable, epoch, epochs, total, initial
+        self.every, self.seconds, self.examples_per_step = every, seconds, examples_per_step
+        self.stream, self.clock = stream, clock
+        self.postfix, self.lines = {}, 0
+
+    def set_postfix(self, postfix: dict | None = None, **kwargs) -> None:
+        self.postfix = dict(postfix or {}, **kwargs)
+
+    def __iter__(self):
+        start = last = self.clock()
+        done = 0
+        for step in self.iterable:
+            yield step
+            done += 1
+            now = self.clock()
+            position = self.initial + done
+            if (done == 1 or (self.every and position % self.every == 0) or now - last >= self.seconds
+                    or position == self.total):
+                self.line(position, done / max(now - start, 1e-9))
+                last = now
+
+    def line(self, position: int, steps_per_s: float) -> None:
+        left = self.total - position
+        eta_epoch = left / steps_per_s
+        eta_run = eta_epoch + (self.epochs - self.epoch) * self.total / steps_per_s
+        post = dict(self.postfix)
+        rate = f"{steps_per_s:.2f} steps/s"
+        if "ex/s" in post:
+            rate += f", {post.pop('ex/s')} ex/s"
+        elif self.examples_per_step:
+            rate += f", {steps_per_s * self.examples_per_step:.0f} ex/s"
+        losses = " ".join(f"{k} {v}" for k, v in post.items())
+        percent = 100 * position / max(self.total, 1)
+        print(f"epoch {self.epoch}/{self.epochs} step {position}/{self.total} ({percent:.0f}%) | {rate} | "
+              f"ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}" + (f" | {losses}" if losses else ""),
+              file=self.stream or sys.stdout, flush=True)
+        self.lines += 1
+
+
+def bar(iterable, epoch: int, epochs: int, total: int, initial: int = 0, disable: bool = False, args=None,
+        examples_per_step: int | None = None):
+    """A tqdm bar on a terminal, else a LogBar (--log_every / --log_seconds from `args`); `disable`: no output
+    at all (ranks other than 0)."""
+    if disable or on_terminal():
+        from tqdm import tqdm
+        return tqdm(iterable, desc=f"epoch {epoch}/{epochs}", initial=initial, total=total, disable=disable or None)
+    return LogBar(iterable, epoch, epochs, total, initial, every=getattr(args, "log_every", LOG_EVERY),
+                  seconds=getattr(args, "log_seconds", LOG_SECONDS), examples_per_step=examples_per_step)
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def cpu_load_warning(threads: int, load: float, cores: int) -> str | None:
+    """The warning to print when `threads` torch threads on top of a load average `load` oversubscribe `cores`."""
+    # half a core of slack: an idle machine's load is rarely exactly 0; one thread cannot be made fewer
+    if threads <= 1 or load + threads <= cores + 0.5:
+        return None
+    free = max(1, int(cores - load))
+    return (f"warning: the load average is {load:.1f} on {cores} cores (other jobs are running) and torch will use "
+            f"{threads} threads, so threads will fight for cores; on a busy 2-core machine that made a run 5x slower "
+            f"(11 vs 63 ex/s). Start the run as  OMP_NUM_THREADS={free} python ...  (the cores left free)")
+
+
+def check_cpu_load(device=None, load: float | None = None, cores: int | None = None,
+                   threads: int | None = None) -> str | None:
+    """Print (and return) cpu_load_warning for this machine when training runs on the CPU."""
+    if device is not None and getattr(device, "type", str(device)) != "cpu":
+        return None
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):   # Windows has no load average
+            return None
+    if threads is None:
+        import torch
+        threads = torch.get_num_threads()
+    message = cpu_load_warning(threads, load, cores or usable_cores())
+    if message:
+        print(message, flush=True)
+    return message

@@ -1,0 +1,6 @@
+"""run: the machinery of a training run, kept out of the lesson.
+
+Checkpoints and resume (checkpoint), the run folder and its outputs (run_dir), torchrun + DDP
+(distributed), one optimizer step with AMP and accumulation (optimizer_step), the CPU/GPU fast
+paths (fast_paths), and stages that start from an earlier run (stages).
+"""

@@ -1,0 +1,278 @@
+"""Data parallelism across processes: torchrun + DistributedDataParallel, all in this one file.
+
+Concept: N processes (ranks), each holding a full copy of the model, train on disjoint batches
+and average their gradients before every optimizer step, so all copies stay identical and the
+step is the step of one process on the N batches together (PyTorch DDP, Li et al., "PyTorch
+Distributed: Experiences on Accelerating Data Parallel Training", arXiv:2006.15704).
+
+    torchrun --nproc_per_node 4 train_multitask.py ...      one node, 4 GPUs (nccl)
+    torchrun --nproc_per_node 2 train_mml.py --device cpu   CPU smoke test (gloo)
+
+A run *not* started by torchrun (no RANK/WORLD_SIZE in the environment) takes none of the code
+below: `setup` returns the device, every helper is the identity, and results are exactly those
+of the single-process scripts. What each piece does under torchrun, and why:
+- setup: one process group from torchrun's environment, nccl on CUDA (one GPU per LOCAL_RANK),
+  gloo on CPU. Ranks > 0 send stdout to os.devnull (rank 0 alone prints; errors still reach
+  stderr). The timeout is 60 min, so ranks waiting while rank 0 evaluates never time out.
+- Data: every rank builds the same task schedule and the same batch streams (same seeds), but
+  each stream draws a *global* batch of batch_size × world examples and a rank keeps rows
+  rank, rank + world, … (`ShardedStream`). Every rank trains the same task at each step on
+  disjoint examples, and a resumed stream state is the same on all ranks. Effective batch =
+  --batch_size × world × --grad_accum.
+- Gradients: the scripts build each step's loss with the plain model (several tasks, SMART's
+  and R3F's extra passes), then hand the finished loss to `Sync.before_backward`, which passes
+  it through DDP's forward. DDP (find_unused_parameters=True) walks the autograd graph from it,
+  and its hooks average in buckets during backward every gradient the graph reaches, those
+  of heads and PALs that only some tasks use included. Micro-batches before the last one of a
+  gradient-accumulation step go through `no_sync()`, DDP's official way to accumulate locally.
+- PCGrad/GradVac need every task's gradient on the whole global batch *before* the Gram matrix:
+  the per-task passes run under `no_sync()`, then `Sync.task_grads` averages all K
+  per-task gradients (K·P floats per step instead of P: K× plain DDP's traffic, and it cannot
+  overlap with backward). The surgery then runs identically on every rank.
+- MML: each rank's per-head losses are averaged (`mean_over_ranks`, M floats) before the moving
+  averages see them, so every rank holds the same averages and eliminates the same heads.
+- Evaluation: rank 0 alone (`on_main`), its scores broadcast to the others. Dev sets are small
+  next to training, so sharding would save little, and rank 0's scores are bit-identical to a
+  single-process evaluation of the same weights (no padding or duplicate examples to undo).
+- Files: rank 0 alone writes (checkpoint.save is a no-op on other ranks; the scripts guard their
+  other writes with `is_main()`). Checkpoints hold every rank's RNG state (`gather_rng`), so a
+  resumed run replays each rank's dropout exactly.
+- Stopping: the decision to stop early (Ctrl-C, a signal) must be taken at the same step on every
+  rank, since building a checkpoint is collective: agree on it with `any_rank(flag)`.
+- Head pretraining (train_multitask --head_pretrain_epochs) runs on every rank on all the data
+  (identical work, not sharded); DDP is built after it and broadcasts rank 0's result.
+Left out: sharded optimizer states (ZeRO/FSDP), gathering in-batch negatives across ranks for
+MNR (each rank's negatives are its own batch), and exact weighting of uneven batches: the last
+global batch of a pass splits unevenly, and averaging the ranks' mean losses then weights its
+examples slightly unequally, as plain DDP does (a rank with no row re-uses row rank mod B).
+"""
+
+import atexit
+import datetime
+import os
+import sys
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from minbert.core.device import pick_device
+from minbert.tasks.sampling import BatchStream
+
+
+def launched() -> bool:
+    """True when torchrun (or a test acting like it) started this process."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def active() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank() -> int:
+    return dist.get_rank() if active() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if active() else 1
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def setup(device_name: str) -> torch.device:
+    """The device to train on; under torchrun, also join the process group (once per process)."""
+    if not launched():
+        return pick_device(device_name)
+    device = pick_device(device_name)
+    if device.type == "cuda":   # one GPU per process, chosen by torchrun's LOCAL_RANK
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    if not active():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=datetime.timedelta(minutes=60))
+        atexit.register(lambda: dist.destroy_process_group() if active() else None)   # a clean exit, no warning
+    if not is_main():
+        sys.stdout = open(os.devnull, "w")   # rank 0 alone prints; stderr (errors) stays
+    return device
+
+
+def barrier() -> None:
+    """Wait for every rank (nothing in a single process)."""
+    if active():
+        dist.barrier()
+
+
+def shutdown() -> None:
+    if active():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients
+
+
+class _LossPassThrough(nn.Module):
+    """DDP only watches `forward`. Its forward returns the finished loss unchanged, so DDP can
+    walk the graph from it; holding `model` gives DDP its parameters (broadcast from rank 0 once,
+    at construction, so every rank starts from the same weights)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, loss):
+        return loss
+
+
+class Sync:
+    """What the training loops call; with world size 1 every method is the identity.
+
+        sync = Sync(model, device)
+        loss = sync.before_backward(loss, last=micro == grad_accum - 1);  loss.backward()
+        with sync.no_sync(): surgery.accumulate(...)          then sync.task_grads(surgery)
+    """
+
+    def __init__(self, model: nn.Module, device: torch.device):
+        self.ddp = None
+        if active():
+            # broadcast_buffers=False: buffers (MML's β and moving averages, R4F's power-iteration
+            # vectors) are kept equal by the rules in the module docstring, not overwritten by rank 0.
+            self.ddp = DistributedDataParallel(_LossPassThrough(model), device_ids=[device.index] if device.type == "cuda" else None,
+                                               find_unused_parameters=True, broadcast_buffers=False)
+
+    def before_backward(self, loss: torch.Tensor, last: bool = True) -> torch.Tensor:
+        """The loss to call backward on. last=False (an earlier micro-batch of a gradient-
+        accumulation step): gradients accumulate locally, averaged with the last micro-batch."""
+        if self.ddp is None:
+            return loss
+        if last:
+            return self.ddp(loss)
+        with self.ddp.no_sync():
+            return self.ddp(loss)
+
+    def no_sync(self):
+        """Backward passes whose gradients DDP must not average (PCGrad's per-task passes)."""
+        return nullcontext() if self.ddp is None else self.ddp.no_sync()
+
+    def task_grads(self, surgery) -> None:
+        """Average PCGrad/GradVac's per-task gradients over the ranks, before apply(): K·P floats,
+        flattened into one buffer per task so it is one all-reduce per task, not one per param."""
+        if self.ddp is None or surgery.grads is None:
+            return
+        # A task's graph reaches the same params on every rank (same model, same task), but make
+        # sure: a param used on any rank counts as used everywhere (its gradient is 0 elsewhere).
+        used = surgery.used.to(surgery.params[0].device, torch.uint8)   # nccl reduces CUDA tensors only
+        dist.all_reduce(used, op=dist.ReduceOp.MAX)
+        surgery.used = used.bool().cpu()
+        for k, row in enumerate(surgery.grads):
+            for n in range(len(row)):
+                if surgery.used[k, n] and row[n] is None:
+                    row[n] = torch.zeros_like(surgery.params[n], dtype=torch.float32)
+            present = [g for g in row if g is not None]
+            if not present:
+                continue
+            flat = torch.cat([g.reshape(-1) for g in present])          # (P_k,) this task's grads
+            dist.all_reduce(flat)
+            flat /= world_size()
+            offset = 0
+            for n, g in enumerate(row):
+                if g is not None:
+                    row[n] = flat[offset:offset + g.numel()].view_as(g)
+                    offset += g.numel()
+
+
+def mean_over_ranks(x: torch.Tensor) -> torch.Tensor:
+    """The mean of a tensor over all ranks (a copy; the input is unchanged). Identity alone."""
+    if not active():
+        return x
+    x = x.detach().clone()
+    dist.all_reduce(x)
+    return x / world_size()
+
+
+def any_rank(flag: bool) -> bool:
+    """True on every rank if it is true on any: a stop request, a non-finite loss."""
+    if not active():
+        return flag
+    t = torch.tensor([int(flag)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def shard_batch(batch: dict, rank: int, world: int) -> dict:
+    """Rows rank, rank + world, … of a global batch, then the padding no kept row needs trimmed.
+    Padded positions are masked, so a trimmed row gives the same outputs as the untrimmed one."""
+    B = len(batch["ids"])
+    rows = list(range(rank, B, world)) or [rank % B]   # a global batch smaller than the world
+    index = torch.tensor(rows)
+    out = {k: [v[i] for i in rows] if isinstance(v, list) else v[index] for k, v in batch.items()}
+    for suffix in ("", "_b"):
+        if f"attention_mask{suffix}" in out:
+            T = int(out[f"attention_mask{suffix}"].sum(1).max())            # longest kept row
+            for name in ("input_ids", "attention_mask", "token_type_ids"):
+                out[name + suffix] = out[name + suffix][:, :T]              # (b, T_global) -> (b, T)
+    return out
+
+
+class ShardedStream:
+    """A BatchStream of global batches (batch_size × world examples) that returns this rank's
+    share. State (passes, position) is the global stream's, the same on every rank."""
+
+    def __init__(self, stream):
+        self.stream, self.rank, self.world = stream, rank(), world_size()
+
+    def next(self) -> dict:
+        return shard_batch(self.stream.next(), self.rank, self.world)
+
+    def state_dict(self) -> dict:
+        return self.stream.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.stream.load_state_dict(state)
+
+
+def stream(data, batch_size: int, seed: int):
+    """BatchStream(data, batch_size, seed) alone; under torchrun each rank's share of a global one."""
+    if not active():
+        return BatchStream(data, batch_size, seed)
+    return ShardedStream(BatchStream(data, batch_size * world_size(), seed))
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation and checkpoints
+
+
+def on_main(fn):
+    """fn() on rank 0 alone; its (picklable) result is broadcast, so every rank returns it."""
+    if not active():
+        return fn()
+    box = [fn() if is_main() else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_rng(snapshot: dict) -> dict:
+    """A step snapshot {'rng': this rank's RNG state, ...} with every rank's RNG state added as
+    'rng_ranks' (collective: call it on all ranks). 'rng' stays rank 0's, so a single-process
+    run can still resume from it."""
+    if not active():
+        return snapshot
+    states = [None] * world_size()
+    dist.all_gather_object(states, snapshot["rng"])
+    return {**snapshot, "rng_ranks": states}
+
+
+def own_rng(checkpoint: dict) -> dict:
+    """This rank's RNG state from a checkpoint (rank 0's when the world size changed)."""
+    states = checkpoint.get("rng_ranks")
+    if active() and states is not None and len(states) == world_size():
+        return states[rank()]
+    return checkpoint["rng"]

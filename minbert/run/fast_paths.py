@@ -1,0 +1,92 @@
+"""Fast paths for the train step (issue 21): given code, chosen automatically, one flag away from off.
+
+The readable code stays the reference: AdamW's numbered equations (minbert/adamw.py), the written-out
+attention and dropout. It is what the classroom grades and what the tests compare against. A fast
+path computes the same thing with fewer passes over memory, and tests/run/test_fast_paths.py checks it
+against the readable path (parameters after 3 steps, fp32 and bf16); with `--fast_paths off`
+every script runs the readable path bit for bit.
+
+    --fast_paths auto          every path below that applies here (the default)
+    --fast_paths off           the readable path only
+    --fast_paths fused_adamw   a comma list: only these (still only where they apply)
+
+The paths, and what each bought alone on a 2-core AMD EPYC (Zen 5, AVX512-BF16), 1 thread, MiniLM /
+bert-base shapes (bench/results/roofline.md): fused_adamw 3.6x / 6.6x on the optimizer step (its share
+of a bf16 step fell from 9-13% to 2-4%), dropout_mask 1.3x / 1.4x on dropout forward + backward,
+keep_memory 2.4x on a fresh 89 MB tensor (no gain at 44 MB).
+  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach
+                passes and a parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
+  keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step (the
+                word-embedding gradient) stop page-faulting (minbert.core.device.keep_freed_memory). Linux
+                CPU, and only together with fused_adamw (see from_args).
+  dropout_mask  the same 16-bit dropout mask applied as 0/1 in x's dtype by one addcmul each way
+                instead of where() (minbert.bert.dropout.set_fast_mask); bit-identical outputs. CPU.
+Measured and not kept (bench/results/roofline.md says by how much): bf16 weight copies kept next to
+the fp32 master weights (the optimizer would have to write them, which costs the cast it saves),
+and `--compile` in bf16 (its own flag, minbert/bert/compiled.py).
+"""
+
+import argparse
+from dataclasses import dataclass
+
+import torch
+
+from minbert.bert.dropout import set_fast_mask
+from minbert.core.device import keep_freed_memory
+
+PATHS = ("fused_adamw", "keep_memory", "dropout_mask")
+
+
+@dataclass
+class FastPaths:
+    fused_adamw: bool = False   # AdamW(fused=...)
+    keep_memory: bool = False   # keep_freed_memory() was applied to this process
+    dropout_mask: bool = False  # minbert.bert.dropout.set_fast_mask(True) was applied to this process
+
+    def __str__(self):
+        on = [name for name in PATHS if getattr(self, name)]
+        return ", ".join(on) if on else "off (readable paths only)"
+
+
+def names(text: str) -> set:
+    """'auto' | 'off' | a comma list of PATHS -> the set of names asked for (ValueError if unknown)."""
+    if text == "auto":
+        return set(PATHS)
+    if text == "off":
+        return set()
+    asked = {name.strip() for name in text.split(",") if name.strip()}
+    if not asked or asked - set(PATHS):
+        raise ValueError(f"expected auto, off or a comma list of {', '.join(PATHS)}; got {text!r}")
+    return asked
+
+
+def _flag(text: str) -> str:
+    """argparse type=: checks the value, keeps the string (checkpoints store flags as plain values)."""
+    try:
+        names(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def add_args(parser) -> None:
+    g = parser.add_argument_group("fast paths (issue 21: a bf16 train step that spends its time in matmuls)")
+    g.add_argument("--fast_paths", type=_flag, default="auto", metavar="auto|off|" + ",".join(PATHS),
+                   help="faster code for the same maths (fused AdamW, no page faults on big tensors, a cheaper "
+                        "dropout mask), tested equal to the readable code; 'off' runs only the readable code, "
+                        "e.g. to step through it")
+
+
+def from_args(args, device: torch.device) -> FastPaths:
+    """Turn on what was asked for and applies on `device`; says what it did."""
+    asked = names(args.fast_paths)
+    fast = FastPaths(fused_adamw="fused_adamw" in asked and device.type in ("cpu", "cuda"))
+    # keep_memory only with fused_adamw: next to the readable AdamW, whose foreach passes allocate
+    # and free ~200 parameter-sized temporaries per step, the forward + backward got slower
+    # (bench/results/roofline.md), so alone it is not applied
+    if "keep_memory" in asked and device.type == "cpu" and fast.fused_adamw:
+        fast.keep_memory = keep_freed_memory()
+    # process-wide either way, so that a run with off after one with auto (tests) is readable again
+    fast.dropout_mask = "dropout_mask" in asked and device.type == "cpu"
+    set_fast_mask(fast.dropout_mask)
+    return fast

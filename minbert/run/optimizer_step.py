@@ -1,0 +1,47 @@
+"""The optimizer step both scripts take: AMP's loss scaling, and no NaN or inf ever written into the weights.
+
+`OptimizerStep(optimizer, scheduler, scaler)` wraps the three calls that end every training step:
+
+    step.backward(loss)   # loss · scale under fp16 (GradScaler), the plain loss otherwise
+    step(finite)          # the update, the LR schedule, zeroed gradients
+
+With a GradScaler (fp16) the scaler itself skips an update whose gradients overflowed and lowers
+the scale. Without one (fp32, bf16) an update is skipped when any task loss of the step was not
+finite, and under torchrun all ranks skip it together (a rank stepping alone would break DDP's
+identical weights). Ten skipped steps in a row stop the run with advice: that is a diverged run,
+not a bad batch. The schedule moves on either way, so a resumed run and an uninterrupted one
+see the same learning rates.
+"""
+
+import torch
+
+from minbert.run import distributed
+from minbert.core.errors import UserError
+
+MAX_BAD_STEPS = 10
+
+
+class OptimizerStep:
+    def __init__(self, optimizer, scheduler=None, scaler=None, out_dir: str = "the run folder"):
+        self.optimizer, self.scheduler, self.scaler, self.out_dir = optimizer, scheduler, scaler, out_dir
+        self.bad_steps = 0
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+
+    def __call__(self, finite: bool = True) -> bool:
+        """Update the weights (unless a loss of this step was not finite on any rank); returns whether it did."""
+        finite = not distributed.any_rank(not finite)
+        if self.scaler:         # skips the step itself when the scaled gradients overflowed
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        elif finite:
+            self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.bad_steps = 0 if finite else self.bad_steps + 1
+        if self.bad_steps >= MAX_BAD_STEPS:
+            raise UserError(f"{MAX_BAD_STEPS} optimizer steps in a row had a non-finite loss: lower --lr or use "
+                            f"--amp off; {self.out_dir}/last.pt holds the last finished epoch")
+        return finite

@@ -1,0 +1,208 @@
+"""A run folder (--out_dir) that holds everything a run writes, never clobbers another run, and stays lean.
+
+Anchors: Hugging Face Trainer (`output_dir` holds everything; `overwrite_output_dir`; `save_total_limit`) and
+PyTorch Lightning's checkpoint retention. What this module does, for both training scripts:
+
+1. **One folder per run, claimed.** `RunDir(args, script)` wraps a script's main. On entry, before any data
+   or model loads, it refuses a --out_dir that already holds another run's files (checkpoints, metrics,
+   predictions, model/), and any explicit prediction file (--*_out outside the folder) that already exists,
+   unless --overwrite is given; --overwrite first removes the old run's artefacts (only the names minbert
+   writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt,
+   best.pt with --predict_only) continues the same run and is always allowed: "same run" means the checkpoint
+   lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end times and
+   the files written outside the folder (so a resume may rewrite those).
+2. **No litter.** A run that fails before it saved anything (a wrong --model, a bad data file) leaves no folder
+   behind when it created the folder itself.
+3. **Lean checkpoints.** `checkpoint.TrainState.end_epoch` writes last.pt and then deletes interrupted.pt: once a
+   resume from it has saved a later state, it is stale (and 3x the model's size). A finished run keeps what a
+   user needs: model/ (the best model as a complete folder), best.pt (its weights, for --predict_only),
+   outputs.pt, metrics, plots and predictions; its resume state (last.pt: weights + AdamW's two moments, about
+   3x the model) goes unless --keep_resume_state. No --save_total_limit: the scripts never keep more than
+   best.pt and last.pt (one per epoch would be the case that needs a limit), so a limit would have nothing to do.
+4. **It says where it is.** The end of every run prints the folder, what it holds with sizes, and its total.
+
+Distributed runs (torchrun): every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or
+deletes files. Deliberately left out: locking against two runs started into one folder at the same moment.
+"""
+
+import datetime
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from minbert.core.errors import UserError
+
+MARKER = "run.json"
+RESUME_STATE = ("last.pt", "interrupted.pt")
+# Every name a minbert run writes into its folder. A folder holding any of them (other than the marker and
+# stage.json, which a run writes before it has trained anything) is another run's.
+ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "curves.png", "outputs.pt", "model",
+             "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json", "stage.json", MARKER)
+SETUP_ONLY = {MARKER, "stage.json"}   # what a run that failed before training may have written
+
+
+def add_run_args(parser, out_dir: str, seed: int) -> None:
+    """The flags both training scripts share, each group from the module that owns it: the machine (device, amp,
+    compile, seed), the run folder and resume, progress in logs, fast paths."""
+    from minbert.run import checkpoint, fast_paths   # here: importing run_dir alone stays light
+    from minbert.core import device, progress
+    device.add_args(parser, seed=seed)
+    checkpoint.add_args(parser, out_dir=out_dir)
+    add_args(parser)
+    progress.add_args(parser)
+    fast_paths.add_args(parser)
+
+
+def add_args(parser) -> None:
+    g = parser.add_argument_group("run folder (minbert/run/run_dir.py)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --out_dir and existing prediction files (default: refuse)")
+    g.add_argument("--keep_resume_state", action="store_true",
+                   help="keep last.pt (weights + optimizer moments, ~3x the model) after the run finishes, to "
+                        "train on later with --resume; by default a finished run keeps model/, best.pt, outputs, "
+                        "metrics")
+
+
+def _is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def human(n: float) -> str:
+    """Decimal units (1 MB = 10^6 bytes), as disk vendors and the README's figures count."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+
+
+def _artefacts(folder: Path) -> list[str]:
+    return [n for n in ARTEFACTS if (folder / n).exists()] if folder.is_dir() else []
+
+
+def _outputs(args) -> list[Path]:
+    """The prediction files this run will write (every --X_out whose input X is not 'none')."""
+    return [Path(v) for k, v in sorted(vars(args).items())
+            if k.endswith("_out") and isinstance(v, str) and getattr(args, k[:-4], None) != "none"]
+
+
+class RunDir:
+    """Context manager around a script's work: claim the folder on entry; on success drop the resume state
+    and print the summary; on a failure before anything was saved, remove the folder it created."""
+
+    def __init__(self, args, script: str):
+        self.args, self.script = args, script
+        self.root = Path(args.out_dir)
+        self.created = not self.root.exists()
+
+    # ------------------------------------------------------------------ entry: refuse, or claim
+    def same_run(self) -> bool:
+        resume = getattr(self.args, "resume", None)
+        return bool(resume) and Path(resume).resolve().parent == self.root.resolve()
+
+    def __enter__(self):
+        args, root = self.args, self.root
+        if root.exists() and not root.is_dir():
+            raise UserError(f"--out_dir {root}: is a file, expected a folder")
+        blocker = next((p for p in root.parents if p.is_file()), None)
+        if blocker is not None:
+            raise UserError(f"--out_dir {root}: cannot write there ({blocker} is a file); choose a writable folder")
+        used = [n for n in _artefacts(root) if n not in SETUP_ONLY]
+        same = self.same_run()
+        marker = self.read_marker()
+        if used and not same and not args.overwrite:
+            what = f"{marker.get('script', 'a run')} started {marker.get('started', '?')}" if marker else "a run"
+            resume = [n for n in RESUME_STATE if (root / n).is_file()]
+            hint = f", --resume {root / resume[0]} to continue it" if resume else ""
+            raise UserError(f"--out_dir {root} already holds {what} ({', '.join(used)}); nothing was changed. "
+                            f"Choose another --out_dir{hint}, or add --overwrite to replace it")
+        ours = set(marker.get("outputs", [])) if same else set()
+        clash = [p for p in _outputs(args) if p.exists() and not self._inside(p) and str(p.resolve()) not in ours]
+        if clash and not args.overwrite:
+            raise UserError(f"{clash[0]} already exists (from another run); nothing was changed. Leave the --*_out "
+                            f"flags out (the files then go to {root / 'predictions'}), choose other paths, "
+                            f"or add --overwrite")
+        if _is_main():
+            if used and not same:     # --overwrite: the old run's files go, so none of them is mistaken for ours
+                for name in _artefacts(root):
+                    shutil.rmtree(root / name) if (root / name).is_dir() else (root / name).unlink()
+            root.mkdir(parents=True, exist_ok=True)
+            now = datetime.datetime.now().isoformat(timespec="seconds")
+            sessions = (marker.get("sessions", []) if same else []) + [{"started": now, "command": sys.argv}]
+            self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
+                               "sessions": sessions, "outputs": sorted(str(p.resolve()) for p in _outputs(args))})
+        return self
+
+    def _inside(self, path: Path) -> bool:
+        return self.root.resolve() in path.resolve().parents
+
+    def read_marker(self) -> dict:
+        try:
+            return json.loads((self.root / MARKER).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def write_marker(self, record: dict) -> None:
+        from minbert.core.atomic import atomic_write
+        text = json.dumps(record, indent=1)
+        atomic_write(self.root / MARKER, lambda tmp: Path(tmp).write_text(text))
+
+    # ------------------------------------------------------------------ exit: finish, or clean up
+    def __exit__(self, kind, error, tb):
+        if not _is_main():
+            return False
+        if kind is None:
+            self.finish()
+        elif self.root.is_dir() and not self._holds_work():   # failed before saving anything: leave no trace
+            if self.created:
+                shutil.rmtree(self.root)
+                print(f"{self.root}: removed (the run saved nothing)", file=sys.stderr)
+            else:   # the user's folder stays; only what this run put there goes
+                for name in SETUP_ONLY:
+                    (self.root / name).unlink(missing_ok=True)
+                if (self.root / "predictions").is_dir() and not any((self.root / "predictions").iterdir()):
+                    (self.root / "predictions").rmdir()
+        elif self.root.is_dir():
+            marker = self.read_marker()
+            if marker:
+                resumable = any((self.root / n).is_file() for n in RESUME_STATE)
+                status = "stopped, resumable" if resumable else "failed"
+                self.write_marker(marker | {"status": status})
+        return False
+
+    def _holds_work(self) -> bool:
+        """Any file but the marker and stage.json (a checkpoint, metrics, a prediction, a user's own file)."""
+        return any(p.is_file() and p.name not in SETUP_ONLY for p in self.root.rglob("*"))
+
+    def finish(self) -> None:
+        args = self.args
+        if not getattr(args, "predict_only", False):
+            drop = ["interrupted.pt"] + ([] if args.keep_resume_state else ["last.pt"])
+            for name in drop:
+                if (self.root / name).is_file():
+                    (self.root / name).unlink()
+        marker = self.read_marker()
+        ended = datetime.datetime.now().isoformat(timespec="seconds")
+        self.write_marker(marker | {"status": "finished", "ended": ended})
+        print(summary(self.root, [p for p in _outputs(args) if p.exists() and not self._inside(p)]))
+
+
+def summary(root: Path, outside=()) -> str:
+    """'run folder X (size): name size, ...' plus any prediction files written elsewhere."""
+    entries = sorted(root.iterdir(), key=lambda p: (p.is_file(), p.name))
+    sizes = {p: _size(p) for p in entries}
+    parts = [f"{p.name}{'/' if p.is_dir() else ''} {human(s)}" for p, s in sizes.items()]
+    lines = [f"\nrun folder {root} ({human(sum(sizes.values()))}): " + ", ".join(parts)]
+    if outside:
+        lines.append("also written: " + ", ".join(str(p) for p in outside))
+    if not (root / "last.pt").exists() and (root / "model").is_dir():
+        lines.append("resume state dropped (the run finished; --keep_resume_state keeps last.pt). "
+                     f"Next: --model {root / 'model'} or --init_from {root} starts a new stage from this model")
+    return "\n".join(lines)

@@ -1,0 +1,5 @@
+"""tools: commands that sit around training runs (`python -m minbert <command>`).
+
+download (data and checkpoints), study and mml_study (the two seeded studies and their tables),
+seed_statistics (intervals and Holm-adjusted p-values), ensemble (combine finished runs).
+"""

@@ -1,0 +1,564 @@
+"""The multitask study: every method x seeds at one stated budget, and what each method does to dev scores.
+
+Like minbert.tools.mml_study for the MML paper, this answers "does this method help here?" for the CS224N methods with
+paired seeds. Each (configuration, seed) is a subprocess of train_multitask.py (or a pipeline of stages) in its own
+folder OUT_DIR/CONFIG/seedS, so a crash or Ctrl-C loses at most one run's progress:
+  - a finished run (its outputs.pt and every epoch in metrics.jsonl) is skipped;
+  - an interrupted one continues from its newest checkpoint (interrupted.pt or last.pt, `--resume`);
+so rerunning the same command finishes an interrupted study and ends with the same table as an uninterrupted one.
+
+Configurations (`CONFIGS`; each adds flags to the common budget, the arguments after `--`):
+  baseline, pals, smart, r3f, pcgrad, gradvac, grad_compromise, grad_compromise_normalize (its other reading:
+  each loss weighted by S / Σ S, see minbert/methods/gradient_compromise.py), annealed, mnr (Benton: cosine STS head, dot-scored
+  MNR on positives-only batches, first half of the epochs), concat (Benton's one-pass tanh STS head),
+  simcse (python -m minbert simcse on the CS224N training sentences, then fine-tuning from its encoder),
+  cosine (mnr's cosine STS head without MNR: the control for MNR), baseline_accum4 (4 batches per update, as Gradient
+  Compromise: the control for its fewer, larger updates), head_pretraining (Pritsky et al.: each head alone first,
+  a frozen-encoder pass over every training set on top of the budget: 30,584 examples on the shipped data), pals_after (Pritsky et al. §3.3.2: fine-tune for
+  E − 1 epochs, then PALs alone for 1, the same total epochs as the baseline), ensemble (the baseline seeds'
+  outputs averaged with uniform weights by python -m minbert ensemble: nothing is fitted on dev).
+A configuration's SimCSE or head-pretraining steps come on top of the budget; the paper pipelines pay them too.
+
+Outputs in OUT_DIR:
+  table.md / table.json   per configuration: dev SST acc, Quora acc, STS r and overall of the kept (best-epoch)
+                          model, mean ± sd over seeds; and its paired difference from the baseline on the same
+                          seed, mean with a 95% t-interval over seeds, d̄ ± t_{0.975, n−1} · s_d / √n (Student,
+                          n − 1 degrees of freedom). An interval that contains 0 is marked "inside the noise".
+                          The ensemble is one model: its row gives the difference from the baseline mean, no interval.
+  study.png               dev overall per configuration with its 95% interval, and its paired difference from the
+                          baseline with its interval (matplotlib optional, as elsewhere).
+  machine.json            CPU, native bf16 or not, GPU, torch, load, of the latest invocation.
+  commands.txt            every command run, exactly, across invocations: each invocation appends a "# date:
+                          machine" line and then its commands; a study continued in a fresh OUT_DIR carries on
+                          the history kept in --results_dir.
+  --results_dir DIR gets a copy of those small files (e.g. bench/results/study), the table so far after every
+  seed, and each finished run's metrics.jsonl and outputs.pt under DIR/runs/: commit them, and a later session
+  (whose OUT_DIR is gone) skips those runs. The runs stay in OUT_DIR, and a finished run's best.pt/last.pt are deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
+  --keep_checkpoints: 45 MiniLM runs would otherwise fill ~25 GB.
+
+    python -m minbert study --configs baseline,pals,smart --seeds 1,2,3 --out_dir runs/study -- --model minilm-l6 ...
+Below the table: each Δ's paired t-test p, Holm-adjusted over the configurations of its column
+(minbert.tools.seed_statistics.holm), and the verdict at 0.05 on the adjusted p.
+Left out: running seeds in parallel (one run at a time), test-set scores, simultaneous (adjusted) intervals.
+"""
+
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+from minbert.core import flags
+from minbert.core.errors import UserError, cli
+from minbert.core.flags import at_least
+from minbert.core.recipes import dry_run
+from minbert.core.report import markdown_table, pyplot
+from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd
+from minbert.tools.seed_statistics import paired_difference, t_interval
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
+
+# The budget proposed for a 2-core CPU (README "What replicates at small scale"): MiniLM on the shipped data.
+# No --limit: it would cut every task to the same size and erase the size imbalance that annealed sampling and
+# Muppet's natural mix are about; --examples_per_epoch (a study flag) sets the compute instead.
+DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "--head_lr", "1e-3",
+                  "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2",
+                  "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
+# Task batches per optimizer step where it is not 1, so that every configuration sees the same examples per epoch.
+BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4, "grad_compromise_normalize": 4, "baseline_accum4": 4}
+
+CONFIGS = {
+    "baseline": [],
+    "pals": ["--pals"],
+    "smart": ["--smart", "1"],
+    "r3f": ["--r3f", "1"],
+    "pcgrad": ["--surgery", "pcgrad"],
+    "gradvac": ["--surgery", "gradvac"],
+    "grad_compromise": ["--grad_compromise", "4"],
+    "grad_compromise_normalize": ["--grad_compromise", "4", "--grad_compromise_normalize"],   # S / Σ S: no step shrink
+    "annealed": ["--schedule", "annealed"],
+    "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
+    "concat": ["--sts_head", "cross_tanh"],
+    # Controls (issue 30). cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by seed).
+    # baseline_accum4: the baseline with Gradient Compromise's 4 batches per update (47 updates per epoch, not 188),
+    # so grad_compromise − baseline_accum4 is the method at an equal number of updates.
+    "cosine": ["--sts_head", "cosine"],
+    "baseline_accum4": ["--grad_accum", "4"],
+    "simcse": [],              # stage 1: python -m minbert simcse (SIMCSE_ARGS); stage 2: --model its encoder
+    "head_pretraining": ["--head_pretrain_epochs", "1"],   # Pritsky et al.: 25, patience 3; 1 at this budget
+    "pals_after": [],          # stage 1: E − 1 epochs of fine-tuning; stage 2: --pals_after, 1 epoch
+    "ensemble": [],            # python -m minbert ensemble over the baseline seeds
+}
+SIMCSE_ARGS = ["--data", "cs224n", "--batch_size", "64", "--lr", "3e-5"]   # + --max_steps (--simcse_steps)
+
+
+# ---------------------------------------------------------------------- runs
+
+
+def read_metrics(run_dir: str) -> list[dict]:
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def finished(run_dir: str, epochs: int) -> bool:
+    """outputs.pt is written after the last epoch and the predictions: the run is complete."""
+    done = {r["epoch"] for r in read_metrics(run_dir)}
+    return os.path.isfile(os.path.join(run_dir, "outputs.pt")) and done >= set(range(1, epochs + 1))
+
+
+def latest_checkpoint(run_dir: str) -> str | None:
+    found = [p for p in (os.path.join(run_dir, n) for n in ("interrupted.pt", "last.pt")) if os.path.isfile(p)]
+    return max(found, key=os.path.getmtime) if found else None
+
+
+def budget_epochs(budget: list[str]) -> int:
+    """The --epochs of the budget (train_multitask.py's default 10 when absent)."""
+    for i, token in enumerate(budget):
+        if token == "--epochs":
+            return int(budget[i + 1])
+        if token.startswith("--epochs="):
+            return int(token.split("=", 1)[1])
+    return 10
+
+
+def with_epochs(budget: list[str], epochs: int) -> list[str]:
+    out, skip = [], False
+    for token in budget:
+        if skip:
+            skip = False
+        elif token == "--epochs":
+            skip = True
+        elif not token.startswith("--epochs="):
+            out.append(token)
+    return out + ["--epochs", str(epochs)]
+
+
+def budget_value(budget: list[str], flag: str, default: str) -> str:
+    for i, token in enumerate(budget):
+        if token == flag and i + 1 < len(budget):
+            return budget[i + 1]
+    return default
+
+
+def steps_per_epoch(name: str, budget: list[str], examples: int) -> list[str]:
+    """--steps_per_epoch giving `examples` training examples per epoch to configuration `name` ([] for 0)."""
+    if not examples:
+        return []
+    per_step = int(budget_value(budget, "--batch_size", "8")) * int(budget_value(budget, "--grad_accum", "1"))
+    return ["--steps_per_epoch", str(max(1, math.ceil(examples / (per_step * BATCHES_PER_STEP.get(name, 1)))))]
+
+
+def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str) -> list[str]:
+    """train_multitask.py with the budget, the configuration's flags, the seed, and every output inside run_dir."""
+    outs = []
+    for task in ("sst", "para", "sts"):
+        for split in ("dev", "test"):
+            outs += [f"--{task}_{split}_out", os.path.join(run_dir, "predictions", f"{task}-{split}-output.csv")]
+    return [sys.executable, os.path.join(ROOT, "train_multitask.py"), *budget, *extra, "--seed", str(seed),
+            "--out_dir", run_dir, *outs]
+
+
+SMALL_FILES = ("metrics.jsonl", "outputs.pt")   # what a finished run is scored and ensembled from
+
+
+class Runner:
+    """Runs commands one at a time, logs them to commands.txt, stops the study when a run is interrupted."""
+
+    def __init__(self, out_dir: str, max_runs: int = 0, in_process: bool = False, keep_checkpoints: bool = False,
+                 results_dir: str | None = None, tables_only: bool = False):
+        self.out_dir, self.max_runs, self.started, self.in_process = out_dir, max_runs, 0, in_process
+        self.keep_checkpoints, self.results_dir, self.tables_only = keep_checkpoints, results_dir, tables_only
+
+    def saved(self, run_dir: str) -> str | None:
+        """Where --results_dir keeps a run's small files (results_dir/runs/<config>/seed<k>/...), or None."""
+        if not self.results_dir:
+            return None
+        return os.path.join(self.results_dir, "runs", os.path.relpath(run_dir, self.out_dir))
+
+    def restore(self, run_dir: str, epochs: int) -> bool:
+        """Whether the run is finished: here, or in an earlier session whose small files were committed under
+        --results_dir (they are copied back, so the tables and ensembles read them as usual)."""
+        saved = self.saved(run_dir)
+        if not finished(run_dir, epochs) and saved and finished(saved, epochs):
+            os.makedirs(run_dir, exist_ok=True)
+            for name in SMALL_FILES:
+                shutil.copy(os.path.join(saved, name), os.path.join(run_dir, name))
+        return finished(run_dir, epochs)
+
+    def keep(self, run_dir: str) -> None:
+        """Copy a finished run's small files under --results_dir (commit them: a later session skips the run)."""
+        saved = self.saved(run_dir)
+        if saved:
+            os.makedirs(saved, exist_ok=True)
+            for name in SMALL_FILES:
+                shutil.copy(os.path.join(run_dir, name), os.path.join(saved, name))
+
+    def tidy(self, run_dir: str) -> None:
+        """A finished run needs only metrics.jsonl, outputs.pt (ensembles) and model/ (the next stage): its
+        checkpoints (best.pt, last.pt, ~4x the model each with the optimizer state) go, unless --keep_checkpoints."""
+        if not self.keep_checkpoints:
+            for name in ("best.pt", "last.pt", "interrupted.pt"):
+                path = os.path.join(run_dir, name)
+                if os.path.isfile(path):
+                    os.remove(path)
+
+    @staticmethod
+    def call_in_process(command: list[str]) -> int:
+        """The same command as a function call in this process (--in_process: tests, debugging)."""
+        import importlib
+        if command[1:3] == ["-m", "minbert"]:          # python -m minbert <command> ...
+            from minbert.__main__ import COMMANDS
+            entry, argv = importlib.import_module(COMMANDS[command[3]][0]).main, command[4:]
+        elif command[1] == "-m":
+            entry, argv = importlib.import_module(command[2]).main, command[3:]
+        else:
+            sys.path.insert(0, os.path.dirname(command[1]))
+            entry, argv = importlib.import_module(os.path.basename(command[1])[:-3]).main, command[2:]
+        try:
+            entry(argv)
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else 1
+        return 0
+
+    def run(self, command: list[str], log: str) -> None:
+        if self.max_runs and self.started >= self.max_runs:
+            raise StopStudy(f"--max_runs {self.max_runs} reached: rerun the same command to continue")
+        self.started += 1
+        line = shlex.join(command)
+        with open(os.path.join(self.out_dir, "commands.txt"), "a") as f:
+            f.write(line + "\n")
+        print(f"run: {line}\n  log: {log}", flush=True)
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        if self.in_process:
+            status = self.call_in_process(command)
+            if status != 0:
+                raise StopStudy(f"a run stopped with exit status {status}; rerun the same command to continue it")
+            return
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+        with open(log, "a") as f:
+            proc = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT, env=env)
+            try:
+                status = proc.wait()
+            except KeyboardInterrupt:   # the run got the same Ctrl-C: let it save interrupted.pt, then stop
+                status = proc.wait()
+                raise StopStudy(f"interrupted (the run saved its state, exit status {status}); "
+                                "rerun the same command to continue") from None
+        if status != 0:
+            raise StopStudy(f"a run stopped with exit status {status} (see {log}); rerun the same command to continue it")
+
+    def train(self, budget, extra, seed, run_dir) -> None:
+        """One train_multitask.py run, skipped when finished, resumed when a checkpoint exists."""
+        if self.restore(run_dir, budget_epochs(budget)):
+            print(f"skip {run_dir}: finished")
+            self.tidy(run_dir)
+            return
+        if self.tables_only:
+            raise StopStudy(f"{run_dir} has no finished record and --tables_only trains nothing: drop the flag to run it")
+        command = train_command(budget, extra, seed, run_dir)
+        resume = latest_checkpoint(run_dir)
+        if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
+            command += ["--resume", resume]
+        self.run(command, os.path.join(run_dir, "log.txt"))
+        self.tidy(run_dir)
+        self.keep(run_dir)
+
+
+class StopStudy(Exception):
+    pass
+
+
+def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir: str, simcse_steps: int = 200,
+               examples: int = 0) -> str:
+    """Run (or resume) one configuration at one seed; returns the folder whose metrics.jsonl scores it."""
+    run_dir = os.path.join(out_dir, name, f"seed{seed}")
+    budget = budget + steps_per_epoch(name, budget, examples)
+    if name in ("simcse", "pals_after") and runner.restore(run_dir, 1 if name == "pals_after" else budget_epochs(budget)):
+        return run_dir   # finished in an earlier session: its first stage is not needed again
+    if name == "simcse":
+        encoder = os.path.join(run_dir, "simcse")
+        if not os.path.isfile(os.path.join(encoder, "model", "config.json")):
+            command = [sys.executable, "-m", "minbert", "simcse", "--model", budget_value(budget, "--model", "bert-base-uncased"),
+                       "--data_dir", budget_value(budget, "--data_dir", "data"), "--pooling",
+                       "mean" if budget_value(budget, "--pooling", "pooler") == "mean" else "cls",
+                       *SIMCSE_ARGS, "--max_steps", str(simcse_steps), "--seed", str(seed), "--out_dir", encoder]
+            runner.run(command, os.path.join(run_dir, "simcse-log.txt"))
+        runner.train(budget, ["--model", os.path.join(encoder, "model")], seed, run_dir)
+    elif name == "pals_after":
+        epochs = budget_epochs(budget)
+        if epochs < 2:
+            raise UserError("pals_after at an equal budget needs --epochs >= 2 (E − 1 epochs of fine-tuning, then 1 of PALs)")
+        first = os.path.join(run_dir, "finetune")
+        runner.train(with_epochs(budget, epochs - 1), [], seed, first)
+        runner.train(with_epochs(budget, 1), ["--pals_after", first], seed, run_dir)
+    else:
+        runner.train(budget, CONFIGS[name], seed, run_dir)
+    return run_dir
+
+
+def best_scores(run_dir: str) -> dict:
+    """Dev scores of the kept model: the epoch with the best overall (the first on ties, as best.pt)."""
+    records = read_metrics(run_dir)
+    if not records:
+        raise UserError(f"{run_dir}: no metrics.jsonl; the run did not finish")
+    best = max(records, key=lambda r: (r["overall"], -r["epoch"]))
+    return {m: best[m] for m in METRICS}
+
+
+def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
+    """Uniform average of the baseline seeds (python -m minbert ensemble); its dev scores."""
+    folder = os.path.join(out_dir, "ensemble")
+    result = os.path.join(folder, "members.json")
+    members = [os.path.join(out_dir, "baseline", f"seed{s}") for s in seeds]
+    if not os.path.isfile(result):
+        runner.run([sys.executable, "-m", "minbert", "ensemble", *members, "--method", "average", "--weights", "uniform",
+                    "--out_dir", folder], os.path.join(folder, "log.txt"))
+    with open(result) as f:
+        row = json.load(f)["rows"][-1]
+    return {m: row[m] for m in METRICS}
+
+
+# ---------------------------------------------------------------------- the table
+
+
+def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
+    """scores[config][seed] = {metric: value} -> per config: mean/sd per metric, paired difference from baseline."""
+    out = {}
+    for name, by_seed in scores.items():
+        row = {"seeds": sorted(by_seed), "scores": {}, "difference": {}}
+        for m in METRICS:
+            values = [by_seed[s][m] for s in seeds]
+            mean, sd = mean_sd(values)
+            row["scores"][m] = {"mean": mean, "sd": sd, "values": values}
+            if name != "baseline" and "baseline" in scores:
+                row["difference"][m] = paired_difference(values, [scores["baseline"][s][m] for s in seeds])
+        out[name] = row
+    for m in METRICS:   # one family per metric: every configuration against the baseline (Holm 1979)
+        add_holm([row["difference"].get(m) for row in out.values()])
+    if ensemble is not None:
+        row = {"seeds": seeds, "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
+               "difference": {}}
+        if "baseline" in out:
+            row["difference"] = {m: {"mean": ensemble[m] - out["baseline"]["scores"][m]["mean"], "low": None, "high": None,
+                                     "values": None, "inside_noise": None} for m in METRICS}
+            # Song/Hu/Pan compare their ensemble with their best single model: the member with the highest dev
+            # overall (chosen on the same dev set the ensemble is scored on, so this favours the member).
+            base = out["baseline"]["scores"]
+            best = max(range(len(seeds)), key=lambda i: (base["overall"]["values"][i], -i))
+            row["best_member"] = {"seed": seeds[best], **{m: base[m]["values"][best] for m in METRICS}}
+            row["difference_vs_best_member"] = {m: ensemble[m] - base[m]["values"][best] for m in METRICS}
+        out["ensemble"] = row
+    return out
+
+
+def write_table(out_dir: str, summary: dict, header: dict) -> str:
+    rows = []
+    for name, row in summary.items():
+        cells = {"configuration": name, "n": len(row["seeds"]) if name != "ensemble" else f"1 ({len(row['seeds'])} members)"}
+        for m in METRICS:
+            s = row["scores"][m]
+            cells[m] = format_mean_sd(s["mean"], s["sd"])
+        cells["Δ overall vs baseline [95% CI]"] = format_difference(row["difference"].get("overall"))
+        for m in METRICS[:3]:
+            cells[f"Δ {m}"] = format_difference(row["difference"].get(m))
+        rows.append(cells)
+    columns = ["configuration", "n", *METRICS, "Δ overall vs baseline [95% CI]", *(f"Δ {m}" for m in METRICS[:3])]
+    holm_rows = [{"configuration": name, **{f"Δ {m}": format_holm(row["difference"].get(m)) for m in METRICS}}
+                 for name, row in summary.items() if any(row["difference"].get(m, {}).get("p") is not None for m in METRICS)]
+    md = ("# Multitask study: dev scores of the kept (best-epoch) model, mean ± sd over seeds\n\n"
+          f"Budget (every run): `{shlex.join(header['budget'])}`, {header['examples_per_epoch'] or 'one pass of'} "
+          f"training examples per epoch; seeds {header['seeds']}. "
+          "Δ: paired difference from the baseline on the same seed, mean [95% t-interval over seeds, n − 1 df]; "
+          "\"(noise)\": the interval contains 0. The ensemble is one model (uniform average of the baseline seeds): "
+          "its Δ is against the baseline mean, with no interval.\n\n"
+          f"Machine: {describe(header['machine'])}.\n\n"
+          + markdown_table(rows, columns) + "\n")
+    ens = summary.get("ensemble", {})
+    if "best_member" in ens:
+        vs_mean, vs_best, best = ens["difference"], ens["difference_vs_best_member"], ens["best_member"]
+        md += ("\nEnsemble against its members (one ensemble, no interval): dev overall "
+               f"{ens['scores']['overall']['mean']:.4f}; {vs_mean['overall']['mean']:+.4f} against the members' mean "
+               f"({summary['baseline']['scores']['overall']['mean']:.4f}); {vs_best['overall']:+.4f} against the best member "
+               f"(seed {best['seed']}, {best['overall']:.4f}, picked by the same dev set), per task "
+               + ", ".join(f"{m} {vs_best[m]:+.4f}" for m in METRICS[:3]) + ".\n")
+    if holm_rows:
+        family = sum(1 for r in holm_rows if r["Δ overall"] != "–")
+        md += ("\n## Multiplicity: Holm-adjusted p of each Δ above\n\n"
+               f"Paired t-test over seeds (two-sided), Holm-adjusted over the {family} configurations of each column "
+               "(one family per metric, all against the same baseline). Cell: adjusted p, the verdict at 0.05 on it "
+               "(higher / lower than the baseline, or noise), then the unadjusted p. Read verdicts from this table: "
+               "the intervals above are unadjusted, so with many configurations some exclude 0 by chance.\n\n"
+               + markdown_table(holm_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
+    with open(os.path.join(out_dir, "table.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(out_dir, "table.json"), "w") as f:
+        json.dump({**header, "configurations": summary}, f, indent=1)
+    return md
+
+
+def plot(path: str, summary: dict) -> bool:
+    """Two panels: dev overall per configuration (mean, 95% t-interval of the mean over seeds), and its paired
+    difference from the baseline (mean, 95% t-interval). The ensemble, one model, is a point without interval."""
+    plt = pyplot(path)   # None (and a note) without matplotlib
+    if plt is None:
+        return False
+    names = list(summary)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.4 * len(names) + 1.8), sharey=True)
+
+    def point(ax, i, mean, lo, hi):
+        if lo is not None and lo == lo:   # not None, not nan
+            ax.errorbar(mean, i, xerr=[[mean - lo], [hi - mean]], fmt="o", capsize=3, color="C0")
+        else:
+            ax.plot(mean, i, "s", color="C1")
+
+    for i, name in enumerate(names):
+        values = summary[name]["scores"]["overall"]["values"]
+        mean, lo, hi = t_interval(values) if len(values) > 1 else (values[0], None, None)
+        point(axes[0], i, mean, lo, hi)
+        d = summary[name]["difference"].get("overall")
+        if d:
+            point(axes[1], i, d["mean"], d["low"], d["high"])
+    axes[0].set_yticks(range(len(names)), names)
+    axes[0].set(xlabel="dev overall (mean, 95% t-interval over seeds)", title="Dev overall per configuration")
+    axes[1].axvline(0, color="grey", lw=1)
+    axes[1].set(xlabel="dev overall − baseline (paired by seed, 95% t-interval)", title="Difference from the baseline")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def machine() -> dict:
+    import torch
+    from minbert.core.device import cpu_has_native_bf16
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cpus": os.cpu_count(), "native_bf16": cpu_has_native_bf16(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+            "torch": torch.__version__, "python": platform.python_version(),
+            "load": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None}
+
+
+def describe(m: dict) -> str:
+    """machine() in one line: "AMD EPYC (2 CPUs, native bf16: True, GPU: none), load [0.3, 0.5, 0.8]"."""
+    return f"{m['cpu']} ({m['cpus']} CPUs, native bf16: {m['native_bf16']}, GPU: {m['gpu']}), load {m['load']}"
+
+
+# ---------------------------------------------------------------------- the command
+
+
+def add_args(p) -> None:
+    g = p.add_argument_group("The multitask study (issue 19)")
+    g.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of configurations, from {', '.join(CONFIGS)}")
+    g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
+    g.add_argument("--examples_per_epoch", type=at_least(0), default=6000,
+                   help="training examples per epoch of every run (sets --steps_per_epoch per configuration; 0: one pass)")
+    g.add_argument("--simcse_steps", type=at_least(1), default=200, help="SimCSE steps (batch 64, CS224N sentences) of the simcse configuration")
+    g.add_argument("--max_runs", type=at_least(0), default=0, help="stop after starting N runs (0 = all): a study in slices")
+    g.add_argument("--in_process", action="store_true", help="run every stage as a function call in this process, not a subprocess (tests, debugging)")
+    g.add_argument("--keep_checkpoints", action="store_true", help="keep best.pt/last.pt of finished runs (default: deleted; ~0.5 GB per MiniLM run)")
+    g.add_argument("--tables_only", action="store_true",
+                   help="train nothing: rewrite the tables from the finished records in --results_dir, keeping the machine they were measured on")
+    g.add_argument("--results_dir", default=None, help="also copy table.md/.json, study.png, machine.json, commands.txt here (e.g. bench/results/study)")
+    g.add_argument("--out_dir", default="runs/study", help="one folder per run, table.md/.json, study.png, machine.json, commands.txt")
+
+
+def parse_args(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    budget = argv[argv.index("--") + 1:] if "--" in argv else list(DEFAULT_BUDGET)
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    p = flags.ArgumentParser(prog="python -m minbert study", description=__doc__,
+                             epilog="Arguments after -- are the budget: train_multitask.py flags shared by every run "
+                                    f"(default: {shlex.join(DEFAULT_BUDGET)})")
+    add_args(p)
+    args = p.parse_args(own)
+    args.budget = budget
+    dry_run(p, own, args)   # --dry_run (every flags.ArgumentParser has it): the configuration, budget included
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        p.error(f"--seeds {args.seeds}: expected a comma list of integers, e.g. 1,2,3")
+    args.configs = [c for c in args.configs.split(",") if c]
+    for c in args.configs:
+        if c not in CONFIGS:
+            p.error(f"--configs: unknown configuration {c!r}; choose from {', '.join(CONFIGS)}")
+    if "ensemble" in args.configs and "baseline" not in args.configs:
+        p.error("--configs ensemble averages the baseline seeds: add baseline")
+    for flag in ("--seed", "--out_dir", "--resume", *(("--steps_per_epoch",) if args.examples_per_epoch else ())):
+        if flag in budget:
+            p.error(f"the budget (after --) may not set {flag}: the study sets it per run")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    args.out_dir = os.path.abspath(args.out_dir)
+    os.makedirs(args.out_dir, exist_ok=True)
+    kept = os.path.join(args.results_dir or "", "machine.json")
+    if args.tables_only and args.results_dir and os.path.isfile(kept):   # the machine the records were measured on
+        with open(kept) as f:
+            measured_on = json.load(f)["machine"]
+    else:
+        measured_on = machine()
+    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs, "machine": measured_on}
+    if not args.tables_only:   # a table rewrite runs nothing: machine.json and commands.txt stay as they are
+        with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
+            json.dump(header, f, indent=1)
+        continue_history(args.out_dir, args.results_dir, header["machine"])
+    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir, args.tables_only)
+    scores = {}
+    try:
+        # Seed-major order: a study stopped early has every configuration for the seeds it finished.
+        for done, seed in enumerate(args.seeds, 1):
+            for name in args.configs:
+                if name != "ensemble":
+                    scores.setdefault(name, {})[seed] = best_scores(run_config(runner, name, seed, args.budget, args.out_dir,
+                                                                                args.simcse_steps, args.examples_per_epoch))
+            if done < len(args.seeds):   # the table so far: a study stopped early still reports its finished seeds
+                report(args, summarise(scores, args.seeds[:done], None), header)
+        ensemble = ensemble_scores(runner, args.seeds, args.out_dir) if "ensemble" in args.configs else None
+    except StopStudy as e:
+        print(f"study stopped: {e}")
+        return None
+    summary = summarise(scores, args.seeds, ensemble)
+    print(report(args, summary, header))
+    return summary
+
+
+def continue_history(out_dir: str, results_dir: str | None, m: dict) -> None:
+    """commands.txt is the study's whole record: a fresh out_dir starts from the copy kept in results_dir (so a
+    study finished in a later session keeps the first session's commands), then this invocation's header line."""
+    path = os.path.join(out_dir, "commands.txt")
+    kept = os.path.join(results_dir, "commands.txt") if results_dir else ""
+    if not os.path.isfile(path) and os.path.isfile(kept):
+        shutil.copy(kept, path)
+    with open(path, "a") as f:
+        f.write(f"# {time.strftime('%Y-%m-%d %H:%M')}: {describe(m)}, torch {m['torch']}\n")
+
+
+def report(args, summary: dict, header: dict) -> str:
+    """table.md/.json and study.png in --out_dir, copied with machine.json and commands.txt to --results_dir."""
+    md = write_table(args.out_dir, summary, header)
+    plot(os.path.join(args.out_dir, "study.png"), summary)
+    if args.results_dir:   # the small files worth committing; the runs stay in out_dir
+        os.makedirs(args.results_dir, exist_ok=True)
+        records = () if getattr(args, "tables_only", False) else ("machine.json", "commands.txt")   # a rewrite keeps them
+        for name in ("table.md", "table.json", "study.png", *records):
+            if os.path.isfile(os.path.join(args.out_dir, name)):
+                shutil.copy(os.path.join(args.out_dir, name), os.path.join(args.results_dir, name))
+    return md
+
+
+if __name__ == "__main__":
+    cli(main)

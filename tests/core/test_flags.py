@@ -1,0 +1,212 @@
+"""minbert/core/flags.py: the argparse `type=` checks, the output-path checks and @recipe files.
+
+Oracle: (b) live — argparse itself. A value our checks accept parses to what argparse's plain
+`type=int` / `type=float` gives; a value they refuse stops the way argparse stops on its own type
+errors (exit status 2, "error: argument --flag: <why>" on stderr, nothing parsed). A recipe file read
+by flags.ArgumentParser gives the namespace argparse gives for the same flags typed on the command
+line, and for a comment-free copy of the file read by argparse's own `fromfile_prefix_chars`.
+(c) properties for the path checks: a bad path raises a UserError naming the flag and the path,
+and a good one leaves no scratch file behind.
+Run: python -m pytest -q tests/core/test_flags.py   (offline, CPU, under a second)
+"""
+
+import argparse
+import os
+
+import pytest
+
+from minbert.core import flags
+from minbert.core.errors import UserError
+
+
+def parse(type_, text, capsys):
+    """Parse `--x=text` with type=type_; returns (value, None) or (None, stderr text) after exit 2.
+    (The `=` form: argparse reads a separate "-1e-5" as an option, not as a negative number.)"""
+    parser = flags.ArgumentParser(prog="prog")
+    parser.add_argument("--x", type=type_)
+    try:
+        return parser.parse_args([f"--x={text}"]).x, None
+    except SystemExit as e:
+        err = capsys.readouterr().err
+        assert e.code == 2, f"a refused value must exit like argparse (status 2), got {e.code}"
+        return None, err
+
+
+# ---------------------------------------------------------------------------- type= checks against argparse
+@pytest.mark.parametrize("check, plain, text", [
+    (flags.at_least(1), int, "1"), (flags.at_least(1), int, "512"), (flags.at_least(0), int, "0"),
+    (flags.at_least(0.5, float), float, "0.5"), (flags.at_least(0.5, float), float, "1e3"),
+    (flags.between(0.0, 1.0), float, "0"), (flags.between(0.0, 1.0), float, "1"),
+    (flags.between(0.0, 1.0), float, ".25"),
+    (flags.between(0.0, 1.0, open_lo=True), float, "1e-9"), (flags.between(5, 512, int), int, "5"),
+    (flags.positive, float, "1e-5"), (flags.positive, float, "3"),
+])
+def test_accepted_values_parse_like_plain_argparse(capsys, check, plain, text):
+    got, err = parse(check, text, capsys)
+    want, _ = parse(plain, text, capsys)
+    assert err is None, f"minbert.core.flags: {text!r} must be accepted, got: {err}"
+    assert got == want and type(got) is type(want), \
+        f"minbert.core.flags: {text!r} parsed to {got!r} ({type(got).__name__}); " \
+        f"argparse type={plain.__name__} gives {want!r}"
+
+
+@pytest.mark.parametrize("check, text, why", [
+    (flags.at_least(1), "0", "expected an integer >= 1, got 0"),
+    (flags.at_least(1), "-3", "expected an integer >= 1, got -3"),
+    (flags.at_least(1), "1.5", "expected an integer, got '1.5'"),
+    (flags.at_least(1), "many", "expected an integer, got 'many'"),
+    (flags.at_least(0.5, float), "0.49", "expected a number >= 0.5, got 0.49"),
+    (flags.at_least(0.5, float), "nan", "expected a finite number, got 'nan'"),
+    (flags.between(0.0, 1.0), "1.01", "expected a number in [0.0, 1.0], got 1.01"),
+    (flags.between(0.0, 1.0), "-0.1", "expected a number in [0.0, 1.0], got -0.1"),
+    (flags.between(0.0, 1.0, open_lo=True), "0", "expected a number in (0.0, 1.0], got 0"),
+    (flags.between(0.0, 1.0), "inf", "expected a finite number, got 'inf'"),
+    (flags.positive, "0", "expected a number > 0, got 0"),
+    (flags.positive, "-1e-5", "expected a number > 0, got -1e-5"),
+    (flags.positive, "nan", "expected a finite number, got 'nan'"),
+    (flags.positive, "-inf", "expected a finite number, got '-inf'"),
+])
+def test_refused_values_stop_like_argparse_type_errors(capsys, check, text, why):
+    got, err = parse(check, text, capsys)
+    assert err is not None, f"minbert.core.flags: --x {text} must be refused ({why}), got {got!r}"
+    _, argparse_err = parse(int, "many", capsys)    # argparse's own wording for a bad type= value
+    assert "error: argument --x: " in argparse_err
+    assert err.splitlines() == [f"prog: error: argument --x: {why}", "prog: --help for all flags"], \
+        (f"minbert.core.flags.BriefParser.error: a refused value must print two lines, the flag with what was expected "
+         f"and '--help for all flags' (not argparse's whole usage), got:\n{err}")
+
+
+# ---------------------------------------------------------------------------- writable_dir / writable_file
+def no_scratch_left(folder):
+    left = [p for p in os.listdir(folder) if p.startswith(".write-check-")]
+    assert not left, f"minbert.core.flags: the write check left scratch files {left} in {folder}"
+
+
+def test_writable_dir_creates_a_missing_folder_and_cleans_up(tmp_path):
+    target = tmp_path / "runs" / "new"
+    flags.writable_dir(str(target), "--out_dir")
+    assert target.is_dir(), "minbert.core.flags.writable_dir must create a missing output folder"
+    no_scratch_left(target)
+
+
+def test_writable_file_creates_its_folder_and_cleans_up(tmp_path):
+    target = tmp_path / "predictions" / "sst-dev-output.csv"
+    flags.writable_file(str(target), "--sst_dev_out")
+    assert target.parent.is_dir() and not target.exists(), \
+        "minbert.core.flags.writable_file must create the folder, and not the file itself"
+    no_scratch_left(target.parent)
+
+
+@pytest.mark.parametrize("check, flag, make, why", [
+    (flags.writable_dir, "--out_dir", lambda t: (t / "f").write_text("x") and t / "f", "is a file, expected a folder"),
+    (flags.writable_dir, "--out_dir", lambda t: (t / "f").write_text("x") and t / "f" / "run", "cannot write there"),
+    (flags.writable_file, "--sst_dev_out", lambda t: t, "is a folder, expected a file path"),
+    (flags.writable_file, "--sst_dev_out", lambda t: (t / "f").write_text("x") and t / "f" / "out.csv",
+     "cannot write there"),
+], ids=["dir-is-a-file", "dir-under-a-file", "file-is-a-folder", "file-under-a-file"])
+def test_unwritable_paths_raise_a_user_error_naming_flag_and_path(tmp_path, check, flag, make, why):
+    path = str(make(tmp_path))
+    with pytest.raises(UserError) as e:
+        check(path, flag)
+    message = str(e.value)
+    assert message.startswith(f"{flag} {path}") and why in message, \
+        f"minbert.core.flags.{check.__name__}({path!r}): expected '{flag} {path}: ...{why}...', got {message!r}"
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes to read-only files and folders")
+def test_read_only_file_and_folder_are_refused(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "out.csv").write_text("x")
+    (tmp_path / "done.csv").write_text("x")
+    os.chmod(tmp_path / "done.csv", 0o444)
+    os.chmod(ro, 0o555)
+    try:
+        with pytest.raises(UserError, match="read-only"):
+            flags.writable_file(str(tmp_path / "done.csv"), "--sst_dev_out")
+        with pytest.raises(UserError, match="cannot write there"):
+            flags.writable_dir(str(ro), "--out_dir")
+    finally:
+        os.chmod(ro, 0o755)
+
+
+# ---------------------------------------------------------------------------- @recipe files
+def recipe_parser(cls=flags.ArgumentParser, **kw):
+    p = cls(prog="prog", **kw)
+    p.add_argument("--lr", type=flags.positive, default=1e-5)
+    p.add_argument("--epochs", type=flags.at_least(1), default=10)
+    p.add_argument("--smart", action="store_true")
+    p.add_argument("--tasks", nargs="+", default=["sst"])
+    p.add_argument("--out_dir", default="runs")
+    return p
+
+
+RECIPE = """# Song, Hu & Pan (CS224N report), §4: the weak SMART setting
+--lr 2e-5          # §4.1: learning rate
+--epochs 3
+
+--smart            # a flag without a value
+--tasks sst para sts   # nargs='+' on one line
+"""
+ARGV = ["--lr", "2e-5", "--epochs", "3", "--smart", "--tasks", "sst", "para", "sts"]
+
+
+def test_recipe_file_with_comments_equals_the_same_flags_on_the_command_line(tmp_path):
+    (tmp_path / "weak.args").write_text(RECIPE)
+    got = recipe_parser().parse_args([f"@{tmp_path / 'weak.args'}"])
+    del got.dry_run   # every flags.ArgumentParser has --dry_run; argparse's has not
+    want = recipe_parser(argparse.ArgumentParser).parse_args(ARGV)
+    assert vars(got) == vars(want), \
+        f"minbert.core.flags.ArgumentParser @file: {vars(got)} differs from the command line's {vars(want)}"
+    # argparse's own @file reading (one argument per line, no comments) of the same flags
+    (tmp_path / "plain.args").write_text("\n".join(ARGV) + "\n")
+    plain_parser = recipe_parser(argparse.ArgumentParser, fromfile_prefix_chars="@")
+    plain = plain_parser.parse_args([f"@{tmp_path / 'plain.args'}"])
+    assert vars(got) == vars(plain), \
+        f"minbert.core.flags.ArgumentParser @file: {vars(got)} differs from argparse's {vars(plain)}"
+
+
+def test_flags_after_a_recipe_override_it_as_in_argparse(tmp_path):
+    (tmp_path / "weak.args").write_text(RECIPE)
+    got = recipe_parser().parse_args([f"@{tmp_path / 'weak.args'}", "--lr", "1e-3", "--epochs", "1"])
+    assert (got.lr, got.epochs, got.smart) == (1e-3, 1, True), \
+        f"minbert.core.flags.ArgumentParser: a flag after @file must win (argparse: the last value wins), got {vars(got)}"
+    (tmp_path / "outer.args").write_text(f"@{tmp_path / 'weak.args'}   # a recipe may include another\n--epochs 7\n")
+    nested = recipe_parser().parse_args([f"@{tmp_path / 'outer.args'}"])
+    assert (nested.lr, nested.epochs, nested.tasks) == (2e-5, 7, ["sst", "para", "sts"]), \
+        f"minbert.core.flags.ArgumentParser: nested @file lines must be read in order, got {vars(nested)}"
+
+
+def test_bad_value_or_missing_recipe_file_stops_like_argparse(tmp_path, capsys):
+    (tmp_path / "bad.args").write_text("--epochs 0   # typo\n")
+    with pytest.raises(SystemExit) as e:
+        recipe_parser().parse_args([f"@{tmp_path / 'bad.args'}"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --epochs: expected an integer >= 1, got 0" in err, \
+        f"a bad value inside a recipe must stop at parse time naming the flag, got {e.value.code}:\n{err}"
+    missing = str(tmp_path / "nope.args")
+    with pytest.raises(SystemExit) as e:
+        recipe_parser().parse_args([f"@{missing}"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and missing in err and "Traceback" not in err, \
+        f"a missing @file must exit 2 with argparse's message naming the file, got {e.value.code}:\n{err}"
+
+
+def test_a_hash_inside_a_value_is_not_a_comment(tmp_path):
+    """Only a `#` at the start of a line or after a space starts a comment (as in a shell)."""
+    (tmp_path / "r.args").write_text("--out_dir runs/#3   # the third run\n# a whole-line comment\n")
+    p = flags.ArgumentParser()
+    p.add_argument("--out_dir")
+    assert p.parse_args([f"@{tmp_path / 'r.args'}"]).out_dir == "runs/#3", \
+        "minbert.core.flags.ArgumentParser.convert_arg_line_to_args cut a value at its '#'"
+
+
+def test_sub_parsers_of_python_m_tools_print_two_lines_too(capsys):
+    """python -m minbert download glue --tasks XX: the sub-parser's error is as short as the top parser's."""
+    from minbert.tools import download
+    with pytest.raises(SystemExit) as e:
+        download.main(["glue", "--tasks", "XX"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.splitlines()) == 2 and err.splitlines()[1].endswith("--help for all flags"), \
+        f"minbert.tools.download: a bad value must print 2 lines (error, --help), got {len(err.splitlines())}:\n{err}"
+    assert "argument --tasks" in err and "XX" in err, f"the error must name the flag and the value:\n{err}"

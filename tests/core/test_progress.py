@@ -1,0 +1,73 @@
+"""Progress in logs and the oversubscription warning (minbert/core/progress.py, issue 20 item 2).
+
+Oracles: (c) properties. With stdout piped (pytest captures it: not a terminal) a real run prints one progress
+line per --log_every steps, counted against the number of steps the run takes; a fake clock shows the time
+rule (--log_seconds) on its own; the warning fires exactly when load + torch threads exceed the cores and
+names OMP_NUM_THREADS.
+"""
+
+import math
+
+from test_run_dir import run
+from test_train_multitask import setup  # noqa: F401  (fixture)
+
+
+def progress_lines(text):
+    return [line for line in text.splitlines() if line.startswith("epoch ") and " step " in line]
+
+
+def test_piped_run_prints_a_progress_line_every_n_steps(setup, tmp_path, capsys):
+    run(setup, tmp_path / "r", "--epochs", "2", "--log_every", "3")
+    lines = progress_lines(capsys.readouterr().out)
+    steps = math.ceil(3 * 24 / 4)   # 72 training examples, batch 4: 18 steps per epoch
+    # per epoch: step 1, every 3rd step (3, 6, ..., 18) -> 1 + 6 lines
+    assert len(lines) == 2 * (1 + steps // 3), \
+        f"minbert.core.progress: with stdout piped and --log_every 3, expected {2 * (1 + steps // 3)} lines, got {lines}"
+    last = lines[-1]
+    for part in ("epoch 2/2", f"step {steps}/{steps}", "ex/s", "ETA", "sst ", "para ", "sts "):
+        assert part in last, f"a progress line must show {part!r}: {last!r}"
+
+
+def test_piped_run_with_default_flags_shows_each_epoch_start_and_end(setup, tmp_path, capsys, monkeypatch):
+    """Default: by time only (every 30 s), plus the first and the last step of each epoch, so even a short
+    run shows it is alive. The clock is frozen, so a slow machine's 30 s never add a line here (the time rule
+    has its own test below)."""
+    from minbert.core import progress
+    init = progress.LogBar.__init__
+    monkeypatch.setattr(progress.LogBar, "__init__", lambda self, *a, **k: init(self, *a, **{**k, "clock": lambda: 0.0}))
+    run(setup, tmp_path / "r", "--epochs", "2")
+    lines = progress_lines(capsys.readouterr().out)
+    assert [line.split(" | ")[0] for line in lines] == ["epoch 1/2 step 1/18 (6%)", "epoch 1/2 step 18/18 (100%)",
+                                                        "epoch 2/2 step 1/18 (6%)", "epoch 2/2 step 18/18 (100%)"], \
+        f"minbert.core.progress: with stdout piped, a run must print progress lines; got {lines}"
+
+
+def test_time_rule_prints_when_log_seconds_have_passed():
+    from minbert.core import progress
+    t = iter(range(0, 1000, 10))   # every step takes 10 fake seconds
+    lines = []
+
+    class Sink:
+        def write(self, text):
+            lines.extend(x for x in text.splitlines() if x)
+
+        def flush(self):
+            pass
+
+    bar = progress.LogBar(range(10), epoch=1, epochs=1, total=10, every=0, seconds=25, stream=Sink(),
+                          clock=lambda: next(t))
+    assert list(bar) == list(range(10)), "LogBar must yield every item"
+    # after step 1 (the first line), then whenever 25 s passed since the last line, and at the last step
+    assert len(lines) == bar.lines == 4, \
+        f"expected lines after steps 1 (the first), 4, 7 (25 s later) and 10 (the last): got {lines}"
+    assert "ETA epoch 0m00s" in lines[-1]
+
+
+def test_load_warning_fires_only_when_threads_fight_for_cores():
+    from minbert.core import progress
+    assert progress.cpu_load_warning(threads=2, load=0.1, cores=2) is None, "an idle machine must not be warned about"
+    busy = progress.cpu_load_warning(threads=2, load=3.0, cores=2)
+    assert busy and "OMP_NUM_THREADS=1" in busy, f"a busy 2-core machine must get OMP_NUM_THREADS advice: {busy}"
+    assert "OMP_NUM_THREADS=4" in progress.cpu_load_warning(threads=16, load=12.0, cores=16)
+    assert progress.cpu_load_warning(threads=1, load=5.0, cores=2) is None, "one thread cannot be lowered: no advice"
+    assert progress.check_cpu_load("cuda", load=9.0, cores=2, threads=2) is None, "a GPU run must not be warned about"

@@ -1,0 +1,126 @@
+"""A run's folder (minbert/run/run_dir.py), through both real scripts on tiny self-made data (issue 20).
+
+Oracles: (c) properties a user can check by looking at the disk — two runs with different --out_dir leave both
+sets of prediction files intact; a second run into a used folder is refused and changes nothing, --overwrite
+allows it; after a resume from interrupted.pt that file is gone; a finished run holds only the best model
+folder, best.pt, outputs, metrics, plots and predictions (no resume state unless --keep_resume_state); a run
+that fails before training leaves no folder; lowercase GLUE task names are accepted.
+"""
+
+
+import pytest
+
+import train_mml
+import train_multitask
+from minbert.core.errors import UserError
+from test_train_mml import setup as mml_setup  # noqa: F401  (fixture)
+from test_train_multitask import setup, signal_on_call  # noqa: F401  (fixture)
+
+# what a finished train_multitask.py run may leave (issue 20, item 3) and what it must leave
+FINISHED_MAY_HOLD = {"best.pt", "model", "outputs.pt", "metrics.jsonl", "curves.png", "predictions", "stage.json",
+                     "run.json"}
+FINISHED_MUST_HOLD = {"best.pt", "model", "outputs.pt", "metrics.jsonl", "predictions"}
+
+
+def run(setup, out_dir, *extra):
+    data, model = setup
+    return train_multitask.main(["--model", str(model), "--data_dir", str(data), "--out_dir", str(out_dir),
+                                 "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--hidden_dropout_prob", "0.1",
+                                 "--seed", "3", "--amp", "off", *extra])
+
+
+def prediction_lines(folder):
+    return {p.name: len(p.read_text().splitlines()) for p in sorted((folder / "predictions").glob("*.csv"))}
+
+
+def test_two_runs_with_different_out_dirs_keep_both_prediction_sets(setup, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # the old default, ./predictions, would land here
+    run(setup, tmp_path / "full")
+    full = prediction_lines(tmp_path / "full")
+    run(setup, tmp_path / "smoke", "--limit", "8", "--epochs", "1")
+    assert len(full) == 6 and set(full.values()) == {25}, f"the full run must write six 24-row files, got {full}"
+    assert prediction_lines(tmp_path / "full") == full, \
+        "a second run with another --out_dir overwrote the first run's prediction files"
+    smoke = prediction_lines(tmp_path / "smoke")
+    assert len(smoke) == 6 and set(smoke.values()) == {9}, f"the --limit 8 run must write its own files, got {smoke}"
+    assert not (tmp_path / "predictions").exists(), "default prediction paths must be under --out_dir"
+
+
+def test_second_run_into_a_used_folder_is_refused_and_overwrite_allows_it(setup, tmp_path):
+    run(setup, tmp_path / "a", "--epochs", "1")
+    before = {p: p.read_bytes() for p in (tmp_path / "a").rglob("*") if p.is_file()}
+    with pytest.raises(UserError, match="already holds") as refused:
+        run(setup, tmp_path / "a", "--epochs", "1", "--limit", "8")
+    assert "--overwrite" in str(refused.value), f"the refusal must say how to go on: {refused.value}"
+    after = {p: p.read_bytes() for p in (tmp_path / "a").rglob("*") if p.is_file()}
+    assert after == before, "a refused run must change nothing in the folder"
+    run(setup, tmp_path / "a", "--epochs", "1", "--limit", "8", "--overwrite")
+    assert set(prediction_lines(tmp_path / "a").values()) == {9}, "--overwrite must let the new run write its files"
+
+
+def test_an_existing_explicit_prediction_file_is_refused_unless_overwrite(setup, tmp_path):
+    mine = tmp_path / "mine" / "sst-dev-output.csv"
+    mine.parent.mkdir()
+    mine.write_text("my best submission\n")
+    with pytest.raises(UserError, match="already exists"):
+        run(setup, tmp_path / "b", "--epochs", "1", "--sst_dev_out", str(mine))
+    assert mine.read_text() == "my best submission\n", "a refused run must not touch the user's file"
+    assert not (tmp_path / "b").exists(), "a refused run must leave no folder behind"
+    run(setup, tmp_path / "b", "--epochs", "1", "--sst_dev_out", str(mine), "--overwrite")
+    assert mine.read_text().startswith("id \t Predicted_Sentiment"), "--overwrite must write the file"
+
+
+def test_resume_removes_interrupted_pt_and_a_finished_run_is_lean(setup, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "cut"
+    signal_on_call(monkeypatch, train_multitask, "task_loss", 25)   # a Ctrl-C during epoch 2 (18 steps per epoch)
+    with pytest.raises(SystemExit):
+        run(setup, out)
+    assert (out / "interrupted.pt").is_file() and (out / "last.pt").is_file(), "the cut run must save both"
+    monkeypatch.undo()
+    from minbert.run import checkpoint
+    saved, real = [], checkpoint.TrainState.end_epoch
+
+    def end_epoch(self, *a, **k):   # record, after each last.pt, whether interrupted.pt is still there
+        real(self, *a, **k)
+        saved.append((out / "interrupted.pt").exists())
+
+    monkeypatch.setattr(checkpoint.TrainState, "end_epoch", end_epoch)
+    run(setup, out, "--resume", str(out / "interrupted.pt"))
+    assert saved and saved[0] is False, "interrupted.pt must be gone as soon as the resumed run has saved last.pt"
+    held = {p.name for p in out.iterdir()}
+    assert FINISHED_MUST_HOLD <= held <= FINISHED_MAY_HOLD, \
+        f"a finished run must hold only {sorted(FINISHED_MAY_HOLD)} (no resume state), got {sorted(held)}"
+    text = capsys.readouterr().out
+    assert f"run folder {out}" in text and "MB" in text, "the end of the run must print the folder and its size"
+
+
+def test_keep_resume_state_keeps_last_pt(setup, tmp_path):
+    run(setup, tmp_path / "k", "--epochs", "1", "--keep_resume_state")
+    assert (tmp_path / "k" / "last.pt").is_file(), "--keep_resume_state must keep last.pt"
+
+
+def test_a_run_that_fails_before_training_leaves_no_folder(setup, tmp_path):
+    with pytest.raises(UserError):
+        run(setup, tmp_path / "typo", "--model", str(tmp_path / "no-such-model"))
+    assert not (tmp_path / "typo").exists(), "a wrong --model must not leave an empty run folder"
+    (tmp_path / "mine").mkdir()   # a folder the user made stays, even empty
+    with pytest.raises(UserError):
+        run(setup, tmp_path / "mine", "--model", str(tmp_path / "no-such-model"))
+    assert (tmp_path / "mine").is_dir(), "a folder the user made must not be removed"
+    assert list((tmp_path / "mine").iterdir()) == [], "a failed run must take back what it put in the user's folder"
+
+
+def test_mml_run_says_where_its_outputs_went_and_drops_its_resume_state(mml_setup, tmp_path, capsys):
+    glue, model = mml_setup
+    out = tmp_path / "mml"
+    train_mml.main(["--task", "rte", "--method", "bert", "--model", str(model), "--glue_dir", str(glue),
+                    "--out_dir", str(out), "--epochs", "1", "--batch_size", "8", "--amp", "off"])
+    assert not (out / "last.pt").exists(), "a finished train_mml.py run must drop last.pt"
+    assert (out / "model").is_dir() and (out / "best.pt").is_file() and (out / "metrics.jsonl").is_file()
+    assert f"run folder {out}" in capsys.readouterr().out, "train_mml.py must print where its outputs went"
+
+
+def test_lowercase_task_names_are_accepted(mml_setup):
+    args = train_mml.parse_args(["--task", "rte", "--eval_tasks", "qnli,mnli", "--model", "x"])
+    assert args.task == "RTE" and args.eval_tasks == ["QNLI", "MNLI"], \
+        f"train_mml.py --task rte must mean RTE (Hugging Face run_glue users type lowercase), got {args.task}"

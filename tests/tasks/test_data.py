@@ -1,0 +1,519 @@
+"""Tests for minbert.tasks.data (CS224N readers, TaskData batching, prediction files) and minbert.tools.download.
+
+Most tests use tiny files written to tmp_path in the handout's format: tab-separated, an unnamed
+pandas index as first column, and test files whose header starts with "0\\t\\t". The real handout
+files are only read, never copied: from ../shared/data/cs224n, or else the repository's own data/ (conftest.py).
+"""
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from minbert.tasks.data import (CS224N_FILES, PREDICTION_HEADERS, DataError, Example, TaskData, read_quora,
+                          read_sst, read_sts, write_predictions)
+
+from conftest import real_cs224n_dir, needs_cs224n
+
+REAL_FILES = ["ids-sst-train.csv", "ids-sst-dev.csv", "ids-sst-test-student.csv", "ids-cfimdb-train.csv",
+              "ids-cfimdb-dev.csv", "ids-cfimdb-test-student.csv", "sts-train.csv", "sts-dev.csv",
+              "sts-test-student.csv", "quora-dev-sample.csv", "quora-train-sample.csv"]
+REAL_CS224N = real_cs224n_dir(*REAL_FILES)          # ../shared/data/cs224n, else the shipped data/
+needs_shared_data = needs_cs224n(*REAL_FILES)
+
+SST_HEADER = ["", "id", "sentence", "sentiment"]
+PAIR_HEADER = ["", "id", "sentence1", "sentence2"]  # + is_duplicate (Quora) or similarity (STS)
+
+
+def write_tsv(path: Path, rows: list[list[str]]) -> Path:
+    """Write rows the way pandas.to_csv(sep='\\t') wrote the handout files."""
+    path.write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+class WordTokenizer:
+    """Stand-in for minbert.bert.tokenizer.Tokenizer with the same two methods: one id per whitespace word,
+    [CLS] a [SEP] (b [SEP]) with token types 0 for a and 1 for b, padding with id 0."""
+
+    CLS, SEP = 101, 102
+
+    def __init__(self):
+        self.vocab = {}
+        self.encode_calls = 0
+
+    def _ids(self, text):
+        return [self.vocab.setdefault(w, 1000 + len(self.vocab)) for w in text.split()]
+
+    def encode(self, texts, pairs, max_length):
+        self.encode_calls += 1
+        all_ids, all_types = [], []
+        for i, text in enumerate(texts):
+            a = self._ids(text)
+            if pairs is None:
+                ids = [self.CLS] + a[:max_length - 2] + [self.SEP]
+                types = [0] * len(ids)
+            else:
+                b = self._ids(pairs[i])
+                while len(a) + len(b) + 3 > max_length:  # truncate the longer sentence first
+                    (a if len(a) >= len(b) else b).pop()
+                ids = [self.CLS] + a + [self.SEP] + b + [self.SEP]
+                types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+            all_ids.append(ids)
+            all_types.append(types)
+        return all_ids, all_types
+
+    def pad(self, ids, type_ids):
+        B, T = len(ids), max(len(x) for x in ids)
+        out = {k: torch.zeros(B, T, dtype=torch.long) for k in ("input_ids", "attention_mask", "token_type_ids")}
+        for row, (x, t) in enumerate(zip(ids, type_ids)):
+            out["input_ids"][row, :len(x)] = torch.tensor(x)
+            out["attention_mask"][row, :len(x)] = 1
+            out["token_type_ids"][row, :len(x)] = torch.tensor(t)
+        return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Readers on tiny self-made files
+
+
+def test_read_sst_labeled_and_unlabeled(tmp_path):
+    """Oracle: hand-written expected Examples (text stripped, label an int, None when unlabeled)."""
+    train = write_tsv(tmp_path / "ids-sst-train.csv", [
+        SST_HEADER, ["0", "a1", " It 's a lovely film .", "3"], ["1", "b2", " Awful .", "0"]])
+    assert read_sst(train) == [Example("a1", "It 's a lovely film .", None, 3), Example("b2", "Awful .", None, 0)]
+    assert read_sst(train, labeled=False)[1] == Example("b2", "Awful .", None, None)
+    test = write_tsv(tmp_path / "ids-sst-test-student.csv", [
+        ["0", "", "id", "sentence"], ["1", "0.0", "t1", " Effective but too-tepid biopic"]])
+    assert read_sst(test, labeled=False) == [Example("t1", "Effective but too-tepid biopic", None, None)]
+
+
+def test_read_quora_and_sts_pairs(tmp_path):
+    """Oracle: hand-written expected Examples (Quora "1.0" -> 1, STS similarity as float)."""
+    quora = write_tsv(tmp_path / "quora-dev.csv", [
+        PAIR_HEADER + ["is_duplicate"], ["9", "q1", "How?", "Why?", "1.0"], ["4", "q2", "A?", "B?", "0.0"]])
+    assert read_quora(quora) == [Example("q1", "How?", "Why?", 1), Example("q2", "A?", "B?", 0)]
+    assert [type(e.label) for e in read_quora(quora)] == [int, int]
+    sts = write_tsv(tmp_path / "sts-dev.csv", [
+        PAIR_HEADER + ["similarity"], ["5", "s1", "Two dogs.", "Two black dogs.", "4.6"], ["7", "s2", "A", "B", "0"]])
+    assert read_sts(sts) == [Example("s1", "Two dogs.", "Two black dogs.", 4.6), Example("s2", "A", "B", 0.0)]
+    sts_test = write_tsv(tmp_path / "sts-test-student.csv", [PAIR_HEADER, ["735", "s3", "A band.", "A band plays."]])
+    assert read_sts(sts_test, labeled=False) == [Example("s3", "A band.", "A band plays.", None)]
+
+
+GOOD_ROW = {read_sst: ["0", "a1", "fine", "1"], read_sts: ["0", "a1", "fine", "also fine", "1.5"],
+            read_quora: ["0", "a1", "fine?", "also fine?", "1.0"]}
+# (reader, header, bad row, text the error must contain). The bad row is always file line 4.
+MALFORMED = [
+    (read_sst, SST_HEADER, ["2", "c3", "too few fields"], "found 3 tab-separated fields, expected 4"),
+    (read_sst, SST_HEADER, ["2", "c3", "ok", "3", "extra"], "found 5 tab-separated fields, expected 4"),
+    (read_sst, SST_HEADER, ["2", "c3", "ok", "positive"], "found sentiment 'positive', expected an integer 0-4"),
+    (read_sst, SST_HEADER, ["2", "c3", "ok", "5"], "found sentiment '5', expected an integer 0-4"),
+    (read_sst, SST_HEADER, ["2", "c3", "ok", "-1"], "expected an integer 0-4"),
+    (read_sst, SST_HEADER, ["2", "c3", "ok", "2.5"], "expected an integer 0-4"),
+    (read_sst, SST_HEADER, ["2", "c3", "ok", ""], "found sentiment '', expected an integer 0-4"),
+    (read_sst, SST_HEADER, ["2", "c3", "  ", "2"], "found an empty sentence, expected non-empty text"),
+    (read_sst, SST_HEADER, ["2", "", "ok", "2"], "found an empty id"),
+    (read_sts, PAIR_HEADER + ["similarity"], ["2", "c3", "a", "b"], "found 4 tab-separated fields, expected 5"),
+    (read_sts, PAIR_HEADER + ["similarity"], ["2", "c3", "a", "b", "high"], "found similarity 'high', expected a number 0-5"),
+    (read_sts, PAIR_HEADER + ["similarity"], ["2", "c3", "a", "b", "5.5"], "expected a number 0-5"),
+    (read_sts, PAIR_HEADER + ["similarity"], ["2", "c3", "a", "b", "nan"], "expected a number 0-5"),
+    (read_sts, PAIR_HEADER + ["similarity"], ["2", "c3", "a", "", "1.0"], "found an empty sentence2, expected non-empty text"),
+    (read_quora, PAIR_HEADER + ["is_duplicate"], ["2", "c3", "a", "b", "1.0", "x"], "found 6 tab-separated fields, expected 5"),
+    (read_quora, PAIR_HEADER + ["is_duplicate"], ["2", "c3", "a", "b", "2.0"], "found is_duplicate '2.0', expected 0 or 1"),
+    (read_quora, PAIR_HEADER + ["is_duplicate"], ["2", "c3", "a", "b", "0.5"], "expected 0 or 1"),
+]
+
+
+@pytest.mark.parametrize("reader, header, bad_row, expected", MALFORMED,
+                         ids=[f"{r.__name__}-{'|'.join(b[2:])}" for r, _, b, _ in MALFORMED])
+def test_malformed_row_error_names_path_line_and_expectation(tmp_path, reader, header, bad_row, expected):
+    """Oracle: property. The DataError message reads "path:line: found ..., expected ..." with the
+    1-based file line (header = line 1)."""
+    good = GOOD_ROW[reader]
+    path = write_tsv(tmp_path / "file.csv", [header, good, ["1", "a2"] + good[2:], bad_row])
+    with pytest.raises(DataError) as error:
+        reader(path)
+    message = str(error.value)
+    assert f"{path}:4:" in message, f"minbert.tasks.data.{reader.__name__}: expected '{path}:4:' in {message!r}"
+    assert expected in message, f"minbert.tasks.data.{reader.__name__}: expected {expected!r} in {message!r}"
+
+
+def test_line_numbers_count_file_lines_across_multiline_quoted_fields(tmp_path):
+    """Oracle: hand-counted lines. A quoted field spanning two lines shifts later records by one line."""
+    path = tmp_path / "sst.csv"
+    path.write_text('\tid\tsentence\tsentiment\n0\ta1\t"two\nlines"\t1\n1\tb2\tok\t9\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"sst\.csv:4: found sentiment '9'"):
+        read_sst(path)
+
+
+@pytest.mark.parametrize("reader", [read_sst, read_quora, read_sts])
+def test_missing_file_error_says_how_to_get_the_data(tmp_path, reader):
+    """Oracle: property. The message names the path, the download command and --data_dir."""
+    path = tmp_path / "data" / "ids-sst-train.csv"  # the data directory itself is missing
+    with pytest.raises(DataError) as error:
+        reader(path)
+    message = str(error.value)
+    for part in (str(path), "file not found", "does not exist", "python -m minbert download cs224n", "--data_dir"):
+        assert part in message, f"minbert.tasks.data.{reader.__name__}: expected {part!r} in {message!r}"
+
+
+@pytest.mark.parametrize("reader, header, missing", [
+    (read_sst, ["", "id", "text", "sentiment"], "sentence"),
+    (read_sts, ["", "id", "sentence1", "sentence_2", "similarity"], "sentence2"),
+    (read_quora, ["", "sentence1", "sentence2", "is_duplicate"], "id"),
+])
+def test_missing_column_error_lists_the_header_found(tmp_path, reader, header, missing):
+    """Oracle: property. The message gives path:1, the header found and the missing column."""
+    path = write_tsv(tmp_path / "file.csv", [header, ["0"] * len(header)])
+    with pytest.raises(DataError) as error:
+        reader(path)
+    message = str(error.value)
+    for part in (f"{path}:1:", f"found header {header}", f"missing [{missing!r}]"):
+        assert part in message, f"minbert.tasks.data.{reader.__name__}: expected {part!r} in {message!r}"
+
+
+@pytest.mark.parametrize("reader, header", [
+    (read_sst, ["0", "", "id", "sentence"]),
+    (read_quora, PAIR_HEADER),
+    (read_sts, PAIR_HEADER),
+])
+def test_unlabeled_test_file_read_as_labeled_says_use_labeled_false(tmp_path, reader, header):
+    """Oracle: property. A *-test-student.csv read with labeled=True fails with advice, not a KeyError."""
+    path = write_tsv(tmp_path / "test-student.csv", [header, ["1", "0.0", "t1", "text", "more"][:len(header)]])
+    with pytest.raises(DataError) as error:
+        reader(path)
+    assert f"{path}:1:" in str(error.value) and "labeled=False" in str(error.value)
+    assert len(reader(path, labeled=False)) == 1
+
+
+def test_quora_broken_rows_are_skipped_and_reported(tmp_path):
+    """Oracle: hand-made copy of the two upstream defects (malformed quoting leaving is_duplicate empty,
+    and also sentence2 empty), plus an unparseable label. All three are skipped and named in one warning."""
+    path = tmp_path / "quora-train-sample.csv"
+    path.write_text(
+        "\tid\tsentence1\tsentence2\tis_duplicate\n"
+        "1\tq1\tWhat?\tWhich?\t0.0\n"
+        '2\tq2\tAny idea?\t"""Where can I find a dress?"\t\n'  # line 3: empty is_duplicate
+        "3\tq3\tHow?\tWhy?\t1.0\n"
+        '4\tq4\t"""Given a set of busy time intervals?"\t\t\n'  # line 5: empty sentence2 and is_duplicate
+        "5\tq5\tA?\tB?\tyes\n", encoding="utf-8")  # line 6: unparseable
+    with pytest.warns(UserWarning) as caught:
+        examples = read_quora(path)
+    assert [e.id for e in examples] == ["q1", "q3"]
+    assert len(caught) == 1, f"minbert.tasks.data.read_quora: expected one warning, got {[str(w.message) for w in caught]}"
+    message = str(caught[0].message)
+    for part in (f"{path}: skipped 3 malformed rows (lines 3, 5, 6)", "empty is_duplicate", "empty sentence2",
+                 "unparseable is_duplicate 'yes'"):
+        assert part in message, f"minbert.tasks.data.read_quora: expected {part!r} in {message!r}"
+
+
+def test_quora_with_only_broken_rows_is_an_error(tmp_path):
+    """Oracle: property. Skipping every row would hide a wrong file, so it raises instead."""
+    path = write_tsv(tmp_path / "quora.csv", [PAIR_HEADER + ["is_duplicate"], ["1", "q1", "A?", "B?", ""]])
+    with pytest.raises(DataError, match="skipped 1 malformed rows"):
+        read_quora(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# The real handout files (read in place, never copied)
+
+
+@needs_shared_data
+@pytest.mark.parametrize("reader, name, labeled, count", [
+    (read_sst, "ids-sst-train.csv", True, 8544),
+    (read_sst, "ids-sst-dev.csv", True, 1101),
+    (read_sst, "ids-sst-test-student.csv", False, 2210),
+    (read_sst, "ids-cfimdb-train.csv", True, 1707),
+    (read_sst, "ids-cfimdb-dev.csv", True, 245),
+    (read_sst, "ids-cfimdb-test-student.csv", False, 488),
+    (read_sts, "sts-train.csv", True, 6040),
+    (read_sts, "sts-dev.csv", True, 863),
+    (read_sts, "sts-test-student.csv", False, 1725),
+    (read_quora, "quora-dev-sample.csv", True, 2000),
+])
+def test_real_cs224n_files_load_with_official_counts(reader, name, labeled, count):
+    """Oracle: the official row counts (data/MANIFEST.md); ids are unique and labels present iff labeled."""
+    examples = reader(REAL_CS224N / name, labeled=labeled)
+    assert len(examples) == count, f"minbert.tasks.data.{reader.__name__}({name}): expected {count} examples, got {len(examples)}"
+    assert len({e.id for e in examples}) == count, f"{name}: duplicate ids"
+    assert all((e.label is not None) == labeled for e in examples)
+
+
+@needs_shared_data
+def test_real_quora_sample_skips_exactly_the_two_upstream_rows():
+    """Oracle: data/MANIFEST.md. quora-train-sample.csv has 16,000 rows, two of them broken upstream
+    (data rows 2,576 and 14,221 = file lines 2577 and 14222): 15,998 examples and one warning."""
+    path = REAL_CS224N / "quora-train-sample.csv"
+    with pytest.warns(UserWarning) as caught:
+        examples = read_quora(path)
+    assert len(examples) == 15998, f"minbert.tasks.data.read_quora: expected 15998 examples, got {len(examples)}"
+    assert {e.label for e in examples} == {0, 1}
+    message = str(caught[0].message)
+    assert f"{path}: skipped 2 malformed rows (lines 2577, 14222)" in message, message
+
+
+@needs_shared_data
+def test_real_sst_test_file_read_as_labeled_fails_clearly():
+    """Oracle: property, on the real file whose header begins with "0\\t\\t"."""
+    with pytest.raises(DataError, match="labeled=False"):
+        read_sst(REAL_CS224N / "ids-sst-test-student.csv")
+
+
+def test_default_file_names_cover_three_tasks_and_three_splits():
+    """Oracle: the handout's data/ file names."""
+    assert set(CS224N_FILES) == {f"{t}_{s}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test")}
+    assert CS224N_FILES["sst_test"] == "ids-sst-test-student.csv" and CS224N_FILES["para_train"] == "quora-train.csv"
+
+
+# ----------------------------------------------------------------------------------------------
+# TaskData: tokenize once, length-aware batches, dynamic padding
+
+
+def make_examples(n: int, pairs: bool = False, seed: int = 0) -> list[Example]:
+    rng = random.Random(seed)
+
+    def sentence():
+        return " ".join(f"w{rng.randrange(30)}" for _ in range(rng.randint(1, 25)))
+
+    return [Example(f"ex{i}", sentence(), sentence() if pairs else None, rng.randrange(5)) for i in range(n)]
+
+
+def batch_indices(batches) -> list[list[int]]:
+    return [b["index"].tolist() for b in batches]
+
+
+def test_eval_batches_are_sorted_by_length_and_cover_every_example_once():
+    """Oracle: property. shuffle=False: batches in nondecreasing length, each example exactly once."""
+    data = TaskData(make_examples(37), WordTokenizer(), max_length=64)
+    batches = list(data.batches(batch_size=4, shuffle=False))
+    flat = [i for b in batch_indices(batches) for i in b]
+    assert sorted(flat) == list(range(37)), "minbert.tasks.data.TaskData.batches: each example must appear exactly once"
+    lengths = [data.lengths[i] for i in flat]
+    assert lengths == sorted(lengths), f"minbert.tasks.data.TaskData.batches(shuffle=False): not sorted by length: {lengths}"
+    assert [len(b["ids"]) for b in batches] == [4] * 9 + [1]
+
+
+def test_batches_are_padded_to_the_longest_example_in_the_batch():
+    """Oracle: the cached unpadded ids. (B, T) with T = longest in batch, mask 1 on tokens, 0 and id 0 on pads."""
+    examples = make_examples(23)
+    data = TaskData(examples, WordTokenizer(), max_length=64)
+    for batch in data.batches(batch_size=5, shuffle=True, generator=torch.Generator().manual_seed(0)):
+        B, T = batch["input_ids"].shape
+        expected_T = max(data.lengths[i] for i in batch["index"].tolist())
+        assert T == expected_T, f"minbert.tasks.data.TaskData: expected (B, T) = ({B}, {expected_T}), got {(B, T)}"
+        for row, i in enumerate(batch["index"].tolist()):
+            n = data.lengths[i]
+            assert batch["input_ids"][row, :n].tolist() == data.input_ids[i]
+            assert batch["attention_mask"][row].tolist() == [1] * n + [0] * (T - n)
+            assert batch["input_ids"][row, n:].eq(0).all()
+            assert batch["ids"][row] == examples[i].id and batch["labels"][row].item() == examples[i].label
+
+
+def test_train_batches_cover_all_examples_and_are_reproducible_with_a_seed():
+    """Oracle: determinism + property. shuffle=True: every example once per call; the same seed gives the
+    same batches; a different seed, or the next call on the same generator (next epoch), gives others."""
+    data = TaskData(make_examples(500), WordTokenizer(), max_length=64)
+    run = lambda g: batch_indices(data.batches(batch_size=2, shuffle=True, generator=g))  # noqa: E731
+    first = run(torch.Generator().manual_seed(0))
+    assert sorted(i for b in first for i in b) == list(range(500))
+    assert run(torch.Generator().manual_seed(0)) == first, "minbert.tasks.data.TaskData.batches: same seed, different batches"
+    assert run(torch.Generator().manual_seed(1)) != first
+    g = torch.Generator().manual_seed(0)
+    epoch1, epoch2 = run(g), run(g)
+    assert epoch1 == first and epoch2 != first and sorted(i for b in epoch2 for i in b) == list(range(500))
+
+
+def test_train_batches_come_from_length_sorted_chunks_in_shuffled_order():
+    """Oracle: the spec's recipe. With n = 500 and B = 2, the permutation splits into 5 chunks of 50·B = 100.
+    Every batch lies inside one chunk, batches of one chunk do not overlap in length, and the batch order
+    is shuffled (not going short -> long)."""
+    data = TaskData(make_examples(500), WordTokenizer(), max_length=64)
+    batches = batch_indices(data.batches(batch_size=2, shuffle=True, generator=torch.Generator().manual_seed(3)))
+    perm = torch.randperm(500, generator=torch.Generator().manual_seed(3)).tolist()
+    chunk_of = {i: pos // 100 for pos, i in enumerate(perm)}
+    by_chunk = {}
+    for b in batches:
+        assert len({chunk_of[i] for i in b}) == 1, f"minbert.tasks.data.TaskData.batches: batch {b} spans two chunks"
+        by_chunk.setdefault(chunk_of[b[0]], []).append(sorted(data.lengths[i] for i in b))
+    for spans in by_chunk.values():
+        spans.sort()
+        assert all(x[-1] <= y[0] for x, y in zip(spans, spans[1:])), "batches of a chunk must be cut from its sorted order"
+    # unshuffled, batches would come chunk after chunk, each chunk going short -> long
+    chunk_sequence = [chunk_of[b[0]] for b in batches]
+    assert chunk_sequence != sorted(chunk_sequence), "minbert.tasks.data.TaskData.batches: batch order was not shuffled"
+    first_chunk = [max(data.lengths[i] for i in b) for b in batches if chunk_of[b[0]] == 0]
+    assert first_chunk != sorted(first_chunk), "minbert.tasks.data.TaskData.batches: batch order was not shuffled"
+
+
+def test_examples_are_tokenized_once():
+    """Oracle: property. encode runs in __init__ only (once per sentence list), never per batch."""
+    tokenizer = WordTokenizer()
+    data = TaskData(make_examples(20, pairs=True), tokenizer, max_length=64, pair_mode="separate")
+    for _ in range(3):
+        list(data.batches(batch_size=4, shuffle=True))
+    assert tokenizer.encode_calls == 2, f"expected 2 encode calls (a and b), got {tokenizer.encode_calls}"
+
+
+def test_cross_pair_mode_builds_one_sequence_with_token_types():
+    """Oracle: hand-built [CLS] a [SEP] b [SEP] with token types 0 then 1, from the stand-in tokenizer."""
+    examples = [Example("p1", "w1 w2", "w3", 1.5)]
+    tokenizer = WordTokenizer()
+    batch = next(TaskData(examples, tokenizer, max_length=16).batches(batch_size=1, shuffle=False))
+    w = [tokenizer.vocab[t] for t in ("w1", "w2", "w3")]
+    assert batch["input_ids"].tolist() == [[101, w[0], w[1], 102, w[2], 102]]
+    assert batch["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1]]
+    assert "input_ids_b" not in batch
+    assert batch["labels"].dtype == torch.float32, "STS labels (floats) must default to float32"
+
+
+def test_separate_pair_mode_encodes_both_sentences_on_their_own():
+    """Oracle: the stand-in tokenizer run on each sentence alone."""
+    examples = make_examples(9, pairs=True)
+    data = TaskData(examples, WordTokenizer(), max_length=64, pair_mode="separate", label_dtype=torch.float32)
+    for batch in data.batches(batch_size=4, shuffle=False):
+        for key in ("input_ids_b", "attention_mask_b", "token_type_ids_b"):
+            assert batch[key].shape[0] == len(batch["ids"]), f"minbert.tasks.data.TaskData: {key} must be (B, T_b)"
+        for row, i in enumerate(batch["index"].tolist()):
+            n_b = len(examples[i].text2.split()) + 2
+            assert batch["attention_mask_b"][row].sum().item() == n_b
+            assert batch["token_type_ids_b"][row].eq(0).all()
+        assert batch["labels"].dtype == torch.float32, "label_dtype=torch.float32 (Quora with BCE) was ignored"
+
+
+def test_label_dtypes_and_unlabeled_splits():
+    """Oracle: property. Integer labels -> long by default; unlabeled splits give no "labels" key."""
+    labeled = TaskData(make_examples(6), WordTokenizer(), max_length=32)
+    assert next(labeled.batches(3, shuffle=False))["labels"].dtype == torch.long
+    unlabeled = [Example(e.id, e.text, None, None) for e in make_examples(6)]
+    batch = next(TaskData(unlabeled, WordTokenizer(), max_length=32).batches(3, shuffle=False))
+    assert "labels" not in batch and len(batch["ids"]) == 3
+
+
+def test_task_data_rejects_bad_arguments():
+    """Oracle: property. Errors name what is wrong."""
+    with pytest.raises(ValueError, match="pair_mode"):
+        TaskData(make_examples(3, pairs=True), WordTokenizer(), 32, pair_mode="concat")
+    with pytest.raises(ValueError, match="mix"):
+        TaskData(make_examples(2) + make_examples(2, pairs=True), WordTokenizer(), 32)
+    with pytest.raises(ValueError, match="batch_size"):
+        TaskData(make_examples(3), WordTokenizer(), 32).batches(0, shuffle=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# Prediction files
+
+
+@pytest.mark.parametrize("task, ids, values, lines", [
+    ("sst", ["a7d575c9", "33cfa329"], [3, 0], ["a7d575c9 , 3 \n", "33cfa329 , 0 \n"]),
+    ("para", ["9aed1eb5"], torch.tensor([1]).tolist(), ["9aed1eb5 , 1 \n"]),
+    ("sts", ["876d0172", "e8336dc0"], [2.5, 0.125], ["876d0172 , 2.5 \n", "e8336dc0 , 0.125 \n"]),
+])
+def test_prediction_files_match_the_handout_byte_for_byte(tmp_path, task, ids, values, lines):
+    """Oracle: a string built by hand from the handout's format (multitask_classifier.py), whose STS header is
+    spelled "Predicted_Similiary": f"id \\t {header} \\n", then f"{id} , {value} \\n" per example, "\\n" line ends."""
+    header = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similiary"}[task]
+    assert PREDICTION_HEADERS[task] == header
+    path = tmp_path / "predictions" / f"{task}-dev-output.csv"
+    path.parent.mkdir()
+    path.write_text("stale content from an earlier run\n")
+    write_predictions(path, header, ids, values)
+    expected = ("id \t " + header + " \n" + "".join(lines)).encode("utf-8")
+    assert path.read_bytes() == expected, f"minbert.tasks.data.write_predictions: got {path.read_bytes()!r}"
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name], "temporary file left behind"
+
+
+def test_write_predictions_rejects_mismatched_lengths_and_full_header_lines(tmp_path):
+    """Oracle: property. Nothing is written when the arguments are wrong."""
+    with pytest.raises(ValueError, match="2 ids but 1 values"):
+        write_predictions(tmp_path / "out.csv", "Predicted_Sentiment", ["a", "b"], [1])
+    with pytest.raises(ValueError, match="column title"):
+        write_predictions(tmp_path / "out.csv", "id \t Predicted_Sentiment \n", ["a"], [1])
+    assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------------------------
+# python -m minbert download cs224n (no network: download_file is replaced)
+
+
+def test_download_cs224n_fetches_the_handout_files_and_skips_existing(tmp_path, monkeypatch):
+    """Oracle: the handout's raw GitHub URLs. Files already present are not fetched again."""
+    import minbert.tools.download as download
+
+    calls = []
+
+    def fake_download_file(url, dest, desc):
+        calls.append((url, Path(dest), desc))
+        Path(dest).write_text("downloaded")
+        return Path(dest)
+
+    monkeypatch.setattr(download, "download_file", fake_download_file)
+    dest = tmp_path / "data"
+    dest.mkdir()
+    (dest / "sts-train.csv").write_text("already here")
+    download.main(["cs224n", "--dest", str(dest)])
+
+    names = [f"{t}-{s}.csv" for t in ("ids-sst", "quora", "sts", "ids-cfimdb") for s in ("train", "dev", "test-student")]
+    base = "https://raw.githubusercontent.com/gpoesia/minbert-default-final-project/main/data/"
+    expected = [(base + n, dest / n, n) for n in names if n != "sts-train.csv"]
+    assert calls == expected, f"minbert.tools.download: unexpected download_file calls {calls}"
+    assert (dest / "sts-train.csv").read_text() == "already here"
+    calls.clear()
+    download.main(["cs224n", "--dest", str(dest)])  # a second run finds everything and fetches nothing
+    assert calls == []
+
+
+
+def test_task_data_works_with_the_real_wordpiece_tokenizer(tmp_path):
+    """Oracle: ids worked out by hand from a tiny vocab.txt (id = line number), through
+    minbert.bert.tokenizer.Tokenizer: [CLS]=2, [SEP]=3, how=5, why=6, ?=7, fly=8, ##ing=9, pad 0."""
+    from minbert.bert.tokenizer import Tokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "how", "why", "?", "fly", "##ing"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = Tokenizer(tmp_path / "vocab.txt")
+    examples = [Example("q1", "How flying?", "Why?", 1), Example("q2", "Why?", "How?", 0)]
+
+    cross = next(TaskData(examples, tokenizer, max_length=16).batches(batch_size=2, shuffle=False))
+    assert cross["ids"] == ["q2", "q1"], "eval batches go short -> long"
+    assert cross["input_ids"].tolist() == [[2, 6, 7, 3, 5, 7, 3, 0, 0], [2, 5, 8, 9, 7, 3, 6, 7, 3]]
+    assert cross["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 1, 1]]
+    assert cross["attention_mask"].sum(dim=1).tolist() == [7, 9]
+
+    separate = TaskData(examples, tokenizer, max_length=16, pair_mode="separate", label_dtype=torch.float32)
+    batch = next(separate.batches(batch_size=2, shuffle=False))
+    assert batch["input_ids"].tolist() == [[2, 6, 7, 3, 0, 0], [2, 5, 8, 9, 7, 3]]
+    assert batch["input_ids_b"].tolist() == [[2, 5, 7, 3], [2, 6, 7, 3]]
+    assert batch["labels"].tolist() == [0.0, 1.0] and batch["labels"].dtype == torch.float32
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpful errors and honest output names (issue 20)
+
+
+def test_a_typo_in_a_shipped_file_name_gets_did_you_mean(tmp_path):
+    """Oracle: difflib's closest existing name; a handout file that is not here keeps the download advice."""
+    write_tsv(tmp_path / "ids-sst-train.csv", [SST_HEADER, ["0", "s0", "fine.", "3"]])
+    with pytest.raises(DataError, match=r"Did you mean .*ids-sst-train\.csv\?") as typo:
+        read_sst(tmp_path / "ids-sst-trian.csv")
+    assert "minbert.tools.download" not in str(typo.value), "a typo of a file that is there must not send the user to download"
+    with pytest.raises(DataError, match="python -m minbert download cs224n"):
+        read_quora(tmp_path / "quora-train.csv")   # the full Quora file is not shipped: download it
+
+
+def test_stand_in_quora_test_predictions_are_named_so():
+    """Oracle: default_paths on the shipped data/ (no full Quora files): the Quora test file is the dev sample, so
+    its prediction file's default name must say it is a stand-in; the other five keep the handout's names."""
+    from argparse import Namespace
+
+    from minbert.tasks.data import PREDICTION_FILES, default_paths, resolve_outputs
+
+    paths, _ = default_paths(str(Path(__file__).resolve().parents[2] / "data"))
+    args = Namespace(out_dir="runs/x", **paths, **dict.fromkeys(PREDICTION_FILES))
+    notes = resolve_outputs(args)
+    assert "STAND-IN" in args.para_test_out and "not-for-submission" in args.para_test_out, args.para_test_out
+    assert args.sst_test_out == "runs/x/predictions/sst-test-output.csv"
+    assert any("do not submit" in n for n in notes), f"the stand-in must be announced, got {notes}"
+    args = Namespace(out_dir="runs/x", **paths | {"para_test": "q-test.csv"}, **dict.fromkeys(PREDICTION_FILES))
+    resolve_outputs(args)
+    assert args.para_test_out == "runs/x/predictions/para-test-output.csv", "a real Quora test file keeps its name"

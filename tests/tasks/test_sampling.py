@@ -1,0 +1,229 @@
+"""Tests for minbert.tasks.sampling: task sampling schedules (Stickland & Murray 2019, §4)."""
+
+import numpy as np
+import pytest
+import torch
+
+from minbert.tasks.sampling import SCHEDULES, TaskSampler, anneal_alpha, task_probs
+
+SIZES_SAMPLE = [8544, 16000, 6040]  # SST train, the shared 16k Quora sample, STS train
+SIZES_FULL = [8544, 141506, 6040]  # SST train, full Quora train, STS train
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("sizes", [SIZES_SAMPLE, SIZES_FULL, [1, 1], [5]])
+def test_task_probs_sum_to_one(schedule, sizes):
+    """Oracle: property. Every schedule gives a probability vector (K,) with entries > 0 summing to 1."""
+    for epoch in (1, 4, 7):
+        p = task_probs(sizes, schedule, epoch, num_epochs=7)
+        assert p.shape == (len(sizes),), f"minbert.tasks.sampling.task_probs: expected shape (K,) = ({len(sizes)},), got {p.shape}"
+        assert (p > 0).all(), f"minbert.tasks.sampling.task_probs: non-positive probability in {p}"
+        np.testing.assert_allclose(p.sum(), 1.0, rtol=0, atol=1e-12)
+
+
+def test_anneal_alpha_goes_from_one_to_point_two_monotonically():
+    """Oracle: property of α = 1 − 0.8·(e − 1)/(E − 1): α(1) = 1, α(E) = 0.2, strictly decreasing."""
+    num_epochs = 10
+    alphas = [anneal_alpha(e, num_epochs) for e in range(1, num_epochs + 1)]
+    assert alphas[0] == pytest.approx(1.0, abs=1e-12), "minbert.tasks.sampling.anneal_alpha: α(1) must be 1"
+    assert alphas[-1] == pytest.approx(0.2, abs=1e-12), "minbert.tasks.sampling.anneal_alpha: α(E) must be 0.2"
+    assert all(a > b for a, b in zip(alphas, alphas[1:])), f"minbert.tasks.sampling.anneal_alpha: not decreasing: {alphas}"
+    assert anneal_alpha(5, 10) == pytest.approx(1 - 0.8 * 4 / 9, abs=1e-12), "epoch is 1-indexed: α(5 of 10) = 0.644"
+
+
+def test_anneal_alpha_is_one_for_a_single_epoch():
+    """Oracle: definition. With E = 1 the formula divides by zero; α = 1 (proportional)."""
+    assert anneal_alpha(1, 1) == 1.0
+    np.testing.assert_allclose(task_probs(SIZES_SAMPLE, "annealed", 1, 1),
+                               task_probs(SIZES_SAMPLE, "proportional"), rtol=0, atol=1e-12)
+
+
+def test_anneal_alpha_rejects_epochs_outside_range():
+    """Oracle: property. Epochs are 1-indexed and at most num_epochs (α must not drop below 0.2)."""
+    with pytest.raises(ValueError, match="1-indexed"):
+        anneal_alpha(0, 10)
+    with pytest.raises(ValueError, match="1-indexed"):
+        anneal_alpha(11, 10)
+
+
+@pytest.mark.parametrize("sizes, epoch, expected", [
+    (SIZES_SAMPLE, 1, (0.2794, 0.5231, 0.1975)),
+    (SIZES_SAMPLE, 10, (0.3261, 0.3697, 0.3042)),
+    (SIZES_FULL, 1, (0.0547, 0.9066, 0.0387)),
+    (SIZES_FULL, 5, (0.1265, 0.7723, 0.1012)),  # α = 1 − 0.8·4/9 = 0.644
+    (SIZES_FULL, 10, (0.2713, 0.4756, 0.2531)),
+])
+def test_annealed_probs_match_reference_values(sizes, epoch, expected):
+    """Oracle: stored reference values (REFERENCE-NOTES §4, computed with the Bert-n-Pals formula), E = 10."""
+    p = task_probs(sizes, "annealed", epoch, num_epochs=10)
+    np.testing.assert_allclose(p, expected, rtol=0, atol=1e-3,
+                               err_msg=f"minbert.tasks.sampling.task_probs(annealed, e={epoch}, E=10) for N={sizes}")
+
+
+def test_proportional_and_sqrt_probs():
+    """Oracle: closed form. proportional p_i = N_i / ΣN; sqrt p_i = √N_i / Σ√N."""
+    n = np.array(SIZES_FULL, dtype=np.float64)
+    np.testing.assert_allclose(task_probs(SIZES_FULL, "proportional"), n / n.sum(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(task_probs(SIZES_FULL, "sqrt"), np.sqrt(n) / np.sqrt(n).sum(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(task_probs(SIZES_FULL, "round_robin"), [1 / 3] * 3, rtol=0, atol=1e-12)
+
+
+def test_task_probs_rejects_bad_input():
+    """Oracle: property. Unknown schedules and non-positive sizes are errors that name the problem."""
+    with pytest.raises(ValueError, match="unknown schedule"):
+        task_probs(SIZES_SAMPLE, "temperature")
+    with pytest.raises(ValueError, match="positive"):
+        task_probs([10, 0, 5], "sqrt")
+    with pytest.raises(ValueError, match="unknown schedule"):
+        TaskSampler(SIZES_SAMPLE, "rr", num_epochs=3, seed=0)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_empirical_frequencies_match_probs_within_3_sigma(schedule):
+    """Oracle: property. Over 10^5 draws each task's count is within 3σ = 3·√(n·p·(1−p)) of n·p.
+    (round_robin is reported as uniform and hits n/K up to one draw.)"""
+    n, num_epochs = 100_000, 10
+    for epoch in (1, num_epochs):
+        sampler = TaskSampler(SIZES_FULL, schedule, num_epochs=num_epochs, seed=1234)
+        sampler.set_epoch(epoch)
+        counts = np.bincount([sampler.next() for _ in range(n)], minlength=3)
+        p = task_probs(SIZES_FULL, schedule, epoch, num_epochs)
+        sigma = np.sqrt(n * p * (1 - p))
+        assert (np.abs(counts - n * p) <= 3 * sigma).all(), (
+            f"minbert.tasks.sampling.TaskSampler.next ({schedule}, epoch {epoch}): counts {counts.tolist()}, "
+            f"expected {(n * p).round(1).tolist()} ± {(3 * sigma).round(1).tolist()}")
+
+
+def test_round_robin_cycles_tasks_in_order():
+    """Oracle: definition. round_robin gives 0, 1, 2, 0, 1, 2, ... (the reference's stuck-at-0 bug avoided)."""
+    sampler = TaskSampler(SIZES_FULL, "round_robin", num_epochs=3, seed=0)
+    draws = [sampler.next() for _ in range(300)]
+    assert draws[:7] == [0, 1, 2, 0, 1, 2, 0], f"minbert.tasks.sampling.TaskSampler.next: got {draws[:7]}"
+    assert np.bincount(draws).tolist() == [100, 100, 100]
+    sampler.set_epoch(2)  # a new epoch does not restart or stop the cycle
+    assert [sampler.next() for _ in range(4)] == [0, 1, 2, 0]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_seeded_sampler_is_reproducible(schedule):
+    """Oracle: determinism under a fixed seed, unaffected by the global numpy/torch RNGs."""
+    first = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=3, seed=7)
+    a = [first.next() for _ in range(500)]
+    np.random.seed(0), torch.manual_seed(0), np.random.rand(10)  # global RNG use must not matter
+    second = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=3, seed=7)
+    b = [second.next() for _ in range(500)]
+    assert a == b, "minbert.tasks.sampling.TaskSampler: the same seed gave different task sequences"
+    if schedule != "round_robin":
+        other = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=3, seed=8)
+        assert [other.next() for _ in range(500)] != a, "a different seed should give a different sequence"
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_state_dict_round_trip_continues_the_same_sequence(schedule, tmp_path):
+    """Oracle: determinism. Save mid-run (through torch.save/torch.load, as a checkpoint would), load
+    into a sampler built with another seed, and the next draws equal those of the uninterrupted run."""
+    sampler = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=4, seed=3)
+    sampler.set_epoch(2)
+    [sampler.next() for _ in range(101)]
+    torch.save({"sampler": sampler.state_dict()}, tmp_path / "ckpt.pt")
+    expected = [sampler.next() for _ in range(300)]
+    sampler.set_epoch(3)
+    expected += [sampler.next() for _ in range(300)]
+
+    resumed = TaskSampler(SIZES_SAMPLE, schedule, num_epochs=4, seed=999)
+    resumed.load_state_dict(torch.load(tmp_path / "ckpt.pt")["sampler"])  # weights_only=True default
+    assert resumed.epoch == 2
+    got = [resumed.next() for _ in range(300)]
+    resumed.set_epoch(3)
+    got += [resumed.next() for _ in range(300)]
+    assert got == expected, "minbert.tasks.sampling.TaskSampler.load_state_dict: resumed sequence differs"
+
+
+def test_load_state_dict_rejects_a_different_task_setup():
+    """Oracle: property. Resuming with other task sizes or another schedule is an error, not a silent change."""
+    state = TaskSampler(SIZES_SAMPLE, "sqrt", num_epochs=4, seed=0).state_dict()
+    with pytest.raises(ValueError, match="sizes, schedule, num_epochs"):
+        TaskSampler(SIZES_FULL, "sqrt", num_epochs=4, seed=0).load_state_dict(state)
+
+
+def test_uniform_schedule_is_random_with_equal_probabilities():
+    """Oracle: definition (Pritsky et al. §3.1, a random task scheduler). p = (1/3, 1/3, 1/3) whatever the sizes
+    and epoch, and the draws are random, not round robin's fixed cycle."""
+    for epoch in (1, 3):
+        np.testing.assert_allclose(task_probs(SIZES_FULL, "uniform", epoch, 3), [1 / 3] * 3, rtol=0, atol=1e-15,
+                                   err_msg="minbert.tasks.sampling.task_probs('uniform'): expected 1/K per task")
+    sampler = TaskSampler(SIZES_FULL, "uniform", num_epochs=3, seed=0)
+    draws = [sampler.next() for _ in range(300)]
+    assert draws != [0, 1, 2] * 100, "TaskSampler('uniform') must draw at random, not cycle"
+    assert any(a == b for a, b in zip(draws, draws[1:])), "uniform draws repeat a task sometimes; a cycle never does"
+
+
+# ---------------------------------------------------------------------------- Muppet heterogeneous steps
+def test_heterogeneous_natural_mix_follows_dataset_sizes_within_sampling_error():
+    """Oracle: Muppet §3.4 ("the natural distribution of the datasets"): over n sub-batches, task i's count is
+    Binomial(n, N_i / Σ N); every count must lie within 4.5 standard deviations of n·p_i."""
+    from minbert.tasks.sampling import heterogeneous_tasks
+    sampler = TaskSampler(SIZES_FULL, "proportional", num_epochs=1, seed=0)
+    draws = [t for _ in range(20000) for t in heterogeneous_tasks(sampler, 3, "natural")]
+    n, p = len(draws), np.asarray(SIZES_FULL) / sum(SIZES_FULL)
+    counts = np.bincount(draws, minlength=3)
+    sd = np.sqrt(n * p * (1 - p))
+    assert (np.abs(counts - n * p) < 4.5 * sd).all(), (
+        f"minbert.tasks.sampling.heterogeneous_tasks (natural): counts {counts.tolist()} over {n} sub-batches, expected "
+        f"{(n * p).round().tolist()} ± 4.5·{sd.round(1).tolist()} (sizes {SIZES_FULL}, Muppet §3.4)")
+    assert heterogeneous_tasks(sampler, 3, "every_task") == [0, 1, 2], "every_task: one sub-batch of each task"
+
+
+def test_train_multitask_heterogeneous_steps_follow_the_natural_mix(tmp_path, monkeypatch):
+    """End to end: Quora 96 examples, SST and STS 12 each; --heterogeneous, 1 epoch = 10 steps x 3 sub-batches.
+    Natural mix: Quora ~80% of the 30 sub-batches (24 expected, sd 2.2); the old one-of-each step gave 10/10/10."""
+    import shutil
+    from test_train_multitask import record_task_losses, run, write_task_files
+    from test_ensemble import tiny_run_inputs
+    data, model = tiny_run_inputs(tmp_path)
+    big = tmp_path / "big"
+    big.mkdir()
+    write_task_files(big, n=96)
+    shutil.copy(big / "quora-train.csv", data / "quora-train.csv")
+    write_small = tmp_path / "small"
+    write_small.mkdir()
+    write_task_files(write_small, n=12)
+    for name in ("ids-sst-train.csv", "sts-train.csv"):
+        shutil.copy(write_small / name, data / name)
+    log = record_task_losses(monkeypatch)
+    run((data, model), tmp_path, "--epochs", "1", "--heterogeneous")
+    tasks = [t for t, _ in log]
+    counts = {t: tasks.count(t) for t in ("sst", "para", "sts")}
+    assert len(tasks) == 30, f"train_multitask --heterogeneous: expected 10 steps x 3 sub-batches, got {len(tasks)}"
+    assert counts["para"] >= 18, (f"train_multitask --heterogeneous: sub-batches per task {counts}; Muppet §3.4 keeps the "
+                                  "natural distribution, so Quora (96 of 120 examples) should supply ~24 of 30")
+
+
+class Shuffled:
+    """Stand-in for minbert.tasks.data.TaskData: batches of example indices, a fresh permutation per call."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def batches(self, batch_size, shuffle, generator=None):
+        order = torch.randperm(self.n, generator=generator)
+        return iter([{"index": order[i:i + batch_size]} for i in range(0, self.n, batch_size)])
+
+
+@pytest.mark.parametrize("cut", [0, 1, 3, 4, 5, 9])
+def test_batch_stream_resumed_at_any_step_gives_the_uninterrupted_batches(cut):
+    """Oracle: the uninterrupted stream. Stopping after `cut` batches, saving state_dict and loading it
+    into a fresh stream must continue with exactly the batches the uninterrupted stream gives next:
+    none skipped, none repeated, also across a pass boundary (10 examples, batch 3: 4 batches a pass)."""
+    from minbert.tasks.sampling import BatchStream
+    full = BatchStream(Shuffled(10), 3, seed=7)
+    want = [full.next()["index"].tolist() for _ in range(12)]
+    first = BatchStream(Shuffled(10), 3, seed=7)
+    got = [first.next()["index"].tolist() for _ in range(cut)]
+    resumed = BatchStream(Shuffled(10), 3, seed=7)
+    resumed.load_state_dict(first.state_dict())
+    got += [resumed.next()["index"].tolist() for _ in range(12 - cut)]
+    assert got == want, (f"minbert.tasks.sampling.BatchStream resumed after {cut} batches: got {got[cut:cut + 2]} next, "
+                         f"the uninterrupted run gives {want[cut:cut + 2]} (a batch skipped or repeated on resume?)")
+    seen = sorted(i for b in want[:4] for i in b)
+    assert seen == list(range(10)), f"minbert.tasks.sampling.BatchStream: one pass must cover every example once, got {seen}"

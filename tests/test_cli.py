@@ -1,0 +1,38 @@
+"""`python -m minbert <command>`: one entry point, every command listed with one line, each reachable.
+
+Oracle: (c) properties of the command line a user sees (exit status, the lines printed), run as a user runs it.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minbert.__main__ import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def minbert(*args):
+    return subprocess.run([sys.executable, "-m", "minbert", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_help_lists_every_command_with_one_line():
+    r = minbert("--help")
+    assert r.returncode == 0, r.stderr
+    listed = {line.split()[0] for line in r.stdout.splitlines() if line.startswith("  ")}
+    assert listed == set(COMMANDS), f"`python -m minbert --help` lists {sorted(listed)}, not {sorted(COMMANDS)}"
+
+
+def test_an_unknown_command_is_one_line_and_status_2():
+    r = minbert("donwload")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown command 'donwload'" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_each_command_answers_help_under_its_own_name(command):
+    r = minbert(command, "--help")
+    assert r.returncode == 0, f"python -m minbert {command} --help failed:\n{r.stderr[-1500:]}"
+    assert f"python -m minbert {command}" in r.stdout, f"its usage line should name `python -m minbert {command}`"

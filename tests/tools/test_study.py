@@ -1,0 +1,281 @@
+"""Grades minbert.tools.study: its t-intervals against scipy, and an interrupted study resuming to the same table.
+
+Oracles: (a) scipy.stats.t (quantiles, intervals) for the statistics written without scipy; (c) a tiny study
+(tiny random BERT, 12 examples per task, as tests/test_train_multitask.py) stopped part-way and rerun must end
+with the table of the same study run in one go.
+
+Run: python -m pytest -q tests/tools/test_study.py   (offline, CPU, about a minute: every run is a subprocess)
+"""
+
+import json
+import math
+
+import pytest
+import scipy.stats
+
+from minbert.tools import seed_statistics as stats, study
+
+MOD = "minbert.tools.study"
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 5, 9, 29, 200])
+@pytest.mark.parametrize("p", [0.975, 0.95, 0.5, 0.1])
+def test_t_quantile_matches_scipy(df, p):
+    got, want = stats.t_quantile(p, df), scipy.stats.t.ppf(p, df)
+    assert got == pytest.approx(want, abs=1e-9), f"minbert.tools.seed_statistics.t_quantile({p}, df={df}): expected scipy's {want}, got {got}"
+
+
+def test_t_interval_matches_scipy_on_hand_values():
+    values = [0.012, -0.004, 0.02, 0.007]
+    mean, lo, hi = stats.t_interval(values)
+    want = scipy.stats.t.interval(0.95, len(values) - 1, loc=sum(values) / 4, scale=scipy.stats.sem(values))
+    assert (lo, hi) == pytest.approx(want, abs=1e-12), f"minbert.tools.seed_statistics.t_interval: expected scipy's {want}, got {(lo, hi)}"
+    assert math.isnan(stats.t_interval([0.3])[1]), f"minbert.tools.seed_statistics.t_interval: one value has no interval"
+
+
+@pytest.mark.parametrize("values, baseline", [
+    ([0.71, 0.70, 0.72, 0.70, 0.71], [0.70, 0.70, 0.71, 0.69, 0.70]),
+    ([0.5, 0.6, 0.4], [0.45, 0.62, 0.41]),
+    ([10.0, 10.1, 9.9, 10.05], [1.0, 1.02, 0.99, 1.01]),       # |t| ≈ 200: the far tail
+    ([0.3, 0.1], [0.2, 0.25]),                                  # 1 df
+])
+def test_paired_p_value_matches_scipy_ttest_rel(values, baseline):
+    """Oracle (b): scipy.stats.ttest_rel's two-sided p for the paired difference of per-seed scores."""
+    got = stats.paired_difference(values, baseline)["p"]
+    want = scipy.stats.ttest_rel(values, baseline).pvalue
+    assert got == pytest.approx(want, rel=1e-8, abs=1e-300), f"minbert.tools.seed_statistics.paired_t_pvalue: expected scipy's {want}, got {got}"
+
+
+def _holm_by_sequential_rejection(p):
+    """Holm's procedure as the textbook states it (Holm 1979): at level α, walk the p-values in ascending order and
+    reject H_(j) while p_(j) ≤ α / (m − j + 1); stop at the first that is not. The adjusted p of H_i is the smallest
+    α at which H_i is rejected, searched over every level where the decisions can change (the α = (m − j + 1)·p_(j))."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+
+    def rejected(alpha):
+        out = set()
+        for j, i in enumerate(order, 1):
+            if p[i] > alpha / (m - j + 1):
+                break
+            out.add(i)
+        return out
+    levels = sorted({min(1.0, (m - j) * p[i]) for j, i in enumerate(order)} | {1.0})
+    return [next(a for a in levels if i in rejected(a + 1e-15)) if any(i in rejected(a + 1e-15) for a in levels) else 1.0
+            for i in range(m)]
+
+
+def test_holm_matches_a_hand_worked_example_and_the_sequential_procedure():
+    """Oracles (a) a hand-worked family: p = (0.01, 0.04, 0.03, 0.005), m = 4: sorted 0.005, 0.01, 0.03, 0.04 times
+    4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04, running max 0.02, 0.03, 0.06, 0.06; (c) random families (ties included)
+    against Holm's step-down rejection run at every level."""
+    got = stats.holm([0.01, 0.04, 0.03, 0.005])
+    assert got == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-12), f"minbert.tools.seed_statistics.holm: hand example, got {got}"
+    assert stats.holm([0.2, None, 0.01])[1] is None and stats.holm([0.2, None, 0.01])[2] == pytest.approx(0.02), (
+        "minbert.tools.seed_statistics.holm: None is outside the family (m counts only the p-values given)")
+    import random
+    rng = random.Random(0)
+    for _ in range(200):
+        m = rng.randint(1, 8)
+        p = [round(rng.random() ** 3, 3) for _ in range(m)]        # rounding makes ties
+        want = _holm_by_sequential_rejection(p)
+        assert stats.holm(p) == pytest.approx(want, abs=1e-9), f"minbert.tools.seed_statistics.holm({p}): expected {want}, got {stats.holm(p)}"
+
+
+def test_summary_holm_adjusts_each_metric_over_the_configurations():
+    """Oracles (b) + (c): each Δ's p is scipy's ttest_rel, and p_holm is Holm's sequential procedure run on one
+    metric's p over every configuration (the family), not over all metrics at once."""
+    import random
+    rng = random.Random(1)
+    seeds = [1, 2, 3, 4]
+    scores = {name: {s: {m: 0.7 + shift + 0.01 * rng.random() for m in study.METRICS} for s in seeds}
+              for name, shift in (("baseline", 0), ("a", 0.02), ("b", 0.001), ("c", -0.015))}
+    summary = study.summarise(scores, seeds, None)
+    for m in study.METRICS:
+        names = ["a", "b", "c"]
+        p = [scipy.stats.ttest_rel([scores[n][s][m] for s in seeds], [scores["baseline"][s][m] for s in seeds]).pvalue
+             for n in names]
+        want = _holm_by_sequential_rejection(p)
+        got = [summary[n]["difference"][m]["p_holm"] for n in names]
+        assert got == pytest.approx(want, rel=1e-6), f"{MOD}.summarise: Holm-adjusted p of {m}: expected {want}, got {got}"
+
+
+def test_ensemble_is_compared_with_the_members_mean_and_the_best_member():
+    """Oracle (a), hand values: members' overall 0.70, 0.72, 0.71; the ensemble 0.73 gains +0.02 on their mean and
+    +0.01 on the best member (seed 2: Song/Hu/Pan's comparison), whose per-task scores are used for every metric."""
+    seeds = [1, 2, 3]
+    member = lambda o, sst: {"sst_acc": sst, "para_acc": 0.8, "sts_pearson": 0.8, "overall": o}
+    scores = {"baseline": {1: member(0.70, 0.40), 2: member(0.72, 0.38), 3: member(0.71, 0.45)}}
+    row = study.summarise(scores, seeds, member(0.73, 0.41))["ensemble"]
+    assert row["difference"]["overall"]["mean"] == pytest.approx(0.02), f"{MOD}.summarise: ensemble vs the members' mean"
+    assert row["best_member"]["seed"] == 2, f"{MOD}.summarise: the best member is the one with the highest dev overall"
+    assert row["difference_vs_best_member"]["overall"] == pytest.approx(0.01)
+    assert row["difference_vs_best_member"]["sst_acc"] == pytest.approx(0.03), (
+        f"{MOD}.summarise: per task, the ensemble is compared with the best member's own score (0.38), not each task's best")
+
+
+def test_one_seed_has_no_standard_deviation(tmp_path):
+    """A sample sd needs two values: with one seed the table must not print "± 0.0000" as if it were measured."""
+    assert stats.mean_sd([0.3, 0.5])[1] == pytest.approx(scipy.stats.tstd([0.3, 0.5]))
+    assert stats.mean_sd([0.3]) == (0.3, None), f"minbert.tools.seed_statistics.mean_sd: one value has no sample sd (None), got {stats.mean_sd([0.3])}"
+    summary = study.summarise({"baseline": {1: dict.fromkeys(study.METRICS, 0.5)}}, [1], None)
+    header = {"budget": ["--epochs", "1"], "examples_per_epoch": 0, "seeds": [1],
+              "machine": {"cpu": "cpu", "cpus": 1, "native_bf16": False, "gpu": "none", "load": [0, 0, 0]}}
+    table = study.write_table(str(tmp_path), summary, header)
+    assert "0.5000 ±" not in table, f"{MOD}.write_table: one seed printed with a '± sd' cell:\n{table}"
+
+
+def test_every_configuration_gets_the_same_examples_per_epoch():
+    """6000 examples per epoch at batch 32: 188 steps of one batch, 63 PCGrad/GradVac steps of 3 task batches,
+    47 Gradient Compromise steps of 4 batches (N = 4); with --grad_accum 2, half the steps."""
+    budget = ["--batch_size", "32"]
+    names = ("baseline", "pcgrad", "gradvac", "grad_compromise", "grad_compromise_normalize")
+    got = {n: study.steps_per_epoch(n, budget, 6000) for n in names}
+    want = {n: ["--steps_per_epoch", str(k)] for n, k in zip(names, (188, 63, 63, 47, 47))}
+    assert got == want, f"{MOD}.steps_per_epoch: expected {want}, got {got}"
+    assert study.steps_per_epoch("baseline", budget + ["--grad_accum", "2"], 6000) == ["--steps_per_epoch", "94"]
+    assert study.steps_per_epoch("baseline", budget, 0) == [], "0 examples per epoch: the script's one pass"
+
+
+def test_controls_differ_from_their_method_only_in_what_they_control():
+    """cosine = mnr without its MNR flags (MNR's effect is mnr − cosine); baseline_accum4 makes Gradient Compromise's
+    47 updates of 4 batches (6000 examples at batch 32) with no other flag, so grad_compromise − baseline_accum4
+    compares the method at equal updates and examples."""
+    mnr, cosine = study.CONFIGS["mnr"], study.CONFIGS["cosine"]
+    assert cosine == ["--sts_head", "cosine"] and mnr[:2] == cosine and all(f.startswith("--mnr") or not f.startswith("--")
+                                                                            for f in mnr[2:]), f"{MOD}.CONFIGS: cosine {cosine}, mnr {mnr}"
+    budget = ["--batch_size", "32"]
+    assert study.CONFIGS["baseline_accum4"] == ["--grad_accum", "4"], f"{MOD}.CONFIGS['baseline_accum4']"
+    assert study.steps_per_epoch("baseline_accum4", budget, 6000) == study.steps_per_epoch("grad_compromise", budget, 6000) \
+        == ["--steps_per_epoch", "47"], f"{MOD}.steps_per_epoch: the equal-updates control must make Gradient Compromise's 47 updates"
+
+
+def test_budget_helpers():
+    assert study.budget_epochs(["--lr", "1", "--epochs", "3"]) == 3
+    assert study.with_epochs(["--epochs", "3", "--lr", "1"], 2) == ["--lr", "1", "--epochs", "2"]
+    with pytest.raises(SystemExit):
+        study.parse_args(["--configs", "ensemble", "--", "--epochs", "1"])   # the ensemble needs the baseline seeds
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from test_ensemble import tiny_run_inputs
+    root = tmp_path_factory.mktemp("study")
+    data, model = tiny_run_inputs(root)
+    budget = ["--model", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3",
+              "--hidden_dropout_prob", "0.1", "--amp", "off", "--limit", "12"]
+    argv = ["--configs", "baseline,concat,pals_after,ensemble", "--seeds", "1,2,3", "--in_process", "--examples_per_epoch", "36"]
+    whole = study.main([*argv, "--out_dir", str(root / "whole"), "--results_dir", str(root / "results"), "--", *budget])
+    return root, argv, budget, whole
+
+
+def test_tiny_study_intervals_equal_scipy_t_intervals(tiny):
+    root, _, _, summary = tiny
+    table = json.loads((root / "whole" / "table.json").read_text())
+    assert set(table["configurations"]) == {"baseline", "concat", "pals_after", "ensemble"}
+    for name in ("concat", "pals_after"):
+        for metric, d in table["configurations"][name]["difference"].items():
+            diffs = d["values"]
+            if scipy.stats.sem(diffs) == 0:   # scipy returns nan for a zero-width interval
+                assert d["low"] == d["high"] == d["mean"], f"{MOD}: {name} {metric}: equal differences give a zero-width interval"
+                continue
+            want = scipy.stats.t.interval(0.95, len(diffs) - 1, loc=sum(diffs) / len(diffs), scale=scipy.stats.sem(diffs))
+            assert (d["low"], d["high"]) == pytest.approx(want, abs=1e-9), \
+                f"{MOD}: {name} {metric}: interval {(d['low'], d['high'])}, scipy's t-interval over seeds {want}"
+            base = table["configurations"]["baseline"]["scores"][metric]["values"]
+            mine = table["configurations"][name]["scores"][metric]["values"]
+            assert diffs == pytest.approx([a - b for a, b in zip(mine, base)]), f"{MOD}: {name} {metric}: not paired by seed"
+    for name in ("table.md", "machine.json", "commands.txt"):
+        assert (root / "whole" / name).is_file(), f"{MOD}: {name} was not written"
+        assert (root / "results" / name).is_file(), f"{MOD}: --results_dir did not get {name}"
+    assert not (root / "whole" / "baseline" / "seed1" / "last.pt").exists(), f"{MOD}: a finished run's checkpoints must go"
+    assert (root / "whole" / "baseline" / "seed1" / "outputs.pt").is_file(), f"{MOD}: outputs.pt (ensembles) must stay"
+    commands = (root / "whole" / "commands.txt").read_text()
+    assert commands.count("train_multitask.py") == 3 * 4 and "--pals_after" in commands and "-m minbert ensemble" in commands
+    assert commands.count("--steps_per_epoch 9 ") == 3 * 4, f"{MOD}: 36 examples per epoch at batch 4 is 9 steps in every run"
+    assert "cpu" in table["machine"] and "native_bf16" in table["machine"]
+    try:
+        import matplotlib  # noqa: F401  (optional: without it the study prints a note instead of the plot)
+        assert (root / "results" / "study.png").is_file(), f"{MOD}: matplotlib is installed but study.png was not written"
+    except ImportError:
+        pass
+
+
+def test_interrupted_study_resumes_to_the_same_table(tiny):
+    """Stop after 3 runs (--max_runs), then a real Ctrl-C inside a run, then finish: the same table."""
+    root, argv, budget, whole = tiny
+    out = str(root / "resumed")
+    assert study.main([*argv, "--out_dir", out, "--max_runs", "3", "--", *budget]) is None, "--max_runs 3 must stop the study"
+    # a run cut by a real SIGINT inside its second epoch (the script saves interrupted.pt and exits 130): the
+    # runner must continue it with --resume, to the scores of the run that was never interrupted
+    import signal
+    import train_multitask
+    from test_train_multitask import signal_on_call
+    run_dir = root / "resumed" / "baseline" / "seed2"
+    cmd = study.train_command(budget + study.steps_per_epoch("baseline", budget, 36), study.CONFIGS["baseline"], 2, str(run_dir))
+    with pytest.MonkeyPatch.context() as mp:
+        signal_on_call(mp, train_multitask, "task_loss", 12, signal.SIGINT)   # 9 steps per epoch: step 3 of epoch 2
+        with pytest.raises(SystemExit):
+            train_multitask.main(cmd[2:])
+    assert (run_dir / "interrupted.pt").is_file() and not study.finished(str(run_dir), 2), "the run should be half done"
+    resumed = study.main([*argv, "--out_dir", out, "--", *budget])
+    commands = (root / "resumed" / "commands.txt").read_text().splitlines()
+    cut = [c for c in commands if f"{run_dir}" in c and "--out_dir" in c and c.split("--out_dir ")[1].startswith(f"{run_dir} ")]
+    assert cut and "--resume" in cut[-1] and "interrupted.pt" in cut[-1], \
+        f"{MOD}: the cut run must continue from its interrupted.pt (--resume), got {cut}"
+    first = [c for c in commands if f"--out_dir {root / 'resumed' / 'baseline' / 'seed1'} " in c]
+    assert len(first) == 1, f"{MOD}: a finished run must not be run again, got {len(first)} commands for baseline/seed1"
+    a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
+    b = json.loads((root / "resumed" / "table.json").read_text())["configurations"]
+    for name in a:
+        for metric in study.METRICS:
+            assert a[name]["scores"][metric]["values"] == pytest.approx(b[name]["scores"][metric]["values"], abs=1e-6), \
+                f"{MOD}: resumed study differs from the uninterrupted one at {name} {metric}"
+    assert resumed is not None
+
+
+def test_a_later_session_with_only_the_committed_results_runs_nothing(tiny):
+    """The run folders are not committed (models, checkpoints); --results_dir keeps each finished run's
+    metrics.jsonl and outputs.pt. A fresh session with only that folder must rerun no training and end with the
+    same table (the ensemble is recomputed from the kept outputs)."""
+    root, argv, budget, _ = tiny
+    import shutil
+    later = root / "later"
+    shutil.copytree(root / "results", later / "results")
+    summary = study.main([*argv, "--out_dir", str(later / "runs"), "--results_dir", str(later / "results"), "--", *budget])
+    session = (later / "runs" / "commands.txt").read_text().split("\n# ")[-1]   # this invocation's lines
+    assert "train_multitask.py" not in session, f"{MOD}: runs kept under --results_dir were run again:\n{session}"
+    kept = (later / "results" / "commands.txt").read_text()
+    assert kept.count("train_multitask.py") == 3 * 4, \
+        f"{MOD}: --results_dir/commands.txt must keep the first session's commands when a later session continues:\n{kept}"
+    a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
+    b = json.loads((later / "runs" / "table.json").read_text())["configurations"]
+    assert {n: a[n]["scores"] for n in a} == {n: b[n]["scores"] for n in b}, f"{MOD}: the restored study's table differs"
+    assert summary is not None
+
+
+def test_tables_only_rewrites_the_tables_and_keeps_the_record(tiny):
+    """--tables_only (a table rewrite after a change to the statistics): nothing is trained, the kept commands.txt
+    and machine.json are untouched, the header keeps the machine the records were measured on, the scores equal
+    the study's; a configuration without records stops the rewrite instead of training it."""
+    root, argv, budget, _ = tiny
+    import shutil
+    rewrite = root / "rewrite"
+    shutil.copytree(root / "results", rewrite / "results")
+    machine = json.loads((rewrite / "results" / "machine.json").read_text())
+    machine["machine"]["cpu"] = "the machine of the records"
+    (rewrite / "results" / "machine.json").write_text(json.dumps(machine))
+    before = {n: (rewrite / "results" / n).read_text() for n in ("commands.txt", "machine.json")}
+    summary = study.main([*argv, "--tables_only", "--out_dir", str(rewrite / "runs"), "--results_dir", str(rewrite / "results"),
+                          "--", *budget])
+    assert summary is not None, f"{MOD}: --tables_only stopped although every run has a record"
+    for n, text in before.items():
+        assert (rewrite / "results" / n).read_text() == text, f"{MOD}: --tables_only changed the kept {n}"
+    table = (rewrite / "results" / "table.md").read_text()
+    assert "the machine of the records" in table, f"{MOD}: --tables_only must describe the records' machine, not this one"
+    a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
+    b = json.loads((rewrite / "results" / "table.json").read_text())["configurations"]
+    assert {n: a[n]["scores"] for n in a} == {n: b[n]["scores"] for n in b}, f"{MOD}: --tables_only changed the scores"
+    assert study.main([*argv, "--configs", "baseline,smart", "--tables_only", "--out_dir", str(rewrite / "runs2"),
+                       "--results_dir", str(rewrite / "results"), "--", *budget]) is None, \
+        f"{MOD}: --tables_only must stop (None) where a configuration has no record, not train it"
