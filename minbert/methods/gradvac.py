@@ -14,6 +14,17 @@ After an adjustment cos(g_i', g_j) = φ̂ exactly. With φ̂ ≡ 0 the rule is P
 this code then gives bit-for-bit PCGrad's result (the adjustment is written as
 ‖g_i'‖φ̂√(1−φ²)/(‖g_j‖√(1−φ̂²)) − g_i'·g_j/‖g_j‖², whose first term is exactly 0 when φ̂ = 0).
 
+The teaching core, first in this file (the same layout as minbert/methods/pcgrad.py):
+  gradvac_coefficients(G, orders, targets, beta)   the loop above on the K×K Gram matrix G = g gᵀ,
+                                   returning c (K, K) with g_i' = c_i · g; updates φ̂ in place.
+  gradvac_update(g, orders, targets, beta, shared) the readable (K, P) path for one group:
+                                   G = g gᵀ, the coefficients, then Σ_i g_i' = (Σ_i c_i) · g.
+  Use:  g, shared = task_gradients(losses, params)             # minbert.methods.pcgrad
+        update = gradvac_update(g, orders, targets, 0.01, shared)   # (P,); targets (K, K) start at 0
+Below the line "memory-frugal version", class GradVac (PCGrad's per-param machinery, never
+writing (K, P)) runs it per parameter group for the training script; tests/methods/
+test_pcgrad_per_param.py checks it against the readable path, and that against the loop on vectors.
+
 Variant chosen for the EMA, because the public code disagrees (REFERENCE-NOTES §8):
 - Here: compare φ with the *previous* target, then update the target with the cosine measured
   *before* the adjustment, on every step, outside the `if`. So the target can rise as well as fall
@@ -77,6 +88,24 @@ def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: t
     return coef, adjustments
 
 
+def gradvac_update(g: torch.Tensor, orders: list[list[int]], targets: torch.Tensor, beta: float,
+                   shared: torch.Tensor | None = None) -> torch.Tensor:
+    """The readable path for one group: g (K, P) -> the update (P,) = Σ_i g_i'. targets (K, K)
+    float64 φ̂, updated in place; orders and shared as in minbert.methods.pcgrad.pcgrad_update
+    (the coordinates outside `shared` get Σ_k g_k, a head's own task gradient). Per-layer groups:
+    call it once per group, on that group's columns of g, with that group's targets."""
+    if shared is None:
+        shared = torch.ones(g.shape[1], dtype=torch.bool, device=g.device)
+    s = g[:, shared]                                           # (K, S) the shared coordinates
+    gram = (s.double() @ s.double().T).cpu()                   # (K, K) G = g gᵀ, in float64
+    coef, _ = gradvac_coefficients(gram, orders, targets, beta)  # g_i' = coef[i] · g
+    update = g.sum(0)                                          # (P,) heads: their own task's gradient
+    update[shared] = coef.sum(0).to(g.dtype) @ s               # Σ_i g_i' = (Σ_i c_i) · g
+    return update
+
+
+# ------------------------------------------------- memory-frugal version: never materialises (K, P)
+# gradvac_update per parameter group, param by param: what train_multitask.py uses (from_args below).
 class GradVac(PCGrad):
     """PCGrad's API (accumulate, apply, state_dict) with GradVac's rule per parameter group.
     self.targets (K, K, G) float64 holds φ̂ (G groups); it is created by the first accumulate()

@@ -1,43 +1,46 @@
 """PCGrad: gradient surgery for multi-task learning, as a drop-in for `sum(losses).backward()`.
 
-Concept: when two tasks share weights, their gradients can point in conflicting directions
-(g_i · g_j < 0), and summing them lets one task undo the other's progress. PCGrad (Yu et al.,
-"Gradient Surgery for Multi-Task Learning", arXiv:2001.06782, Algorithm 1, Eq. 1) removes the conflict:
-each task's gradient is projected onto the normal plane of every other task's gradient it
-conflicts with, g_i' = g_i' − (g_i' · g_j / ‖g_j‖²) g_j when g_i' · g_j < 0, visiting the other
-tasks in random order, and the update is Σ_i g_i' (reduction='mean': divided by the number of
-tasks present). The order matters with ≥ 3 tasks.
+Yu et al., "Gradient Surgery for Multi-Task Learning", NeurIPS 2020, arXiv:2001.06782, Algorithm 1.
+When two tasks share weights their gradients can conflict (g_i · g_j < 0), and summing them lets
+one task undo the other's progress. PCGrad projects each task's gradient onto the normal plane of
+every other task's gradient it conflicts with, visiting the other tasks in random order:
 
-Use:   pc = PCGrad(trainable_params);  pc.accumulate([loss_sst, loss_para, loss_sts]) (once per
-micro-batch);  pc.apply();  optimizer.step().  Shapes: K tasks, P scalars in all params,
-(P,) one flattened gradient, g (K, P) the per-task gradients (kept param by param, never as one
-stacked copy), (K, K) the Gram matrix.
+    for each task i:   g_i' ← g_i
+        for j ≠ i in random order:
+            if g_i' · g_j < 0:   g_i' ← g_i' − (g_i' · g_j / ‖g_j‖²) g_j                     (Eq. 1)
+    update = Σ_i g_i'
 
-Variant chosen (where the references differ, see REFERENCE-NOTES §7):
-- Shared vs task-specific. A parameter is *shared* when ≥ 2 tasks used it this step (it was in
-  their autograd graphs; a gradient that merely happens to be 0 still counts as used). Surgery
-  sees only the shared coordinates. A parameter used by one task (its head) gets exactly that
-  task's gradient; one used by none keeps p.grad = None, so AdamW neither moves nor decays it.
-- One Gram matrix. g_i' is always a linear combination of the original gradients, g_i' = c_i · g
-  with c_i (K,), so every dot the loop needs is g_i' · g_j = (c_i G)_j with G = g gᵀ. We compute
-  G once (one device sync, not K²), run the loop on K×K float64 numbers, then form the update
-  as Σ_i g_i' = (Σ_i c_i) · g.
-- No flat copy. g is never written as one (K, P) tensor: each task's gradient stays in the tensors
-  autograd returned, G is summed param by param (G_ij = Σ_n g_in · g_jn, one dot of two views per
-  pair and param), and the update of param n is Σ_k w_k g_kn. The stacked version cost 1.21× a
-  plain summed 3-task step (it wrote and zeroed K·P floats every step); see bench/bench_surgery.py.
-- The order: a fresh permutation per task per step from a seeded torch.Generator, saved by
-  state_dict() for exact resume. `apply(order=...)` fixes it (tests, the paper's figures).
-- 'sum' is the paper. 'mean' divides the whole update, heads included, by the number of tasks
-  that contributed this step: only the scale changes, never the direction.
-- AMP: surgery is positively homogeneous (scale every g by s > 0 and g_i' scales by s), so with
-  one GradScaler scale shared by all tasks we can project the *scaled* gradients and let
-  `scaler.step(optimizer)` unscale them. An inf/NaN gradient makes the Gram NaN; comparisons with
-  NaN are False, nothing is projected, the update stays non-finite and scaler.step skips it.
-DDP: run the per-task backward passes under no_sync() and average self.grads over the ranks
-before apply() (minbert.run.distributed.Sync.task_grads).
-Left out: per-layer groups for PCGrad (GradVac has them; the class below already loops over
-groups), and sparse gradients.
+The order matters with ≥ 3 tasks. Shapes: K tasks, P scalars in all params, g (K, P) the per-task
+gradients (row k = task k's gradient, flattened), G = g gᵀ (K, K) the Gram matrix.
+
+The teaching core, first in this file:
+  pcgrad_coefficients(G, orders)    Algorithm 1 on K×K numbers. g_i' is always a linear combination
+                                    of the original gradients, g_i' = c_i · g with c_i (K,), so every
+                                    dot the loop needs is g_i' · g_j = (c_i G)_j.
+  task_gradients(losses, params)    stack each task's gradient into one row of g (K, P).
+  pcgrad_update(g, orders, shared)  the readable (K, P) path: G = g gᵀ, the coefficients, then
+                                    Σ_i g_i' = (Σ_i c_i) · g.
+  Use:  g, shared = task_gradients([loss_sst, loss_para, loss_sts], params)
+        update = pcgrad_update(g, orders, shared)                       # (P,): split it into p.grad
+Below the line "memory-frugal version", class PCGrad computes the same update for the training
+script (accumulate per micro-batch, apply, state_dict, AMP, DDP) param by param, never writing the
+(K, P) stack; tests/methods/test_pcgrad_per_param.py checks it against the readable path, and the
+readable path against Algorithm 1 written out on vectors.
+
+Defaults and variant chosen (where the references differ, see REFERENCE-NOTES §7):
+- 'sum' is the paper. 'mean' (class PCGrad) divides the whole update, heads included, by the number
+  of tasks that contributed this step: only the scale changes, never the direction.
+- Shared vs task-specific. Surgery sees only the shared coordinates. A parameter is *shared* when
+  ≥ 2 tasks used it this step (it was in their autograd graphs; a gradient that merely happens to
+  be 0 still counts as used). A parameter used by one task (its head) gets exactly that task's
+  gradient; one used by none gets 0 from the readable path and keeps p.grad = None in class PCGrad,
+  so AdamW neither moves nor decays it.
+- A task with no gradient on the shared part (‖g_j‖ = 0) takes part in no projection.
+- The order: class PCGrad draws a fresh permutation per task per step from a seeded
+  torch.Generator, saved by state_dict() for exact resume; `apply(order=...)` fixes it (tests, the
+  paper's figures). The readable path takes `orders` from the caller.
+Left out: per-layer groups for PCGrad (GradVac has them; class PCGrad already loops over groups),
+and sparse gradients.
 """
 
 from collections import Counter
@@ -70,8 +73,55 @@ def pcgrad_coefficients(gram: torch.Tensor, orders: list[list[int]]) -> tuple[to
     return coef, projections
 
 
+def task_gradients(losses: list[torch.Tensor], params: list[torch.nn.Parameter]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row k of g (K, P) = the gradient of losses[k] w.r.t. params, flattened (0 where task k's graph
+    does not reach). shared (P,) bool: the coordinates of the params that ≥ 2 tasks' graphs reach."""
+    rows, used = [], []
+    for k, loss in enumerate(losses):
+        # Tasks usually share the encoder's forward graph: keep it alive until the last task.
+        grads = torch.autograd.grad(loss, params, retain_graph=k < len(losses) - 1, allow_unused=True)
+        rows.append(torch.cat([(torch.zeros_like(p) if d is None else d).reshape(-1).float()
+                               for p, d in zip(params, grads)]))            # (P,)
+        used.append([d is not None for d in grads])
+    users = torch.tensor(used).sum(0)                                          # (N,) tasks per param
+    shared = torch.cat([torch.full((p.numel(),), bool(u >= 2)) for p, u in zip(params, users)])
+    return torch.stack(rows), shared.to(rows[0].device)                        # (K, P), (P,)
+
+
+def pcgrad_update(g: torch.Tensor, orders: list[list[int]], shared: torch.Tensor | None = None) -> torch.Tensor:
+    """The readable path: g (K, P) -> the update (P,) = Σ_i g_i'. orders as in pcgrad_coefficients;
+    shared (P,) bool marks the coordinates the surgery sees (None: all); the others get Σ_k g_k,
+    which is a head's own task gradient."""
+    if shared is None:
+        shared = torch.ones(g.shape[1], dtype=torch.bool, device=g.device)
+    s = g[:, shared]                                           # (K, S) the shared coordinates
+    gram = (s.double() @ s.double().T).cpu()                   # (K, K) G = g gᵀ, in float64
+    coef, _ = pcgrad_coefficients(gram, orders)                # g_i' = coef[i] · g
+    update = g.sum(0)                                          # (P,) heads: their own task's gradient
+    update[shared] = coef.sum(0).to(g.dtype) @ s               # Σ_i g_i' = (Σ_i c_i) · g
+    return update
+
+
+# ------------------------------------------------- memory-frugal version: never materialises (K, P)
+# The same update, param by param: what train_multitask.py uses (minbert.methods.gradvac.from_args).
 class PCGrad:
-    """Per-task gradients in, one combined .grad out. See the module docstring for the maths."""
+    """pcgrad_update for the training loop: per-task gradients in, one combined .grad out.
+
+    Use:   pc = PCGrad(trainable_params);  pc.accumulate([loss_sst, loss_para, loss_sts]) (once per
+    micro-batch);  pc.apply();  optimizer.step().  Same maths as the readable path above; what
+    differs is where the numbers live:
+    - No flat copy. g is never written as one (K, P) tensor: each task's gradient stays in the tensors
+      autograd returned (grads[k][n]), G is summed param by param (G_ij = Σ_n g_in · g_jn, one dot of
+      two views per pair and param), and the update of param n is Σ_k w_k g_kn, w = Σ_i c_i. The
+      stacked version cost 1.21× a plain summed 3-task step (it wrote and zeroed K·P floats every
+      step); see bench/bench_surgery.py. G comes to the CPU in one device sync, not K².
+    - Shared is decided per param tensor (used by ≥ 2 tasks), p.grad of an unused param stays None.
+    - AMP: surgery is positively homogeneous (scale every g by s > 0 and g_i' scales by s), so with
+      one GradScaler scale shared by all tasks we can project the *scaled* gradients and let
+      `scaler.step(optimizer)` unscale them. An inf/NaN gradient makes the Gram NaN; comparisons
+      with NaN are False, nothing is projected, the update stays non-finite and scaler.step skips it.
+    - DDP: run the per-task backward passes under no_sync() and average self.grads over the ranks
+      before apply() (minbert.run.distributed.Sync.task_grads)."""
 
     def __init__(self, params: list[torch.nn.Parameter], reduction: str = "sum", seed: int = 0):
         self.params = list(params)
