@@ -1,6 +1,7 @@
 """Tests for minbert/methods/gradvac.py: gradvac_coefficients and GradVac (targets, EMA, groups, state).
 
-Oracles: (a) exact vectors from REFERENCE-NOTES §8; (b) PCGrad as a live oracle (φ̂ ≡ 0 must give
+Oracles: (a) exact vectors from REFERENCE-NOTES §8 (coefficients, the readable (K, P) path
+gradvac_update, the class); (b) PCGrad as a live oracle (φ̂ ≡ 0 must give
 PCGrad bit for bit); (c) properties (cosine after adjustment = target, no change above target,
 EMA convergence, independent groups, state round trip).
 Gradients are driven exactly by losses w · v_k, whose gradient w.r.t. w is v_k.
@@ -12,8 +13,8 @@ import math
 import pytest
 import torch
 
-from minbert.methods.gradvac import GradVac, gradvac_coefficients
-from minbert.methods.pcgrad import PCGrad
+from minbert.methods.gradvac import GradVac, gradvac_coefficients, gradvac_update
+from minbert.methods.pcgrad import PCGrad, pcgrad_update
 from conftest import check
 
 APPLY = "minbert.methods.gradvac.GradVac.apply"
@@ -73,6 +74,21 @@ def test_gradvac_target_half_oracle():
     stats = gradvac.apply()
     check(w.grad, [0.78868, 1.78868], APPLY, atol=1e-5)
     assert stats["projections"] == 2, f"`{APPLY}`: expected 2 adjustments, stats {stats}"
+
+
+def test_gradvac_update_two_task_oracle():
+    """Oracle (a), the readable (K, P) path: φ̂ = 0.5 → the sum (0.78868, 1.78868) as above, and
+    every target moves by β toward the cosine measured before the adjustment (cos(g1, g2) = −0.70711)."""
+    g = torch.tensor([[1.0, 0.0], [-1.0, 1.0]])
+    targets = torch.full((2, 2), 0.5, dtype=torch.float64)
+    update = gradvac_update(g, [[1], [0]], targets, 0.5)
+    check(update, [0.78868, 1.78868], "minbert.methods.gradvac.gradvac_update", atol=1e-5)
+    check(targets[0, 1], 0.25 - 0.5 * SQRT_HALF, "minbert.methods.gradvac.gradvac_update (target φ̂_01 after the step)", atol=1e-12)
+    # φ̂ ≡ 0 is PCGrad's projection: the same update as pcgrad_update, bit for bit
+    g = torch.randn(3, 7, generator=torch.Generator().manual_seed(1))
+    orders = [[2, 1], [0, 2], [1, 0]]
+    assert torch.equal(gradvac_update(g, orders, torch.zeros(3, 3, dtype=torch.float64), 0.0), pcgrad_update(g, orders)), \
+        "minbert.methods.gradvac.gradvac_update with φ̂ = 0 must equal minbert.methods.pcgrad.pcgrad_update"
 
 
 # ---------------------------------------------------------------------------- properties

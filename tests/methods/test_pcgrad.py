@@ -1,7 +1,8 @@
 """Tests for minbert/methods/pcgrad.py: pcgrad_coefficients and PCGrad (accumulate, apply, state_dict).
 
-Oracles: (a) exact vectors from REFERENCE-NOTES §7, computed by hand; (b) plain backward() (the
-direct (K, P) Algorithm 1 is instructor-only); (c) properties (no conflict left with two
+Oracles: (a) exact vectors from REFERENCE-NOTES §7, computed by hand, for the coefficients, the
+readable (K, P) path (task_gradients, pcgrad_update) and the class; (b) plain backward() (the
+direct (K, P) Algorithm 1 is instructor-only: tests/methods/test_pcgrad_per_param.py); (c) properties (no conflict left with two
 tasks, identity without conflicts, scale invariance, reproducible order).
 Gradients are driven exactly by losses of the form w · v_k, whose gradient w.r.t. w is v_k.
 Run: python -m pytest -q tests/methods/test_pcgrad.py   (offline, CPU, a few seconds)
@@ -10,11 +11,12 @@ Run: python -m pytest -q tests/methods/test_pcgrad.py   (offline, CPU, a few sec
 import pytest
 import torch
 
-from minbert.methods.pcgrad import PCGrad, pcgrad_coefficients
+from minbert.methods.pcgrad import PCGrad, pcgrad_coefficients, pcgrad_update, task_gradients
 
 APPLY = "minbert.methods.pcgrad.PCGrad.apply"
 ACCUMULATE = "minbert.methods.pcgrad.PCGrad.accumulate"
 COEF = "minbert.methods.pcgrad.pcgrad_coefficients"
+UPDATE = "minbert.methods.pcgrad.pcgrad_update"
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -83,6 +85,30 @@ def test_pcgrad_removes_conflicting_component_two_task_oracle():
     grad, stats = combined([[1, 0], [-1, 1]])
     check(grad, [0.5, 1.5], APPLY, atol=1e-6)
     assert stats["conflicts"] == 1 and stats["projections"] == 2, f"`{APPLY}`: stats {stats}, expected 1 conflict, 2 projections"
+
+
+def test_pcgrad_update_two_task_oracle():
+    """Oracle (a), the readable (K, P) path: g1=(1,0), g2=(−1,1) → update g1' + g2' = (0.5, 1.5).
+    With only the first coordinate shared, g1 and g2 are opposite there: each is projected to 0
+    on it, and the second coordinate (a head of task 2) keeps its own gradient: (0, 1)."""
+    g = torch.tensor([[1.0, 0.0], [-1.0, 1.0]])
+    check(pcgrad_update(g, [[1], [0]]), [0.5, 1.5], UPDATE)
+    check(pcgrad_update(g, [[1], [0]], shared=torch.tensor([True, False])), [0.0, 1.0], UPDATE + " (shared=[True, False])")
+    check(pcgrad_update(torch.tensor([[1.0, 0.2], [0.5, 1.0]]), [[1], [0]]), [1.5, 1.2], UPDATE + " (no conflict: the sum)")
+
+
+def test_task_gradients_stack_plain_backward_per_task():
+    """Oracle (b): row k of g is task k's plain backward() flattened; shared marks the trunk only."""
+    model, x = TwoHeadNet(num_tasks=3), batches(1)[0]
+    params = [p for p in model.parameters() if p.requires_grad]
+    g, shared = task_gradients(model.losses(x), params)
+    for k in range(3):
+        model.zero_grad(set_to_none=True)
+        model.losses(x)[k].backward()
+        row = torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1) for p in params])
+        check(g[k], row, f"minbert.methods.pcgrad.task_gradients (row {k})")
+    want = torch.cat([torch.full((p.numel(),), name.startswith("shared.")) for name, p in model.named_parameters()])
+    assert torch.equal(shared, want), "minbert.methods.pcgrad.task_gradients: shared must mark exactly the params ≥ 2 tasks used"
 
 
 def test_pcgrad_three_tasks_depend_on_order():
