@@ -22,8 +22,8 @@ The teaching core, first in this file (the same layout as minbert/methods/pcgrad
   Use:  g, shared = task_gradients(losses, params)             # minbert.methods.pcgrad
         update = gradvac_update(g, orders, targets, 0.01, shared)   # (P,); targets (K, K) start at 0
 Below the line "memory-frugal version", class GradVac (PCGrad's per-param machinery, never
-writing (K, P)) runs it per parameter group for the training script; tests/methods/
-test_pcgrad_per_param.py checks it against the readable path, and that against the loop on vectors.
+writing (K, P)) runs it per parameter group for the training script. The tests (tests/methods/)
+check the class against the readable path, and that against hand-computed cases and the loop on vectors.
 
 Variant chosen for the EMA, because the public code disagrees (REFERENCE-NOTES §8):
 - Here: compare φ with the *previous* target, then update the target with the cosine measured

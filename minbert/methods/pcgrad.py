@@ -24,8 +24,8 @@ The teaching core, first in this file:
         update = pcgrad_update(g, orders, shared)                       # (P,): split it into p.grad
 Below the line "memory-frugal version", class PCGrad computes the same update for the training
 script (accumulate per micro-batch, apply, state_dict, AMP, DDP) param by param, never writing the
-(K, P) stack; tests/methods/test_pcgrad_per_param.py checks it against the readable path, and the
-readable path against Algorithm 1 written out on vectors.
+(K, P) stack. The tests (tests/methods/) check the class against the readable path, and the
+readable path against hand-computed cases and Algorithm 1 written out on vectors.
 
 Defaults and variant chosen (where the references differ, see REFERENCE-NOTES §7):
 - 'sum' is the paper. 'mean' (class PCGrad) divides the whole update, heads included, by the number
