@@ -45,7 +45,8 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     from minbert.core.errors import cli
-    return cli(importlib.import_module(COMMANDS[name][0]).main, rest)
+    cli(importlib.import_module(COMMANDS[name][0]).main, rest)   # what main returns is for callers, not the exit status
+    return 0
 
 
 if __name__ == "__main__":

@@ -36,3 +36,12 @@ def test_each_command_answers_help_under_its_own_name(command):
     r = minbert(command, "--help")
     assert r.returncode == 0, f"python -m minbert {command} --help failed:\n{r.stderr[-1500:]}"
     assert f"python -m minbert {command}" in r.stdout, f"its usage line should name `python -m minbert {command}`"
+
+
+def test_a_command_that_returns_a_value_still_exits_0(monkeypatch):
+    """`python -m minbert ensemble` returned its table (a list), which sys.exit printed and turned into status 1:
+    the study's ensemble step then stopped the whole study."""
+    import minbert.__main__ as entry
+    from minbert.tools import ensemble
+    monkeypatch.setattr(ensemble, "main", lambda argv: [{"member": "a", "overall": 0.7}])
+    assert entry.main(["ensemble", "x"]) == 0

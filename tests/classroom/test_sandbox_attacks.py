@@ -115,6 +115,7 @@ def test_links_in_a_submission_are_refused_with_a_message(kind, student, tmp_pat
     (sub / "minbert").mkdir(parents=True)
     if kind == "file symlinks":
         for f in ("attention.py", "meanshift.py"):
+            (sub / package_file(f)).parent.mkdir(parents=True, exist_ok=True)
             (sub / package_file(f)).symlink_to(ROOT / package_file(f))
     elif kind == "folder symlink":
         (sub / "minbert").rmdir()
@@ -122,6 +123,7 @@ def test_links_in_a_submission_are_refused_with_a_message(kind, student, tmp_pat
     else:
         for f in ("attention.py", "meanshift.py"):
             shutil.copyfile(ROOT / package_file(f), tmp_path / f)
+            (sub / package_file(f)).parent.mkdir(parents=True, exist_ok=True)
             os.link(tmp_path / f, sub / package_file(f))
     entries = grade(sub, {"attention", "meanshift"})
     assert scores(entries) == {"attention": 0, "meanshift": 0}, scores(entries)
