@@ -3,7 +3,8 @@
 The pieces, each small, and the script decides when to use them (nanochat's save_checkpoint/load_checkpoint,
 nanoGPT's checkpoint dict built in its loop):
 
-- `save(path, dict)` / `load(path)`: write atomically, read without running code.
+- `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last(out_dir, dict)`
+  is save to last.pt plus removing the now older interrupted.pt; `save_weights` writes best.pt.
 - `LoopState`: where the loop is (epoch, step), the best score so far, the per-epoch history, this epoch's
   running loss sums and a script's own lists (`extra`). `loop.epochs(n)` and `loop.steps(n, stop)` yield
   the positions still to run and remember them, so a resume starts where the save was made.
