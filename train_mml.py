@@ -161,23 +161,30 @@ def train(args, stop):
     scaler = grad_scaler(device, args.amp)
     update = OptimizerStep(optimizer, None, scaler, args.out_dir)   # step, skip non-finite (no schedule: the paper's)
     stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch
-    state = checkpoint.TrainState(args, {"task": 0.0, "mv": 0.0, "n": 0}, model=model, optimizer=optimizer,
-                                  scaler=scaler, stream=stream)
-    state.extra = {"trace": [], "events": []}   # (step, active heads) after every step; elimination events
+    parts = {"model": model, "optimizer": optimizer, "scaler": scaler, "stream": stream}   # what a resume restores
+    loop = checkpoint.LoopState(running={"task": 0.0, "mv": 0.0, "n": 0},   # epoch, step, best, history, loss sums
+                                extra={"trace": [], "events": []})   # (step, active heads) per step; eliminations
     if ck is not None:
         if args.predict_only:
             model.load_state_dict(ck["model"])
-            state.epoch = args.epochs + 1     # no training: straight to the scores below
+            loop.epoch = args.epochs + 1     # no training: straight to the scores below
         else:
-            state.load_state_dict(ck)
+            checkpoint.restore(ck, parts, loop)   # the parts' states, every RNG, the loop's position
         del ck
-    trace, events = state.extra["trace"], state.extra["events"]
+    trace, events = loop.extra["trace"], loop.extra["events"]
+
+    def resume_state():   # last.pt and interrupted.pt: everything an exact resume needs, at a step boundary
+        return {**checkpoint.state_dicts(parts), **checkpoint.rng_states(), **loop.state_dict(),
+                "args": json.dumps(vars(args))}
 
     # ------------------------------------------------------------------ training loop
     t0, headline = time.time(), PAPER_METRIC[args.task]   # the best epoch by the paper's metric
-    with state.saved_on_interrupt(stop):   # Ctrl-C: finish the step, save interrupted.pt, exit
-        for epoch in state.epochs(args.epochs):
-            for step in state.steps(steps_per_epoch, stop, args.batch_size * distributed.world_size()):
+    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
+        for epoch in loop.epochs(args.epochs):   # Ctrl-C: finish the step, save interrupted.pt, exit (above)
+            bar = progress.bar(loop.steps(steps_per_epoch, stop), epoch, args.epochs, steps_per_epoch, loop.step,
+                               disable=not distributed.is_main(), args=args,
+                               examples_per_step=args.batch_size * distributed.world_size())
+            for step in bar:
                 global_step = (epoch - 1) * steps_per_epoch + step + 1
                 # 1) forward and loss: Eq. 3's task loss over the heads, plus λ·L_mv (Eq. 4) for mml/mv
                 batch = to_device(stream.next(), device)
@@ -197,37 +204,42 @@ def train(args, stop):
                     eliminate(eliminator, per_head if finite else None, global_step, epoch, heads, events, args)
                 trace.append((global_step, int(heads.active.sum())))
                 if finite:
-                    state.running = {"task": state.running["task"] + loss.item(), "mv": state.running["mv"] + mv.item(),
-                                     "n": state.running["n"] + 1}
-                state.show(loss=state.running["task"] / max(state.running["n"], 1), active=trace[-1][1])
+                    loop.running = {"task": loop.running["task"] + loss.item(), "mv": loop.running["mv"] + mv.item(),
+                                    "n": loop.running["n"] + 1}
+                progress.show(bar, loss=loop.running["task"] / max(loop.running["n"], 1), active=trace[-1][1])
 
-            # ---------------------------------------------------------- dev evaluation, best and last checkpoints
+            # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
                 scores = distributed.on_main(lambda: score(args.task, run(dev), dev.labels))
-            n = max(state.running["n"], 1)
-            record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                      "loss_task": round(state.running["task"] / n, 4), "loss_mv": round(state.running["mv"] / n, 4),
-                      "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)}
-            state.end_epoch(record, scores[headline], model, scores)
+            n = max(loop.running["n"], 1)
+            loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                                 "loss_task": round(loop.running["task"] / n, 4),
+                                 "loss_mv": round(loop.running["mv"] / n, 4),
+                                 "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)})
+            progress.log_epoch(loop.history, args.out_dir, write=distributed.is_main())   # console, metrics.jsonl
+            if loop.improved(scores[headline]):   # best.pt: this model's weights and scores
+                checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
+            loop.next_epoch()
+            checkpoint.save_last(args.out_dir, resume_state())   # resume from the next epoch's start
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
     if not distributed.is_main():
-        return state.history
+        return loop.history
     source = args.resume if args.predict_only else os.path.join(args.out_dir, "best.pt")
     if not args.predict_only:
         model.load_state_dict(checkpoint.load(source)["model"])
         # the best model as a complete folder: --model RUN_DIR/model loads it in either script
         export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
-               {"model": args.model, "args": vars(args), "best_dev": max(state.history, key=lambda r: r[headline])})
+               {"model": args.model, "args": vars(args), "best_dev": max(loop.history, key=lambda r: r[headline])})
     cross_dataset(args, stop, run, load, source, dev)
     if args.predict_only:
-        return state.history
+        return loop.history
 
     # ------------------------------------------------------------------ summary and heads.png
-    history = state.history
+    history = loop.history
     print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv", "active_heads",
                                           "elapsed_s"]))
-    print(f"best dev {headline} {state.best:.4f}; {len(events)} elimination event(s); "
+    print(f"best dev {headline} {loop.best:.4f}; {len(events)} elimination event(s); "
           f"the best model has {int(heads.active.sum())}/{num_heads} heads active")
     plot_heads(os.path.join(args.out_dir, "heads.png"), trace, events, num_heads)
     return history

@@ -16,6 +16,7 @@ A paper's recipe: python train_multitask.py @recipes/NAME.args. Smoke run: add -
 Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/last.pt (or interrupted.pt).
 """
 
+import json
 import os
 import time
 
@@ -151,12 +152,16 @@ def train(args, stop):
     ranking = mnr.from_args(args, train, lambda data, seed: distributed.stream(data, args.batch_size, seed))
     compromise = gradient_compromise.from_args(args, TASKS, sizes)
     surgery = gradvac.from_args(args, model, [p for p in model.parameters() if p.requires_grad], args.seed)
-    state = checkpoint.TrainState(args, {t: [0.0, 0] for t in TASKS}, model=model, optimizer=optimizer,
-                                  scheduler=scheduler, scaler=scaler, smart=adversary, surgery=surgery,
-                                  sampler=sampler, streams=streams, mnr=ranking)
+    parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler, "smart": adversary,
+             "surgery": surgery, "sampler": sampler, "streams": streams, "mnr": ranking}   # what a resume restores
+    loop = checkpoint.LoopState(running={t: [0.0, 0] for t in TASKS})   # epoch, step, best, history, loss sums
     if ck is not None:
-        state.load_state_dict(ck)
+        checkpoint.restore(ck, parts, loop)   # the parts' states, every RNG, the loop's position
         del ck   # the checkpoint's tensors are in the model and optimizer now
+
+    def resume_state():   # last.pt and interrupted.pt: everything an exact resume needs, at a step boundary
+        return {**checkpoint.state_dicts(parts), **checkpoint.rng_states(), **loop.state_dict(),
+                "args": json.dumps(vars(args))}
 
     def batch_loss(task, batch):
         """Forward and loss: the task loss of one batch plus every enabled method's term, in fp32."""
@@ -195,8 +200,8 @@ def train(args, stop):
                 finite = False
                 tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
             losses[task] = losses.get(task, 0.0) + loss
-            state.running[task][0] += loss.item()
-            state.running[task][1] += 1
+            loop.running[task][0] += loss.item()
+            loop.running[task][1] += 1
             seen += len(batch["ids"]) * distributed.world_size()
         if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
             losses = compromise.scale(losses, epoch)
@@ -209,13 +214,15 @@ def train(args, stop):
 
     # ------------------------------------------------------------------ training loop
     t0 = time.time()
-    with state.saved_on_interrupt(stop):   # Ctrl-C: finish the step, save interrupted.pt, exit
-        for epoch in state.epochs(args.epochs):
+    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
+        for epoch in loop.epochs(args.epochs):   # Ctrl-C: finish the step, save interrupted.pt, exit (above)
             sampler.set_epoch(epoch)
             if ranking:
                 ranking.set_epoch(epoch)
             seen, t_epoch = 0, time.time()
-            for step in state.steps(steps_per_epoch, stop):
+            bar = progress.bar(loop.steps(steps_per_epoch, stop), epoch, args.epochs, steps_per_epoch, loop.step,
+                               disable=not distributed.is_main(), args=args)
+            for step in bar:
                 # 1) forward, loss, backward for each micro-batch of the step
                 done = [forward_backward(epoch, step, last=m == args.grad_accum - 1) for m in range(args.grad_accum)]
                 seen += sum(n for _, n in done)
@@ -227,23 +234,27 @@ def train(args, stop):
                 update(finite=all(f for f, _ in done))
                 if adversary:
                     adversary.update_teacher()
-                state.show(**{t: s / max(n, 1) for t, (s, n) in state.running.items()},
-                           **{"ex/s": f"{seen / (time.time() - t_epoch):.0f}"})
+                progress.show(bar, **{t: s / max(n, 1) for t, (s, n) in loop.running.items()},
+                              **{"ex/s": f"{seen / (time.time() - t_epoch):.0f}"})
             train_time = time.time() - t_epoch
 
-            # ---------------------------------------------------------- dev evaluation, best and last checkpoints
+            # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
                 scores = distributed.on_main(lambda: task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev))
             model.train()
-            record = {"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                      **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in state.running.items()},
-                      "train_examples_per_s": round(seen / max(train_time, 1e-9), 1),
-                      "elapsed_s": round(time.time() - t0, 1)}
-            state.end_epoch(record, scores["overall"], model, scores)
+            loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                                 **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in loop.running.items()},
+                                 "train_examples_per_s": round(seen / max(train_time, 1e-9), 1),
+                                 "elapsed_s": round(time.time() - t0, 1)})
+            progress.log_epoch(loop.history, args.out_dir, write=distributed.is_main())   # console, metrics.jsonl
+            if loop.improved(scores["overall"]):   # best.pt: this model's weights and scores
+                checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
+            loop.next_epoch()
+            checkpoint.save_last(args.out_dir, resume_state())   # resume from the next epoch's start
 
     if distributed.is_main():
-        finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, state.history)
-    return state.history
+        finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, loop.history)
+    return loop.history
 
 
 def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, history):

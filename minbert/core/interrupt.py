@@ -8,9 +8,9 @@ scheduler or the RNG snapshot moved on, the saved state replays the step twice.
 The choice made here: **defer the signal to the next step boundary.** `StopSignal` replaces the
 SIGINT/SIGTERM handlers while a run is going; a signal only sets a flag, the step in flight
 finishes (forward, backward, optimizer, scheduler, teacher update), and the loop calls
-`check()` at the top of the next step, which raises `Interrupted` there. The script then saves
-the state of that boundary to `interrupted.pt` and exits with status 130. A step takes seconds,
-so the wait is short.
+`check()` at the top of the next step, which raises `Interrupted` there. The loop runs inside
+`with stop.saving(path, save):`, which then calls the script's `save(path)` (the state of that
+boundary, to `interrupted.pt`) and exits with status 130. A step takes seconds, so the wait is short.
 
 Phases that change no training state are abortable: there a signal raises `Interrupted` at
 once. Setup (loading data and the model) is abortable until the script calls `defer()` as the
@@ -80,6 +80,18 @@ class StopSignal:
             requested = self._agree(requested)
         if requested:
             raise Interrupted(signal.Signals(self.signum).name if self.signum else "a signal on another rank")
+
+    @contextmanager
+    def saving(self, path, save):
+        """The training loop: from here a signal waits for the next step boundary (check()); there
+        `save(path)` writes the resumable state, and the run exits with EXIT_STATUS."""
+        self.defer()
+        try:
+            yield
+        except Interrupted as e:
+            save(path)
+            print(f"\n{e}: saved {path}; continue with the same command plus --resume {path}")
+            raise SystemExit(EXIT_STATUS) from None
 
     @contextmanager
     def abortable(self):

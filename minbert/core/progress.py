@@ -17,6 +17,9 @@ uses more than one thread: with one there is nothing to lower): threads then fig
 measured 11 ex/s instead of 63 ex/s with OMP_NUM_THREADS=1 on a busy 2-core machine (issue 20). It says what
 to do: OMP_NUM_THREADS set to the free cores.
 
+`show(bar, **numbers)` puts the running losses after the bar (floats to 3 places); `log_epoch(history, out_dir)`
+prints an epoch's record above the bar and rewrites metrics.jsonl with every record so far.
+
 Deliberately left out: a logging-framework integration (TensorBoard, W&B); metrics.jsonl has the epoch records.
 """
 
@@ -25,6 +28,7 @@ import sys
 import time
 
 from minbert.core.flags import at_least, positive
+from minbert.core.report import write_jsonl
 
 LOG_EVERY = 0        # steps between log lines (0: by time only)
 LOG_SECONDS = 30.0   # seconds between log lines
@@ -101,6 +105,20 @@ def bar(iterable, epoch: int, epochs: int, total: int, initial: int = 0, disable
         return tqdm(iterable, desc=f"epoch {epoch}/{epochs}", initial=initial, total=total, disable=disable or None)
     return LogBar(iterable, epoch, epochs, total, initial, every=getattr(args, "log_every", LOG_EVERY),
                   seconds=getattr(args, "log_seconds", LOG_SECONDS), examples_per_step=examples_per_step)
+
+
+def show(bar, **numbers) -> None:
+    """The numbers after the bar (or in the next log line); floats to 3 places."""
+    bar.set_postfix({k: f"{v:.3f}" if isinstance(v, float) else v for k, v in numbers.items()})
+
+
+def log_epoch(history: list, out_dir, write: bool = True) -> None:
+    """Print the last epoch's record above the bar; rewrite OUT_DIR/metrics.jsonl with every record so far
+    (with write=False, on ranks other than 0, no file)."""
+    if write:
+        write_jsonl(os.path.join(out_dir, "metrics.jsonl"), history)
+    from tqdm import tqdm
+    tqdm.write(str(history[-1]))
 
 
 def usable_cores() -> int:

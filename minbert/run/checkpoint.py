@@ -1,12 +1,25 @@
-"""Training checkpoints: one resumable state, written atomically, read without running code.
+"""Training checkpoints: plain save and load, the loop's position, and a resume that checks its flags.
 
-`TrainState` is everything a resume needs, for both scripts: the objects that have a state_dict
-(model, optimizer, LR scheduler, GradScaler, task sampler, batch streams, SMART's teacher, the
-surgery's targets and generator), the position (epoch, step), the best score so far, the
-per-epoch history and running loss sums, every RNG state, and the run's flags as JSON. The
-training loop walks it: `state.epochs(n)` and `state.steps(n, stop)` yield positions and
-remember them, `state.saved_on_interrupt(...)` turns a Ctrl-C into `interrupted.pt` at the last
-step boundary (minbert/core/interrupt.py), and `state.end_epoch(...)` writes `last.pt`.
+The pieces, each small, and the script decides when to use them (nanochat's save_checkpoint/load_checkpoint,
+nanoGPT's checkpoint dict built in its loop):
+
+- `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last(out_dir, dict)`
+  is save to last.pt plus removing the now older interrupted.pt; `save_weights` writes best.pt.
+- `LoopState`: where the loop is (epoch, step), the best score so far, the per-epoch history, this epoch's
+  running loss sums and a script's own lists (`extra`). `loop.epochs(n)` and `loop.steps(n, stop)` yield
+  the positions still to run and remember them, so a resume starts where the save was made.
+- `state_dicts(parts)` / `rng_states()` / `restore(ck, parts, loop)`: the script names its objects with
+  a state_dict once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams) and builds
+  the resume dict in sight: `{**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": ...}`.
+- `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags.
+
+The progress bar lives in minbert/core/progress.py, Ctrl-C in minbert/core/interrupt.py (`stop.saving`),
+metrics.jsonl in progress.log_epoch; none of them is part of the state.
+
+On disk (unchanged since the single TrainState object, so older last.pt/interrupted.pt/best.pt load): one
+key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
+torchrun), "epoch", "step", "best", "history", "running", "extra", and "args" (the flags as JSON). best.pt
+holds only "model", "args" and "scores".
 
 Files are written with `atomic_write` (a crash mid-write leaves the previous file) and read
 with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
@@ -17,20 +30,16 @@ the plain module (never a torch.compile or DDP wrapper), so no `_orig_mod.`/`mod
 
 import json
 import math
-import os
-from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from minbert.core import interrupt, progress
 from minbert.run import distributed
 from minbert.core.atomic import atomic_write
 from minbert.core.device import rng_state, set_rng_state
 from minbert.core.errors import UserError
-from minbert.core.report import write_jsonl
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
 WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
@@ -75,6 +84,14 @@ def load(path, map_location="cpu") -> dict:
                             "writes those, and loading them could run someone else's code, so it is refused. "
                             "Use checkpoints written by this version of minbert.") from None
         raise UserError(f"{path}: not a readable minbert checkpoint ({type(e).__name__}: {e})") from None
+
+
+def save_last(out_dir, state: dict) -> None:
+    """OUT_DIR/last.pt at an epoch's end; interrupted.pt, older than it now, goes (a resume must not pick it up)."""
+    save(Path(out_dir) / "last.pt", state)
+    stale = Path(out_dir) / "interrupted.pt"
+    if distributed.is_main() and stale.is_file():
+        stale.unlink()
 
 
 def save_weights(path, model, args, **info) -> None:
@@ -138,80 +155,72 @@ def _from_tensors(state):
     return state
 
 
-class TrainState:
-    """The run's resumable state; `parts` are objects with state_dict/load_state_dict (None: a method that
-    is off; a list: one per task)."""
+def state_dicts(parts: dict) -> dict:
+    """{name: obj.state_dict()} of a script's resumable objects; None stays None (a method that is off), a
+    list gives one state per element (one batch stream per task)."""
+    def one(obj):
+        return [o.state_dict() for o in obj] if isinstance(obj, list) else None if obj is None else obj.state_dict()
+    return {name: one(obj) for name, obj in parts.items()}
 
-    def __init__(self, args, running, **parts):
-        self.args, self.parts = args, parts
-        self.epoch, self.step, self.best, self.history = 1, 0, -math.inf, []
-        self.running, self._fresh_running = running, json.dumps(running)   # this epoch's loss sums
-        self.extra = {}      # script-specific lists (train_mml: the head trace and elimination events)
-        self.bar = None
 
-    def state_dict(self) -> dict:
-        def one(obj):
-            return [o.state_dict() for o in obj] if isinstance(obj, list) else None if obj is None else obj.state_dict()
-        return {**{name: one(obj) for name, obj in self.parts.items()},
-                **_to_tensors(distributed.gather_rng({"rng": rng_state()})),
-                "epoch": self.epoch, "step": self.step, "best": self.best, "history": self.history,
-                "running": self.running, "extra": self.extra, "args": json.dumps(vars(self.args))}
+def rng_states() -> dict:
+    """{"rng": python, numpy and torch RNG states} (+ "rng_ranks", every rank's, under torchrun: collective)."""
+    return _to_tensors(distributed.gather_rng({"rng": rng_state()}))
 
-    def load_state_dict(self, ck: dict) -> None:
-        for name, obj in self.parts.items():
-            if obj is None or ck.get(name) is None:
-                continue
-            for o, s in zip(obj, ck[name]) if isinstance(obj, list) else [(obj, ck[name])]:
-                o.load_state_dict(s)
-        set_rng_state(_from_tensors(distributed.own_rng(ck)))
-        self.epoch, self.step, self.best, self.history = ck["epoch"], ck["step"], ck["best"], ck["history"]
-        self.running, self.extra = ck["running"], ck["extra"]
-        print(f"resumed from {self.args.resume}: epoch {self.epoch}, step {self.step}, best {self.best:.4f}")
 
-    # -------------------------------------------------------------- the loop's positions
+@dataclass
+class LoopState:
+    """Where the training loop is and what it has recorded; saved under these six keys in every resume
+    checkpoint. `running` is this epoch's loss sums, back to its first value at every epoch's start."""
+    running: dict
+    epoch: int = 1
+    step: int = 0                   # the next step of this epoch to run
+    best: float = -math.inf         # the best dev score so far (best.pt holds that model)
+    history: list = field(default_factory=list)   # one record per finished epoch (metrics.jsonl)
+    extra: dict = field(default_factory=dict)     # a script's own lists (train_mml: head trace, eliminations)
+
+    def __post_init__(self):
+        self._fresh_running = json.dumps(self.running)
+
     def epochs(self, num_epochs: int):
-        """The epochs still to run; the caller ends each with end_epoch()."""
+        """The epochs still to run; the caller ends each with next_epoch()."""
         while self.epoch <= num_epochs:
             yield self.epoch
 
-    def steps(self, num_steps: int, stop, examples_per_step: int | None = None):
-        """The steps of this epoch still to run, with a progress bar (log lines when not on a terminal:
-        minbert/core/progress.py); a Ctrl-C during a step stops at the next."""
-        self.bar = progress.bar(range(self.step, num_steps), self.epoch, self.args.epochs, num_steps, self.step,
-                                disable=not distributed.is_main(), args=self.args, examples_per_step=examples_per_step)
-        for step in self.bar:
+    def steps(self, num_steps: int, stop):
+        """The steps of this epoch still to run; a signal during a step stops at the next (stop.check())."""
+        for step in range(self.step, num_steps):
             self.step = step
             stop.check()
             yield step
         self.step = num_steps
 
-    def show(self, **numbers) -> None:
-        self.bar.set_postfix({k: f"{v:.3f}" if isinstance(v, float) else v for k, v in numbers.items()})
-
-    def end_epoch(self, record: dict, score: float, model, scores: dict) -> None:
-        """Log the epoch, keep best.pt when `score` is the best so far, save last.pt at the next epoch's start."""
-        self.history.append(record)
-        if distributed.is_main():   # rank 0 alone writes files (save() checks it itself)
-            write_jsonl(os.path.join(self.args.out_dir, "metrics.jsonl"), self.history)
-        tqdm.write(str(record))
+    def improved(self, score: float) -> bool:
+        """True (and `score` kept as the best) when `score` beats every earlier epoch's."""
         if score > self.best:
             self.best = score
-            save_weights(os.path.join(self.args.out_dir, "best.pt"), model, self.args, scores=scores)
-        self.epoch, self.step, self.running = self.epoch + 1, 0, json.loads(self._fresh_running)
-        save(os.path.join(self.args.out_dir, "last.pt"), self.state_dict())
-        stale = Path(self.args.out_dir) / "interrupted.pt"   # last.pt is later than it now
-        if distributed.is_main() and stale.is_file():
-            stale.unlink()
+            return True
+        return False
 
-    @contextmanager
-    def saved_on_interrupt(self, stop):
-        """From here a signal waits for the next step boundary; there the state is saved to interrupted.pt."""
-        stop.defer()
-        try:
-            yield
-        except interrupt.Interrupted as e:
-            path = os.path.join(self.args.out_dir, "interrupted.pt")
-            save(path, self.state_dict())
-            print(f"\n{e}: saved {path} (epoch {self.epoch}, step {self.step}); continue with the same command plus "
-                  f"--resume {path}")
-            raise SystemExit(interrupt.EXIT_STATUS) from None
+    def next_epoch(self) -> None:
+        self.epoch, self.step, self.running = self.epoch + 1, 0, json.loads(self._fresh_running)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "step": self.step, "best": self.best, "history": self.history,
+                "running": self.running, "extra": self.extra}
+
+    def load_state_dict(self, ck: dict) -> None:
+        self.epoch, self.step, self.best, self.history = ck["epoch"], ck["step"], ck["best"], ck["history"]
+        self.running, self.extra = ck["running"], ck["extra"]
+
+
+def restore(ck: dict, parts: dict, loop: "LoopState") -> None:
+    """Back to the step boundary `ck` was saved at: every part's state, every RNG, the loop's position."""
+    for name, obj in parts.items():
+        if obj is None or ck.get(name) is None:
+            continue
+        for o, s in zip(obj, ck[name]) if isinstance(obj, list) else [(obj, ck[name])]:
+            o.load_state_dict(s)
+    set_rng_state(_from_tensors(distributed.own_rng(ck)))
+    loop.load_state_dict(ck)
+    print(f"resumed at epoch {loop.epoch}, step {loop.step}, best {loop.best:.4f}")

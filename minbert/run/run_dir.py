@@ -13,7 +13,7 @@ PyTorch Lightning's checkpoint retention. What this module does, for both traini
    the files written outside the folder (so a resume may rewrite those).
 2. **No litter.** A run that fails before it saved anything (a wrong --model, a bad data file) leaves no folder
    behind when it created the folder itself.
-3. **Lean checkpoints.** `checkpoint.TrainState.end_epoch` writes last.pt and then deletes interrupted.pt: once a
+3. **Lean checkpoints.** `checkpoint.save_last` writes last.pt and then deletes interrupted.pt: once a
    resume from it has saved a later state, it is stale (and 3x the model's size). A finished run keeps what a
    user needs: model/ (the best model as a complete folder), best.pt (its weights, for --predict_only),
    outputs.pt, metrics, plots and predictions; its resume state (last.pt: weights + AdamW's two moments, about

@@ -130,6 +130,18 @@ def test_stop_signal_defers_until_check_and_restores_handlers():
     assert signal.getsignal(signal.SIGINT) is before, "StopSignal must restore the previous SIGINT handler"
 
 
+def test_saving_defers_the_signal_then_saves_once_and_exits_130(tmp_path):
+    saved = []
+    with StopSignal() as stop:
+        with pytest.raises(SystemExit) as e:
+            with stop.saving(tmp_path / "interrupted.pt", saved.append):
+                os.kill(os.getpid(), signal.SIGINT)   # mid-step: nothing happens yet
+                assert saved == [], "StopSignal.saving must not save before the step boundary"
+                stop.check()                           # the boundary: Interrupted, caught by saving()
+    assert e.value.code == 130 and saved == [tmp_path / "interrupted.pt"], \
+        f"StopSignal.saving must call save(path) once and exit 130; saved {saved}, exit {e.value.code}"
+
+
 def test_second_signal_quits_at_once():
     with StopSignal() as stop:
         stop.defer()

@@ -71,3 +71,22 @@ def test_load_warning_fires_only_when_threads_fight_for_cores():
     assert "OMP_NUM_THREADS=4" in progress.cpu_load_warning(threads=16, load=12.0, cores=16)
     assert progress.cpu_load_warning(threads=1, load=5.0, cores=2) is None, "one thread cannot be lowered: no advice"
     assert progress.check_cpu_load("cuda", load=9.0, cores=2, threads=2) is None, "a GPU run must not be warned about"
+
+
+def test_log_epoch_rewrites_metrics_jsonl_only_where_asked(tmp_path, capsys):
+    import json
+    from minbert.core import progress
+    history = [{"epoch": 1, "overall": 0.5}, {"epoch": 2, "overall": 0.6}]
+    progress.log_epoch(history, tmp_path / "rank1", write=False)
+    assert not (tmp_path / "rank1").exists(), "log_epoch(write=False) must write no file (ranks other than 0)"
+    progress.log_epoch(history, tmp_path)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x) for x in lines] == history, "log_epoch must rewrite metrics.jsonl with every record"
+    assert str(history[-1]) in capsys.readouterr().out, "log_epoch must print the last record"
+
+
+def test_show_rounds_floats_to_three_places():
+    from minbert.core import progress
+    bar = progress.LogBar(range(1), epoch=1, epochs=1, total=1)
+    progress.show(bar, loss=1.23456, active=3, **{"ex/s": "12"})
+    assert bar.postfix == {"loss": "1.235", "active": 3, "ex/s": "12"}, bar.postfix

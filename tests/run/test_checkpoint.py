@@ -1,8 +1,10 @@
 """minbert/run/checkpoint.py: one resumable state, loaded without running code.
 
 Oracles: torch's own weights-only unpickler (what a safe load accepts), and round trips: every
-random stream and counter a TrainState saves comes back equal (numpy's RNG keys included, which
-are stored as a tensor because weights-only loading refuses numpy arrays).
+random stream and counter a resume checkpoint holds comes back equal (numpy's RNG keys included, which
+are stored as a tensor because weights-only loading refuses numpy arrays); (a) a stored reference layout:
+a dict written by hand in the key layout of the single TrainState object (before the split into
+LoopState and plain functions) still restores.
 """
 
 import json
@@ -30,34 +32,91 @@ def test_a_checkpoint_holding_a_pickled_object_is_refused_with_a_message(tmp_pat
         f"checkpoint.load must refuse a pickled object and say so, naming the file; got: {e.value}"
 
 
-def test_train_state_round_trip_restores_counters_rng_and_parts(tmp_path):
+def test_resume_state_round_trip_restores_counters_rng_and_parts(tmp_path):
     args = Namespace(epochs=3, out_dir=str(tmp_path), resume=str(tmp_path / "last.pt"), lr=0.1, eval_tasks=["QNLI"])
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     model(torch.randn(4, 3)).sum().backward()
     optimizer.step()
-    state = checkpoint.TrainState(args, {"loss": 0.0, "n": 0}, model=model, optimizer=optimizer, scaler=None)
-    state.epoch, state.step, state.best, state.history = 2, 5, 0.75, [{"epoch": 1, "overall": 0.75}]
-    state.running, state.extra = {"loss": 1.5, "n": 3}, {"trace": [(1, 4)]}
+    parts = {"model": model, "optimizer": optimizer, "scaler": None}
+    loop = checkpoint.LoopState(running={"loss": 0.0, "n": 0})
+    loop.epoch, loop.step, loop.best, loop.history = 2, 5, 0.75, [{"epoch": 1, "overall": 0.75}]
+    loop.running, loop.extra = {"loss": 1.5, "n": 3}, {"trace": [(1, 4)]}
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
-    checkpoint.save(tmp_path / "last.pt", state.state_dict())
+    checkpoint.save(tmp_path / "last.pt", {**checkpoint.state_dicts(parts), **checkpoint.rng_states(),
+                                           **loop.state_dict(), "args": json.dumps(vars(args))})
     want = (random.random(), np.random.rand(), torch.rand(1).item())   # the draws right after the save
 
     fresh_model = torch.nn.Linear(3, 2)
     fresh_opt = torch.optim.SGD(fresh_model.parameters(), lr=0.1, momentum=0.9)
-    fresh = checkpoint.TrainState(args, {"loss": 0.0, "n": 0}, model=fresh_model, optimizer=fresh_opt, scaler=None)
+    fresh = checkpoint.LoopState(running={"loss": 0.0, "n": 0})
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
-    fresh.load_state_dict(checkpoint.load(tmp_path / "last.pt"))
+    checkpoint.restore(checkpoint.load(tmp_path / "last.pt"),
+                       {"model": fresh_model, "optimizer": fresh_opt, "scaler": None}, fresh)
     got = (random.random(), np.random.rand(), torch.rand(1).item())
-    assert got == want, f"TrainState must restore the python, numpy and torch RNGs: draws {got}, expected {want}"
+    assert got == want, f"checkpoint.restore must restore the python, numpy and torch RNGs: draws {got}, expected {want}"
     assert (fresh.epoch, fresh.step, fresh.best, fresh.history) == (2, 5, 0.75, [{"epoch": 1, "overall": 0.75}])
-    assert fresh.running == {"loss": 1.5, "n": 3}
+    assert fresh.running == {"loss": 1.5, "n": 3} and fresh.extra == {"trace": [(1, 4)]}
     for a, b in zip(model.state_dict().values(), fresh_model.state_dict().values()):
-        assert torch.equal(a, b), "TrainState must restore the model's weights"
+        assert torch.equal(a, b), "checkpoint.restore must restore the model's weights"
     momentum = [s["momentum_buffer"] for s in fresh_opt.state_dict()["state"].values()]
-    assert momentum and all(torch.isfinite(m).all() for m in momentum), "TrainState must restore the optimizer state"
+    assert momentum and all(torch.isfinite(m).all() for m in momentum), "checkpoint.restore must restore the optimizer"
     assert json.loads(torch.load(tmp_path / "last.pt", weights_only=True)["args"])["eval_tasks"] == ["QNLI"], \
         "the flags are stored as JSON"
+
+
+def test_checkpoint_in_the_old_train_state_layout_still_restores(tmp_path):
+    """A last.pt as TrainState.state_dict() wrote it, by hand: one key per part (None for a method that is off,
+    a list for per-task streams), 'rng' with numpy's state as {'ndarray', 'dtype'}, the six loop keys and 'args'."""
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(4, 3)).sum().backward()
+    optimizer.step()
+    stream = torch.nn.Linear(1, 1)   # stands in for one batch stream per task: anything with a state_dict
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    np_state = np.random.get_state()
+    old = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": None, "scaler": None,
+           "smart": None, "streams": [stream.state_dict(), stream.state_dict()],
+           "rng": {"python": random.getstate(),
+                   "numpy": (np_state[0], {"ndarray": torch.from_numpy(np_state[1].copy()), "dtype": "uint32"},
+                             *np_state[2:]),
+                   "torch": torch.get_rng_state()},
+           "epoch": 2, "step": 3, "best": 0.5, "history": [{"epoch": 1, "overall": 0.5}],
+           "running": {"sst": [1.0, 2]}, "extra": {}, "args": json.dumps({"lr": 0.1})}
+    want = (random.random(), np.random.rand(), torch.rand(1).item())
+    torch.save(old, tmp_path / "last.pt")
+
+    fresh_model, streams = torch.nn.Linear(3, 2), [torch.nn.Linear(1, 1), torch.nn.Linear(1, 1)]
+    fresh_opt = torch.optim.SGD(fresh_model.parameters(), lr=0.1, momentum=0.9)
+    parts = {"model": fresh_model, "optimizer": fresh_opt, "scheduler": None, "scaler": None, "smart": None,
+             "streams": streams}
+    loop = checkpoint.LoopState(running={"sst": [0.0, 0]})
+    random.seed(9), np.random.seed(9), torch.manual_seed(9)
+    checkpoint.restore(checkpoint.load(tmp_path / "last.pt"), parts, loop)
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == want, "the old layout's RNG states must restore"
+    assert (loop.epoch, loop.step, loop.best, loop.running) == (2, 3, 0.5, {"sst": [1.0, 2]})
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh_model.state_dict().values()))
+    assert all(torch.equal(s.weight, stream.weight) for s in streams), "per-task parts restore from a list"
+    loop.epoch, loop.step, loop.best = 2, 3, 0.5
+    now = {**checkpoint.state_dicts(parts), **checkpoint.rng_states(), **loop.state_dict(), "args": old["args"]}
+    assert set(now) == set(old), f"the key layout on disk changed: {sorted(set(now) ^ set(old))}"
+
+
+def test_loop_state_walks_the_remaining_positions_and_keeps_the_best():
+    class Stop:
+        def check(self):
+            pass
+    loop = checkpoint.LoopState(running={"n": 0}, epoch=2, step=3)
+    assert list(loop.steps(5, Stop())) == [3, 4] and loop.step == 5, "steps() resumes at loop.step and ends past the last"
+    loop.running["n"] = 7
+    loop.next_epoch()
+    assert (loop.epoch, loop.step, loop.running) == (3, 0, {"n": 0}), "next_epoch: step 0 and fresh loss sums"
+    walked = []
+    for epoch in loop.epochs(4):
+        walked.append(epoch)
+        loop.next_epoch()
+    assert walked == [3, 4], f"epochs() yields the epochs still to run: {walked}"
+    assert loop.improved(0.1) and not loop.improved(0.1) and loop.improved(0.2) and loop.best == 0.2
 
 
 def test_resume_with_other_method_flags_is_refused_with_the_difference(tmp_path):

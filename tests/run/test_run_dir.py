@@ -78,13 +78,13 @@ def test_resume_removes_interrupted_pt_and_a_finished_run_is_lean(setup, tmp_pat
     assert (out / "interrupted.pt").is_file() and (out / "last.pt").is_file(), "the cut run must save both"
     monkeypatch.undo()
     from minbert.run import checkpoint
-    saved, real = [], checkpoint.TrainState.end_epoch
+    saved, real = [], checkpoint.save_last
 
-    def end_epoch(self, *a, **k):   # record, after each last.pt, whether interrupted.pt is still there
-        real(self, *a, **k)
+    def save_last(*a, **k):   # record, after each last.pt, whether interrupted.pt is still there
+        real(*a, **k)
         saved.append((out / "interrupted.pt").exists())
 
-    monkeypatch.setattr(checkpoint.TrainState, "end_epoch", end_epoch)
+    monkeypatch.setattr(checkpoint, "save_last", save_last)
     run(setup, out, "--resume", str(out / "interrupted.pt"))
     assert saved and saved[0] is False, "interrupted.pt must be gone as soon as the resumed run has saved last.pt"
     held = {p.name for p in out.iterdir()}
