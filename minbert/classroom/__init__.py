@@ -1,13 +1,17 @@
-"""The instructor's grader for the classroom edition (never in the student copy).
+"""classroom: the course edition, instructor-only (never in the student copy). The top layer.
 
+    assignments.py the rubric (ASSIGNMENTS), the solution markers, stripping, the student copy and its README
+    cli.py         python -m minbert classroom student | grade | autograder | check
     submission.py  only the graded files count: find them, check them against the template, banned calls
     cases.py       the cases, drawn per submission in the parent
     scenarios.py   the glue that calls a graded function (run by the parent and by the child)
+    sandbox.py     the child's box: namespaces, a whitelist root, a fresh user, control groups, rlimits, a deadline
     child.py       the child process: imports the submission, runs the cases, saves the outputs
     grade.py       the parent: one child per assignment, references, comparison, points per case
+    results.py     the grade table, the isolation line, Gradescope's results.json
     hints.py       the usual mistakes, recognised by computing them
     references.py  independent written-out references (hints and the instructor's tests)
     autograder.py  Gradescope's zip and entry point, `classroom check`, the exploits
 
-The protocol and its threat model are in README.md ("Assignments: the classroom edition").
+The guide, the protocol and its threat model: docs/classroom.md.
 """
