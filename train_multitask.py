@@ -9,7 +9,7 @@ Gradient Compromise, and stages that start from an earlier run.
 
 GPU, full data (python -m minbert download cs224n first):
     python train_multitask.py --option finetune --batch_size 32 --lr 2e-5 --epochs 5
-CPU, MiniLM on the shipped data (README: its time and scores):
+CPU, MiniLM on the shipped data (README "Quick start": its time; docs/training.md: its scores):
     python train_multitask.py --model minilm-l6 --pooling mean --batch_size 32 --lr 1e-4 --head_lr 1e-3 \\
         --hidden_dropout_prob 0.1 --epochs 6
 A paper's recipe: python train_multitask.py @recipes/NAME.args. Smoke run: add --limit 64 --epochs 1.

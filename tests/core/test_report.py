@@ -1,6 +1,6 @@
 """Run reports: metrics.jsonl rewritten from the run's history, markdown tables, optional plots.
 
-Oracles: (c) properties. matplotlib is optional at runtime (README, "Dependencies"): without it
+Oracles: (c) properties. matplotlib is optional at runtime (README, "Dependencies"; docs/install.md): without it
 the plots are skipped with a printed note and the run carries on. That documented behaviour is
 checked here by hiding the package (sys.modules[name] = None makes `import` fail).
 """
