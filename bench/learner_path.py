@@ -10,6 +10,7 @@ Run it on any checkout (`--repo`) to compare two layouts; it only reads the chec
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -24,14 +25,12 @@ def main():
     os.chdir(repo)
     from conftest import save_tiny_model, write_task_files
     import train_multitask
-    import torch
 
     tmp = Path(tempfile.mkdtemp())
     (tmp / "data").mkdir()
     write_task_files(tmp / "data")
     model = save_tiny_model(tmp / "model")
     called, state = {}, {"on": False, "steps": 0}
-    step = torch.optim.Optimizer.step if False else None   # noqa: F841  (AdamW is minbert's own)
 
     def profile(frame, event, arg):
         if event != "call":
@@ -56,6 +55,7 @@ def main():
         train_multitask.main(argv)
     finally:
         sys.setprofile(None)
+        shutil.rmtree(tmp, ignore_errors=True)
     files = sorted(called)
     lines = {f: sum(1 for _ in open(repo / f)) for f in files}
     for f in files:
