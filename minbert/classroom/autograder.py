@@ -9,7 +9,6 @@
         repository grades full points, and every exploit in EXPLOITS scores 0 for its assignment.
 """
 
-import json
 import os
 import re
 import secrets
