@@ -4,7 +4,9 @@ The readable code stays the reference: AdamW's numbered equations (minbert/adamw
 attention and dropout. It is what the classroom grades and what the tests compare against. A fast
 path computes the same thing with fewer passes over memory, and tests/run/test_fast_paths.py checks it
 against the readable path (parameters after 3 steps, fp32 and bf16); with `--fast_paths off`
-every script runs the readable path bit for bit.
+every script runs the readable path of these three bit for bit. PCGrad and GradVac are not switched
+here: training always uses their per-parameter classes, and the (K, P) path at the top of
+minbert/methods/pcgrad.py and gradvac.py is the readable reference the tests compare them with.
 
     --fast_paths auto          every path below that applies here (the default)
     --fast_paths off           the readable path only
