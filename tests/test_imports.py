@@ -24,6 +24,12 @@ def module_of(path: Path) -> str:
     return ".".join(("minbert",) + (rel.parts[:-1] if rel.name == "__init__" else rel.parts))
 
 
+def is_module(dotted: str) -> bool:
+    """'minbert.bert.model' names a file or a package (not a function or class imported from one)."""
+    path = PACKAGE.parent / dotted.replace(".", "/")
+    return path.with_suffix(".py").exists() or path.is_dir()
+
+
 def imports(path: Path) -> set[str]:
     """The minbert modules (or packages) `path` imports, as dotted names, lazy imports included."""
     found = set()
@@ -37,9 +43,7 @@ def imports(path: Path) -> set[str]:
                 mod = node.module or ""
             if mod == "minbert" or mod.startswith("minbert."):
                 found.add(mod)
-                found |= {f"{mod}.{a.name}" for a in node.names if (PACKAGE.parent / f"{mod}.{a.name}".replace(".", "/")
-                                                                    ).with_suffix(".py").exists()
-                          or (PACKAGE.parent / f"{mod}.{a.name}".replace(".", "/")).is_dir()}
+                found |= {f"{mod}.{a.name}" for a in node.names if is_module(f"{mod}.{a.name}")}
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("minbert.")}
     return found - {module_of(path), "minbert"}
