@@ -150,6 +150,21 @@ def test_controls_differ_from_their_method_only_in_what_they_control():
         == ["--steps_per_epoch", "47"], f"{MOD}.steps_per_epoch: the equal-updates control must make Gradient Compromise's 47 updates"
 
 
+def test_charged_head_pretraining_pays_its_head_pass_from_the_fine_tuning_examples(tmp_path):
+    """6 files of 300 rows: the head pass reads 900 training + 900 dev examples, 600 fine-tuning examples at 1/3 each,
+    300 per epoch over 2 epochs: 6000 − 300 = 5700 examples, 179 steps of 32 (the uncharged version: 188)."""
+    from conftest import write_task_files
+    write_task_files(tmp_path, n=300)
+    budget = ["--batch_size", "32", "--epochs", "2", "--data_dir", str(tmp_path)]
+    assert study.head_pass_cost(budget) == pytest.approx(600), f"{MOD}.head_pass_cost: 1800 frozen examples at 1/3"
+    assert study.steps_per_epoch("head_pretraining_charged", budget, 6000) == ["--steps_per_epoch", str(math.ceil(5700 / 32))], \
+        f"{MOD}.steps_per_epoch: head_pretraining_charged must fine-tune on the budget less its head pass"
+    assert study.steps_per_epoch("head_pretraining", budget, 6000) == ["--steps_per_epoch", "188"]
+    assert study.steps_per_epoch("head_pretraining_charged", budget + ["--limit", "30"], 6000) == ["--steps_per_epoch", "187"], \
+        f"{MOD}.head_pass_cost: --limit 30 reads 30 rows per file (180 frozen examples = 60, 30 per epoch: 5970 examples)"
+    assert study.CONFIGS["head_pretraining_charged"] == study.CONFIGS["head_pretraining"]
+
+
 def test_budget_helpers():
     assert study.budget_epochs(["--lr", "1", "--epochs", "3"]) == 3
     assert study.with_epochs(["--epochs", "3", "--lr", "1"], 2) == ["--lr", "1", "--epochs", "2"]
