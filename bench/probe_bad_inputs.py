@@ -124,7 +124,7 @@ def probes(f: dict) -> list[tuple[str, list[str]]]:
         ("train_multitask --grad_compromise 2 (< 3 tasks)", mt + ["--grad_compromise", "2"]),
         ("train_multitask --grad_compromise 4 --surgery pcgrad", mt + ["--grad_compromise", "4", "--surgery", "pcgrad"]),
         ("train_multitask --mnr 0.1 with cross-encoder heads", mt + ["--mnr", "0.1"]),
-        ("train_multitask --smart 1 --para_head cosine", mt + ["--smart", "1", "--para_head", "cosine"]),
+        ("train_multitask --r3f 1 --para_head cosine", mt + ["--r3f", "1", "--para_head", "cosine"]),
         ("train_multitask --option pretrain --head_pretrain_epochs 2", mt + ["--option", "pretrain", "--head_pretrain_epochs", "2"]),
         ("train_multitask --schedule bogus", mt + ["--schedule", "bogus"]),
         ("train_mml --task BOGUS", mml + ["--task", "BOGUS"]),

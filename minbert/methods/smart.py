@@ -8,7 +8,11 @@ the task loss L(θ) of one batch, `SMART.loss` returns λ_s·R_s + μ·D_Breg, w
     D_Breg(θ)  = mean_i ℓ_s(f(x_i; θ), f(x_i; θ̃))                          (stay near θ̃)
     θ̃ ← β·θ̃ + (1 − β)·θ after every optimizer step (`update_teacher`), θ̃ starts at θ_0
 
-x is the embedding-layer output (B, T, C), f the encoder + task head, and ℓ_s is `divergence`:
+x is the embedding-layer output (B, T, C), f the encoder + task head, and ℓ_s is `divergence`.
+For a bi-encoder pair head (--para_head/--sts_head concat, cosine, ...) x is BOTH sentences' embedding
+outputs side by side, (B, T + T_b, C) (MultitaskBert.inputs): one ε-ball per example over the pair, as a
+cross head's one sequence holds both sentences. (Song, Hu & Pan §3.1 concatenate the two sentences'
+embeddings and apply SMART, §4.3, without saying where it perturbs; this is minbert's reading.)
 symmetric KL of the softmax for the 5-way head, Bernoulli symmetric KL for the one-logit
 paraphrase head (a softmax over ONE logit is always 1, so its KL is silently 0), squared error
 for the regression head. β = 0.99 for the first 10% of updates, 0.999 afterwards (the paper's).
@@ -137,7 +141,7 @@ class SMART:
 
     def adversarial_loss(self, task: str, batch: dict, clean_out: torch.Tensor) -> torch.Tensor:
         """R_s: ℓ_s(f(x + δ), f(x)) at the adversarial δ; differentiable in θ on both sides."""
-        x = self.model.embed(batch)                                # (B, T, C), keeps its graph
+        x = self.model.inputs(task, batch)                         # (B, T, C), keeps its graph
         delta = self.perturb(task, batch, x, clean_out)            # (B, T, C), a constant now
         adv_out = self.model(task, batch, embeds=x + delta)
         return divergence(task, adv_out, clean_out)
@@ -213,11 +217,6 @@ def add_args(parser) -> None:
     g.add_argument("--smart_steps", type=flags.at_least(1), default=d["steps"], help="ascent steps T_x̃ (paper: 1)")
     g.add_argument("--smart_mode", choices=["paper", "reference"], default=d["mode"],
                    help="paper: projected ε-ball ascent; reference: mt-dnn's rescaled noise")
-
-
-def check_args(args, parser) -> None:
-    if args.smart and not {args.para_head, args.sts_head} <= {"cross", "cross_tanh"}:
-        parser.error("--smart perturbs one input sequence, so it needs cross-encoder pair heads")
 
 
 def from_args(args, model, total_steps: int):

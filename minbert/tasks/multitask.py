@@ -140,19 +140,29 @@ class MultitaskBert(nn.Module):
         return (out["last_hidden_state"] * keep).sum(1) / keep.sum(1)    # (B, T, C) -> (B, C)
         ### END SOLUTION
 
+    def inputs(self, task: str, batch: dict) -> torch.Tensor:
+        """What SMART perturbs: the embedding output of this task's input. (B, T, C) for one sequence; for a
+        bi-encoder task both sentences side by side, (B, T + T_b, C), which `features` splits again."""
+        x = self.embed(batch)                                                      # (B, T, C)
+        if not self.bi_encoder(task):
+            return x
+        xb = self.encoder.embed(batch["input_ids_b"], batch["token_type_ids_b"])   # (B, T_b, C)
+        return torch.cat([x, xb], dim=1)                                           # (B, T + T_b, C)
+
     def features(self, task: str, batch: dict, embeds=None, word_embeds=None):
         """(u, v): pooled vectors (B, C) of the sequence, and of sentence b for bi-encoder tasks
-        (else None). `embeds` (B, T, C) replaces the embedding output of the (first) sequence:
-        SMART perturbs it."""
+        (else None). `embeds`, shaped as `inputs` returns it, replaces the embedding output: SMART perturbs it."""
         no_graph = self.frozen_encoder and self.pals is None
         with torch.set_grad_enabled(torch.is_grad_enabled() and not no_graph):
-            x = self.embed(batch, word_embeds) if embeds is None else embeds
-            u = self.pooled(task, x, batch["attention_mask"])
-            v = None
-            if self.bi_encoder(task):
-                xb = self.encoder.embed(batch["input_ids_b"], batch["token_type_ids_b"])
-                v = self.pooled(task, xb, batch["attention_mask_b"])
-        return u, v
+            x = self.embed(batch, word_embeds) if embeds is None else embeds      # (B, T, C) or (B, T + T_b, C)
+            if not self.bi_encoder(task):
+                return self.pooled(task, x, batch["attention_mask"]), None
+            if embeds is None:
+                xb = self.encoder.embed(batch["input_ids_b"], batch["token_type_ids_b"])   # (B, T_b, C)
+            else:
+                T = batch["input_ids"].shape[1]
+                x, xb = embeds[:, :T], embeds[:, T:]                               # (B, T, C), (B, T_b, C)
+            return self.pooled(task, x, batch["attention_mask"]), self.pooled(task, xb, batch["attention_mask_b"])
 
     def head(self, task: str, u: torch.Tensor, v: torch.Tensor | None = None) -> torch.Tensor:
         """Pooled features -> sst (B, 5) logits; para (B,) logits; sts (B,) scores."""

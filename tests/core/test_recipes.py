@@ -127,6 +127,8 @@ EXPECTED = {
                        "extra_sst_pass": (True, "Song/Hu/Pan §4.3: an SST run at the end of each epoch"),
                        "head": ("mlp", "Song/Hu/Pan §3.1: feed-forward heads"), "head_layers": (2, "Song/Hu/Pan §3.1: two layers"),
                        "head_activation": ("gelu", "Song/Hu/Pan §3.1: GELU"),
+                       "para_head": ("concat", "Song/Hu/Pan §3.1: the two sentences' embeddings concatenated"),
+                       "sts_head": ("concat", "Song/Hu/Pan §3.1: the two sentences' embeddings concatenated"),
                        "model": ("runs/song-simcse/model", "Song/Hu/Pan Table 2: on SimCSE embeddings")},
     "mml-table1.args": {**MML, "tasks": (["MNLI", "QQP", "QNLI", "SST-2", "CoLA", "STS-B", "MRPC", "RTE"], "MML Table 1 columns"),
                         "methods": (["bert", "bert-drop", "mv5", "mv1024", "ensemble1024", "mml"], "MML Table 1 rows")},

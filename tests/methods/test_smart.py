@@ -392,3 +392,57 @@ def test_teacher_update_is_the_beta_weighted_average():
         torch.testing.assert_close(p, want, atol=1e-7, rtol=1e-6, msg=lambda m: f"{EMA}: teacher {name} is not β·θ̃ + (1 − β)·θ with β = 0.99{hint}\n{m}")
     assert torch.equal(smart.teacher.u, model.u), f"{EMA}: copy the student's buffers into the teacher"
     assert smart.updates == 1, "minbert.methods.smart.SMART.update_teacher: count the update"
+
+
+# ---------------------------------------------------------------------------- bi-encoder pair heads
+def pair_batch():
+    """A bi-encoder 'para' batch: sentence a (B, 12) as make_batch, sentence b (B, 12) from another seed."""
+    a, b = make_batch("para", seed=0), make_batch("para", seed=1)
+    return {**a, "input_ids_b": b["input_ids"], "attention_mask_b": b["attention_mask"],
+            "token_type_ids_b": torch.zeros_like(b["token_type_ids"])}
+
+
+@pytest.mark.parametrize("head", ["concat", "cosine"])
+def test_bi_encoder_heads_are_perturbed_on_both_sentences_in_one_ball(head):
+    """Alg. 1 written out on the two sentences' embedding outputs x_a (B, T, C) and x_b (B, T_b, C): one ascent
+    step from (δ_a, δ_b), the gradient normalised by its ∞-norm over BOTH sentences per example, then the clamp.
+    SMART's δ for a bi-encoder head must equal it (fp64, eval mode, no dropout)."""
+    torch.manual_seed(0)
+    model = MultitaskBert(BertModel(BertConfig.tiny()), pair_heads={"para": head}).double().eval()
+    batch, eps, eta = pair_batch(), 1e-2, 1e-3
+    smart = SMART(model, epsilon=eps, eta=eta, steps=1, mu=0)
+    with torch.no_grad():
+        clean = model("para", batch)
+        xa = model.encoder.embed(batch["input_ids"], batch["token_type_ids"])          # (B, T, C)
+        xb = model.encoder.embed(batch["input_ids_b"], batch["token_type_ids_b"])      # (B, T_b, C)
+    g = torch.Generator().manual_seed(0)
+    da0 = torch.randn(xa.shape, generator=g, dtype=torch.float64) * 1e-3
+    db0 = torch.randn(xb.shape, generator=g, dtype=torch.float64) * 1e-3
+    da, db = da0.clone().requires_grad_(True), db0.clone().requires_grad_(True)
+    u = model.encoder.encode(xa + da, batch["attention_mask"])["pooler_output"]        # (B, C)
+    v = model.encoder.encode(xb + db, batch["attention_mask_b"])["pooler_output"]      # (B, C)
+    ga, gb = torch.autograd.grad(divergence("para", model.heads["para"](u, v).squeeze(-1), clean), (da, db))
+    scale = torch.maximum(ga.abs().amax((1, 2)), gb.abs().amax((1, 2)))[:, None, None]  # (B, 1, 1): both sentences
+    want_a, want_b = (da0 + eta * ga / scale).clamp(-eps, eps), (db0 + eta * gb / scale).clamp(-eps, eps)
+    x = model.inputs("para", batch)
+    assert x.shape == (B, xa.shape[1] + xb.shape[1], xa.shape[2]), \
+        f"minbert.tasks.multitask.MultitaskBert.inputs: a bi-encoder task's input is both sentences side by side, got {tuple(x.shape)}"
+    delta = smart.perturb("para", batch, x, clean, delta=torch.cat([da0, db0], 1))
+    T = xa.shape[1]
+    torch.testing.assert_close(delta[:, :T], want_a, msg=lambda m: f"{PERTURB}[{head}]: sentence a's δ:\n{m}")
+    torch.testing.assert_close(delta[:, T:], want_b, msg=lambda m: f"{PERTURB}[{head}]: sentence b's δ (is b perturbed?):\n{m}")
+
+
+def test_smart_trains_with_a_concat_pair_head_and_perturbs_sentence_b():
+    """SMART.loss on a bi-encoder head: the ascent sees both sentences (T + T_b tokens), and the flags allow it."""
+    import train_multitask
+    torch.manual_seed(0)
+    model, batch = MultitaskBert(BertModel(BertConfig.tiny()), pair_heads={"para": "concat"}).train(), pair_batch()
+    smart, seen = SMART(model), []
+    perturb = smart.perturb
+    smart.perturb = lambda task, b, x, target, delta=None: seen.append(x.shape[1]) or perturb(task, b, x, target, delta)
+    out = model("para", batch)
+    (task_loss("para", out, batch["labels"]) + smart.loss("para", batch, out)).backward()
+    assert seen == [2 * batch["input_ids"].shape[1]], f"{ADV}: the ascent perturbed {seen} tokens, expected both sentences' 24"
+    args = train_multitask.parse_args(["--smart", "1", "--para_head", "concat", "--sts_head", "concat", "--limit", "4"])
+    assert args.smart == 1 and args.para_head == "concat", "train_multitask.py: --smart 1 with concat pair heads must be accepted"
