@@ -13,7 +13,7 @@ import math
 import pytest
 import scipy.stats
 
-from minbert.tools import seed_statistics as stats, study
+from minbert.tools import seed_statistics as stats, study, study_table
 
 MOD = "minbert.tools.study"
 
@@ -88,10 +88,10 @@ def test_summary_holm_adjusts_each_metric_over_the_configurations():
     import random
     rng = random.Random(1)
     seeds = [1, 2, 3, 4]
-    scores = {name: {s: {m: 0.7 + shift + 0.01 * rng.random() for m in study.METRICS} for s in seeds}
+    scores = {name: {s: {m: 0.7 + shift + 0.01 * rng.random() for m in study_table.METRICS} for s in seeds}
               for name, shift in (("baseline", 0), ("a", 0.02), ("b", 0.001), ("c", -0.015))}
-    summary = study.summarise(scores, seeds, None)
-    for m in study.METRICS:
+    summary = study_table.summarise(scores, seeds, None)
+    for m in study_table.METRICS:
         names = ["a", "b", "c"]
         p = [scipy.stats.ttest_rel([scores[n][s][m] for s in seeds], [scores["baseline"][s][m] for s in seeds]).pvalue
              for n in names]
@@ -100,13 +100,39 @@ def test_summary_holm_adjusts_each_metric_over_the_configurations():
         assert got == pytest.approx(want, rel=1e-6), f"{MOD}.summarise: Holm-adjusted p of {m}: expected {want}, got {got}"
 
 
+def test_a_configuration_is_compared_with_its_control_paired_by_seed(tmp_path):
+    """Oracles (b) + (c): mnr − cosine and grad_compromise − baseline_accum4 are paired by seed with scipy's ttest_rel
+    p, Holm-adjusted over the controlled configurations of each metric (a family apart from the baseline's), and the
+    table prints them; a configuration whose control did not run gets no such row."""
+    import random
+    rng = random.Random(2)
+    seeds = [1, 2, 3]
+    names = ("baseline", "cosine", "mnr", "baseline_accum4", "grad_compromise")
+    scores = {n: {s: {m: 0.7 + 0.01 * rng.random() for m in study_table.METRICS} for s in seeds} for n in names}
+    summary = study_table.summarise(scores, seeds, None)
+    for m in study_table.METRICS:
+        pairs = [("mnr", "cosine"), ("grad_compromise", "baseline_accum4")]
+        p = [scipy.stats.ttest_rel([scores[a][s][m] for s in seeds], [scores[b][s][m] for s in seeds]).pvalue for a, b in pairs]
+        for (a, b), want in zip(pairs, _holm_by_sequential_rejection(p)):
+            d = summary[a]["difference_vs_control"][m]
+            assert summary[a]["control"] == b, f"{MOD}.summarise: {a}'s control is {b}"
+            assert d["values"] == pytest.approx([scores[a][s][m] - scores[b][s][m] for s in seeds]), f"{MOD}.summarise: {a} − {b} not paired by seed"
+            assert d["p_holm"] == pytest.approx(want, rel=1e-6), f"{MOD}.summarise: Holm p of {a} − {b} ({m}): expected {want}, got {d['p_holm']}"
+    header = {"budget": [], "examples_per_epoch": 0, "seeds": seeds,
+              "machine": {"cpu": "cpu", "cpus": 1, "native_bf16": False, "gpu": "none", "load": [0, 0, 0]}}
+    table = study_table.write_table(str(tmp_path), summary, header)
+    assert "## Against its control" in table and "| mnr | cosine |" in table, f"{MOD}.write_table: no control table:\n{table}"
+    alone = study_table.summarise({n: scores[n] for n in ("baseline", "mnr")}, seeds, None)
+    assert "control" not in alone["mnr"], f"{MOD}.summarise: mnr without a cosine run has no control to compare with"
+
+
 def test_ensemble_is_compared_with_the_members_mean_and_the_best_member():
     """Oracle (a), hand values: members' overall 0.70, 0.72, 0.71; the ensemble 0.73 gains +0.02 on their mean and
     +0.01 on the best member (seed 2: Song/Hu/Pan's comparison), whose per-task scores are used for every metric."""
     seeds = [1, 2, 3]
     member = lambda o, sst: {"sst_acc": sst, "para_acc": 0.8, "sts_pearson": 0.8, "overall": o}
     scores = {"baseline": {1: member(0.70, 0.40), 2: member(0.72, 0.38), 3: member(0.71, 0.45)}}
-    row = study.summarise(scores, seeds, member(0.73, 0.41))["ensemble"]
+    row = study_table.summarise(scores, seeds, member(0.73, 0.41))["ensemble"]
     assert row["difference"]["overall"]["mean"] == pytest.approx(0.02), f"{MOD}.summarise: ensemble vs the members' mean"
     assert row["best_member"]["seed"] == 2, f"{MOD}.summarise: the best member is the one with the highest dev overall"
     assert row["difference_vs_best_member"]["overall"] == pytest.approx(0.01)
@@ -118,10 +144,10 @@ def test_one_seed_has_no_standard_deviation(tmp_path):
     """A sample sd needs two values: with one seed the table must not print "± 0.0000" as if it were measured."""
     assert stats.mean_sd([0.3, 0.5])[1] == pytest.approx(scipy.stats.tstd([0.3, 0.5]))
     assert stats.mean_sd([0.3]) == (0.3, None), f"minbert.tools.seed_statistics.mean_sd: one value has no sample sd (None), got {stats.mean_sd([0.3])}"
-    summary = study.summarise({"baseline": {1: dict.fromkeys(study.METRICS, 0.5)}}, [1], None)
+    summary = study_table.summarise({"baseline": {1: dict.fromkeys(study_table.METRICS, 0.5)}}, [1], None)
     header = {"budget": ["--epochs", "1"], "examples_per_epoch": 0, "seeds": [1],
               "machine": {"cpu": "cpu", "cpus": 1, "native_bf16": False, "gpu": "none", "load": [0, 0, 0]}}
-    table = study.write_table(str(tmp_path), summary, header)
+    table = study_table.write_table(str(tmp_path), summary, header)
     assert "0.5000 ±" not in table, f"{MOD}.write_table: one seed printed with a '± sd' cell:\n{table}"
 
 
@@ -243,7 +269,7 @@ def test_interrupted_study_resumes_to_the_same_table(tiny):
     a = json.loads((root / "whole" / "table.json").read_text())["configurations"]
     b = json.loads((root / "resumed" / "table.json").read_text())["configurations"]
     for name in a:
-        for metric in study.METRICS:
+        for metric in study_table.METRICS:
             assert a[name]["scores"][metric]["values"] == pytest.approx(b[name]["scores"][metric]["values"], abs=1e-6), \
                 f"{MOD}: resumed study differs from the uninterrupted one at {name} {metric}"
     assert resumed is not None

@@ -1,0 +1,177 @@
+"""The multitask study's tables: scores per configuration, paired differences with Holm-adjusted p, the plot.
+
+minbert.tools.study runs the configurations; this file turns scores[config][seed] into
+  table.md / table.json   per configuration: dev SST acc, Quora acc, STS r and overall of the kept (best-epoch)
+                          model, mean ± sd over seeds; its paired difference from the baseline on the same seed,
+                          mean with a 95% t-interval over seeds, d̄ ± t_{0.975, n−1} · s_d / √n (Student, n − 1
+                          degrees of freedom); and, for a configuration with a control (CONTROLS), its paired
+                          difference from that control. Below each: the paired t-test's p, Holm-adjusted over
+                          the comparisons of its column (minbert.tools.seed_statistics.holm), and the verdict at
+                          0.05 on the adjusted p. The ensemble is one model: its row gives the difference from
+                          the baseline mean and from the best member, no interval.
+  study.png               dev overall per configuration with its 95% interval, and its paired difference from the
+                          baseline with its interval (matplotlib optional, as elsewhere).
+Left out: simultaneous (adjusted) intervals.
+"""
+
+import json
+import os
+import platform
+import shlex
+
+from minbert.core.report import markdown_table, pyplot
+from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd
+from minbert.tools.seed_statistics import paired_difference, t_interval
+
+METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
+# A configuration's control: what it differs from in exactly one respect (issue 30), so its effect is the
+# paired difference from the control, not from the baseline. mnr vs cosine: MNR alone (the same cosine STS head);
+# Gradient Compromise vs baseline_accum4: the method at the same 47 updates of 4 batches per epoch.
+CONTROLS = {"mnr": "cosine", "grad_compromise": "baseline_accum4", "grad_compromise_normalize": "baseline_accum4"}
+
+
+def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
+    """scores[config][seed] = {metric: value} -> per config: mean/sd per metric, paired difference from baseline."""
+    out = {}
+    for name, by_seed in scores.items():
+        row = {"seeds": sorted(by_seed), "scores": {}, "difference": {}}
+        for m in METRICS:
+            values = [by_seed[s][m] for s in seeds]
+            mean, sd = mean_sd(values)
+            row["scores"][m] = {"mean": mean, "sd": sd, "values": values}
+            if name != "baseline" and "baseline" in scores:
+                row["difference"][m] = paired_difference(values, [scores["baseline"][s][m] for s in seeds])
+        out[name] = row
+    for m in METRICS:   # one family per metric: every configuration against the baseline (Holm 1979)
+        add_holm([row["difference"].get(m) for row in out.values()])
+    for name, control in CONTROLS.items():   # the effect of the one thing a configuration adds to its control
+        if name in out and control in out:
+            out[name]["control"] = control
+            out[name]["difference_vs_control"] = {m: paired_difference(out[name]["scores"][m]["values"],
+                                                                       out[control]["scores"][m]["values"]) for m in METRICS}
+    for m in METRICS:   # a second family per metric: the configurations against their controls
+        add_holm([row["difference_vs_control"][m] for row in out.values() if "control" in row])
+    if ensemble is not None:
+        row = {"seeds": seeds, "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
+               "difference": {}}
+        if "baseline" in out:
+            row["difference"] = {m: {"mean": ensemble[m] - out["baseline"]["scores"][m]["mean"], "low": None, "high": None,
+                                     "values": None, "inside_noise": None} for m in METRICS}
+            # Song/Hu/Pan compare their ensemble with their best single model: the member with the highest dev
+            # overall (chosen on the same dev set the ensemble is scored on, so this favours the member).
+            base = out["baseline"]["scores"]
+            best = max(range(len(seeds)), key=lambda i: (base["overall"]["values"][i], -i))
+            row["best_member"] = {"seed": seeds[best], **{m: base[m]["values"][best] for m in METRICS}}
+            row["difference_vs_best_member"] = {m: ensemble[m] - base[m]["values"][best] for m in METRICS}
+        out["ensemble"] = row
+    return out
+
+
+def write_table(out_dir: str, summary: dict, header: dict) -> str:
+    rows = []
+    for name, row in summary.items():
+        cells = {"configuration": name, "n": len(row["seeds"]) if name != "ensemble" else f"1 ({len(row['seeds'])} members)"}
+        for m in METRICS:
+            s = row["scores"][m]
+            cells[m] = format_mean_sd(s["mean"], s["sd"])
+        cells["Δ overall vs baseline [95% CI]"] = format_difference(row["difference"].get("overall"))
+        for m in METRICS[:3]:
+            cells[f"Δ {m}"] = format_difference(row["difference"].get(m))
+        rows.append(cells)
+    columns = ["configuration", "n", *METRICS, "Δ overall vs baseline [95% CI]", *(f"Δ {m}" for m in METRICS[:3])]
+    holm_rows = [{"configuration": name, **{f"Δ {m}": format_holm(row["difference"].get(m)) for m in METRICS}}
+                 for name, row in summary.items() if any(row["difference"].get(m, {}).get("p") is not None for m in METRICS)]
+    md = ("# Multitask study: dev scores of the kept (best-epoch) model, mean ± sd over seeds\n\n"
+          f"Budget (every run): `{shlex.join(header['budget'])}`, {header['examples_per_epoch'] or 'one pass of'} "
+          f"training examples per epoch; seeds {header['seeds']}. "
+          "Δ: paired difference from the baseline on the same seed, mean [95% t-interval over seeds, n − 1 df]; "
+          "\"(noise)\": the interval contains 0. The ensemble is one model (uniform average of the baseline seeds): "
+          "its Δ is against the baseline mean, with no interval.\n\n"
+          f"Machine: {describe(header['machine'])}.\n\n"
+          + markdown_table(rows, columns) + "\n")
+    ens = summary.get("ensemble", {})
+    if "best_member" in ens:
+        vs_mean, vs_best, best = ens["difference"], ens["difference_vs_best_member"], ens["best_member"]
+        md += ("\nEnsemble against its members (one ensemble, no interval): dev overall "
+               f"{ens['scores']['overall']['mean']:.4f}; {vs_mean['overall']['mean']:+.4f} against the members' mean "
+               f"({summary['baseline']['scores']['overall']['mean']:.4f}); {vs_best['overall']:+.4f} against the best member "
+               f"(seed {best['seed']}, {best['overall']:.4f}, picked by the same dev set), per task "
+               + ", ".join(f"{m} {vs_best[m]:+.4f}" for m in METRICS[:3]) + ".\n")
+    if holm_rows:
+        family = sum(1 for r in holm_rows if r["Δ overall"] != "–")
+        md += ("\n## Multiplicity: Holm-adjusted p of each Δ above\n\n"
+               f"Paired t-test over seeds (two-sided), Holm-adjusted over the {family} configurations of each column "
+               "(one family per metric, all against the same baseline). Cell: adjusted p, the verdict at 0.05 on it "
+               "(higher / lower than the baseline, or noise), then the unadjusted p. Read verdicts from this table: "
+               "the intervals above are unadjusted, so with many configurations some exclude 0 by chance.\n\n"
+               + markdown_table(holm_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
+    controlled = {name: row for name, row in summary.items() if "control" in row}
+    if controlled:
+        md += (f"\n## Against its control\n\nEach configuration against the one that differs from it in one respect "
+               f"(CONTROLS), paired by seed: Δ [95% t-interval], then the Holm-adjusted p over the {len(controlled)} "
+               "comparisons of each column, its verdict at 0.05, and the unadjusted p.\n\n"
+               + markdown_table([{"configuration": name, "control": row["control"],
+                                  **{f"Δ {m}": format_difference(row["difference_vs_control"][m]) for m in METRICS}}
+                                 for name, row in controlled.items()], ["configuration", "control", *(f"Δ {m}" for m in METRICS)])
+               + "\n\n" + markdown_table([{"configuration": name, **{f"Holm p, Δ {m}": format_holm(row["difference_vs_control"][m])
+                                                                       for m in METRICS}} for name, row in controlled.items()],
+                                         ["configuration", *(f"Holm p, Δ {m}" for m in METRICS)]) + "\n")
+    with open(os.path.join(out_dir, "table.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(out_dir, "table.json"), "w") as f:
+        json.dump({**header, "configurations": summary}, f, indent=1)
+    return md
+
+
+def plot(path: str, summary: dict) -> bool:
+    """Two panels: dev overall per configuration (mean, 95% t-interval of the mean over seeds), and its paired
+    difference from the baseline (mean, 95% t-interval). The ensemble, one model, is a point without interval."""
+    plt = pyplot(path)   # None (and a note) without matplotlib
+    if plt is None:
+        return False
+    names = list(summary)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.4 * len(names) + 1.8), sharey=True)
+
+    def point(ax, i, mean, lo, hi):
+        if lo is not None and lo == lo:   # not None, not nan
+            ax.errorbar(mean, i, xerr=[[mean - lo], [hi - mean]], fmt="o", capsize=3, color="C0")
+        else:
+            ax.plot(mean, i, "s", color="C1")
+
+    for i, name in enumerate(names):
+        values = summary[name]["scores"]["overall"]["values"]
+        mean, lo, hi = t_interval(values) if len(values) > 1 else (values[0], None, None)
+        point(axes[0], i, mean, lo, hi)
+        d = summary[name]["difference"].get("overall")
+        if d:
+            point(axes[1], i, d["mean"], d["low"], d["high"])
+    axes[0].set_yticks(range(len(names)), names)
+    axes[0].set(xlabel="dev overall (mean, 95% t-interval over seeds)", title="Dev overall per configuration")
+    axes[1].axvline(0, color="grey", lw=1)
+    axes[1].set(xlabel="dev overall − baseline (paired by seed, 95% t-interval)", title="Difference from the baseline")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def machine() -> dict:
+    import torch
+    from minbert.core.device import cpu_has_native_bf16
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cpus": os.cpu_count(), "native_bf16": cpu_has_native_bf16(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+            "torch": torch.__version__, "python": platform.python_version(),
+            "load": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None}
+
+
+def describe(m: dict) -> str:
+    """machine() in one line: "AMD EPYC (2 CPUs, native bf16: True, GPU: none), load [0.3, 0.5, 0.8]"."""
+    return f"{m['cpu']} ({m['cpus']} CPUs, native bf16: {m['native_bf16']}, GPU: {m['gpu']}), load {m['load']}"
+
+
