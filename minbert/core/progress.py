@@ -128,13 +128,33 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def current_load(path: str = "/proc/loadavg", samples: int = 5, wait: float = 0.05) -> float | None:
+    """How many other threads want a core now: the 1-minute load average, capped by the threads running at this
+    moment (the 4th field of /proc/loadavg, "running/total", less this process; the most of `samples` reads
+    `wait` s apart). The average alone lags a minute: right after a pip install it reads 0.6 on an idle machine."""
+    try:
+        average = os.getloadavg()[0]
+    except (AttributeError, OSError):   # Windows
+        return None
+    try:
+        running = []
+        for i in range(samples):
+            with open(path) as f:
+                running.append(int(f.read().split()[3].split("/")[0]) - 1)   # "3/87": 3 running, this one among them
+            if i + 1 < samples:
+                time.sleep(wait)
+    except (OSError, IndexError, ValueError):   # macOS: no /proc
+        return average
+    return min(average, float(max(running)))
+
+
 def cpu_load_warning(threads: int, load: float, cores: int) -> str | None:
-    """The warning to print when `threads` torch threads on top of a load average `load` oversubscribe `cores`."""
+    """The warning to print when `threads` torch threads on top of `load` (current_load) oversubscribe `cores`."""
     # half a core of slack: an idle machine's load is rarely exactly 0; one thread cannot be made fewer
     if threads <= 1 or load + threads <= cores + 0.5:
         return None
     free = max(1, int(cores - load))
-    return (f"warning: the load average is {load:.1f} on {cores} cores (other jobs are running) and torch will use "
+    return (f"warning: other jobs keep {load:.1f} cores busy (of {cores}) and torch will use "
             f"{threads} threads, so threads will fight for cores; on a busy 2-core machine that made a run 5x slower "
             f"(11 vs 63 ex/s). Start the run as  OMP_NUM_THREADS={free} python ...  (the cores left free)")
 
@@ -145,9 +165,8 @@ def check_cpu_load(device=None, load: float | None = None, cores: int | None = N
     if device is not None and getattr(device, "type", str(device)) != "cpu":
         return None
     if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except (AttributeError, OSError):   # Windows has no load average
+        load = current_load()
+        if load is None:   # Windows has no load average
             return None
     if threads is None:
         import torch

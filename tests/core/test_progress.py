@@ -73,6 +73,24 @@ def test_load_warning_fires_only_when_threads_fight_for_cores():
     assert progress.check_cpu_load("cuda", load=9.0, cores=2, threads=2) is None, "a GPU run must not be warned about"
 
 
+def test_load_counts_threads_running_now_not_a_minute_ago(tmp_path, monkeypatch):
+    """Right after a pip install the 1-minute average still reads 0.6 while only this process runs ("1/87" in
+    /proc/loadavg): no other thread wants a core, so 2 threads on 2 cores get no warning. With 2 other threads
+    running ("3/87") the load is 2, capped by the average, and the warning fires."""
+    from minbert.core import progress
+    loadavg = tmp_path / "loadavg"
+    monkeypatch.setattr(progress.os, "getloadavg", lambda: (0.6, 0.5, 0.4))
+    loadavg.write_text("0.60 0.50 0.40 1/87 4242\n")
+    assert progress.current_load(str(loadavg), wait=0) == 0.0, "minbert.core.progress.current_load: only this process runs"
+    assert progress.cpu_load_warning(2, progress.current_load(str(loadavg), wait=0), 2) is None, \
+        "minbert.core.progress: an idle machine whose load average still lags must not be called busy"
+    monkeypatch.setattr(progress.os, "getloadavg", lambda: (2.6, 2.0, 1.5))
+    loadavg.write_text("2.60 2.00 1.50 3/87 4242\n")
+    assert progress.current_load(str(loadavg), wait=0) == 2.0, "minbert.core.progress.current_load: 2 other threads run"
+    assert progress.cpu_load_warning(2, 2.0, 2), "a 2-core machine with 2 other busy threads must be warned about"
+    assert progress.current_load(str(tmp_path / "absent"), wait=0) == 2.6, "without /proc/loadavg: the average"
+
+
 def test_log_epoch_rewrites_metrics_jsonl_only_where_asked(tmp_path, capsys):
     import json
     from minbert.core import progress
