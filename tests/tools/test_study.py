@@ -320,3 +320,30 @@ def test_tables_only_rewrites_the_tables_and_keeps_the_record(tiny):
     assert study.main([*argv, "--configs", "baseline,smart", "--tables_only", "--out_dir", str(rewrite / "runs2"),
                        "--results_dir", str(rewrite / "results"), "--", *budget]) is None, \
         f"{MOD}: --tables_only must stop (None) where a configuration has no record, not train it"
+
+
+def test_the_confirmation_family_is_holm_over_its_four_claims_with_the_exploratory_sign():
+    """bench/study_confirmation.py (PLAN.md's rule): each claim's fresh Δ is scipy's paired t over the seeds, Holm over
+    the 4 claims; a claim is confirmed only with the exploratory sign AND Holm p < 0.05."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("study_confirmation", Path(__file__).parents[2] / "bench" / "study_confirmation.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    seeds, metrics = [6, 7, 8], ("overall", "sst_acc", "para_acc")
+    base = {m: [0.70, 0.71, 0.72] for m in metrics}
+    shift = {("head_pretraining", "overall"): [0.020, 0.021, 0.022],    # large and steady: confirmed
+             ("head_pretraining", "sst_acc"): [0.01, -0.02, 0.015],    # noise
+             ("concat", "para_acc"): [-0.020, -0.021, -0.019],         # steady, but the other sign: not confirmed
+             ("mnr", "para_acc"): [0.001, 0.03, 0.002]}
+    fresh = {"configurations": {"baseline": {"seeds": seeds, "scores": {m: {"values": base[m]} for m in metrics}}}}
+    for (name, metric), d in shift.items():
+        row = fresh["configurations"].setdefault(name, {"seeds": seeds, "scores": {m: {"values": base[m]} for m in metrics}})
+        row["scores"][metric] = {"values": [b + x for b, x in zip(base[metric], d)]}
+    exploratory = {"configurations": {n: {"difference": {m: {"mean": 0.01} for m in metrics}} for n, _ in shift}}
+    rows = conf.confirmation(exploratory, fresh)
+    p = [scipy.stats.ttest_rel([b + x for b, x in zip(base[m], d)], base[m]).pvalue for (n, m), d in shift.items()]
+    want = _holm_by_sequential_rejection(p)
+    assert [r["d"]["p_holm"] for r in rows] == pytest.approx(want, rel=1e-6), "bench/study_confirmation.py: Holm over the 4 claims"
+    assert [r["verdict"] for r in rows] == ["confirmed", "not confirmed", "not confirmed", "not confirmed"], \
+        f"bench/study_confirmation.py: verdicts {[r['verdict'] for r in rows]} (a steady Δ of the other sign is not a confirmation)"
