@@ -82,7 +82,7 @@ def test_train_mml_range_checks_numeric_flags_at_parse_time(mml_setup, tmp_path,
     (["--pals", "--pals_size", "10", "--pals_heads", "3"], ["--pals_size 10", "divisible by --pals_heads 3"]),
     (["--predict_only"], ["--predict_only needs --resume"]),
     (["--grad_compromise", "4", "--surgery", "pcgrad"], ["--grad_compromise", "drop --surgery"]),
-    (["--smart", "1", "--para_head", "cosine"], ["cross-encoder"]),
+    (["--r3f", "1", "--para_head", "cosine"], ["cross-encoder"]),
     (["--device", "gpu"], ["--device gpu", "expected auto, cpu, cuda"]),
 ])
 def test_incompatible_or_impossible_flags_are_refused(setup, tmp_path, capsys, extra, expected):
