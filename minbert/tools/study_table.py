@@ -106,16 +106,17 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                "the intervals above are unadjusted, so with many configurations some exclude 0 by chance.\n\n"
                + markdown_table(holm_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
     controlled = {name: row for name, row in summary.items() if "control" in row}
+    order = ("overall", *METRICS[:3])
     if controlled:
         md += (f"\n## Against its control\n\nEach configuration against the one that differs from it in one respect "
                f"(CONTROLS), paired by seed: Δ [95% t-interval], then the Holm-adjusted p over the {len(controlled)} "
                "comparisons of each column, its verdict at 0.05, and the unadjusted p.\n\n"
                + markdown_table([{"configuration": name, "control": row["control"],
-                                  **{f"Δ {m}": format_difference(row["difference_vs_control"][m]) for m in METRICS}}
-                                 for name, row in controlled.items()], ["configuration", "control", *(f"Δ {m}" for m in METRICS)])
+                                  **{f"Δ {m}": format_difference(row["difference_vs_control"][m]) for m in order}}
+                                 for name, row in controlled.items()], ["configuration", "control", *(f"Δ {m}" for m in order)])
                + "\n\n" + markdown_table([{"configuration": name, **{f"Holm p, Δ {m}": format_holm(row["difference_vs_control"][m])
-                                                                       for m in METRICS}} for name, row in controlled.items()],
-                                         ["configuration", *(f"Holm p, Δ {m}" for m in METRICS)]) + "\n")
+                                                                       for m in order}} for name, row in controlled.items()],
+                                         ["configuration", *(f"Holm p, Δ {m}" for m in order)]) + "\n")
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out_dir, "table.json"), "w") as f:
