@@ -4,14 +4,13 @@
 
 TEMPLATE holds the submission laid over the clean template (a `minbert/` package and nothing
 else). This process imports the student's code; whatever it does here (patch torch or this file,
-exit early, loop forever, fork) can only change what it writes to fd 3, which the parent reads
-with a byte cap and torch.load(weights_only=True) and compares with references it computed itself,
-before this process started, on inputs it drew for this submission. An exception becomes
+exit early, loop forever, fork) can only change the bytes it writes to fd 3, which the parent reads
+with a byte cap, parses itself (wire.py: no unpickling) and compares with references it computed
+itself, before this process started, on inputs it drew for this submission. An exception becomes
 {"error": its type's name, "where": "minbert/x.py:N"}: the parent shows a builtin type and a line
 of the student's file, never the message (text the submission controls).
 """
 
-import io
 import os
 import sys
 import traceback
@@ -167,16 +166,12 @@ def main():
     template, key, inputs, scenarios_dir = sys.argv[1:5]
     out = os.fdopen(3, "wb")                    # the results pipe (the parent caps what it reads)
     sys.path.insert(0, template)
-    import importlib.util
-
     import torch
     torch.set_num_threads(1)
     cases = torch.load(inputs, weights_only=True)
     # The glue (the grader's scenarios.py, copied next to this file), loaded before any student code.
-    spec = importlib.util.spec_from_file_location("_minbert_grader_scenarios",
-                                                  f"{scenarios_dir}/_minbert_grader_scenarios.py")
-    glue = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(glue)
+    glue, wire = (_load(f"_minbert_grader_{name}", f"{scenarios_dir}/_minbert_grader_{name}.py")
+                  for name in ("scenarios", "wire"))
     run = glue.run
     ban(key)
     results = []
@@ -185,10 +180,16 @@ def main():
             results.append(run(key, case))
         except BaseException as exc:            # SystemExit and KeyboardInterrupt too: one case lost
             results.append(record(exc, template))
-    buffer = io.BytesIO()
-    torch.save(results, buffer)
-    out.write(buffer.getvalue())
+    out.write(wire.encode(results))
     out.close()
+
+
+def _load(name: str, path: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ Protocol, per submission:
      network namespaces, a whitelist root holding only the template and its inputs, limits, a
      wall-clock deadline and byte caps on what it prints and returns; it returns its outputs
      through a pipe, and the parent checks that none of its processes is left;
-  4. the parent loads the outputs with torch.load(weights_only=True) and compares each case:
+  4. the parent parses the child's bytes itself (wire.py: no unpickling, fresh tensors built from raw
+     data with fixed dtypes and caps) and compares each case:
      points per case; a miss that equals a known mistake (hints.py) gets that hint. What the
      submission controls (exception messages, prints) never reaches the student: only an
      exception's builtin type and its line in the student's own file.
@@ -22,19 +23,17 @@ message says the grade is a self-check, not authoritative; `require_isolation` r
 
 import builtins
 import hashlib
-import io
 import os
 import re
 import sys
 import tempfile
 import time
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
-from minbert.classroom import assignments as C, cases as CASES, hints as HINTS, sandbox, scenarios, submission
+from minbert.classroom import assignments as C, cases as CASES, hints as HINTS, sandbox, scenarios, submission, wire
 from minbert.classroom.child import blocked_ops
 
 HERE = Path(__file__).resolve().parent
@@ -66,51 +65,40 @@ def seed_of(template_dir: Path, salt: int = 0) -> int:
 
 
 class Message(str):
-    """A case's message written by the parent. Nothing the child sends can be one (torch.load with
-    weights_only=True builds plain types only), so a string from the child is never taken for a verdict."""
-
-
-def plain_tensors(result) -> bool:
-    """The only output a case may return: {name: dense CPU tensor} (no meta, sparse, quantized or nested
-    tensor, which the parent's comparison would not survive)."""
-    return isinstance(result, dict) and len(result) <= 64 and all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) and v.layout == torch.strided and v.device.type == "cpu"
-        and not (v.is_meta or v.is_quantized or v.is_nested) and v.dtype not in (torch.complex64, torch.complex128)
-        for k, v in result.items())
+    """A case's verdict, written by the parent (the child sends bytes only: nothing it sends is one)."""
 
 
 def compare(got, want: dict) -> str:
-    """'' when every output matches, else what differs first (`got` is a parent's Message or plain tensors)."""
+    """'' when every output matches, else what differs first. `got` is a parent's Message or a dict of tensors
+    the parent built itself from the child's bytes (wire.decode); only torch functions touch them."""
     if isinstance(got, Message):
         return got
-    if not plain_tensors(got):
-        return Message("the outputs are not a dict of tensors")
     for name, w in want.items():
         g = got.get(name)
-        if not isinstance(g, torch.Tensor):
+        if g is None:
             return f"output {name!r} is missing"
         if g.shape != w.shape:
             if g.dim() != w.dim():          # the submission's shape is its to choose: quote a bounded part of it
                 return f"{name}: expected shape {tuple(w.shape)} ({w.dim()} dimensions), got {min(g.dim(), 99)} dimensions"
             return f"{name}: expected shape {tuple(w.shape)}, got {tuple(min(int(n), 10**6) for n in g.shape)}"
-        if not w.is_floating_point():
-            g = g.to(w.dtype)
+        if not torch.is_floating_point(w):
+            g = torch.as_tensor(g, dtype=w.dtype)
             if not torch.equal(g, w):
-                i = tuple(int(x) for x in torch.unravel_index((g != w).int().argmax(), w.shape)) if w.dim() else ()
+                i = tuple(int(x) for x in torch.unravel_index(torch.argmax((g != w).int()), w.shape)) if w.dim() else ()
                 return f"{name}: expected {w.tolist()}, first difference at index {i} (got {int(g[i])})"
             continue
-        g = g.double()
-        if not torch.isfinite(g).all() and torch.isfinite(w).all():
+        g = torch.as_tensor(g, dtype=torch.float64)
+        if not torch.all(torch.isfinite(g)) and torch.all(torch.isfinite(w)):
             return f"{name}: holds NaN or inf"
         if not torch.allclose(g, w, atol=ATOL, rtol=RTOL):
-            diff = (g - w).abs()
-            i = tuple(int(x) for x in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
-            return (f"{name}: max abs difference {diff.max().item():.3g} at index {i} (expected "
-                    f"{w[i].item():.6g}, got {g[i].item():.6g}; tolerance {ATOL:g} + {RTOL:g}·|expected|)")
+            diff = torch.abs(g - w)
+            i = tuple(int(x) for x in torch.unravel_index(torch.argmax(diff), diff.shape)) if diff.dim() else ()
+            return (f"{name}: max abs difference {float(torch.max(diff)):.3g} at index {i} (expected "
+                    f"{float(w[i]):.6g}, got {float(g[i]):.6g}; tolerance {ATOL:g} + {RTOL:g}·|expected|)")
     return ""
 
 
-def error_message(record: dict, files: dict, key: str) -> Message:
+def error_message(record: wire.Error, files: dict, key: str) -> Message:
     """A child's exception, as the student may see it: the builtin type and a line of their own file.
     Everything in the record is the submission's to choose, so each field is checked against what the
     parent knows (a builtin name, a line that exists, an op the parent itself blocks), never quoted."""
@@ -118,18 +106,17 @@ def error_message(record: dict, files: dict, key: str) -> Message:
 
 
 def _error_text(record, files, key) -> str:
-    kind, where, op = record.get("error"), record.get("where"), record.get("banned")
-    m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where) if isinstance(where, str) else None
+    kind, where, op = record.kind, record.where, record.banned
+    m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where)
     at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
-    if isinstance(op, str) and op in blocked_ops(key):
+    if op and op in blocked_ops(key):
         return f"called {op}{at}, which assignment {key} does not allow ({C.BY_KEY[key].banned_note})"
     if kind == "NotImplementedError" and at:
         line = files[m.group(1)][int(m.group(2)) - 1]
         stub = C.STUB_LINE.search(line)
         if stub and stub.group(1) in C.BY_KEY and line.lstrip().startswith("raise "):    # a key of ours, not a word of theirs
             return f"not written yet: the stub{at} still raises NotImplementedError (assignment {C.BY_KEY[stub.group(1)].key})"
-    builtin = isinstance(kind, str) and isinstance(getattr(builtins, kind, None), type) \
-        and issubclass(getattr(builtins, kind), BaseException)
+    builtin = isinstance(getattr(builtins, kind, None), type) and issubclass(getattr(builtins, kind), BaseException)
     text = f"raised {kind}" if builtin else "raised an exception of a class your code defines"
     return text + at + " (run your tests locally for the message)"
 
@@ -145,23 +132,18 @@ def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple
         return None, (f"the code exited (status {outcome.status}) before its outputs were saved: an exit() or "
                       "os._exit in the code, or the interpreter crashed")
     try:
-        with zipfile.ZipFile(io.BytesIO(outcome.result)) as z:     # torch.save's format: stored, never deflated
-            if any(i.compress_type != zipfile.ZIP_STORED for i in z.infolist()) or \
-                    sum(i.file_size for i in z.infolist()) > len(outcome.result):
-                raise ValueError("compressed records")           # a bomb for the parent's torch.load
-        results = torch.load(io.BytesIO(outcome.result), weights_only=True)
-    except Exception as e:     # noqa: BLE001 - anything that is not plain tensors
-        return None, f"the outputs could not be read safely ({type(e).__name__})"
-    if not isinstance(results, list) or len(results) != n:
-        return None, "the outputs do not hold one result per case"
-    return [error_message(r, files, key) if isinstance(r, dict) and "error" in r and not plain_tensors(r) else
-            r if plain_tensors(r) else Message("the outputs are not a dict of tensors") for r in results], ""
+        results = wire.decode(outcome.result, n)
+    except wire.WireError as e:
+        return None, f"the outputs could not be read: {e}"
+    return [error_message(r, files, key) if isinstance(r, wire.Error) else
+            Message("the outputs are not a dict of tensors") if r is wire.NOT_TENSORS else r for r in results], ""
 
 
 def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, isolate: bool):
     """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
     job.mkdir(parents=True)
-    for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "child.py", "child.py")):
+    for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "wire.py", "_minbert_grader_wire.py"),
+                      (HERE / "child.py", "child.py")):
         (job / name).write_bytes(src.read_bytes())
     torch.save(cases, job / "inputs.pt")
     for path in (job, *job.iterdir()):

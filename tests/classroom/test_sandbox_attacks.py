@@ -27,6 +27,7 @@ from classroom_helpers import (ROOT, Boxes, fingerprint, first_failure, needs_is
 from minbert.classroom import assignments as classroom, autograder, grade as G, results
 from minbert.classroom.assignments import package_file
 from minbert.classroom.grade import grade
+from minbert.classroom.wire import Error
 from minbert.core.errors import UserError
 
 pytestmark = needs_isolation
@@ -364,6 +365,30 @@ def test_forged_results_that_are_not_tensors_score_zero(result, student, tmp_pat
     assert scores(entries) == {"attention": 0}, f"forged results {result!r} scored: {first_failure(entries, 'attention')}"
 
 
+PARAMETER_FORGERY = """
+_imp = print.__self__.__getattribute__('__imp' + 'ort__')
+torch, _os = _imp('torch'), _imp('os')
+_n = len(torch.__getattribute__('lo' + 'ad')(_imp('sys').argv[3], weights_only=True))
+_p = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
+_p.double = torch.DoubleTensor
+_buf = _imp('io').BytesIO()
+torch.save([{'bandwidth': _p, 'centers': _p, 'labels': _p}] * _n, _buf)
+_os.write(3, _buf.getvalue())
+_os._exit(0)
+"""
+
+
+def test_child_built_objects_cannot_forge_a_pass(student, tmp_path):
+    """The third red team: a Parameter whose instance attribute `double` is the class torch.DoubleTensor, sent
+    through torch.load(weights_only=True) for every scalar output: `g.double()` gave an empty tensor, and
+    isfinite(empty).all() and allclose(empty, w) are both True, so every scalar case passed with nothing
+    computed (12.6 points over four assignments; 3.3 of meanshift's 10 here). The parent now parses bytes."""
+    sub = with_block(student, tmp_path, "meanshift.py", "meanshift", PARAMETER_FORGERY)
+    entries = grade(sub, {"meanshift"})
+    assert scores(entries) == {"meanshift": 0}, f"a child-built object scored: {first_failure(entries, 'meanshift')}"
+    assert "could not be read: the results do not start with the grader's header" in first_failure(entries, "meanshift")
+
+
 @pytest.mark.parametrize("key, file, block, word", [
     ("adamw", "adamw.py",
      "_opt = torch.__getattribute__('op' + 'tim').__getattribute__('Ada' + 'mW')(params, lr=lr, betas=(beta1, beta2), "
@@ -413,11 +438,11 @@ def test_error_records_carry_no_text_of_the_submissions_choosing():
     """'banned' and 'where' were quoted when they merely looked right: 80 characters or 6 digits of data each."""
     from minbert.classroom.grade import error_message
     files = {"minbert/bert/attention.py": ["x"] * 83}
-    leak = error_message({"error": "RuntimeError", "banned": "scaled_dot_product_SECRET",
-                          "where": "minbert/bert/attention.py:123456"}, files, "attention")
+    leak = error_message(Error("RuntimeError", "minbert/bert/attention.py:123456", "scaled_dot_product_SECRET"), files,
+                         "attention")
     assert "SECRET" not in leak and "123456" not in leak, leak
-    ok = error_message({"error": "RuntimeError", "banned": "scaled_dot_product_attention",
-                        "where": "minbert/bert/attention.py:80"}, files, "attention")
+    ok = error_message(Error("RuntimeError", "minbert/bert/attention.py:80", "scaled_dot_product_attention"), files,
+                       "attention")
     assert "scaled_dot_product_attention at minbert/bert/attention.py:80" in ok, ok
 
 
@@ -470,7 +495,7 @@ def test_messages_quote_a_bounded_part_of_what_the_submission_returns():
     assert "1039" not in labels and "first difference at index (0,)" in labels, labels
     comment = '    # raise NotImplementedError("assignment 2 (THE_STUDENTS_WORD): write x")'
     files = {"minbert/bert/attention.py": ["x"] * 80 + [comment]}
-    msg = error_message({"error": "NotImplementedError", "where": "minbert/bert/attention.py:81"}, files, "attention")
+    msg = error_message(Error("NotImplementedError", "minbert/bert/attention.py:81", ""), files, "attention")
     assert "THE_STUDENTS_WORD" not in msg, msg
 
 
