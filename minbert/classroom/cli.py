@@ -12,6 +12,7 @@ from pathlib import Path
 
 from minbert.classroom.assignments import BY_KEY, ROOT, student
 from minbert.classroom.results import results_json, table, write_json
+from minbert.classroom.sandbox import LEVELS
 from minbert.core.errors import UserError, cli
 
 def main(argv=None):
@@ -29,12 +30,12 @@ def main(argv=None):
                    help="the keys the hand-out removed, when it was built with student --assignments (default all)")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds per assignment's child process (default 60)")
     g.add_argument("--workers", type=int, default=2, help="assignments graded at once (default 2)")
-    g.add_argument("--salt", type=int, default=0,
-                   help="a secret number of the course's, mixed into each submission's seed: without one, a student "
-                        "with the grader's source can search for code whose cases are easy (the Gradescope zip has its own)")
-    g.add_argument("--require_isolation", action="store_true",
-                   help="refuse to grade when the sandbox cannot be built (always on as root): use it wherever "
-                        "the grade counts; without it an ordinary user gets a self-check")
+    g.add_argument("--salt", type=int, default=None,
+                   help="the secret mixed into each submission's seed (default: a fresh random one, printed with the "
+                        "grade; pass it again to regrade with the same cases). The Gradescope zip carries its own")
+    g.add_argument("--require_isolation", choices=LEVELS, default=None, metavar="LEVEL",
+                   help=f"the weakest isolation accepted, else refuse: {', '.join(LEVELS)} (weakest first; default "
+                        "'user' as root, 'self-check' as an ordinary user); 'grade' prints the layers it had")
     z = sub.add_parser("autograder", help="write the Gradescope autograder zip")
     z.add_argument("out", type=Path, help="a new folder; the zip goes there")
     z.add_argument("--assignments", default=None, help="only these keys (default all)")
@@ -63,7 +64,7 @@ def main(argv=None):
     if handout and handout - set(BY_KEY):
         raise UserError(f"--handout: unknown {sorted(handout - set(BY_KEY))}; choose from {','.join(BY_KEY)}")
     entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout,
-                      require_isolation=args.require_isolation or None, salt=args.salt)
+                      require_isolation=args.require_isolation, salt=args.salt)
     print(table(entries))
     if args.json:
         write_json(args.json, results_json(entries))

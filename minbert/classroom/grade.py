@@ -25,6 +25,7 @@ import builtins
 import hashlib
 import os
 import re
+import secrets
 import sys
 import tempfile
 import time
@@ -33,7 +34,8 @@ from pathlib import Path
 
 import torch
 
-from minbert.classroom import assignments as C, cases as CASES, hints as HINTS, sandbox, scenarios, submission, wire
+from minbert.classroom import (assignments as C, cases as CASES, hints as HINTS, integrity, sandbox, scenarios,
+                               submission, wire)
 from minbert.classroom.child import blocked_ops
 
 HERE = Path(__file__).resolve().parent
@@ -42,18 +44,29 @@ SELF_CHECK = "self-check, not authoritative: the grader could not isolate the su
 _ISOLATION = None
 
 
-def isolation(require: bool | None) -> tuple[bool, str]:
-    """(isolate?, why not). require=None: required when running as root."""
+def isolation(require: str | bool | None) -> tuple[str, str]:
+    """(the level this grade runs at, why not a stronger one). `require`: the weakest level accepted (a name in
+    sandbox.LEVELS; True means "user", False "self-check"); None: "user" when running as root, else "self-check"."""
     global _ISOLATION
     if _ISOLATION is None:
         _ISOLATION = sandbox.isolation_available()
-    ok, why = _ISOLATION
-    if require is None:
-        require = os.geteuid() == 0 if hasattr(os, "geteuid") else False
-    if require and not ok:
-        raise C.UserError(f"grade: isolation is required but unavailable ({why}); grade as root on Linux with "
-                          "namespaces allowed, or as an ordinary user for a self-check")
-    return ok, why
+    level, why = _ISOLATION
+    if require is None or require is True:
+        require = "user" if require or (hasattr(os, "geteuid") and os.geteuid() == 0) else "self-check"
+    require = "self-check" if require is False else require
+    if require not in sandbox.LEVELS:
+        raise C.UserError(f"--require_isolation: {require!r} is not a level; choose from {', '.join(sandbox.LEVELS)}")
+    if sandbox.LEVELS.index(level) < sandbox.LEVELS.index(require):
+        raise C.UserError(f"grade: isolation {require!r} is required but this machine gives {level!r} ({why}); "
+                          "grade as root on Linux (a container's default capabilities are enough for 'user+chroot'), "
+                          "or as an ordinary user for a self-check")
+    return level, why
+
+
+def secrets_of(root: Path) -> list[Path]:
+    """The instructor's files a box's user must not be able to open: the grader, its references, the solutions."""
+    graded = [root / rel for rel in submission.graded_files(set(C.BY_KEY))]
+    return [root / "minbert" / "classroom" / "references.py", root / "minbert" / "classroom" / "grade.py", *graded]
 
 
 def seed_of(template_dir: Path, salt: int = 0) -> int:
@@ -139,7 +152,7 @@ def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple
             Message("the outputs are not a dict of tensors") if r is wire.NOT_TENSORS else r for r in results], ""
 
 
-def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, isolate: bool):
+def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str):
     """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
     job.mkdir(parents=True)
     for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "wire.py", "_minbert_grader_wire.py"),
@@ -148,21 +161,19 @@ def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: flo
     torch.save(cases, job / "inputs.pt")
     for path in (job, *job.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)        # readable by the box's user, writable by none
-    inside = {"template": "/box/template", "job": "/box/job"} if isolate else \
-        {"template": str(template_dir), "job": str(job)}
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp" if isolate else str(job), "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-    argv = [sys.executable, "-I", f"{inside['job']}/child.py", inside["template"], key, f"{inside['job']}/inputs.pt",
-            inside["job"]]
+    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONHASHSEED": "0"}
+    box = sandbox.BOX
+    argv = [sys.executable, "-I", f"{box}job/child.py", f"{box}template", key, f"{box}job/inputs.pt", f"{box}job"]
     outcome = sandbox.run(argv, env, {"template": str(template_dir), "job": str(job)},
-                          sandbox.Limits(wall_s=timeout), isolate)
+                          sandbox.Limits(wall_s=timeout), level, secrets=secrets_of(C.ROOT))
     files = {str(p.relative_to(template_dir)): p.read_text(encoding="utf-8", errors="replace").splitlines()
              for p in (template_dir / "minbert").rglob("*.py")}
     results, why = outputs_of(outcome, len(cases), files, key)
     return results, why, outcome.layers
 
 
-def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, isolate) -> list[dict]:
+def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, level) -> list[dict]:
     number = C.ASSIGNMENTS.index(a) + 1
     share = [round(a.points / len(cases), 4)] * len(cases)
     share[-1] = round(a.points - sum(share[:-1]), 4)
@@ -170,7 +181,7 @@ def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, iso
     if problems:
         outcome, why, layers = None, " | ".join(problems), []
     else:
-        outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, isolate)
+        outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, level)
     entries = []
     for i, (case, want) in enumerate(zip(cases, wants)):
         visible = i < CASES.VISIBLE
@@ -187,7 +198,7 @@ def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, iso
         output = message or "passed"
         entries.append({"name": name,
                         "assignment": a.key, "score": 0.0 if message else share[i], "max_score": share[i],
-                        "output": output if isolate else f"{output} [{SELF_CHECK}]",
+                        "output": output if level != "self-check" else f"{output} [{SELF_CHECK}]",
                         "visibility": "visible" if visible else "after_due_date", "isolation": layers})
     elapsed = time.perf_counter() - start
     for e in entries:
@@ -195,13 +206,24 @@ def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, iso
     return entries
 
 
-def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, salt: int = 0, handout=None,
-          require_isolation: bool | None = None) -> list[dict]:
-    """Gradescope test entries, in course order, for the submission at `sub` (folder, file or .zip):
-    `selected` the assignments to grade (default all), `handout` the ones removed from the hand-out
-    (default all; `student --assignments X` hands out X only). Isolated where this machine allows;
-    `require_isolation` (default: when root) refuses to grade unisolated."""
-    isolate, _ = isolation(require_isolation)
+class Grade(list):
+    """Gradescope's test entries, in course order, and what only the instructor sees: `salt` (the secret mixed
+    into the seed: a regrade with it draws the same cases) and `integrity` ({assignment: flagged lines})."""
+
+    def __init__(self, entries, salt: int, integrity: dict):
+        super().__init__(entries)
+        self.salt, self.integrity = salt, integrity
+
+
+def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, salt: int | None = None, handout=None,
+          require_isolation: str | bool | None = None) -> Grade:
+    """Grade the submission at `sub` (folder, file or .zip): `selected` the assignments to grade (default all),
+    `handout` the ones removed from the hand-out (default all; `student --assignments X` hands out X only),
+    `salt` the course's secret (default: a fresh random one, so the hidden cases cannot be computed from the
+    public code). Isolated as well as this machine allows (sandbox.LEVELS); `require_isolation` names the weakest
+    level accepted (default: "user" as root, where a self-check would not be a grade)."""
+    salt = secrets.randbits(48) if salt is None else salt
+    level, _ = isolation(require_isolation)
     chosen = [a for a in C.ASSIGNMENTS if selected is None or a.key in selected]
     keys = [a.key for a in chosen]
     handout = sorted(set(C.BY_KEY if handout is None else handout) | set(keys))
@@ -223,10 +245,13 @@ def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, sal
                 problems[k] = found or problems[k]
         for path in (template, *template.rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
+        flagged = integrity.report(template, keys)
         seed = seed_of(template, salt)
         drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
         wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        hide = [C.ROOT] if level == "user" else []       # no chroot: the checkout is hidden by file modes
+        with sandbox.hidden(hide, keep=sandbox.box_root().runtime_paths()), \
+                ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             futures = [pool.submit(grade_assignment, a, drawn[a.key], wants[a.key], template, tmp / "jobs",
-                                   problems[a.key], timeout, isolate) for a in chosen]
-            return [e for f in futures for e in f.result()]
+                                   problems[a.key], timeout, level) for a in chosen]
+            return Grade([e for f in futures for e in f.result()], salt, flagged)

@@ -18,7 +18,19 @@ def table(entries: list[dict]) -> str:
         lines.append(f"{ASSIGNMENTS.index(a) + 1:>2}. {a.key:<10} {got:>5.1f} / {most:<4g} {failing[:300]}")
     lines.append(f"{'total':<14} {total:>5.1f} / {maximum:g}")
     lines.append(isolation_line(entries))
+    if hasattr(entries, "salt"):
+        lines.append(f"salt: {entries.salt} (instructor only: a regrade with --salt {entries.salt} draws the same cases)")
+        lines.append(integrity_text(entries.integrity))
     return "\n".join(lines)
+
+
+def integrity_text(flagged: dict) -> str:
+    """The integrity report for the instructor: per assignment, the solution lines to read, and why."""
+    hits = [(k, line) for k, lines in flagged.items() for line in lines]
+    if not hits:
+        return "integrity report (instructor only): no solution line uses reflection or private internals"
+    return "\n".join(["integrity report (instructor only; read these lines: the sandbox cannot fence what torch "
+                      "itself contains):"] + [f"  {k}: {line}" for k, line in hits])
 
 
 def isolation_line(entries: list[dict]) -> str:
@@ -35,10 +47,16 @@ def results_json(entries: list[dict], message: str = "") -> dict:
     """Gradescope's results.json: score, tests (name, score, max_score, output, visibility), execution_time."""
     tests = [{k: e[k] for k in ("name", "score", "max_score", "output", "visibility", "execution_time")}
              for e in entries]
-    return {"score": round(sum(e["score"] for e in entries), 4),
-            "execution_time": round(sum(e["execution_time"] for e in entries), 3),
-            "output": (message or f"{len(tests)} cases; hidden ones show after the due date")
-            + f" ({isolation_line(entries)})", "tests": tests}
+    report = {"score": round(sum(e["score"] for e in entries), 4),
+              "execution_time": round(sum(e["execution_time"] for e in entries), 3),
+              "output": (message or f"{len(tests)} cases; hidden ones show after the due date")
+              + f" ({isolation_line(entries)})", "tests": tests}
+    if hasattr(entries, "salt"):           # instructor only: Gradescope never shows a hidden test to students
+        report["tests"] = tests + [{"name": "instructor only: salt and integrity report", "score": 0.0,
+                                    "max_score": 0.0, "visibility": "hidden", "execution_time": 0.0,
+                                    "output": f"salt {entries.salt}\n{integrity_text(entries.integrity)}"}]
+        report["extra_data"] = {"salt": entries.salt, "integrity": entries.integrity}
+    return report
 
 
 def write_json(path: Path, data: dict):

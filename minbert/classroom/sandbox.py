@@ -8,8 +8,8 @@ A submission is arbitrary Python, run at grading time. Names can be hidden from 
                     namespace, so when it ends the kernel kills every process it started (a forked,
                     setsid() daemon included); the network namespace has no interface but a down loopback.
     2. a new root   a small tmpfs holding read-only bind mounts of what Python and torch need (the
-                    interpreter's prefixes, the virtual environment, /usr, a few /etc files, /dev/null,
-                    /dev/urandom), the box's own read-only job folder (/box: the template with the
+                    interpreter's prefixes, the virtual environment with only box_root.BOX_PACKAGES in
+                    its site folders, /usr, a few /etc files, /dev/null, /dev/urandom), the box's own read-only job folder (/box: the template with the
                     submission laid over, the glue, the inputs), a fresh /proc and a size-capped /tmp;
                     then chroot. The instructor's checkout, Gradescope's source/ and results/, other
                     submissions and the grader's temporary folders are not in that tree at all.
@@ -21,8 +21,18 @@ A submission is arbitrary Python, run at grading time. Names can be hidden from 
                     and byte caps, kills the box when either is passed, and checks that no process of
                     the box's uid is left before it reads the results.
 
-Where namespaces or root are missing, `run` still runs the child (same user, rlimits, process group,
-deadline, caps) and says `isolated=False`: the grade is then a self-check, not authoritative.
+Each machine gets every layer it grants (`LEVELS`, weakest first; `isolation_available` finds the best):
+    namespaces     all of the above (root with CAP_SYS_ADMIN: a VM, a CI runner, a privileged container)
+    user+chroot    root in a default container (Docker's capabilities: no CAP_SYS_ADMIN, so no namespaces
+                   and no mounts; setuid, setgid, sys_chroot and kill are there): a separate uid and gid, a
+                   root of hard links (box_root.link_tree) to chroot into, a seccomp filter refusing network
+                   sockets, rlimits, control groups where writable, a deadline, and kill(-1) as the box's
+                   user with a check that none of its processes is left
+    user           the same without the chroot (no CAP_SYS_CHROOT): the instructor's checkout is made
+                   unreadable to the box's user by file modes for the grade's duration (`hidden`)
+    self-check     not root: same user, rlimits, process group, deadline, caps; not authoritative
+Whatever the level, the launcher checks, as the box's user and just before it runs the child, that it cannot
+open any of the instructor's files it is given (`secrets`); if it can, the box does not run.
 
 This file is also the launcher: `python -I sandbox.py SPEC_JSON` runs as root, sets the box up and
 execs the child. That part uses the standard library only.
@@ -34,10 +44,14 @@ import os
 import random
 import resource
 import selectors
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,9 +59,13 @@ CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
+SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}   # (AUDIT_ARCH_*, __NR_socket)
+IO_URING_SETUP = 425                              # the same number on both: io_uring can open sockets too
 UID_BASE, UID_SPAN = 1_500_000_000, 1 << 24      # box users: far above any real account
 NO_NAMESPACES = 97                                # the launcher's exit status when unshare is refused
+EXPOSED = 96                                      # ... when the box's user could open an instructor's file
+LEVELS = ("self-check", "user", "user+chroot", "namespaces")     # weakest first
 
 
 @dataclass
@@ -73,19 +91,37 @@ class Outcome:
     layers: list = field(default_factory=list)
 
 
+def box_root():
+    from minbert.classroom import box_root as B    # by name: this file is also run as a script
+    return B
+
+
 # ---------------------------------------------------------------------- what the parent can have
 
-def isolation_available() -> tuple[bool, str]:
-    """(True, '') when this process can build boxes, else (False, why)."""
+def isolation_available() -> tuple[str, str]:
+    """(the strongest level in LEVELS this process can build, why not a stronger one)."""
     if not sys.platform.startswith("linux"):
-        return False, f"namespaces are Linux's; this is {sys.platform}"
+        return "self-check", f"namespaces and other users are Linux's; this is {sys.platform}"
     if os.geteuid() != 0:
-        return False, "the grader runs as an ordinary user (root is needed to start a box as another user)"
+        return "self-check", "the grader runs as an ordinary user (root is needed to start a box as another user)"
     r = subprocess.run([sys.executable, "-I", __file__, "--probe"], capture_output=True, text=True, timeout=60)
-    if r.returncode:
-        return False, (r.stdout + r.stderr).strip().splitlines()[-1] if (r.stdout + r.stderr).strip() else \
-            f"the namespace probe exited {r.returncode}"
-    return True, ""
+    if r.returncode == 0:
+        return "namespaces", ""
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    why = lines[-1] if lines else f"the namespace probe exited {r.returncode}"
+    for chroot in (True, False):
+        try:
+            root = box_root().link_tree() if chroot else None
+        except OSError as e:
+            why += f"; no chroot ({e.strerror or e})"
+            continue
+        probe = run([sys.executable, "-I", "-c", "import os; os.write(3, str(os.getuid()).encode())"], {}, {},
+                    Limits(wall_s=30), "user+chroot" if chroot else "user", chroot_root=root)
+        if probe.status == 0 and probe.result.isdigit() and int(probe.result) >= UID_BASE:
+            return ("user+chroot" if chroot else "user"), why
+        why += f"; {'chroot' if chroot else 'a separate user'} failed: " + \
+            (probe.why or probe.log.decode(errors="replace").strip()[-200:] or f"status {probe.status}")
+    return "self-check", why
 
 
 def _cgroups() -> list[tuple[str, dict]]:
@@ -154,18 +190,6 @@ def remove_cgroups(paths: list[str]):
                 time.sleep(0.02)
 
 
-def runtime_paths() -> list[str]:
-    """What the child's Python needs read-only: the interpreter's prefixes and the folders on sys.path
-    that are not the instructor's (the checkout itself is never mounted; a venv inside it is)."""
-    keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    keep |= {p for p in sys.path if p and os.path.isdir(p) and ("site-packages" in p or "dist-packages" in p)}
-    out = []
-    for p in sorted(os.path.realpath(k) for k in keep):
-        if not any(p == o or p.startswith(o + "/") for o in out):
-            out.append(p)
-    return out
-
-
 def processes_of(uid: int) -> list[int]:
     found = []
     for d in os.listdir("/proc"):
@@ -179,12 +203,15 @@ def processes_of(uid: int) -> list[int]:
 
 
 def kill_user(uid: int, rounds: int = 200) -> bool:
-    """SIGKILL every process of the box's uid until none is left; True when none is."""
+    """kill(-1, SIGKILL) as the box's user (every process it may signal: its own, a fork racing the scan
+    included), then SIGKILL by pid from /proc, until none is left; True when none is."""
     for _ in range(rounds):
         pids = processes_of(uid)
         if not pids:
             return True
-        for pid in pids:
+        subprocess.run([sys.executable, "-I", __file__, "--kill-as", str(uid)], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=30, env={})
+        for pid in processes_of(uid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -200,19 +227,35 @@ def free_uid() -> int:
             return uid
 
 
-def run(argv: list[str], env: dict, box: dict, limits: Limits, isolate: bool) -> Outcome:
-    """Run argv in a box. `box` maps the paths the child sees under /box to folders of the parent's
-    (mounted read-only). The child gets fd 3 for its results. With isolate=False: same user, no namespaces."""
+BOX = "/box/"           # argv and env name the box's folders under this prefix; `run` maps it for each level
+
+
+def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secrets=(), chroot_root=None) -> Outcome:
+    """Run argv in a box of `level` (LEVELS). `box` maps names to the parent's folders, which the child sees
+    read-only as /box/<name> (a copy under the user levels); `secrets` are instructor files the box's user must
+    not be able to open (checked by the launcher before the child starts). The child gets fd 3 for results."""
+    isolate = level != "self-check"
     uid = free_uid() if isolate else None
     cgroups = make_cgroups(limits) if isolate else []
     if not {"memory", "v2"} & {controller(c) for c in cgroups}:
         # no memory control group: the address-space rlimit is per process, so allow fewer, smaller ones
         limits = Limits(**{**limits.__dict__, "processes": min(limits.processes, 16),
                            "memory_mb": min(limits.memory_mb, 2048)})
+    inside, outside = "/box", None
+    if level in ("user", "user+chroot"):
+        root = chroot_root or (box_root().link_tree() if level == "user+chroot" else None)
+        inside = f"/box-{uid}" if root else str(Path(_user_boxes()) / f"box-{uid}")
+        outside = (root or "") + inside
+        _lay_out(outside, box, uid)
+    home = {"namespaces": "/tmp", "self-check": box.get("job", "/tmp")}.get(level, inside + "/tmp")
+    argv = [_mapped(a, level, box, inside) for a in argv]
+    env = {**{k: _mapped(v, level, box, inside) for k, v in env.items()}, "HOME": home, "TMPDIR": home}
     log_r, log_w = os.pipe()
     res_r, res_w = os.pipe()
-    spec = {"argv": argv, "env": env, "box": box, "isolate": isolate, "uid": uid, "runtime": runtime_paths(),
-            "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w}
+    spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "runtime": box_root().runtime_paths(),
+            "sites": box_root().sites(), "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
+            "chroot": (chroot_root or box_root().link_tree()) if level == "user+chroot" else None,
+            "cwd": inside + "/tmp" if outside else None, "secrets": [str(p) for p in secrets]}
     proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
                             stdout=log_w, stderr=log_w, pass_fds=(res_w,), start_new_session=True, env={})
     os.close(log_w)
@@ -245,7 +288,7 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, isolate: bool) ->
                 chunks[key.fd].append(data)
             if why:
                 break
-            if proc.poll() is not None and not isolate:
+            if proc.poll() is not None and level != "namespaces":
                 deadline = min(deadline, time.monotonic() + 2.0)   # a grandchild may hold the pipes: 2 s more
     finally:
         sel.close()
@@ -255,16 +298,96 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, isolate: bool) ->
         remove_cgroups(cgroups)
         os.close(log_r)
         os.close(res_r)
+        if outside:
+            shutil.rmtree(outside, ignore_errors=True)
     if left_over:
         why = why or "processes of the box were still running after it ended"
+    log = b"".join(chunks[log_r]).decode(errors="replace").strip()
     if status == NO_NAMESPACES and isolate and not why:
-        why = "the sandbox could not be built: " + b"".join(chunks[log_r]).decode(errors="replace").strip()[-300:]
-    layers = []
-    if isolate:
-        layers = ["a separate user", "PID, mount, network, IPC and UTS namespaces", "a whitelist root (chroot)",
-                  "rlimits"] + (["control groups (" + ", ".join(controller(c) for c in cgroups) + ")"] if cgroups else
-                                ["no control group (memory capped per process: 16 processes of 2 GiB)"])
-    return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate, layers)
+        why = "the sandbox could not be built: " + log[-300:]
+    if status == EXPOSED and isolate and not why:
+        why = "the sandbox could not hide the instructor's files from the box's user: " + log[-300:]
+    return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate,
+                   layers(level, cgroups))
+
+
+def _mapped(text: str, level: str, box: dict, inside: str) -> str:
+    """/box/<name> as the child sees it: mounted there (namespaces), its copy (user levels), the folder itself."""
+    if level == "namespaces":
+        return text
+    for name, folder in box.items():
+        text = text.replace(f"{BOX}{name}", folder if level == "self-check" else f"{inside}/{name}")
+    return text
+
+
+def layers(level: str, cgroups: list) -> list[str]:
+    """The isolation layers of one box, as grade prints them."""
+    if level == "self-check":
+        return []
+    groups = ["control groups (" + ", ".join(controller(c) for c in cgroups) + ")"] if cgroups else \
+        ["no control group (memory capped per process: 16 processes of 2 GiB)"]
+    fence = "only torch, numpy and minbert's runtime packages in its tree"
+    if level == "namespaces":
+        return ["a separate user", "PID, mount, network, IPC and UTS namespaces", "a whitelist root (chroot)", fence,
+                "rlimits"] + groups
+    seen = ["a whitelist root (chroot into hard links)", fence] if level == "user+chroot" else \
+        ["the instructor's files unreadable to it (file modes, checked)"]
+    return ["a separate user (no namespaces: the machine refuses them)", *seen,
+            "no network sockets (seccomp: only local AF_UNIX ones)", "rlimits", *groups,
+            "kill(-1) as its user, then a check that none of its processes is left"]
+
+
+_USER_BOXES = None
+
+
+def _user_boxes() -> str:
+    """Where the boxes of the `user` level (no chroot) live: a folder others may enter but not list."""
+    global _USER_BOXES
+    if _USER_BOXES is None:
+        _USER_BOXES = tempfile.mkdtemp(prefix="minbert-boxes-")
+        os.chmod(_USER_BOXES, 0o711)
+        import atexit
+        atexit.register(shutil.rmtree, _USER_BOXES, True)
+    return _USER_BOXES
+
+
+def _lay_out(outside: str, box: dict, uid: int):
+    """The box's own folder: a read-only copy of each `box` folder, and a tmp only its user can write."""
+    os.makedirs(outside, mode=0o750)
+    os.chown(outside, 0, uid)                     # root's, readable by the box's group alone
+    for name, folder in box.items():
+        shutil.copytree(folder, f"{outside}/{name}", symlinks=True)
+    os.mkdir(f"{outside}/tmp", 0o700)
+    os.chown(f"{outside}/tmp", uid, uid)
+
+
+@contextmanager
+def hidden(folders, keep):
+    """For the duration, take "others" permissions off `folders` (the box's user is an "other": its uid and gid
+    are its own). A folder on the way to a path in `keep` (the runtime: a venv inside the checkout) keeps only
+    its search bit, and its other entries are hidden in turn. Every mode is put back afterwards."""
+    keep = [os.path.realpath(k) for k in keep]
+    changed = []
+
+    def hide(path):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) or path in keep:
+            return
+        leads = stat.S_ISDIR(st.st_mode) and any(k.startswith(path + "/") for k in keep)
+        mode = (st.st_mode & ~0o006 | 0o001) if leads else st.st_mode & ~0o007
+        if stat.S_IMODE(mode) != stat.S_IMODE(st.st_mode):
+            os.chmod(path, stat.S_IMODE(mode))
+            changed.append((path, stat.S_IMODE(st.st_mode)))
+        if leads:
+            for entry in os.scandir(path):
+                hide(entry.path)
+    try:
+        for folder in folders:
+            hide(os.path.realpath(folder))
+        yield
+    finally:
+        for path, mode in reversed(changed):
+            os.chmod(path, mode)
 
 
 def _stop(proc):
@@ -330,6 +453,13 @@ def _new_root(libc, check, spec) -> str:
     for d in spec["runtime"]:
         if not os.path.exists(root + d):
             _bind(libc, check, d, root + d)
+    for site, entries in spec["sites"].items():   # each site folder shows only the packages the assignments need
+        if not os.path.isdir(root + site):
+            continue
+        _mount(libc, check, "tmpfs", root + site, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+        for e in entries:
+            _bind(libc, check, os.path.join(site, e), os.path.join(root + site, e))
+        _mount(libc, check, None, root + site, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     for dev in ("null", "zero", "urandom", "random"):
         _bind(libc, check, "/dev/" + dev, f"{root}/dev/{dev}", writable=dev == "null")
     for inside, outside in spec["box"].items():
@@ -351,8 +481,8 @@ def _limit(limits, isolate):
 def launch(spec: dict):
     libc, check = _libc()
     check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")   # the grader dies: so does the box
-    fd = spec["results_fd"]
-    if spec["isolate"]:
+    fd, level = spec["results_fd"], spec["level"]
+    if level == "namespaces":
         try:
             check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         except OSError as e:
@@ -364,11 +494,13 @@ def launch(spec: dict):
             _, status = os.waitpid(pid, 0)
             os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    if level != "self-check":
         for group in spec["cgroups"]:
             Path(group, "cgroup.procs").write_text(str(os.getpid()))
-        root = _new_root(libc, check, spec)
-        os.chroot(root)
-        os.chdir("/tmp")
+        root = _new_root(libc, check, spec) if level == "namespaces" else spec["chroot"]
+        if root:
+            os.chroot(root)
+        os.chdir(spec["cwd"] or "/tmp")
         uid = spec["uid"]
         _limit(spec["limits"], True)
         os.setgroups([])
@@ -376,14 +508,64 @@ def launch(spec: dict):
         os.setuid(uid)
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")   # cleared by setuid: again
+        if level != "namespaces":                   # no network namespace: refuse network sockets instead
+            try:
+                _no_network(libc, check)
+            except OSError as e:
+                print(f"seccomp refused: {e}", flush=True)
+                os._exit(NO_NAMESPACES)
+        _check_hidden(spec["secrets"])
     else:
         _limit(spec["limits"], False)
-        os.chdir(spec["box"]["job"])
+        os.chdir(spec["box"].get("job", "/tmp"))
     if fd != 3:
         os.dup2(fd, 3)
         os.close(fd)
     os.set_inheritable(3, True)
     os.execve(spec["argv"][0], spec["argv"], spec["env"])
+
+
+def _no_network(libc, check):
+    """A seccomp filter (classic BPF, written out): socket() for any family but AF_UNIX, and io_uring_setup, fail
+    with EACCES; a syscall of another ABI (i386, x32) kills the process, so the numbers cannot be dodged."""
+    arch, nr_socket = SECCOMP_ARCH[os.uname().machine]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    errno_eacces, allow, kill = 0x00050000 | 13, 0x7FFF0000, 0x80000000
+    program = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill),           # 0-2: the ABI, or die
+               (ld, 0, 0, 0), (jge, 4, 0, 0x40000000), (jeq, 3, 0, IO_URING_SETUP),   # 3-5: x32 or io_uring: no
+               (jeq, 0, 3, nr_socket), (ld, 0, 0, 16), (jeq, 1, 0, 1),        # 6-8: socket(AF_UNIX, ...) only
+               (ret, 0, 0, errno_eacces), (ret, 0, 0, allow)]                  # 9-10
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+    filters = (Filter * len(program))(*[Filter(*f) for f in program])
+    prog = Program(len(program), filters)
+    check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
+
+
+def _check_hidden(secrets: list[str]):
+    """As the box's user, before its code runs: none of the instructor's files may open (else no box)."""
+    for path in secrets:
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+        except OSError:
+            continue
+        print(f"the box's user can open {path}", flush=True)
+        os._exit(EXPOSED)
+
+
+def kill_as(uid: int):
+    """kill(-1, SIGKILL) as `uid`: every process that user may signal (its own), all at once."""
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def probe():
@@ -404,6 +586,9 @@ def probe():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--kill-as"]:
+        kill_as(int(sys.argv[2]))
+        sys.exit(0)
     if sys.argv[1:] == ["--probe"]:
         try:
             probe()

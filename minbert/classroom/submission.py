@@ -118,8 +118,25 @@ def extract_zip(archive: Path, dst: Path) -> None:
                         if total > ZIP_MAX_BYTES:
                             raise Refused(f"the zip unpacks to more than {ZIP_MAX_BYTES >> 20} MiB")
                         out.write(chunk)
-    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
-        raise Refused(f"the zip cannot be read ({type(e).__name__})") from None
+    except Refused:
+        raise
+    except Exception as e:      # noqa: BLE001 - whatever the reader trips on, the student gets one line
+        raise Refused(f"the zip cannot be read: {_why_unreadable(e)}") from None
+
+
+def _why_unreadable(e: Exception) -> str:
+    """A zip reader's failure in the student's words (the grader's own wording: no library text is quoted)."""
+    import zlib
+    import zipfile
+    if isinstance(e, RuntimeError) and "encrypted" in str(e):
+        return "an entry is encrypted (zip the files without a password)"
+    if isinstance(e, zlib.error):
+        return "an entry's compressed data is corrupt (zip the files again)"
+    if isinstance(e, (zipfile.BadZipFile, EOFError)):
+        return "it is not a whole zip file (cut short, or not a zip; zip the files again)"
+    if isinstance(e, NotImplementedError):
+        return "an entry uses a compression method the grader does not read (use plain zip, deflate)"
+    return f"the reader failed ({type(e).__name__}; zip the files again)"
 
 
 def not_source(folder: Path) -> bool:

@@ -9,7 +9,8 @@ name would shadow it. Test files import what they use, the `student` fixture inc
   scores(entries)             {assignment: points}
   fingerprint(root)           sha256 of every file under the instructor's minbert/ and tests/
   Boxes(monkeypatch)          records the boxes a grading starts; .left(): their processes still alive
-  needs_isolation             skip marker: the sandbox needs root and Linux namespaces
+  needs_isolation             skip marker: the sandbox needs root (another user); LEVEL: the level this machine gives
+  needs_namespaces            skip marker: the defence needs the namespaces level (the network, PID 1)
   grade(...)                  the grader, isolated where possible, else a self-check
 """
 
@@ -29,8 +30,11 @@ from minbert.classroom.assignments import package_file
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = [a.key for a in classroom.ASSIGNMENTS]
-ISOLATION, WHY_NOT = sandbox.isolation_available()
+LEVEL, WHY_NOT = sandbox.isolation_available()
+ISOLATION = LEVEL != "self-check"
 needs_isolation = pytest.mark.skipif(not ISOLATION, reason=f"the sandbox cannot be built here: {WHY_NOT}")
+needs_namespaces = pytest.mark.skipif(LEVEL != "namespaces", reason=f"needs the namespaces level, here {LEVEL!r}: "
+                                                                     f"{WHY_NOT}")
 
 
 def grade(*args, **kwargs):
@@ -108,9 +112,9 @@ class Boxes:
             self.uids.add(uid)
             return uid
 
-        def recording_run(argv, env, box, limits, isolate):
+        def recording_run(argv, env, box, limits, level, **kwargs):
             self.jobs.add(box["job"])
-            return run(argv, env, box, limits, isolate)
+            return run(argv, env, box, limits, level, **kwargs)
         monkeypatch.setattr(sandbox, "free_uid", recording_free_uid)
         monkeypatch.setattr(sandbox, "run", recording_run)
 

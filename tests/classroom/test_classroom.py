@@ -226,8 +226,11 @@ def test_autograder_zip_runs_end_to_end_and_results_json_validates(tmp_path):
         assert set(t) == {"name", "score", "max_score", "output", "visibility", "execution_time"}, sorted(t)
         assert isinstance(t["name"], str) and isinstance(t["output"], str) and t["output"]
         assert 0 <= t["score"] <= t["max_score"] and t["visibility"] in {"visible", "hidden", "after_due_date", "after_published"}
-    assert {t["visibility"] for t in report["tests"]} == {"visible", "after_due_date"}
-    assert scores([{**t, "assignment": t["name"].split(": ")[0].split(". ")[1]} for t in report["tests"]]) == {
+    students = [t for t in report["tests"] if t["visibility"] != "hidden"]
+    assert {t["visibility"] for t in students} == {"visible", "after_due_date"}
+    hidden = [t for t in report["tests"] if t["visibility"] == "hidden"]
+    assert [t["name"] for t in hidden] == ["instructor only: salt and integrity report"] and hidden[0]["max_score"] == 0
+    assert scores([{**t, "assignment": t["name"].split(": ")[0].split(". ")[1]} for t in students]) == {
         "attention": 10, "adamw": 10, "smart": 0}
 
 

@@ -21,10 +21,10 @@ import zipfile
 
 import pytest
 import torch
-from classroom_helpers import (ROOT, Boxes, fingerprint, first_failure, needs_isolation, scores, solution,
+from classroom_helpers import (LEVEL, ROOT, Boxes, fingerprint, first_failure, needs_isolation, scores, solution,
                                student, submission, with_block)  # noqa: F401 (student: a fixture)
 
-from minbert.classroom import assignments as classroom, autograder, grade as G, results
+from minbert.classroom import assignments as classroom, autograder, grade as G, results, sandbox
 from minbert.classroom.assignments import package_file
 from minbert.classroom.grade import grade
 from minbert.classroom.wire import Error
@@ -283,6 +283,39 @@ def test_a_hostile_zip_is_refused_with_its_reason(name, entries, why, tmp_path):
     assert scores(got) == {"meanshift": 0} and why in first_failure(got, "meanshift"), first_failure(got, "meanshift")
 
 
+def unreadable_zip(kind: str, path):
+    """A zip the reader cannot read: an entry flagged as encrypted (zipfile raises RuntimeError), a corrupt
+    deflate stream (zlib.error), or an archive cut short (BadZipFile)."""
+    source = (ROOT / package_file("meanshift.py")).read_bytes()
+    make_zip(path, [("minbert/methods/meanshift.py", source, 0o100644)])
+    data = bytearray(path.read_bytes())
+    if kind == "encrypted":
+        central = data.find(b"PK\x01\x02")
+        data[central + 8] |= 1                                   # general purpose flag, bit 0: encrypted
+    elif kind == "corrupt deflate":
+        start = 30 + len("minbert/methods/meanshift.py")          # the local header, then the compressed data
+        data[start:start + 64] = b"\xff" * 64
+    else:
+        data = data[:len(data) // 2]
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["encrypted", "corrupt deflate", "truncated"])
+def test_a_zip_that_cannot_be_read_is_refused_in_one_line_and_results_json_says_so(kind, tmp_path):
+    """An encrypted entry (RuntimeError) and a corrupt deflate stream (zlib.error) crashed `grade` with a
+    traceback and no results.json."""
+    archive = unreadable_zip(kind, tmp_path / "submission.zip")
+    got = grade(archive, {"meanshift"})
+    msg = first_failure(got, "meanshift")
+    assert scores(got) == {"meanshift": 0} and msg.startswith("refused: the zip cannot be read: ") and "\n" not in msg, msg
+    r = subprocess.run([sys.executable, "-m", "minbert", "classroom", "grade", archive, "--assignments", "meanshift",
+                        "--json", tmp_path / "results.json", "--salt", "1"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    report = json.loads((tmp_path / "results.json").read_text())
+    assert report["score"] == 0 and "the zip cannot be read" in report["tests"][0]["output"], report
+
+
 # ---------------------------------------------------------------------- messages
 
 def test_messages_never_carry_text_the_submission_controls(student, tmp_path, boxes):
@@ -302,19 +335,59 @@ raise ValueError(secret)
     assert "class your code defines" in first_failure(entries, "attention") and "LEAK" not in first_failure(entries, "attention")
 
 
+# ---------------------------------------------------------------------- without a chroot (the `user` level)
+
+@pytest.fixture
+def open_folder():
+    """A folder an ordinary user can reach (pytest's own tmp_path lies under a 0700 folder)."""
+    folder = tempfile.mkdtemp(prefix="minbert-test-")
+    os.chmod(folder, 0o755)
+    yield __import__("pathlib").Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_without_a_chroot_the_checkout_is_hidden_by_file_modes_and_checked_before_the_box_runs(open_folder):
+    """Root without CAP_SYS_CHROOT: the box sees the real filesystem as another user. The instructor's checkout
+    (with a venv inside, as CI's) must be unreadable to that user while it runs, the venv still reachable, and
+    the launcher must refuse to run a box whose user could open a secret."""
+    checkout = open_folder / "checkout"
+    (checkout / "minbert" / "classroom").mkdir(parents=True)
+    (checkout / ".venv" / "bin").mkdir(parents=True)
+    secret = checkout / "minbert" / "classroom" / "references.py"
+    secret.write_text("SOLUTION = 42\n")
+    runtime = checkout / ".venv" / "bin" / "tool"
+    runtime.write_text("runtime\n")
+    for p in (checkout, *checkout.rglob("*")):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    nobody = 65534
+
+    def opens(path):
+        return subprocess.run(["cat", str(path)], user=nobody, group=nobody, extra_groups=[], capture_output=True).returncode == 0
+    assert opens(secret), "the test needs a secret an ordinary user can read to begin with"
+    probe = [sys.executable, "-I", "-c", "pass"]
+    exposed = sandbox.run(probe, {}, {}, sandbox.Limits(wall_s=20), "user", secrets=[secret])
+    assert "could not hide the instructor's files" in exposed.why and str(secret) in exposed.why, exposed.why
+    modes = {p: p.stat().st_mode for p in (checkout, *checkout.rglob("*"))}
+    with sandbox.hidden([checkout], keep=[checkout / ".venv"]):
+        assert not opens(secret) and opens(runtime), "hidden: the secret must not open, the runtime must"
+        held = sandbox.run(probe, {}, {}, sandbox.Limits(wall_s=20), "user", secrets=[secret])
+        assert "could not hide" not in held.why, held.why
+    assert {p: p.stat().st_mode for p in modes} == modes, "the checkout's modes must be put back"
+
+
 # ---------------------------------------------------------------------- isolation missing
 
 def test_without_isolation_every_output_says_self_check_and_require_isolation_refuses(student, tmp_path, monkeypatch):
-    monkeypatch.setattr(G, "_ISOLATION", (False, "namespaces refused (a test)"))
+    monkeypatch.setattr(G, "_ISOLATION", ("self-check", "namespaces refused (a test)"))
     sub = submission(student, tmp_path, restore=["meanshift.py"])
     entries = grade(sub, {"meanshift"}, require_isolation=False)
     assert scores(entries) == {"meanshift": 10}
     assert all("self-check, not authoritative" in e["output"] for e in entries), entries[0]["output"]
     assert "self-check" in results.table(entries) and "self-check" in results.results_json(entries)["output"]
-    with pytest.raises(UserError, match="isolation is required"):
-        grade(sub, {"meanshift"}, require_isolation=True)
-    with pytest.raises(UserError, match="isolation is required"):
-        grade(sub, {"meanshift"})                          # as root, isolation is required by default
+    with pytest.raises(UserError, match="isolation 'user' is required"):
+        grade(sub, {"meanshift"}, require_isolation="user")
+    with pytest.raises(UserError, match="isolation 'user' is required"):
+        grade(sub, {"meanshift"})                          # as root, another user is required by default
 
 
 def test_gradescope_layout_grades_isolated_and_source_is_unreadable(student, tmp_path):
@@ -339,9 +412,11 @@ assert b'BEGIN SOLUTION' in _os.read(fd, 1 << 20)
                        timeout=600)
     report = json.loads((root / "results" / "results.json").read_text())
     assert p.returncode == 0, p.stderr
-    got = scores([{**t, "assignment": t["name"].split(": ")[0].split(". ")[1]} for t in report["tests"]])
+    got = scores([{**t, "assignment": t["name"].split(": ")[0].split(". ")[1]} for t in report["tests"]
+                  if t["visibility"] != "hidden"])
     assert got == {"attention": 0, "meanshift": 10}, got
-    assert "PID, mount, network" in report["output"], report["output"]
+    named = {"namespaces": "PID, mount, network", "user+chroot": "chroot into hard links"}[LEVEL]
+    assert named in report["output"], report["output"]
 
 
 # ---------------------------------------------------------------------- the second red team (a fresh one, on the sandbox)
@@ -462,6 +537,24 @@ def test_the_seed_takes_a_secret_salt_and_every_attention_case_is_padded(tmp_pat
             salts.add(int(z.read("source/grader_salt.txt")))
     assert len(salts) == 2, "each Gradescope zip must carry its own secret salt"
     assert G.seed_of(ROOT, 1) != G.seed_of(ROOT, 2)
+
+
+def test_grading_without_a_salt_draws_different_hidden_inputs(student, tmp_path, monkeypatch):
+    """`grade` defaulted to salt 0: its hidden cases could be regenerated from the public code and answered from a
+    lookup table. Without --salt it now draws a fresh secret salt, which the instructor's output records."""
+    from minbert.classroom import cases as CASES
+    drawn, draw = [], CASES.draw
+    monkeypatch.setattr(CASES, "draw", lambda key, seed: drawn.append(draw(key, seed)) or drawn[-1])
+    sub = submission(student, tmp_path, restore=["meanshift.py"])
+    first, second = grade(sub, {"meanshift"}), grade(sub, {"meanshift"})
+    hidden = [cases[CASES.VISIBLE:] for cases in drawn]
+    assert len(hidden) == 2 and hidden[0] and not all(
+        torch.equal(torch.as_tensor(a["x"]), torch.as_tensor(b["x"])) for a, b in zip(*hidden)), \
+        "two grades without --salt drew the same hidden inputs"
+    assert first.salt != second.salt and f"salt: {first.salt}" in results.table(first)
+    assert results.results_json(first)["extra_data"]["salt"] == first.salt
+    again = grade(sub, {"meanshift"}, salt=first.salt)
+    assert [e["name"] for e in again] == [e["name"] for e in first], "a regrade with the printed salt must match"
 
 
 def test_odd_tensors_and_deep_code_cost_the_case_not_the_grader(student, tmp_path):
