@@ -303,3 +303,31 @@ def test_committed_power_and_sign_flip_figures_agree_with_scipy(folder):
         assert shown == pytest.approx(flip, abs=5e-5), \
             f"bench/results/{folder}/table.md, {row['configuration']}: sign-flip p {shown}, scipy's exact test {flip:.4f}"
     assert all(list(itertools.islice(power, 1))), "no power rows"
+
+
+def test_the_docs_power_and_sign_flip_columns_agree_with_scipy():
+    """docs/studies.md's main multitask table copies each row's sign-flip p and 80%-power Δ by hand: recompute them."""
+    rows = {"PALs": "pals", "SMART": "smart", "R3F": "r3f", "PCGrad": "pcgrad", "GradVac": "gradvac",
+            "Gradient Compromise,": "grad_compromise_normalize", "Gradient Compromise": "grad_compromise",
+            "annealed": "annealed", "cosine STS head + MNR": "mnr", "concat": "concat", "SimCSE": "simcse",
+            "head pretraining": "head_pretraining", "PALs after": "pals_after"}
+    summary = json.loads((RESULTS / "study" / "table.json").read_text())["configurations"]
+    base = summary["baseline"]["scores"]["overall"]["values"]
+    main = next(t for t in markdown_tables(DOCS.read_text()) if t and "what the paper reported (dev overall)" in t[0])
+    flip_col = next(c for c in main[0] if c.startswith("sign-flip p"))
+    power_col = next(c for c in main[0] if c.startswith("80% power"))
+    checked = 0
+    for row in main:
+        key = max((k for k in rows if row["configuration"].startswith(k)), key=len, default=None)
+        if key is None:
+            continue
+        d = np.subtract(summary[rows[key]]["scores"]["overall"]["values"], base)
+        flip = scipy.stats.permutation_test((d, np.zeros(len(d))), lambda a, b, axis: np.mean(a - b, axis=axis),
+                                            permutation_type="samples", n_resamples=np.inf).pvalue
+        where = f"docs/studies.md, main table, {row['configuration'][:40]}"
+        assert float(row[flip_col]) == pytest.approx(flip, abs=0.006), f"{where}: sign-flip p {row[flip_col]}, scipy {flip:.4f}"
+        for cell, alpha in zip(row[power_col].split(" / "), (0.05, 0.05 / 13)):
+            power = t_test_power(float(cell) * math.sqrt(len(d)) / np.std(d, ddof=1), len(d) - 1, alpha)
+            assert power == pytest.approx(0.8, abs=0.06), f"{where}: Δ {cell} at α {alpha:.4g} has scipy power {power:.3f}, not 0.8"
+        checked += 1
+    assert checked == 13, f"docs/studies.md, main table: checked {checked} of the 13 configurations"
