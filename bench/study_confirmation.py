@@ -69,8 +69,8 @@ def main() -> str:
           f"value is {sign_flip_floor(len(rows[0]['seeds'])):.2f}, so it could not have confirmed anything. Power: the "
           "chance that this test confirms the claim if the exploratory Δ were the true effect and the fresh seeds' sd of "
           "the differences the true sd (noncentral t), at 0.05/4 (Holm's first step: this claim alone true) and at "
-          "0.05 (Holm's last step: all four true). Low power means \"not confirmed\" was the likely outcome whether or "
-          "not the effect is real: it is \"not shown\", not \"shown absent\".\n\n"
+          "0.05 (Holm's last step: all four true). Where the power is below 0.5, \"not confirmed\" was the likelier "
+          "outcome even if the effect is real: it means \"not shown\", not \"shown absent\".\n\n"
           + markdown_table([{"claim": f"{r['name']} − baseline, {r['metric']}", "exploratory (seeds 1-5)": r["said"],
                              "fresh Δ [95% CI]": format_difference(r["d"]), "p": f"{r['d']['p']:.4f}",
                              "Holm p": f"{r['d']['p_holm']:.3f}", "sign-flip p": f"{r['d']['p_sign_flip']:.2f}",
