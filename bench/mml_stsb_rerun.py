@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from minbert.tools.mml_study import paper_name  # noqa: E402
 from minbert.core.report import markdown_table  # noqa: E402
 from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd, paired_difference  # noqa: E402
+from minbert.tools.seed_statistics import sign_flip_note  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "mml_study")
 METHODS = ("bert", "bert-drop", "mv5", "mv1024", "ensemble1024", "mml")
@@ -69,7 +70,8 @@ def main():
           + markdown_table(rows, ["model", *(f"seed {s}: before → after" for s in SEEDS), "after: mean ± sd (n)"]) + "\n")
     if diff_rows:
         md += ("\n## After: difference from BERT, paired by seed (×100)\n\nOnly seeds where both runs exist; one seed has no "
-               "interval and no p. Holm over the methods listed.\n\n"
+               "interval and no p. Holm over the methods listed, then the unadjusted p and the sign-flip p. "
+               + sign_flip_note(len(SEEDS)) + "\n\n"
                + markdown_table(diff_rows, ["model", "seeds", "Δ vs BERT [95% CI]", "Holm p"]) + "\n")
     md += ("\nThe before → after change mixes the init with the machine and the precision (bf16 on Zen 5, fp32 here). "
            "BERT, BERT-Drop and MV-5 (1 and 5 heads, whose offset the encoder could supply before) show roughly how much "

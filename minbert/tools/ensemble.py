@@ -122,6 +122,27 @@ def dev_scores(dev: list[dict], weights, method: str) -> dict:
     return s
 
 
+def bootstrap_overall(dev: list[dict], weightings: list[list[float]], resamples: int = 2000, seed: int = 0) -> torch.Tensor:
+    """Dev overall of each weighting (e.g. the uniform average, or one member alone: [0, 0, 1, 0, 0]) on `resamples`
+    bootstrap resamples of the dev examples, (R, W). Paired: every weighting is scored on the same resample, so a
+    difference of two columns is a paired bootstrap difference (Efron & Tibshirani 1993, §16.4). Each task's dev
+    set is resampled on its own, with replacement, at its own size; a fixed seed makes the result reproducible."""
+    g = torch.Generator().manual_seed(seed)
+    scores = {}
+    for task in TASKS:
+        gold = dev[0][task]["labels"].double()
+        idx = torch.randint(len(gold), (resamples, len(gold)), generator=g)                  # (R, N)
+        preds = torch.stack([torch.tensor(combine(task, [m[task] for m in dev], w, "average"), dtype=torch.float64)
+                             for w in weightings])                                               # (W, N)
+        if task == "sts":   # Pearson's r on each resample: centred products over the resampled pairs
+            x, y = preds[:, idx], gold[idx]                                                      # (W, R, N), (R, N)
+            x, y = x - x.mean(-1, keepdim=True), y - y.mean(-1, keepdim=True)
+            scores[task] = (x * y).sum(-1) / (x.square().sum(-1) * y.square().sum(-1)).sqrt()   # (W, R)
+        else:
+            scores[task] = (preds == gold).double()[:, idx].mean(-1)                            # (W, R)
+    return cs224n_overall(scores["sst"], scores["para"], scores["sts"]).T                       # (R, W)
+
+
 def greedy_select(dev: list[dict], method: str = "average", max_rounds: int = 100) -> list[int]:
     """Forward selection with replacement on dev overall; returns how often each member was added."""
     counts, best = [0] * len(dev), float("-inf")

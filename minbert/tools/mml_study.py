@@ -36,7 +36,8 @@ head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). O
 
 Usage:  python -m minbert mml-study --tasks RTE,MRPC --model minilm-l6 --seeds 1,2,3   # default methods
 Under each table of differences: each difference's paired t-test p, Holm-adjusted over the methods of its
-column (minbert.tools.seed_statistics.holm), with the verdict at 0.05 on the adjusted p.
+column (minbert.tools.seed_statistics.holm), with the verdict at 0.05 on the adjusted p and the exact sign-flip p
+beside it; then the difference each cell's seeds detect with 80% power (seed_statistics.detectable_effect).
 Left out: the test-set rows of Table 1 (GLUE's test labels are private), simultaneous (adjusted) intervals,
 and running seeds in parallel (one process, one run at a time).
 """
@@ -55,8 +56,8 @@ from minbert.core.flags import at_least, between, positive
 from minbert.core.report import markdown_table, pyplot
 from minbert.methods.mml import METHODS, PAPER_METRIC, paper_epochs
 from minbert.tasks.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
-from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd
-from minbert.tools.seed_statistics import paired_difference
+from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, format_power, mean_sd
+from minbert.tools.seed_statistics import paired_difference, power_note, sign_flip_note
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
 PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # the columns of Tables 2-5
@@ -318,7 +319,12 @@ def write_table1(args, runs):
         md += (f"\n## Multiplicity: Holm-adjusted p of each difference above\n\nPaired t-test over seeds (two-sided), "
                f"Holm-adjusted over the {len(difference)} methods of each column (every method against BERT). Cell: "
                "adjusted p, the verdict at 0.05 on it (higher / lower than BERT, or noise), then the unadjusted p. "
-               "Read verdicts from this table; the intervals above are unadjusted.\n\n" + markdown_table(holm_rows, columns) + "\n")
+               "Read verdicts from this table; the intervals above are unadjusted. " + sign_flip_note(len(args.seeds))
+               + "\n\n" + markdown_table(holm_rows, columns) + "\n")
+        power_rows = [{"model": paper_name(m), **{t: format_power(d, len(args.seeds), len(difference), 1) for t, d in difference[m].items()}}
+                      for m in difference]
+        md += ("\n## Power: the difference these seeds could detect (×100)\n\n" + power_note(len(args.seeds), len(difference))
+               + f" Cell: at 0.05 / at 0.05/{len(difference)}.\n\n" + markdown_table(power_rows, columns) + "\n")
     with open(os.path.join(args.out_dir, "table1.md"), "w") as f:
         f.write(md)
     out = {"scores": {m: {t: dict(zip(("mean", "std"), v)) for t, v in d.items()} for m, d in table.items()},
@@ -414,11 +420,20 @@ def holdout_differences(per_seed, tasks, datasets, methods):
         add_holm([out[m][t].get(c) for m, t in keys])
     holm_rows = [{"model": f"{paper_name(m)}-{t}", **{c: format_holm(d) for c, d in out[m][t].items()}}
                  for t in tasks for m in methods if t in out.get(m, {})]
+    n = len(next(d for m, t in keys for d in out[m][t].values())["values"])   # seeds per cell
+    family = {c: sum(c in out[m][t] for m, t in keys) for c in columns}   # Holm's m: the rows that have the column
+    power_rows = [{"model": f"{paper_name(m)}-{t}", **{c: format_power(d, n, family[c], 1) for c, d in out[m][t].items()}}
+                  for t in tasks for m in methods if t in out.get(m, {})]
+    m_shown = max(family.values())   # every column of the shipped tables has the same number of rows
     return out, ("### Hold-out cells: difference from BERT trained on the same task, paired by seed (×100)\n\n"
                  "mean [95% t-interval over seeds, n − 1 df]; \"(noise)\": the interval contains 0.\n\n"
                  + markdown_table(rows, ["model", *columns])
                  + "\n\nHolm-adjusted p of each cell above (paired t-test over seeds, Holm over the rows of each column; "
-                 "verdict at 0.05 on the adjusted p, then the unadjusted p):\n\n" + markdown_table(holm_rows, ["model", *columns]))
+                 "verdict at 0.05 on the adjusted p, then the unadjusted p and the sign-flip p). " + sign_flip_note(n) + "\n\n"
+                 + markdown_table(holm_rows, ["model", *columns])
+                 + "\n\nPower (×100): " + power_note(n, m_shown) + " Cell: at 0.05 / at 0.05/m, m the rows of its column"
+                 + (f" ({m_shown})" if len(set(family.values())) == 1 else "") + ".\n\n"
+                 + markdown_table(power_rows, ["model", *columns]))
 
 
 def plot_profile(path, errors, methods, profile_on="error") -> bool:

@@ -16,10 +16,20 @@ any false "helps" or "hurts" in the family below α, with no assumption on how t
 baseline). tests/tools/test_study.py checks p against scipy.stats.ttest_rel and holm against a brute-force run of
 Holm's sequential procedure.
 
-Left out: non-parametric (bootstrap) intervals, and simultaneous (adjusted) intervals: the intervals stay the
-unadjusted 95% ones; the adjusted verdict is the p̃ beside them.
+Two checks sit beside each t-based verdict. `sign_flip_pvalue`: the exact paired sign-flip (permutation) test
+(Fisher 1935, §21), distribution-free: under "no effect" each d_s is as likely −d_s, so p is the share of the 2^n
+sign patterns whose |Σ ε_s d_s| reaches the observed |Σ d_s|. Its smallest value is 2/2^n (`sign_flip_floor`):
+0.25 with 3 seeds, 0.0625 with 5, so with 5 seeds or fewer it can never fall below 0.05, and every verdict rests on
+the t-test's normality. `detectable_effect`: the true mean difference that the two-sided paired t-test at level α
+finds with 80% power when the sd of the differences is the observed s_d: under δ, t follows the noncentral t with
+n − 1 df and noncentrality λ = δ√n / σ (its CDF integrated here over the χ distribution of s_d / σ, Simpson's
+rule); δ = λ* · s_d / √n, λ* solved by bisection. tests/tools/test_study_power.py checks both against scipy.
+
+Left out: simultaneous (adjusted) intervals: the intervals stay the unadjusted 95% ones; the adjusted verdict is the
+p̃ beside them.
 """
 
+import functools
 import math
 
 
@@ -98,6 +108,62 @@ def paired_t_pvalue(diffs: list[float]) -> float | None:
     return min(1.0, 2 * t_cdf(-abs(t), n - 1))     # the lower tail: no cancellation for large |t|
 
 
+def sign_flip_pvalue(diffs: list[float]) -> float | None:
+    """Exact two-sided paired sign-flip p: the share of the 2^n patterns ε ∈ {±1}^n with |Σ ε_s d_s| ≥ |Σ d_s|
+    (ties within 1e-12 relative count as reaching it). None for fewer than 2 differences."""
+    n = len(diffs)
+    if n < 2:
+        return None
+    observed = abs(sum(diffs)) * (1 - 1e-12)
+    hits = sum(abs(sum(d if (mask >> i) & 1 else -d for i, d in enumerate(diffs))) >= observed for mask in range(2 ** n))
+    return hits / 2 ** n
+
+
+def sign_flip_floor(n: int) -> float:
+    """The smallest two-sided sign-flip p with n paired seeds: the observed pattern and its mirror, 2/2^n."""
+    return 2 / 2 ** n
+
+
+def _normal_sf(x: float) -> float:
+    return 0.5 * math.erfc(x / math.sqrt(2))
+
+
+def paired_t_power(noncentrality: float, df: int, alpha: float = 0.05) -> float:
+    """P(|T| > t_{1−α/2, df}) where T = (Z + λ) / U, U = √(χ²_df / df): the two-sided t-test's power at
+    noncentrality λ = δ√n / σ. Integrated over U's density ∝ u^{df−1} e^{−df·u²/2} on [0, 12] (Simpson), with
+    steps fine enough for the rejection probability, which changes on a scale of 1/c in u."""
+    c = t_quantile(1 - alpha / 2, df)
+    steps = 2 * max(1000, math.ceil(120 * c))
+    h = 12 / steps
+    log_norm = math.log(2) + (df / 2) * math.log(df / 2) - math.lgamma(df / 2)   # U's density: 2 (df/2)^{df/2} / Γ(df/2) u^{df−1} e^{−df u²/2}
+    total = 0.0
+    for i in range(steps + 1):
+        u = i * h
+        if u == 0:   # u^{df−1} at 0: 1 for df = 1, else 0
+            density = math.exp(log_norm) if df == 1 else 0.0
+        else:
+            density = math.exp(log_norm + (df - 1) * math.log(u) - df * u * u / 2)
+        reject = _normal_sf(c * u - noncentrality) + _normal_sf(c * u + noncentrality)   # P(T > c) + P(T < −c)
+        total += (1 if i in (0, steps) else 4 if i % 2 else 2) * density * reject
+    return total * h / 3
+
+
+@functools.lru_cache(maxsize=None)
+def detectable_noncentrality(n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """λ* with paired_t_power(λ*, n − 1, alpha) = power (bisection): the smallest detectable δ is λ* · s_d / √n."""
+    lo, hi = 0.0, 1e3
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if paired_t_power(mid, n - 1, alpha) < power else (lo, mid)
+    return (lo + hi) / 2
+
+
+def detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The mean difference a two-sided paired t-test at alpha detects with this power when the differences' sd
+    is `sd` (the observed s_d taken as the truth): λ* · sd / √n."""
+    return detectable_noncentrality(n, alpha, power) * sd / math.sqrt(n)
+
+
 def holm(pvalues: list[float | None]) -> list[float | None]:
     """Holm's step-down adjusted p-values of one family, in the input order (None entries are not in the family):
     p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)) over the p sorted ascending."""
@@ -118,7 +184,17 @@ def paired_difference(values: list[float], baseline: list[float]) -> dict:
         return {"mean": diffs[0], "low": None, "high": None, "values": diffs, "inside_noise": None, "p": None}
     mean, low, high = t_interval(diffs)
     return {"mean": mean, "low": low, "high": high, "values": diffs, "inside_noise": not (low > 0 or high < 0),
-            "p": paired_t_pvalue(diffs)}
+            "p": paired_t_pvalue(diffs), "p_sign_flip": sign_flip_pvalue(diffs), "sd": mean_sd(diffs)[1]}
+
+
+def bootstrap_difference(observed: float, resampled: list[float], confidence: float = 0.95) -> dict:
+    """A paired bootstrap comparison: the observed difference, the percentile interval of its resampled values
+    (Efron & Tibshirani 1993, §13.3), and a two-sided bootstrap p, 2 · min(share ≤ 0, share ≥ 0), capped at 1."""
+    ordered, r = sorted(resampled), len(resampled)
+    low = ordered[math.floor((1 - confidence) / 2 * (r - 1))]
+    high = ordered[math.ceil((1 + confidence) / 2 * (r - 1))]
+    p = min(1.0, 2 * min(sum(x <= 0 for x in ordered), sum(x >= 0 for x in ordered)) / r)
+    return {"mean": observed, "low": low, "high": high, "p": p, "resamples": r}
 
 
 def add_holm(differences: list[dict | None]) -> None:
@@ -136,9 +212,40 @@ def holm_verdict(d: dict | None, alpha: float = 0.05) -> str | None:
 
 
 def format_holm(d: dict | None) -> str:
-    """"0.046 higher (p 0.0035)": the Holm-adjusted p, its verdict at 0.05 (holm_verdict), the unadjusted p."""
+    """"0.046 higher (p 0.0035; sign-flip p 0.0625)": the Holm-adjusted p, its verdict at 0.05 (holm_verdict), the
+    unadjusted p, and the exact sign-flip p beside it (sign_flip_pvalue)."""
     verdict = holm_verdict(d)
-    return "–" if verdict is None else f"{d['p_holm']:.3f} {verdict} (p {d['p']:.4f})"
+    if verdict is None:
+        return "–"
+    return f"{d['p_holm']:.3f} {verdict} (p {d['p']:.4f}; sign-flip p {sign_flip_pvalue(d['values']):.4f})"
+
+
+def sign_flip_note(n: int) -> str:
+    """The caption sentence that says what the sign-flip p beside each verdict can and cannot show."""
+    floor = sign_flip_floor(n)
+    return (f"Sign-flip p: the exact paired sign-flip test over all 2^{n} = {2 ** n} sign patterns of the {n} seeds' "
+            f"differences, which assumes no normality; its smallest possible value is 2/2^{n} = {floor:.4g}"
+            + (", so it can never fall below 0.05 here: every \"higher\" or \"lower\" rests on the t-test's normality."
+               if floor >= 0.05 else "."))
+
+
+def format_power(d: dict | None, n: int, family: int, digits: int = 4) -> str:
+    """"0.0061 / 0.0112": the |Δ| that the paired t-test detects with 80% power at 0.05 (one comparison), then at
+    0.05 / family (what the smallest p of a Holm family must beat), taking the observed s_d as the true sd."""
+    if not d or d.get("sd") is None:
+        return "–"
+    return f"{detectable_effect(d['sd'], n):.{digits}f} / {detectable_effect(d['sd'], n, 0.05 / family):.{digits}f}"
+
+
+def power_note(n: int, family: int) -> str:
+    """The caption of a power table: what its two numbers are, and their multiples of s_d."""
+    k1 = detectable_noncentrality(n) / math.sqrt(n)
+    k2 = detectable_noncentrality(n, 0.05 / family) / math.sqrt(n)
+    return (f"80% power: the smallest true |Δ| that the two-sided paired t-test over these {n} seeds detects with "
+            f"probability 0.8, taking each row's observed sd of the paired differences (s_d) as the true one "
+            f"(noncentral t, {n - 1} df): first at 0.05 for one comparison ({k1:.2f} · s_d), then at 0.05/{family}, "
+            f"which the smallest p of a Holm family of {family} must beat ({k2:.2f} · s_d). A true effect smaller "
+            "than these was more likely to be read \"noise\" than not.")
 
 
 def format_mean_sd(mean: float, sd: float | None, digits: int = 4) -> str:

@@ -7,8 +7,10 @@ minbert.tools.study runs the configurations; this file turns scores[config][seed
                           degrees of freedom); and, for a configuration with a control (CONTROLS), its paired
                           difference from that control. Below each: the paired t-test's p, Holm-adjusted over
                           the comparisons of its column (minbert.tools.seed_statistics.holm), and the verdict at
-                          0.05 on the adjusted p. The ensemble is one model: its row gives the difference from
-                          the baseline mean and from the best member, no interval.
+                          0.05 on the adjusted p, and the exact sign-flip p beside it; below, the |Δ| each row's
+                          seeds detect with 80% power. The ensemble (a uniform average of the baseline seeds) is
+                          one model: its difference from the members' mean and from the best member, each with a
+                          paired bootstrap interval over the dev examples.
   study.png               dev overall per configuration with its 95% interval, and its paired difference from the
                           baseline with its interval (matplotlib optional, as elsewhere).
 Left out: simultaneous (adjusted) intervals.
@@ -20,11 +22,11 @@ import platform
 import shlex
 
 from minbert.core.report import markdown_table, pyplot
-from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd
-from minbert.tools.seed_statistics import paired_difference, t_interval
+from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_difference, format_holm, format_mean_sd
+from minbert.tools.seed_statistics import format_power, mean_sd, paired_difference, power_note, sign_flip_note, t_interval
 
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
-# A configuration's control: what it differs from in exactly one respect (issue 30), so its effect is the
+# A configuration's control: what it differs from in exactly one respect, so its effect is the
 # paired difference from the control, not from the baseline. mnr vs cosine: MNR alone (the same cosine STS head);
 # Gradient Compromise vs baseline_accum4: the method at the same 47 updates of 4 batches per epoch.
 CONTROLS = {"mnr": "cosine", "grad_compromise": "baseline_accum4", "grad_compromise_normalize": "baseline_accum4"}
@@ -63,6 +65,13 @@ def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
             best = max(range(len(seeds)), key=lambda i: (base["overall"]["values"][i], -i))
             row["best_member"] = {"seed": seeds[best], **{m: base[m]["values"][best] for m in METRICS}}
             row["difference_vs_best_member"] = {m: ensemble[m] - base[m]["values"][best] for m in METRICS}
+            if "bootstrap_overall" in ensemble:   # (R, 1 + K): the ensemble, then each member, on the same resamples
+                boot = ensemble["bootstrap_overall"]
+                row["bootstrap"] = {
+                    "best_member": bootstrap_difference(row["difference_vs_best_member"]["overall"],
+                                                        [r[0] - r[1 + best] for r in boot]),
+                    "members_mean": bootstrap_difference(row["difference"]["overall"]["mean"],
+                                                         [r[0] - sum(r[1:]) / (len(r) - 1) for r in boot])}
         out["ensemble"] = row
     return out
 
@@ -85,38 +94,60 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
           f"Budget (every run): `{shlex.join(header['budget'])}`, {header['examples_per_epoch'] or 'one pass of'} "
           f"training examples per epoch; seeds {header['seeds']}. "
           "Δ: paired difference from the baseline on the same seed, mean [95% t-interval over seeds, n − 1 df]; "
-          "\"(noise)\": the interval contains 0. The ensemble is one model (uniform average of the baseline seeds): "
-          "its Δ is against the baseline mean, with no interval.\n\n"
+          "\"(noise)\": the interval contains 0. The ensemble is one model, a uniform average of the baseline seeds' "
+          "outputs: its Δ here is against the baseline mean, without a seed interval (its bootstrap intervals are below "
+          "the table).\n\n"
           f"Machine: {describe(header['machine'])}.\n\n"
           + markdown_table(rows, columns) + "\n")
     ens = summary.get("ensemble", {})
     if "best_member" in ens:
         vs_mean, vs_best, best = ens["difference"], ens["difference_vs_best_member"], ens["best_member"]
-        md += ("\nEnsemble against its members (one ensemble, no interval): dev overall "
+        md += ("\nUniform seed average against its members: dev overall "
                f"{ens['scores']['overall']['mean']:.4f}; {vs_mean['overall']['mean']:+.4f} against the members' mean "
                f"({summary['baseline']['scores']['overall']['mean']:.4f}); {vs_best['overall']:+.4f} against the best member "
                f"(seed {best['seed']}, {best['overall']:.4f}, picked by the same dev set), per task "
                + ", ".join(f"{m} {vs_best[m]:+.4f}" for m in METRICS[:3]) + ".\n")
+        if "bootstrap" in ens:
+            b = ens["bootstrap"]
+            md += ("\nPaired bootstrap over the dev examples (each task's dev set resampled with replacement, "
+                   f"{b['best_member']['resamples']} resamples, the same resample for the average and every member; "
+                   "percentile 95% interval and two-sided bootstrap p): dev overall "
+                   + "; ".join(f"{b[k]['mean']:+.4f} [{b[k]['low']:+.4f}, {b[k]['high']:+.4f}], "
+                               + (f"p {b[k]['p']:.3f}" if b[k]["p"] > 0 else f"p < {1 / b[k]['resamples']:.4f} (no resample ≤ 0)")
+                               + f" against {what}"
+                               for k, what in (("members_mean", "the members' mean"), ("best_member", f"the best member (seed {best['seed']})")))
+                   + ". It covers the dev sample only: not a new draw of seeds, and not the choice of the best member on "
+                   "this same dev set.\n")
     if holm_rows:
         family = sum(1 for r in holm_rows if r["Δ overall"] != "–")
         md += ("\n## Multiplicity: Holm-adjusted p of each Δ above\n\n"
                f"Paired t-test over seeds (two-sided), Holm-adjusted over the {family} configurations of each column "
                "(one family per metric, all against the same baseline). Cell: adjusted p, the verdict at 0.05 on it "
                "(higher / lower than the baseline, or noise), then the unadjusted p. Read verdicts from this table: "
-               "the intervals above are unadjusted, so with many configurations some exclude 0 by chance.\n\n"
+               "the intervals above are unadjusted, so with many configurations some exclude 0 by chance. "
+               + sign_flip_note(len(header["seeds"])) + "\n\n"
                + markdown_table(holm_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
+        n = len(header["seeds"])
+        power_rows = [{"configuration": name, **{f"Δ {m}": format_power(row["difference"].get(m), n, family) for m in METRICS}}
+                      for name, row in summary.items() if row["difference"].get("overall", {}).get("p") is not None]
+        md += ("\n## Power: the |Δ| these seeds could detect\n\n" + power_note(n, family) + " Cell: at 0.05 / at "
+               f"0.05/{family}.\n\n" + markdown_table(power_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
     controlled = {name: row for name, row in summary.items() if "control" in row}
     order = ("overall", *METRICS[:3])
     if controlled:
         md += (f"\n## Against its control\n\nEach configuration against the one that differs from it in one respect "
                f"(CONTROLS), paired by seed: Δ [95% t-interval], then the Holm-adjusted p over the {len(controlled)} "
-               "comparisons of each column, its verdict at 0.05, and the unadjusted p.\n\n"
+               "comparisons of each column, its verdict at 0.05, the unadjusted p and the sign-flip p (as above); then "
+               f"the |Δ| detectable with 80% power at 0.05 / at 0.05/{len(controlled)}.\n\n"
                + markdown_table([{"configuration": name, "control": row["control"],
                                   **{f"Δ {m}": format_difference(row["difference_vs_control"][m]) for m in order}}
                                  for name, row in controlled.items()], ["configuration", "control", *(f"Δ {m}" for m in order)])
                + "\n\n" + markdown_table([{"configuration": name, **{f"Holm p, Δ {m}": format_holm(row["difference_vs_control"][m])
                                                                        for m in order}} for name, row in controlled.items()],
-                                         ["configuration", *(f"Holm p, Δ {m}" for m in order)]) + "\n")
+                                         ["configuration", *(f"Holm p, Δ {m}" for m in order)])
+               + "\n\n" + markdown_table([{"configuration": name, **{f"80% power, Δ {m}": format_power(
+                   row["difference_vs_control"][m], len(header["seeds"]), len(controlled)) for m in order}}
+                   for name, row in controlled.items()], ["configuration", *(f"80% power, Δ {m}" for m in order)]) + "\n")
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out_dir, "table.json"), "w") as f:
