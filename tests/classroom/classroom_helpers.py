@@ -113,7 +113,7 @@ class Boxes:
             return uid
 
         def recording_run(argv, env, box, limits, level, **kwargs):
-            self.jobs.add(box["job"])
+            self.jobs.add(box.get("job", "/nonexistent-job"))
             return run(argv, env, box, limits, level, **kwargs)
         monkeypatch.setattr(sandbox, "free_uid", recording_free_uid)
         monkeypatch.setattr(sandbox, "run", recording_run)
