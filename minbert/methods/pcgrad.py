@@ -31,7 +31,6 @@ from collections import Counter
 
 import torch
 
-from minbert.core import flags
 
 
 # ------------------------------------------------------------ 1) the paper's loop, on task vectors

@@ -23,10 +23,10 @@ def entry_point(path):
 def parse(entry):
     import train_mml
     import train_multitask
-    from minbert.methods import simcse
+    from minbert.tools import simcse_stage
     from minbert.tools import ensemble, mml_study
     return {"train_multitask.py": train_multitask.parse_args, "train_mml.py": train_mml.parse_args,
-            "minbert simcse": simcse.parse_args, "minbert mml-study": mml_study.parse_args,
+            "minbert simcse": simcse_stage.parse_args, "minbert mml-study": mml_study.parse_args,
             "minbert ensemble": ensemble.main}[entry]
 
 
