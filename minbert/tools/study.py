@@ -81,14 +81,14 @@ CONFIGS = {
     "annealed": ["--schedule", "annealed"],
     "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
     "concat": ["--sts_head", "cross_tanh"],
-    # Controls (issue 30). cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by seed).
+    # Controls (docs/studies.md). cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by seed).
     # baseline_accum4: the baseline with Gradient Compromise's 4 batches per update (47 updates per epoch, not 188),
     # so grad_compromise − baseline_accum4 is the method at an equal number of updates.
     "cosine": ["--sts_head", "cosine"],
     "baseline_accum4": ["--grad_accum", "4"],
     "simcse": [],              # stage 1: python -m minbert simcse (SIMCSE_ARGS); stage 2: --model its encoder
     "head_pretraining": ["--head_pretrain_epochs", "1"],   # Pritsky et al.: 25, patience 3; 1 at this budget
-    # head_pretraining charged to the budget (issue 30): the same head pass, and fewer fine-tuning examples by what the
+    # head_pretraining charged to the budget: the same head pass, and fewer fine-tuning examples by what the
     # pass costs (head_pass_cost: FROZEN_EXAMPLE_COST of a fine-tuning example for each example it reads).
     "head_pretraining_charged": ["--head_pretrain_epochs", "1"],
     "pals_after": [],          # stage 1: E − 1 epochs of fine-tuning; stage 2: --pals_after, 1 epoch
@@ -345,7 +345,7 @@ def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
 
 
 def add_args(p) -> None:
-    g = p.add_argument_group("The multitask study (issue 19)")
+    g = p.add_argument_group("The multitask study (docs/studies.md)")
     g.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of configurations, from {', '.join(CONFIGS)}")
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
     g.add_argument("--examples_per_epoch", type=at_least(0), default=6000,

@@ -24,7 +24,7 @@ from minbert.tools.seed_statistics import add_holm, format_difference, format_ho
 from minbert.tools.seed_statistics import paired_difference, t_interval
 
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
-# A configuration's control: what it differs from in exactly one respect (issue 30), so its effect is the
+# A configuration's control: what it differs from in exactly one respect, so its effect is the
 # paired difference from the control, not from the baseline. mnr vs cosine: MNR alone (the same cosine STS head);
 # Gradient Compromise vs baseline_accum4: the method at the same 47 updates of 4 batches per epoch.
 CONTROLS = {"mnr": "cosine", "grad_compromise": "baseline_accum4", "grad_compromise_normalize": "baseline_accum4"}

@@ -1,5 +1,5 @@
 """Grades recipes/*.args: every recipe parses and passes --dry_run at its entry point, and its key values are the
-papers' (the values are written here, from the papers in ../shared/papers/, with the section in each message).
+papers' (the values are written here from the papers, with the section in each message).
 
 Run: python -m pytest -q tests/core/test_recipes.py   (offline, CPU, seconds; nothing is trained or loaded)
 """
@@ -161,4 +161,4 @@ def test_recipe_values_are_the_papers(name, capsys, monkeypatch):
 def test_every_paper_configuration_has_a_recipe():
     names = {p.name for p in RECIPES} | {p.name for p in (ROOT / "recipes").glob("*.sh")}
     for needed in ("song-best.sh", "song-ensemble.sh", "pritsky-best.sh", "benton-best.sh", "muppet.sh", *EXPECTED):
-        assert needed in names, f"recipes/{needed} is missing (issue 19: a recipe for every headline configuration)"
+        assert needed in names, f"recipes/{needed} is missing (recipes/README.md: a recipe for every headline configuration)"
