@@ -8,7 +8,7 @@ similarity, so GradVac moves each pair (i, j) toward the similarity it usually h
 with φ̂ ≡ 0 the rule is PCGrad's projection, and this code then gives PCGrad's result bit for bit.
 
 The same layout as minbert/methods/pcgrad.py, each part tested against the one before:
-  1) gradvac_on_vectors(g, orders, targets, beta)    Algorithm 1 as printed, on (K, P) task vectors.
+  1) gradvac_algorithm_1(g, orders, targets, beta)   Algorithm 1 as printed, on (K, P) task vectors.
   2) gradvac_coefficients(G, orders, targets, beta)  the same loop on the K×K Gram matrix G = g gᵀ,
      returning c (K, K) with g_i' = c_i · g; gradvac_update(g, ...) applies it to one group.
   3) class GradVac                                   PCGrad's per-param machinery, one Gram per group.
@@ -38,9 +38,10 @@ TARGET_LIMIT = 1 - 1e-6
 
 
 # ------------------------------------------------------------ 1) the paper's loop, on task vectors
-def gradvac_on_vectors(g: torch.Tensor, orders: list[list[int]], targets: torch.Tensor, beta: float) -> torch.Tensor:
+def gradvac_algorithm_1(g: torch.Tensor, orders: list[list[int]], targets: torch.Tensor, beta: float) -> torch.Tensor:
     """Algorithm 1 as printed, for one group: g (K, P) -> g' (K, P); the update is g'.sum(0).
-    targets (K, K) float64 holds φ̂_ij and is updated in place; orders as in pcgrad_on_vectors."""
+    targets (K, K) float64 holds φ̂_ij and is updated in place; orders as in pcgrad_algorithm_1. As printed,
+    φ̂ is not kept inside ±TARGET_LIMIT: the K×K form below adds that guard (|φ̂| = 1 divides by 0)."""
     projected = []
     for i in range(len(g)):
         g_i = g[i].clone()                                        # g_i' ← g_i                (P,)
@@ -48,15 +49,15 @@ def gradvac_on_vectors(g: torch.Tensor, orders: list[list[int]], targets: torch.
             norm_i, norm_j = float(g_i.norm()), float(g[j].norm())
             if norm_i == 0 or norm_j == 0:
                 continue                                          # no direction: no adjustment, no EMA
-            # φ = cos(g_i', g_j), clipped against rounding; φ̂ kept inside ±TARGET_LIMIT
+            # φ = cos(g_i', g_j), clipped against rounding (it goes under a √)
             phi = min(max(float(g_i @ g[j]) / (norm_i * norm_j), -1.0), 1.0)
-            target = min(max(float(targets[i, j]), -TARGET_LIMIT), TARGET_LIMIT)
+            target = float(targets[i, j])                         # φ̂_ij
             # if φ < φ̂:   g_i' ← g_i' + ‖g_i'‖ (φ̂ √(1−φ²) − φ √(1−φ̂²)) / (‖g_j‖ √(1−φ̂²)) · g_j
             if phi < target:
                 g_i = g_i + norm_i * (target * math.sqrt(1 - phi**2) - phi * math.sqrt(1 - target**2)) \
                     / (norm_j * math.sqrt(1 - target**2)) * g[j]
             # φ̂ ← (1 − β) φ̂ + β φ, with the φ measured before the adjustment, either way
-            targets[i, j] = (1 - beta) * targets[i, j] + beta * phi
+            targets[i, j] = (1 - beta) * target + beta * phi
         projected.append(g_i)
     return torch.stack(projected)                                 # (K, P)
 
@@ -67,7 +68,7 @@ def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: t
     the j ≠ i in visiting order; targets (K, K) float64 holds φ̂_ij and is updated in place.
     Returns coef (K, K) with g_i' = coef[i] · g, and the number of adjustments made."""
     # With g_i' = c_i · g:  ‖g_i'‖² = c_i G c_iᵀ,  ‖g_j‖² = G_jj,  g_i' · g_j = (c_i G)_j, and the
-    # adjustment of gradvac_on_vectors adds to c_ij only. Writing ‖g_i'‖ φ/‖g_j‖ = (c_i G)_j / G_jj:
+    # adjustment of gradvac_algorithm_1 adds to c_ij only. Writing ‖g_i'‖ φ/‖g_j‖ = (c_i G)_j / G_jj:
     #     c_ij ← c_ij + ‖g_i'‖ φ̂ √(1−φ²) / (‖g_j‖ √(1−φ̂²)) − (c_i G)_j / G_jj
     # whose first term is exactly 0 when φ̂ = 0: PCGrad's projection, bit for bit.
     K = gram.shape[0]
@@ -76,8 +77,8 @@ def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: t
         return coef, 0  # overflowed step: the scaler will skip it, so keep the targets clean
     adjustments = 0
     # Hint: like pcgrad_coefficients, with norms and dots from the Gram: φ = cos(g_i', g_j); if
-    # φ < φ̂ (targets[i, j], kept inside ±TARGET_LIMIT) add gradvac_on_vectors' multiple of
-    # g_j to coef[i, j]; then φ̂ ← (1 − β)φ̂ + βφ. Skip pairs where a norm is 0.
+    # φ < φ̂ (targets[i, j], kept inside ±TARGET_LIMIT) add gradvac_algorithm_1's multiple
+    # of g_j to coef[i, j]; then φ̂ ← (1 − β)φ̂ + βφ. Skip pairs where a norm is 0.
     ### BEGIN SOLUTION surgery
     for i in range(K):
         for j in orders[i]:

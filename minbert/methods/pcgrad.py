@@ -8,7 +8,7 @@ matters with ≥ 3 tasks. Shapes: K tasks, P scalars in all params, g (K, P) the
 (row k = task k's gradient, flattened), G = g gᵀ (K, K) the Gram matrix.
 
 The same update three times, each tested against the one before (tests/methods/test_pcgrad*.py):
-  1) pcgrad_on_vectors(g, orders)    Algorithm 1 as printed, on the (K, P) task vectors.
+  1) pcgrad_algorithm_1(g, orders)   Algorithm 1 as printed, on the (K, P) task vectors.
   2) pcgrad_coefficients(G, orders)  the same loop on K×K numbers: g_i' stays a combination
      g_i' = c_i · g of the original gradients, so each dot it needs is g_i' · g_j = (c_i G)_j;
      pcgrad_update(g, orders, shared) applies it. task_gradients(losses, params) builds g.
@@ -34,7 +34,7 @@ import torch
 
 
 # ------------------------------------------------------------ 1) the paper's loop, on task vectors
-def pcgrad_on_vectors(g: torch.Tensor, orders: list[list[int]]) -> torch.Tensor:
+def pcgrad_algorithm_1(g: torch.Tensor, orders: list[list[int]]) -> torch.Tensor:
     """Algorithm 1 as printed: g (K, P) task gradients -> g' (K, P) projected ones; the update is
     g'.sum(0). orders[i] lists the j ≠ i in the order task i visits them."""
     projected = []
@@ -70,11 +70,11 @@ def pcgrad_coefficients(gram: torch.Tensor, orders: list[list[int]]) -> tuple[to
     """Algorithm 1 on the Gram matrix. gram (K, K) float64 = g gᵀ; orders[i] lists the j ≠ i in
     visiting order. Returns coef (K, K) with g_i' = coef[i] · g, and the number of projections."""
     # Eq. 1 with g_i' = c_i · g:  g_i' · g_j = (c_i G)_j and ‖g_j‖² = G_jj, so the loop of
-    # pcgrad_on_vectors becomes   if (c_i G)_j < 0:   c_ij ← c_ij − (c_i G)_j / G_jj
+    # pcgrad_algorithm_1 becomes   if (c_i G)_j < 0:   c_ij ← c_ij − (c_i G)_j / G_jj
     K = gram.shape[0]
     coef = torch.eye(K, dtype=torch.float64)  # g_i' ← g_i
     projections = 0
-    # Hint: pcgrad_on_vectors' loop on coefficients instead of vectors: g_i' = coef[i] · g, so
+    # Hint: pcgrad_algorithm_1's loop on coefficients instead of vectors: g_i' = coef[i] · g, so
     # every dot product it needs comes out of the Gram matrix. Visit j in orders[i]; count the
     # projections; a task with no gradient (gram[j, j] = 0) takes part in none.
     ### BEGIN SOLUTION surgery

@@ -1,9 +1,9 @@
-"""Tests for minbert/methods/gradvac.py: gradvac_on_vectors, gradvac_coefficients and GradVac (targets, EMA, groups,
+"""Tests for minbert/methods/gradvac.py: gradvac_algorithm_1, gradvac_coefficients and GradVac (targets, EMA, groups,
 state).
 
 Oracles: (a) exact vectors computed by hand from Wang et al. 2021, Algorithm 1 (the paper's loop on vectors, the
 coefficients, the readable (K, P) path gradvac_update, the class); (b) PCGrad as a live oracle (φ̂ ≡ 0 must give
-PCGrad bit for bit), and the paper's loop (gradvac_on_vectors, itself checked against (a)) for the Gram form;
+PCGrad bit for bit), and the paper's loop (gradvac_algorithm_1, itself checked against (a)) for the Gram form;
 (c) properties (cosine after adjustment = target, no change above target, EMA convergence, independent groups,
 state round trip).
 Gradients are driven exactly by losses w · v_k, whose gradient w.r.t. w is v_k.
@@ -15,13 +15,13 @@ import math
 import pytest
 import torch
 
-from minbert.methods.gradvac import GradVac, gradvac_coefficients, gradvac_on_vectors, gradvac_update
+from minbert.methods.gradvac import GradVac, gradvac_coefficients, gradvac_algorithm_1, gradvac_update
 from minbert.methods.pcgrad import PCGrad, pcgrad_update
 from conftest import check
 
 APPLY = "minbert.methods.gradvac.GradVac.apply"
 COEF = "minbert.methods.gradvac.gradvac_coefficients"
-VECTORS = "minbert.methods.gradvac.gradvac_on_vectors"
+VECTORS = "minbert.methods.gradvac.gradvac_algorithm_1"
 SQRT_HALF = math.sqrt(0.5)
 
 
@@ -55,7 +55,7 @@ def test_paper_loop_on_vectors_target_half_oracle():
     φ̂_01 ← 0.9·0.5 + 0.1·(−1/√2) = 0.37929 (the cosine measured before the adjustment)."""
     g = torch.tensor([[1.0, 0.0], [-1.0, 1.0]], dtype=torch.float64)
     targets = torch.full((2, 2), 0.5, dtype=torch.float64)
-    rows = gradvac_on_vectors(g, [[1], [0]], targets, beta=0.1)
+    rows = gradvac_algorithm_1(g, [[1], [0]], targets, beta=0.1)
     check(rows[0], [0.21132, 0.78868], VECTORS, atol=1e-5)
     check(targets[0, 1], 0.9 * 0.5 - 0.1 * SQRT_HALF, VECTORS + " (the EMA of φ̂_01)", atol=1e-12)
 
@@ -70,7 +70,8 @@ def test_gram_coefficients_equal_the_paper_loop_on_vectors():
         targets = torch.rand(4, 4, generator=gen, dtype=torch.float64) * 1.6 - 0.8
         on_vectors = targets.clone()
         coef, _ = gradvac_coefficients(g @ g.T, orders, targets, 0.3)
-        check(coef @ g, gradvac_on_vectors(g, orders, on_vectors, 0.3), COEF + f" vs {VECTORS} (trial {trial})", atol=1e-9)
+        expected = gradvac_algorithm_1(g, orders, on_vectors, 0.3)
+        check(coef @ g, expected, COEF + f" vs {VECTORS} (trial {trial})", atol=1e-9)
         check(targets, on_vectors, COEF + f" vs {VECTORS}: the targets (trial {trial})", atol=1e-12)
 
 
