@@ -1,4 +1,4 @@
-"""The multitask study's confirmation family, from committed records only.
+"""The multitask study's confirmation family (docs/studies.md), from committed records only.
 
 bench/results/study_controls/PLAN.md fixed, before any of its results existed, four claims that seeds 4-5 of the
 exploratory set (bench/results/study, seeds 1-5, Zen 5 bf16) resolved after its 3-seed table had been read, and

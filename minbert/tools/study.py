@@ -81,7 +81,7 @@ CONFIGS = {
     "annealed": ["--schedule", "annealed"],
     "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
     "concat": ["--sts_head", "cross_tanh"],
-    # Controls. cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by seed).
+    # Controls (docs/studies.md). cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by seed).
     # baseline_accum4: the baseline with Gradient Compromise's 4 batches per update (47 updates per epoch, not 188),
     # so grad_compromise − baseline_accum4 is the method at an equal number of updates.
     "cosine": ["--sts_head", "cosine"],
@@ -351,7 +351,7 @@ def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
 
 
 def add_args(p) -> None:
-    g = p.add_argument_group("The multitask study")
+    g = p.add_argument_group("The multitask study (docs/studies.md)")
     g.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of configurations, from {', '.join(CONFIGS)}")
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
     g.add_argument("--examples_per_epoch", type=at_least(0), default=6000,
