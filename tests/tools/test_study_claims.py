@@ -1,7 +1,7 @@
 """Grades the words of the committed studies against their numbers: every verdict word of docs/studies.md, the
 results READMEs and the committed tables must follow the page's own rule (docs/studies.md, "Reading a table").
 
-One test per rule, each reading the committed files (no training, no ../shared):
+One test per rule, each reading the committed files (no training, nothing outside the repository):
   1. a table's verdict word matches its Holm-adjusted p (noise iff p ≥ 0.05) and the sign of its Δ;
   2. the docs' verdict words ("lower", "higher", "noise") match the Holm p quoted beside them;
   3. a verdict that only seeds 4-5 resolved is labelled exploratory, and one the fresh seeds did not confirm says so;
