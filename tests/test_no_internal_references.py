@@ -21,7 +21,8 @@ UNFOLLOWABLE = re.compile(
     re.IGNORECASE)
 # Records kept as the machine wrote them (a run's command lines and skipped paths) or as committed before their
 # results (a pre-registered plan): rewriting them would falsify the record.
-RECORDS = ("bench/results/mml_study/runs/", "bench/results/study/commands.txt", "bench/results/study_controls/PLAN.md")
+RECORDS = ("bench/results/mml_study/runs/", "bench/results/study/commands.txt", "bench/results/study_controls/commands.txt",
+           "bench/results/study_controls/PLAN.md")
 # Data is data: its text is the datasets', not ours. This file names the patterns it looks for.
 SKIP = ("data/", "tests/fixtures/", "tests/test_no_internal_references.py")
 
