@@ -3,7 +3,7 @@
     python bench/bench_classroom.py [--repeats 2]
     python bench/bench_classroom.py --baseline ../minbert-old [--repeats 3]   (writes classroom_vs_baseline.md)
 
-Times `grade` of this repository (all 10 assignments, 110 points) with 1 and 2 workers, interleaved,
+Times `grade` of this repository (all assignments, full points) with 1 and 2 workers, interleaved,
 and `student` (the hand-out build); then grades each exploit of minbert/classroom/autograder.py. Names the
 CPU and the load, since the machine is shared. With --baseline, times `python -m minbert classroom grade`
 (the command a teacher runs, 2 workers) in another checkout and in this one, alternating, and reports the
@@ -47,7 +47,8 @@ def compare(baseline: Path, repeats: int):
             r = subprocess.run([sys.executable, "-m", "minbert", "classroom", "grade"], cwd=root, env=env,
                                capture_output=True, text=True)
             times[name].append(time.perf_counter() - t)
-            assert r.returncode == 0 and "110.0 / 110" in r.stdout, f"{root} did not grade 110/110:\n{r.stdout}{r.stderr}"
+            full = f"{C.TOTAL:.1f} / {C.TOTAL}"
+            assert r.returncode == 0 and full in r.stdout, f"{root} did not grade {full}:\n{r.stdout}{r.stderr}"
             load.append(os.getloadavg()[0])
     med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
     isolation = next((ln for ln in r.stdout.splitlines() if ln.startswith("isolation:")), "isolation: (not printed)")
@@ -78,7 +79,7 @@ def main():
             t = time.perf_counter()
             entries = grade(ROOT, workers=workers)
             times[workers].append(time.perf_counter() - t)
-            assert abs(sum(e["score"] for e in entries) - 110) < 1e-6, "the repository must grade 110/110"
+            assert abs(sum(e["score"] for e in entries) - C.TOTAL) < 1e-6, "the repository must grade full points"
             load.append(os.getloadavg()[0])
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()

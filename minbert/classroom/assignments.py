@@ -22,7 +22,7 @@ survives stripping:
         per assignment, the verdict in this process; see grader/grade.py); prints a table and writes
         Gradescope's results.json. Exits 0 whatever the score.
     python -m minbert classroom autograder OUT   Gradescope's autograder.zip
-    python -m minbert classroom check            leak scan, 0/110 and 110/110, the exploits
+    python -m minbert classroom check            leak scan, the copy at 0 and this repository at full points, the exploits
 
 The stub raises the builtin NotImplementedError, so pytest shows it as usual; the training scripts'
 `minbert.core.errors.cli` prints a stub's message as one line without a traceback (see errors.py).
@@ -34,7 +34,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from minbert.core.errors import UserError
@@ -44,6 +44,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class Assignment:
+    """Everything the grader knows of one assignment, in one record. The key also names its case maker
+    (`cases.<key>`), its scenario (`scenarios.<key>`) and, optionally, its known mistakes (`hints.<key>`);
+    tests/classroom/test_classroom.py checks that each exists (docs/classroom.md, "Adding an assignment")."""
     key: str            # the word after "### BEGIN SOLUTION"
     title: str
     functions: list     # qualified names the student writes
@@ -52,6 +55,9 @@ class Assignment:
     note: str = ""      # what is given code or optional
     banned: frozenset = frozenset()   # names its solution blocks may not use (on top of the sandbox escapes)
     banned_note: str = "no library call that does the assignment for you"
+    fence: dict = field(default_factory=dict)   # what the child refuses before the submission runs (child.ban):
+    # "ops": words of aten kernels; "python": (module or class, attribute); "subclasses": (class, method) for
+    # every subclass of the class (those loaded by then); "modules": modules whose every callable is refused
 
 
 ASSIGNMENTS = [
@@ -63,17 +69,31 @@ ASSIGNMENTS = [
                10, ['tests/bert/test_attention.py'],
                "given: the fast path (F.scaled_dot_product_attention, BertConfig.fast_attention=True)",
                frozenset({"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention"}),
-               "write the softmax attention yourself, not F.scaled_dot_product_attention"),
+               "write the softmax attention yourself, not F.scaled_dot_product_attention",
+               {"ops": ["scaled_dot_product", "multi_head_attention"],
+                "python": [["torch.nn.functional", "multi_head_attention_forward"],
+                           ["torch.nn.modules.activation.MultiheadAttention", "forward"],
+                           ["torch.ao.nn.quantizable.MultiheadAttention", "forward"],
+                           ["torch.nn.attention.flex_attention", "flex_attention"],
+                           ["torch._higher_order_ops.flex_attention", "math_attention"]],
+                "subclasses": [["torch.nn.MultiheadAttention", "forward"]]}),
     Assignment("layer", "The transformer layer (add & norm, feed-forward) and BertModel's forward",
                ["minbert.bert.layers.BertLayer.forward", "minbert.bert.model.BertModel.encode"],
                10, ['tests/bert/test_layers.py', 'tests/bert/test_model.py'],
-               banned=frozenset({"TransformerEncoderLayer", "TransformerEncoder"})),
+               banned=frozenset({"TransformerEncoderLayer", "TransformerEncoder"}),
+               fence={"ops": ["transformer_encoder_layer", "multi_head_attention"],
+                      "python": [["torch.nn.modules.transformer.TransformerEncoderLayer", "forward"]]}),
     Assignment("adamw", "AdamW's step and the warmup/decay schedule",
                ["minbert.adamw.AdamW.step", "minbert.adamw.linear_warmup_decay"],
                10, ['tests/test_adamw.py'],
                "given: the state bookkeeping in step (a plain per-tensor loop is as good as _foreach_)",
                frozenset({"optim", "adamw", "adam", "Adam", "AdamW", "get_linear_schedule_with_warmup"}),
-               "write the update yourself, not torch.optim's"),
+               "write the update yourself, not torch.optim's",
+               {"ops": ["fused_adam"],
+                "python": [["torch.optim.adamw", "adamw"], ["torch.optim.adam", "adam"],
+                           ["torch.optim.adamw", "_single_tensor_adamw"], ["torch.optim.adamw", "_multi_tensor_adamw"],
+                           ["torch.optim.adam", "_single_tensor_adam"], ["torch.optim.adam", "_multi_tensor_adam"]],
+                "subclasses": [["torch.optim.Optimizer", "step"]], "modules": ["torch.optim._functional"]}),
     Assignment("multitask", "The multitask heads and losses",
                ["minbert.tasks.multitask.make_head", "minbert.tasks.multitask.MultitaskBert.pooled",
                 "minbert.tasks.multitask.MultitaskBert.head", "minbert.tasks.multitask.task_loss"],
@@ -103,6 +123,7 @@ ASSIGNMENTS = [
                "the elimination grader fakes MeanShift, so it does not need assignment 9"),
 ]
 BY_KEY = {a.key: a for a in ASSIGNMENTS}
+TOTAL = sum(a.points for a in ASSIGNMENTS)
 
 # ---------------------------------------------------------------------- the stripper
 

@@ -11,6 +11,7 @@ itself, before this process started, on inputs it drew for this submission. An e
 of the student's file, never the message (text the submission controls).
 """
 
+import json
 import os
 import sys
 import traceback
@@ -34,23 +35,11 @@ def record(exc: BaseException, template: str) -> dict:
     return found
 
 
-# What an assignment replaces, refused before any of the submission's code is imported: kernels in torch's
-# dispatcher (whatever Python name reaches them: F.scaled_dot_product_attention, torch._C._nn..., torch.ops.aten...),
-# torch's own Python implementations, and scikit-learn/scipy (no given code imports them). The student's process
-# could still undo this by reflection; the parent's AST check and this block are the fence, academic-integrity
-# review is the rest (the threat model, docs/classroom.md).
-BLOCKED_OPS = {"attention": ("scaled_dot_product", "multi_head_attention"),
-               "layer": ("transformer_encoder_layer", "multi_head_attention"),
-               "adamw": ("fused_adam",)}
-BLOCKED_PYTHON = {"attention": [("torch.nn.functional", "multi_head_attention_forward"),
-                                ("torch.nn.modules.activation.MultiheadAttention", "forward"),
-                                ("torch.nn.attention.flex_attention", "flex_attention"),
-                               ("torch._higher_order_ops.flex_attention", "math_attention")],
-                  "layer": [("torch.nn.modules.transformer.TransformerEncoderLayer", "forward")],
-                  "adamw": [("torch.optim.adamw", "adamw"), ("torch.optim.adam", "adam"),
-                            ("torch.optim.adamw", "_single_tensor_adamw"), ("torch.optim.adamw", "_multi_tensor_adamw"),
-                            ("torch.optim.adam", "_single_tensor_adam"), ("torch.optim.adam", "_multi_tensor_adam"),
-                            ("torch.optim.adam.Adam", "step"), ("torch.optim.adamw.AdamW", "step")]}
+# What an assignment replaces, refused before any of the submission's code is imported (its record's `fence` in
+# assignments.py, handed to this process as fence.json): kernels in torch's dispatcher (whatever Python name reaches
+# them: F.scaled_dot_product_attention, torch._C._nn..., torch.ops.aten...), torch's own Python implementations,
+# and scikit-learn/scipy/transformers (no given code imports them; the box's tree does not even hold them). The
+# student's process could still undo this by reflection: the integrity report flags that for the instructor.
 BLOCKED_MODULES = ("sklearn", "scipy", "transformers")
 
 
@@ -68,44 +57,41 @@ class BannedImport(ModuleNotFoundError):
         self.op = op
 
 
-def aten_ops(key: str) -> list[str]:
-    """The aten kernels refused in `key`'s child."""
+def aten_ops(fence: dict) -> list[str]:
+    """The aten kernels refused: every aten op whose name holds one of the fence's words."""
     import torch
-    words = BLOCKED_OPS.get(key, ())
+    words = fence.get("ops", ())
     return sorted({n.split("::")[1].split(".")[0] for n in torch._C._dispatch_get_all_op_names()
                    if n.startswith("aten::") and any(w in n for w in words)})
 
 
-def python_refusals(key: str) -> list[tuple[object, str, str]]:
-    """(owner, attribute, the name its refusal carries) for every Python-level implementation `key` replaces:
-    BLOCKED_PYTHON, every multi-head attention module (torch.ao's quantizable one too) for attention, and for
-    AdamW every optimizer torch ships and its functional forms."""
+def _owner(where: str):
     import importlib
+    try:
+        return importlib.import_module(where)
+    except ImportError:
+        module, _, cls = where.rpartition(".")
+        return getattr(importlib.import_module(module), cls)
 
-    import torch
-    found = []
-    for where, name in BLOCKED_PYTHON.get(key, []):
-        try:
-            owner = importlib.import_module(where)
-        except ImportError:
-            module, _, cls = where.rpartition(".")
-            owner = getattr(importlib.import_module(module), cls)
-        found.append((owner, name, name))
-    if key == "attention":
-        importlib.import_module("torch.ao.nn.quantizable")
-        found += [(cls, "forward", "MultiheadAttention.forward") for cls in _subclasses(torch.nn.MultiheadAttention)]
-    if key == "adamw":
-        found += [(cls, "step", f"{cls.__name__}.step")
-                  for cls in _subclasses(torch.optim.Optimizer) - {torch.optim.Optimizer}]
-        functional = importlib.import_module("torch.optim._functional")
-        found += [(functional, n, f"torch.optim._functional.{n}") for n in dir(functional)
-                  if callable(getattr(functional, n)) and not n.startswith("__") and n != "Tensor"]
+
+def python_refusals(fence: dict) -> list[tuple[object, str, str]]:
+    """(owner, attribute, the name its refusal carries) for every Python-level implementation the fence names:
+    each (owner, attribute); a method of every subclass of a class (every optimizer torch ships, every multi-head
+    attention module); every callable of a module (torch.optim._functional)."""
+    found = [(_owner(where), name, name) for where, name in fence.get("python", [])]
+    for where, method in fence.get("subclasses", []):
+        root = _owner(where)
+        found += [(cls, method, f"{cls.__name__}.{method}") for cls in _subclasses(root) - {root}]
+    for where in fence.get("modules", []):
+        module = _owner(where)
+        found += [(module, n, f"{where}.{n}") for n in dir(module)
+                  if callable(getattr(module, n)) and not n.startswith("__") and n != "Tensor"]
     return found
 
 
-def blocked_ops(key: str) -> list[str]:
-    """Every name a refusal in `key`'s child can carry (the parent accepts only these back)."""
-    return aten_ops(key) + [name for _, _, name in python_refusals(key)] + list(BLOCKED_MODULES)
+def blocked_ops(fence: dict) -> list[str]:
+    """Every name a refusal in the child can carry (the parent accepts only these back)."""
+    return aten_ops(fence) + [name for _, _, name in python_refusals(fence)] + list(BLOCKED_MODULES)
 
 
 class _RefuseModules:
@@ -135,7 +121,7 @@ def _subclasses(cls) -> set:
     return found
 
 
-def ban(key: str):
+def ban(fence: dict):
     """Refuse what an assignment replaces, before any of the submission's code is imported."""
     import warnings
 
@@ -146,9 +132,9 @@ def ban(key: str):
             raise Banned(op)
         return call
     sys.meta_path.insert(0, _RefuseModules())
-    for owner, attribute, name in python_refusals(key):
+    for owner, attribute, name in python_refusals(fence):
         setattr(owner, attribute, refuse(name))
-    ops = aten_ops(key)
+    ops = aten_ops(fence)
     if not ops:
         return
     lib = torch.library.Library("aten", "IMPL")
@@ -174,7 +160,8 @@ def main():
     glue, wire = (_load(f"_minbert_grader_{name}", f"{scenarios_dir}/_minbert_grader_{name}.py")
                   for name in ("scenarios", "wire"))
     run = glue.run
-    ban(key)
+    with open(f"{scenarios_dir}/fence.json") as f:
+        ban(json.load(f))
     results = []
     for case in cases:
         try:

@@ -3,7 +3,7 @@
     python -m minbert classroom student OUT [--assignments embeddings,adamw]   a student copy (assignments.py)
     python -m minbert classroom grade [SUBMISSION] [--json results.json]      grade it (grade.py), print a table
     python -m minbert classroom autograder OUT                                 Gradescope's autograder.zip
-    python -m minbert classroom check                                          leak scan, 0 and 110 points, exploits
+    python -m minbert classroom check                                          leak scan, 0 and full points, exploits
 """
 
 import argparse

@@ -23,6 +23,7 @@ message says the grade is a self-check, not authoritative; `require_isolation` r
 
 import builtins
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -122,7 +123,7 @@ def _error_text(record, files, key) -> str:
     kind, where, op = record.kind, record.where, record.banned
     m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where)
     at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
-    if op and op in blocked_ops(key):
+    if op and op in blocked_ops(C.BY_KEY[key].fence):
         return f"called {op}{at}, which assignment {key} does not allow ({C.BY_KEY[key].banned_note})"
     if kind == "NotImplementedError" and at:
         line = files[m.group(1)][int(m.group(2)) - 1]
@@ -158,6 +159,7 @@ def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: flo
     for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "wire.py", "_minbert_grader_wire.py"),
                       (HERE / "child.py", "child.py")):
         (job / name).write_bytes(src.read_bytes())
+    (job / "fence.json").write_text(json.dumps(C.BY_KEY[key].fence))
     torch.save(cases, job / "inputs.pt")
     for path in (job, *job.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)        # readable by the box's user, writable by none

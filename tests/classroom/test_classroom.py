@@ -314,3 +314,26 @@ def test_the_docs_table_of_files_each_assignment_imports_is_true():
     graded = graded_files(set(ALL))
     want = {k: ", ".join(f.removeprefix("minbert/") for f in files_used(k) if f in graded) for k in ALL}
     assert rows == want, f"docs/classroom.md's table is stale; it should read {want}"
+
+
+def test_each_assignment_is_one_record_and_its_key_names_its_maker_scenario_and_hints():
+    """Adding an assignment touched five registries keyed by the same string; now one record, and the key names
+    the rest (docs/classroom.md, "Adding an assignment"). The docs' points line is generated from the records."""
+    import inspect
+
+    from minbert.classroom import cases, hints, scenarios
+    keys = {a.key for a in classroom.ASSIGNMENTS}
+
+    def named(module, helpers):
+        return {n for n, f in vars(module).items() if inspect.isfunction(f) and f.__module__ == module.__name__
+                and not n.startswith("_")} - helpers
+    assert named(cases, {"draw", "describe"}) == keys, "cases.py needs one maker per assignment key, and no other"
+    assert named(scenarios, {"run"}) == keys, "scenarios.py needs one scenario per assignment key, and no other"
+    assert named(hints, {"recognise"}) <= keys, "hints.py: a function that is no assignment's key is never used"
+    for a in classroom.ASSIGNMENTS:
+        assert set(a.fence) <= {"ops", "python", "subclasses", "modules"}, f"{a.key}: unknown fence kinds"
+    line = (f"{len(classroom.ASSIGNMENTS)} assignments, {classroom.TOTAL} points: "
+            + ", ".join(f"{a.key} {a.points}" for a in classroom.ASSIGNMENTS) + ".")
+    text = (ROOT / "docs" / "classroom.md").read_text()
+    assert text.split("<!-- points:begin -->\n")[1].split("\n<!-- points:end -->")[0] == line, \
+        f"docs/classroom.md's points line is stale; it should read:\n{line}"
