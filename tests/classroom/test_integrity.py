@@ -18,13 +18,14 @@ BUILTINS_BY_REFLECTION = "_b = type(torch).__getattribute__(torch, '__buil' + 't
 
 ROUTES = {
     "flex attention's eager math_attention": ("attention", "attention.py", """
-_m = torch._higher_order_ops.flex_attention
+_m = print.__self__.__getattribute__('__imp' + 'ort__')('torch._higher_order_ops.flex_attention', None, None, ['x'])
 _am = mask.to(q.dtype).expand(q.shape[0], 1, 1, q.shape[2]).reshape(q.shape[0], q.shape[2])
-y = _m.math_attention(q, k, v, lambda s, b, h, qi, ki: s + _am[b, ki], (), q.shape[-1] ** -0.5, {})[0]
+y = _m.math_attention(q, k, v, lambda s, b, h, qi, ki: s + _am[b, ki], (lambda b, h, qi, ki: qi >= 0,),
+                      q.shape[-1] ** -0.5, {})[0]
 """),
     "a fresh copy of torch/optim/adam.py": ("adamw", "adamw.py", BUILTINS_BY_REFLECTION + """
 _u = _b['__imp' + 'ort__']('importlib.util', None, None, ['x'])
-_spec = _u.spec_from_file_location('_fresh_adam', torch.optim.__file__.rsplit('/', 1)[0] + '/adam.py')
+_spec = _u.spec_from_file_location('_fresh_adam', torch.__getattribute__('op' + 'tim').__file__.rsplit('/', 1)[0] + '/adam.py')
 _fresh = _u.module_from_spec(_spec)
 _spec.loader.exec_module(_fresh)
 _fresh._single_tensor_adam(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(t - 1.0) for t in steps],

@@ -489,6 +489,11 @@ def test_child_built_objects_cannot_forge_a_pass(student, tmp_path):
      "_am = mask.to(q.dtype).expand(B, 1, T, T).reshape(B, T, T)\n"
      "y = torch.stack([_mha(q[:, h], k[:, h], v[:, h], attn_mask=_am, need_weights=False)[0] for h in range(H)], 1)",
      "MultiheadAttention"),
+    ("attention", "attention.py",
+     "_m = print.__self__.__getattribute__('__imp' + 'ort__')('torch._higher_order_ops.flex_attention', None, None, ['x'])\n"
+     "_am = mask.to(q.dtype).expand(q.shape[0], 1, 1, q.shape[2]).reshape(q.shape[0], q.shape[2])\n"
+     "y = _m.math_attention(q, k, v, lambda s, b, h, qi, ki: s + _am[b, ki], (lambda b, h, qi, ki: qi >= 0,), "
+     "q.shape[-1] ** -0.5, {})[0]", "math_attention"),
     ("adamw", "adamw.py",
      "_o = torch.__getattribute__('op' + 'tim')._functional\n"
      "for p, g, m, v, s in zip(params, grads, exp_avgs, exp_avg_sqs, steps):\n    p.mul_(1 - lr * wd)\n"
@@ -501,7 +506,8 @@ def test_child_built_objects_cannot_forge_a_pass(student, tmp_path):
 def test_the_library_reached_by_reflection_is_refused(key, file, block, word, student, tmp_path):
     """torch.optim.AdamW by __getattribute__, F.multi_head_attention_forward(need_weights=True), sklearn imported
     through builtins: 10/10 each against the dispatcher-only fence; then flex_attention, torch.ao's quantizable
-    MultiheadAttention and torch.optim._functional.sparse_adam against the wider one."""
+    MultiheadAttention and torch.optim._functional.sparse_adam against the wider one; then flex attention's eager
+    math_attention (10/10 before it joined the fence)."""
     sub = with_block(student, tmp_path, file, key, block)
     entries = grade(sub, {key})
     step_cases = [e for e in entries if "schedule" not in e["name"]]
