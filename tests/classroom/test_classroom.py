@@ -45,7 +45,7 @@ def test_student_copy_is_one_commit_without_instructor_files_or_section(student)
         "the instructor's section (build, check, restore a solution) must not ship to students")
     for word in ("classroom.py", "grader/", "minbert.classroom", "docs/classroom.md", "tests/classroom"):
         assert word not in readme, f"the student README names the instructor-only {word!r}"
-    assert readme.index("## Assignments") < readme.index("## When every assignment passes") < readme.index("## The files")
+    assert readme.index("## Assignments") < readme.index("## Quick start") < readme.index("## The files")
 
 
 def test_the_student_readmes_first_check_passes_in_the_copy(student):
