@@ -3,7 +3,7 @@
     python bench/test_time.py              # run it, then rewrite the line between the test-time markers
     python bench/test_time.py --dry_run    # run it and print the line; README.md unchanged
 
-Reads the command from README.md's "## Tests" section (the code line starting `python -m pytest`), runs it as
+Reads the command from README.md's "## Tests" section (its first `python -m pytest ...`), runs it as
 written from the repository root, and measures: the tests it ran (pytest's closing summary), the wall time, the
 longest stretch with no output (the newcomer's "is it hung?"), and how many tests the full suite has (`pytest
 --collect-only`, so the README can say how many the command leaves out). With them it writes the one line between
@@ -27,11 +27,11 @@ BEGIN, END = "<!-- test-time:begin -->", "<!-- test-time:end -->"
 
 
 def readme_command(text: str) -> str:
-    """The `python -m pytest ...` line of the README's ## Tests section, without its comment."""
+    """The first `python -m pytest ...` command of the README's ## Tests section, without its comment."""
     section = re.search(r"^## Tests\n(.*?)(?=^## )", text, re.S | re.M)
-    line = section and re.search(r"^(python -m pytest[^\n#]*)", section.group(1), re.M)
+    line = section and re.search(r"(python -m pytest[^\n#]*)", section.group(1))
     if not line:
-        sys.exit("test_time: README.md's ## Tests section has no line starting `python -m pytest`")
+        sys.exit("test_time: README.md's ## Tests section has no `python -m pytest` command")
     return line.group(1).strip()
 
 
@@ -61,10 +61,11 @@ def counts(summary: str) -> dict:
 
 
 def cpu() -> str:
+    """'AMD EPYC (family 26, model 2), 2 cores': the name alone does not tell one EPYC generation from another."""
     try:
-        text = Path("/proc/cpuinfo").read_text()
-        name = re.search(r"^model name\s*:\s*(.*)$", text, re.M).group(1).strip()
-    except (OSError, AttributeError):
+        info = dict(re.findall(r"^(model name|cpu family|model)\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(), re.M))
+        name = f"{info['model name'].strip()} (family {info['cpu family']}, model {info['model']})"
+    except (OSError, KeyError):
         name = platform.processor() or platform.machine()
     return f"{name}, {os.cpu_count()} cores"
 
