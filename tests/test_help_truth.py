@@ -204,3 +204,32 @@ def test_each_download_choice_the_top_level_help_offers_is_accepted(monkeypatch)
     refused = [n for n in names if parses(["python", "-m", "minbert", "download", n], monkeypatch) is not None]
     assert names and not refused, (f"minbert/__main__.py offers `python -m minbert download` {refused}, which "
                                    "minbert/tools/download.py does not accept")
+
+
+def flag_value(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def help_of(module, flag):
+    return next(a.help for a in module.parser()._actions if flag in a.option_strings)
+
+
+def numbers(text):
+    """The numbers a help text names, as floats ('2e-5' and 2e-05 are the same advice)."""
+    return {float(x) for x in re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", text)}
+
+
+def test_lr_advice_for_minilm_agrees_with_the_readme_commands():
+    """Oracle: the README's MiniLM commands (the quick start; the MML line). The --lr help of each script must
+    advise the learning rates those commands use, so a user who follows the help runs the README's recipe."""
+    readme = [argv for where, argv in shown_commands() if where.startswith("README.md") and "minilm-l6" in argv]
+    quick = next(a for a in readme if "train_multitask.py" in a)
+    advice = help_of(train_multitask, "--lr").split("MiniLM", 1)[-1]
+    for flag in ("--lr", "--head_lr"):
+        assert float(flag_value(quick, flag)) in numbers(advice), (
+            f"train_multitask.py --lr help advises MiniLM {advice!r}, but the README's quick start uses "
+            f"{flag} {flag_value(quick, flag)}")
+    mml = next(a for a in readme if "train_mml.py" in a)
+    lr = float(flag_value(mml, "--lr") or train_mml.parser().get_default("lr"))
+    assert lr in numbers(help_of(train_mml, "--lr")), (f"train_mml.py --lr help ({help_of(train_mml, '--lr')!r}) "
+                                                       f"does not name the {lr:g} that the README's MiniLM MML line runs at")
