@@ -1,10 +1,11 @@
 """What the help, the README and the docs tell a user to type is accepted as typed.
 
 Walks every command line shown in `--help` (python -m minbert, each of its commands, both training scripts),
-in README.md and in docs/*.md: `python train_multitask.py ...` and `python train_mml.py ...` (also under
-torchrun) must parse with `--dry_run` (every flag, value and @recipe file read; nothing trains), and
-`python -m minbert <command> ...` must get through the command's parser (parsing only: nothing downloads or
-runs). Each `download` choice the top-level help offers must be a dataset `download` accepts.
+in the command modules' docstrings, in recipes/*.sh, in README.md and in docs/*.md: `python train_multitask.py
+...` and `python train_mml.py ...` (also under torchrun) must parse with `--dry_run` (every flag, value and
+@recipe file read; nothing trains), and `python -m minbert <command> ...` must get through the command's parser
+(parsing only: nothing downloads or runs). Each `download` choice the top-level help offers must be a dataset
+`download` accepts, and the `--lr` advice for MiniLM must be the rates the README's MiniLM commands use.
 
 Oracle: the entry points' own argparse parsers, run on the text as a user would copy it.
 """
@@ -29,8 +30,6 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 # a command: `[python] train_*.py ...`, `torchrun [flags] train_*.py ...` or `python -m minbert ...`
 COMMAND = re.compile(r"((?:torchrun(?:\s+--?[\w-]+(?:\s+\d+)?)*\s+|python\s+)?(?:train_multitask|train_mml)\.py(?:\s.*|$)"
                      r"|python\s+-m\s+minbert(?:\s.*|$))")
-
-
 HELP_START = r"^\s*(?:Usage:\s+)?"   # in help text an example is a line of its own (prose mentions are not)
 
 
