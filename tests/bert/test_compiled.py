@@ -5,8 +5,9 @@ SDPA attention paths: the forward outputs, the loss, every gradient and the weig
 AdamW step must agree within 1e-5 (fp32: inductor's fused kernels reassociate sums, so bitwise
 equality is not expected; the observed differences are ~1e-7). AdamW's eps is 1e-6 here so a
 gradient of ~1e-7 cannot flip a whole lr-sized step. Property: state_dict keys are unchanged
-(no `_orig_mod.` prefix). Builds C++ kernels with the system compiler on first use (cached
-afterwards in the inductor cache): ~20-40 s cold on 2 cores, a few seconds warm.
+(no `_orig_mod.` prefix), and every block is compiled in place. The numbers build C++ kernels with the
+system compiler on first use (cached afterwards in the inductor cache): minutes on a machine's first run on
+2 cores, ~20-40 s warm, so that test is marked slow (left out of the README's quick command).
 Run: python -m pytest -q tests/bert/test_compiled.py
 """
 
@@ -30,6 +31,23 @@ def batch():
     return b
 
 
+def test_compile_blocks_compiles_every_block_in_place_and_keeps_state_dict_keys():
+    """Property, without compiling a kernel (compilation is lazy, at the first call): every Embeddings, BertLayer
+    and Pooler and each head is compiled in place, and the state_dict keys stay as they were."""
+    from minbert.bert.layers import BertLayer, Embeddings, Pooler
+    torch.manual_seed(0)
+    model = MultitaskBert(BertModel(BertConfig.tiny()), dropout=0.0)
+    keys, heads = list(model.state_dict()), list(model.heads.values())
+    blocks = [m for m in model.modules() if isinstance(m, (Embeddings, BertLayer, Pooler))] + heads
+    n = compile_blocks(model, heads)
+    where = "minbert.bert.compiled.compile_blocks"
+    assert n == len(blocks), f"{where}: returned {n}, expected {len(blocks)} (embeddings, each layer, pooler, heads)"
+    missed = [type(m).__name__ for m in blocks if getattr(m, "_compiled_call_impl", None) is None]
+    assert not missed, f"{where}: these blocks were not compiled in place (nn.Module.compile()): {missed}"
+    assert list(model.state_dict()) == keys, f"{where}: state_dict keys changed (expected no _orig_mod. prefix)"
+
+
+@pytest.mark.slow   # inductor builds C++ kernels: ~20-40 s warm, minutes on a machine's first run
 @pytest.mark.parametrize("fast_attention", [False, True], ids=["explicit", "sdpa"])
 def test_compiled_forward_and_train_step_equal_eager(fast_attention):
     torch.manual_seed(0)

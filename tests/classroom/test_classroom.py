@@ -6,7 +6,8 @@ its git history, every assignment scores 0 there; the repository's own solution 
 points; each known exploit scores 0 for its assignment; a broken or hanging assignment costs
 only itself; results.json follows Gradescope's documented schema (score, tests with name,
 score, max_score, output, visibility; execution_time).
-Runtime: ~2-3 minutes (each grade starts one child process per assignment).
+Runtime: ~2-3 minutes (each grade starts one child process per assignment). The tests that grade, or run
+pytest or a training in the copy, are marked slow: CI runs them, the README's quick command does not.
 """
 
 import json
@@ -45,7 +46,7 @@ def test_student_copy_is_one_commit_without_instructor_files_or_section(student)
         "the instructor's section (build, check, restore a solution) must not ship to students")
     for word in ("classroom.py", "grader/", "minbert.classroom", "docs/classroom.md", "tests/classroom"):
         assert word not in readme, f"the student README names the instructor-only {word!r}"
-    assert readme.index("## Assignments") < readme.index("## When every assignment passes") < readme.index("## The files")
+    assert readme.index("## Assignments") < readme.index("## Quick start") < readme.index("## The files")
 
 
 def test_the_student_readmes_first_check_passes_in_the_copy(student):
@@ -76,6 +77,7 @@ def test_no_removed_line_or_reference_anywhere_in_the_copy_or_its_history(studen
     assert not leaked, f"the student copy's git history holds removed solution lines: {leaked[:3]}"
 
 
+@pytest.mark.slow
 def test_the_copy_scores_zero_and_the_repository_full_points(student):
     zero, full = grade(student), grade(ROOT)
     assert sum(e["max_score"] for e in full) == pytest.approx(110)
@@ -109,6 +111,7 @@ def test_a_virtual_environment_inside_the_graded_folder_is_not_walked(student, t
 
 # ---------------------------------------------------------------------- exploits
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exploit", autograder.EXPLOITS, ids=lambda f: f.__name__)
 def test_each_exploit_scores_zero_for_its_assignment(exploit, student, tmp_path):
     sub = submission(student, tmp_path)
@@ -117,6 +120,7 @@ def test_each_exploit_scores_zero_for_its_assignment(exploit, student, tmp_path)
     assert scores(entries)[key] == 0, f"{exploit.__name__}: {key} scored {scores(entries)[key]}: {entries[0]['output']}"
 
 
+@pytest.mark.slow
 def test_banned_call_is_named_with_its_line(student, tmp_path):
     sub = submission(student, tmp_path)
     autograder.exploit_sdpa(sub)
@@ -124,6 +128,7 @@ def test_banned_call_is_named_with_its_line(student, tmp_path):
     assert "scaled_dot_product_attention" in msg and "minbert/bert/attention.py:" in msg, msg
 
 
+@pytest.mark.slow
 def test_a_change_outside_the_blocks_is_reported_and_zeroes_that_files_assignments(student, tmp_path):
     sub = submission(student, tmp_path, restore=["layers.py", "adamw.py"])
     f = sub / package_file("layers.py")
@@ -136,6 +141,7 @@ def test_a_change_outside_the_blocks_is_reported_and_zeroes_that_files_assignmen
 
 # ---------------------------------------------------------------------- isolation
 
+@pytest.mark.slow
 def test_a_syntax_error_in_smart_leaves_attention_and_adamw_at_full_points(student, tmp_path):
     sub = submission(student, tmp_path, restore=["attention.py", "adamw.py"])
     autograder._replace_block(sub / package_file("smart.py"), "smart", "return (p - q).pow(2).mean(")
@@ -145,6 +151,7 @@ def test_a_syntax_error_in_smart_leaves_attention_and_adamw_at_full_points(stude
     assert "syntax error at line" in msg and "minbert/methods/smart.py" in msg, f"the message should name the file and line: {msg}"
 
 
+@pytest.mark.slow
 def test_an_infinite_loop_costs_only_its_assignment_within_the_limit(student, tmp_path):
     sub = submission(student, tmp_path, restore=["attention.py"])
     autograder._replace_block(sub / package_file("pcgrad.py"), "surgery", "while True:\n    pass")
@@ -174,6 +181,7 @@ def test_an_infinite_loop_costs_only_its_assignment_within_the_limit(student, tm
             "if self.num_outputs == 1:\n    return torch.einsum('bmk,m->bk', outputs.float(), w)[:, 0]\n"
             "return torch.einsum('bmk,m->bk', outputs.float().softmax(-1), w)", "LOGITS"),
 ])
+@pytest.mark.slow
 def test_usual_mistakes_get_their_hint(key, block, hint, student, tmp_path):
     sub = submission(student, tmp_path)
     f = {"adamw": "adamw.py", "attention": "attention.py", "mml": "mml.py", "layer": "layers.py", "pals": "pals.py"}[key]
@@ -184,6 +192,7 @@ def test_usual_mistakes_get_their_hint(key, block, hint, student, tmp_path):
 
 # ---------------------------------------------------------------------- layouts and Gradescope
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["repository", "flat_repository", "package", "loose"])
 def test_every_submission_layout_is_graded(layout, tmp_path):
     """flat_repository: a copy handed out before the layer folders (minbert/meanshift.py) grades the same."""
@@ -202,6 +211,7 @@ def test_every_submission_layout_is_graded(layout, tmp_path):
     assert "not in the submission" in first_failure(entries, "surgery")
 
 
+@pytest.mark.slow
 @needs_isolation                    # Gradescope's entry point grades isolated or not at all
 def test_autograder_zip_runs_end_to_end_and_results_json_validates(tmp_path):
     r = run("-m", "minbert", "classroom", "autograder", tmp_path / "out", "--assignments", "attention,adamw,smart", cwd=ROOT)
@@ -234,6 +244,7 @@ def test_autograder_zip_runs_end_to_end_and_results_json_validates(tmp_path):
         "attention": 10, "adamw": 10, "smart": 0}
 
 
+@pytest.mark.slow
 @needs_isolation
 def test_an_empty_submission_still_gets_a_results_json(tmp_path):
     (tmp_path / "source").mkdir()
@@ -260,6 +271,7 @@ def test_stripper_keeps_hints_and_markers_and_rejects_broken_markers():
             classroom.strip(bad, "minbert/toy.py", {"adamw"})
 
 
+@pytest.mark.slow
 def test_pytest_collects_the_student_copy(student):
     r = run("-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", cwd=student)
     summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
@@ -267,6 +279,7 @@ def test_pytest_collects_the_student_copy(student):
         f"pytest --collect-only on the student copy must collect every test without import errors:\n{r.stdout[-3000:]}{r.stderr}")
 
 
+@pytest.mark.slow
 def test_training_on_the_student_copy_stops_with_the_first_missing_piece_in_one_line(student, tmp_path):
     from test_train_multitask import write_task_files   # tests/ is on sys.path under pytest
     data, model = tmp_path / "data", tmp_path / "model"
@@ -282,6 +295,7 @@ def test_training_on_the_student_copy_stops_with_the_first_missing_piece_in_one_
         f"train_multitask.py on the student copy: expected one 'error: assignment ...' line and exit 2, got {r.returncode}:\n{r.stderr[-2000:]}")
 
 
+@pytest.mark.slow
 def test_a_partial_grade_of_a_full_hand_out_keeps_the_other_blocks_stubbed(student, tmp_path):
     """Grading one assignment of layers.py (which holds two) must not read the other block as a change."""
     sub = submission(student, tmp_path, restore=["layers.py"])
@@ -290,6 +304,7 @@ def test_a_partial_grade_of_a_full_hand_out_keeps_the_other_blocks_stubbed(stude
 
 # ---------------------------------------------------------------------- a broken dependency says so
 
+@pytest.mark.slow
 def test_a_syntax_error_in_attention_names_its_cause_in_every_assignment_that_imports_it(student, tmp_path):
     """attention.py is imported by six assignments' runs (the fast path is given code); each must say why it
     could not run, and the four that never import it keep their points."""

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import make_reference  # noqa: E402  (tests/fixtures is not a package)
 
 
+@pytest.mark.slow   # rebuilds every reference with transformers: ~5-10 s on 2 cores
 def test_stored_references_equal_live_transformers():
     pytest.importorskip("transformers")
     live = make_reference.build()

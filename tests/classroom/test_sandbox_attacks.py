@@ -30,7 +30,7 @@ from minbert.classroom.grade import grade
 from minbert.classroom.wire import Error
 from minbert.core.errors import UserError
 
-pytestmark = needs_isolation
+pytestmark = [needs_isolation, pytest.mark.slow]   # each grades in a sandbox: seconds a test; CI runs them
 
 ANSWER = solution("attention.py", "attention")          # sets y from q, k, v, mask: right when it runs
 
