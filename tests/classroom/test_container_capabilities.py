@@ -25,8 +25,9 @@ DOCKER_DEFAULT_CAPS = ("chown", "dac_override", "fsetid", "fowner", "mknod", "ne
                        "setpcap", "net_bind_service", "sys_chroot", "kill", "audit_write")
 SETPRIV = shutil.which("setpriv")
 
-pytestmark = pytest.mark.skipif(not (SETPRIV and sys.platform.startswith("linux") and os.geteuid() == 0),
-                                reason="needs root on Linux and util-linux's setpriv to take capabilities away")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not (SETPRIV and sys.platform.startswith("linux") and os.geteuid() == 0),
+                                 reason="needs root on Linux and util-linux's setpriv to take capabilities away")]
 
 
 def in_container(*args, timeout=900):

@@ -70,6 +70,7 @@ def test_each_kind_of_reach_is_flagged_with_why(line, why):
     assert got and got[0].startswith("minbert/bert/attention.py:40: ") and why in got[0], got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", list(ROUTES))
 def test_each_route_past_the_fence_scores_zero_or_is_flagged(route, student, tmp_path):
     key, file, block = ROUTES[route]
@@ -86,6 +87,7 @@ def test_each_route_past_the_fence_scores_zero_or_is_flagged(route, student, tmp
     assert flagged[0] in results.table(got)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ISOLATION, reason="needs the sandbox (root on Linux): the fence is what the box holds")
 def test_libraries_no_assignment_needs_are_not_in_the_box(student, tmp_path):
     """scikit-learn's MeanShift, reached after taking the grader's import finder off sys.meta_path, scored 10/10:
