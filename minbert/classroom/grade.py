@@ -5,20 +5,22 @@ Protocol, per submission:
      refused; the graded blocks are laid over the template; a changed line outside the blocks, a
      banned call (a friendly early message, not the security) or a syntax error in a file the
      assignment imports scores it 0 before anything runs;
-  2. the parent draws every assignment's cases with a seed taken from the submission's blocks
-     (cases.py) and computes ALL the reference outputs (scenarios.py, the instructor's package,
+  2. the parent draws every assignment's cases with a seed taken from the submission's blocks and a
+     secret salt (cases.py) and computes ALL the reference outputs (scenarios.py, the instructor's package,
      imported here before any child starts); references and expected values never touch the disk;
-  3. each child (`python -I child.py`) runs in a box (sandbox.py): its own user, PID, mount and
-     network namespaces, a whitelist root holding only the template and its inputs, limits, a
-     wall-clock deadline and byte caps on what it prints and returns; it returns its outputs
-     through a pipe, and the parent checks that none of its processes is left;
+  3. each child (`python -I child.py`) runs in a box (sandbox.py) with every layer the machine grants:
+     its own user, namespaces where allowed, a whitelist root holding only the runtime, the template
+     and its inputs, limits, a wall-clock deadline and byte caps on what it prints and returns; it
+     returns its outputs through a pipe, and the parent checks that none of its processes is left;
   4. the parent parses the child's bytes itself (wire.py: no unpickling, fresh tensors built from raw
      data with fixed dtypes and caps) and compares each case:
      points per case; a miss that equals a known mistake (hints.py) gets that hint. What the
      submission controls (exception messages, prints) never reaches the student: only an
-     exception's builtin type and its line in the student's own file.
-Where a box cannot be built (not root, namespaces refused) grading still runs, unisolated, and every
-message says the grade is a self-check, not authoritative; `require_isolation` refuses instead.
+     exception's builtin type and its line in the student's own file;
+  5. the integrity report (integrity.py): the solution lines that reach past tensor maths, for the
+     instructor only.
+As an ordinary user grading still runs, unisolated, and every message says the grade is a self-check, not
+authoritative; `require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
 """
 
 import builtins

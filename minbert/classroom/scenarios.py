@@ -6,7 +6,7 @@ of tensors. The parent runs it against the instructor's package (the reference);
 the same glue against the submission laid over the template. This file holds no solution: it
 only constructs objects (given code) and calls the function under test.
 
-A case is a dict saved with torch.save and read back with torch.load(weights_only=True): strings,
+A case is a dict the parent saves with torch.save and the child reads with torch.load(weights_only=True): strings,
 numbers, lists, dicts and tensors only. Fakes (a toy model for SMART, a fixed clustering for
 MML's elimination, the encoder output for mean pooling) keep each assignment independent of the
 others' code, as the rubric promises.
