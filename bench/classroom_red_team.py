@@ -62,7 +62,7 @@ y = _m.math_attention(q, k, v, lambda s, b, h, qi, ki: s + _am[b, ki], (lambda b
     ("a fresh copy of torch/optim/adam.py", "adamw", "adamw.py", """
 _b = type(torch).__getattribute__(torch, '__buil' + 'tins__')
 _u = _b['__imp' + 'ort__']('importlib.util', None, None, ['x'])
-_spec = _u.spec_from_file_location('_fresh_adam', torch.__getattribute__('op' + 'tim').__file__.rsplit('/', 1)[0] + '/adam.py')
+_spec = _u.spec_from_file_location('torch.optim._fresh_adam', torch.__getattribute__('op' + 'tim').__file__.rsplit('/', 1)[0] + '/adam.py')
 _fresh = _u.module_from_spec(_spec)
 _spec.loader.exec_module(_fresh)
 _fresh._single_tensor_adam(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(t - 1.0) for t in steps],
