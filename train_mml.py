@@ -11,8 +11,8 @@ BertForSequenceClassification classify), so bert here is the usual BERT fine-tun
 dropout is the checkpoint's (0.1); head dropout comes from METHODS. Adam (AdamW with weight decay
 0 by default), constant lr, as the paper states no schedule. Prediction: softmax of the mean of
 the active heads' logits (Eq. 5). The best epoch is chosen by the task's metric in the paper
-(minbert.methods.mml.PAPER_METRIC: accuracy, CoLA Matthews, STS-B Spearman); --epochs defaults to its
-10/30/100 rule (minbert.methods.mml.paper_epochs). After training, the best model is scored on
+(minbert.tools.mml_protocol.PAPER_METRIC: accuracy, CoLA Matthews, STS-B Spearman); --epochs defaults to its
+10/30/100 rule (minbert.tools.mml_protocol.paper_epochs). After training, the best model is scored on
 --eval_tasks in the binary space its category shares (minbert.tasks.glue.category_prediction):
 cross_dataset.json.
 
@@ -47,7 +47,8 @@ from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, export
 from minbert.core.interrupt import EXIT_STATUS, Interrupted
 from minbert.core.report import markdown_table, plot_heads, write_jsonl
-from minbert.methods.mml import LAMBDA, METHODS, PAPER_METRIC, paper_epochs
+from minbert.methods.mml import LAMBDA, METHODS
+from minbert.tools.mml_protocol import PAPER_METRIC, paper_epochs
 from minbert.run.optimizer_step import OptimizerStep
 from minbert.tasks.data import TaskData
 from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_category_labels
@@ -119,7 +120,7 @@ def train(args, stop):
     print(f"{args.task}: train {len(train)}, dev {len(dev)}")
     if args.epochs is None:   # §4.2's 10/30/100 epochs for large/medium/small sets
         args.epochs = paper_epochs(len(train))
-        print(f"--epochs not given: {args.epochs} for {len(train)} training examples (minbert.methods.mml.EPOCHS_BY_SIZE)")
+        print(f"--epochs not given: {args.epochs} for {len(train)} training examples (minbert.tools.mml_protocol.EPOCHS_BY_SIZE)")
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.core import flags, interrupt, progress
-from minbert.methods import gradient_compromise, gradvac, head_pretraining, loss_scaling, mnr, pals, r3f, smart
+from minbert.methods import gradient_compromise, gradvac, head_pretraining, loss_scaling, mnr, pals, pcgrad, r3f, smart
 from minbert.run import checkpoint, distributed, fast_paths, run_dir, stages
 from minbert.tasks import data, multitask, sampling
 from minbert.bert.compiled import compile_blocks
@@ -41,7 +41,7 @@ from minbert.methods.loss_scaling import scaled_task_loss
 from minbert.run.optimizer_step import OptimizerStep
 from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores, to_device
 
-METHODS = (multitask, pals, stages, sampling, loss_scaling, mnr, head_pretraining, smart, r3f, gradvac,
+METHODS = (multitask, pals, stages, sampling, loss_scaling, mnr, head_pretraining, smart, r3f, pcgrad, gradvac,
            gradient_compromise)   # each adds its flag group (add_args) and its rules (check_args)
 
 
@@ -151,7 +151,8 @@ def train(args, stop):
     adversary = smart.from_args(args, model, total_steps)
     ranking = mnr.from_args(args, train, lambda data, seed: distributed.stream(data, args.batch_size, seed))
     compromise = gradient_compromise.from_args(args, TASKS, sizes)
-    surgery = gradvac.from_args(args, model, [p for p in model.parameters() if p.requires_grad], args.seed)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    surgery = pcgrad.from_args(args, trainable, args.seed) or gradvac.from_args(args, model, trainable, args.seed)
     parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler, "smart": adversary,
              "surgery": surgery, "sampler": sampler, "streams": streams, "mnr": ranking}   # what a resume restores
     loop = checkpoint.LoopState(running={t: [0.0, 0] for t in TASKS})   # epoch, step, best, history, loss sums

@@ -91,7 +91,7 @@ def main():
             got = sum(e["score"] for e in grade(sub, {key}))
             rows.append(f"| {exploit.__name__} | {key} | {got:g} |")
     lines = ["# Classroom edition: grading time and exploits", "",
-             f"CPU: {cpu()}. Load average during the run: {min(load):.1f}-{max(load):.1f} (other agents).", "",
+             f"CPU: {cpu()}. Load average during the run: {min(load):.1f}-{max(load):.1f} (other jobs).", "",
              "| what | wall seconds (each run) |", "|---|---|",
              f"| grade all 10 assignments, 1 worker | {', '.join(f'{t:.1f}' for t in times[1])} |",
              f"| grade all 10 assignments, 2 workers | {', '.join(f'{t:.1f}' for t in times[2])} |",

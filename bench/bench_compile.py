@@ -7,7 +7,7 @@ Both models get the same weights (MiniLM: the packaged minilm-l6; bert-base: ran
 not depend on them) and the same fixed SST batch, dropout 0.1 as in training. The compiled
 model is minbert.bert.compiled.compile_blocks, exactly what --compile does. "compile s" is the first
 compiled step's time minus a warm eager step's: the one-off cost a run pays. Then eager and
-compiled steps alternate round by round and the medians are kept. Target (issue 15): ≥ 1.15× at
+compiled steps alternate round by round and the medians are kept. Target: ≥ 1.15× at
 the MiniLM shape. Run nothing else heavy meanwhile; torch.get_num_threads() threads are used.
 """
 

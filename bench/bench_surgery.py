@@ -6,7 +6,7 @@
 Every step takes the same three batches (one per CS224N task, B=32, T=64) through MiniLM with
 mean pooling, then either `sum(losses).backward()` or `surgery.accumulate(losses); surgery.apply()`,
 then AdamW. Methods are interleaved round by round and the median is kept, so machine drift
-hits all alike. Target (issue 15): PCGrad and GradVac ≤ 1.10× the summed backward. Before the
+hits all alike. Target: PCGrad and GradVac ≤ 1.10× the summed backward. Before the
 per-param rewrite (a flat (K, P) stack) they measured 1.21-1.22× (bench/results/methods.md).
 """
 

@@ -1,4 +1,4 @@
-"""Disk per finished train_multitask.py run (issue 20, item 3): measured for MiniLM, estimated for bert-base.
+"""Disk per finished train_multitask.py run: measured for MiniLM, estimated for bert-base.
 
     python bench/disk_per_run.py                      # this checkout
     python bench/disk_per_run.py --repo /tmp/old      # another checkout (e.g. before the lean run folder)
@@ -6,7 +6,7 @@
 Runs the README's quick-start command with --limit 64 (checkpoint sizes depend on the model, not on how many
 examples were seen; only the prediction files, a few KB, grow with the data) into a fresh --out_dir, then
 lists what the folder holds. A run that was interrupted and resumed also held interrupted.pt, the size of
-last.pt, before issue 20 (it was never removed). bert-base is estimated from parameter counts: every file
+last.pt, before the lean run folder (it was never removed). bert-base is estimated from parameter counts: every file
 that holds weights scales with 4 bytes per parameter (last.pt also holds AdamW's two moments: 3 copies), so
 each file's size is multiplied by params(bert-base) / params(MiniLM) (task heads included in both).
 """

@@ -1,4 +1,4 @@
-"""The MML study's STS-B column before and after the regression-head init (issue 30), from committed records only.
+"""The MML study's STS-B column before and after the regression-head init, from committed records only.
 
 Before: bench/results/mml_study/runs_nn_linear_init/STS-B (every head's bias at nn.Linear's init, near 0; AMD EPYC
 Zen 5, bf16). After: bench/results/mml_study/runs/STS-B (every regression head's bias at the training-label mean,

@@ -168,7 +168,7 @@ def main():
     finally:
         shutil.rmtree(root, ignore_errors=True)
     counts = {k: sum(r[2] == k for r in rows) for k in ("message", "traceback", "ran")}
-    table = [f"{len(rows)} probes of {repo} ({time.time() - t0:.0f} s): {counts}", "",
+    table = [f"{len(rows)} probes of the checkout {repo.name}/ ({time.time() - t0:.0f} s): {counts}", "",
              "| probe | exit | outcome | last line the user sees |", "|---|---|---|---|"]
     table += [f"| {n} | {c} | {o} | `{m}` |" for n, c, o, m in rows]
     print("\n".join(table))

@@ -1,4 +1,4 @@
-"""How close a train step comes to the CPU's matmul roofline (issue 21), fp32 and bf16.
+"""How close a train step comes to the CPU's matmul roofline, fp32 and bf16.
 
     python bench/roofline.py                                  # both shapes, fp32 + bf16: ~5 min on 2 quiet cores
     python bench/roofline.py --shapes minilm --precisions bf16 --steps 3

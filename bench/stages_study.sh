@@ -1,11 +1,11 @@
 #!/bin/bash
-# CPU study of the pipeline stages (issue 14): SimCSE, PALs after fine-tuning, pre-finetuning -> MML,
-# an output ensemble. MiniLM, the shared sample data, tiny equal budgets (--limit 600, 1 epoch).
+# CPU study of the pipeline stages: SimCSE, PALs after fine-tuning, pre-finetuning -> MML,
+# an output ensemble. MiniLM, the shipped sample data, tiny equal budgets (--limit 600, 1 epoch).
 # Run from the repository root:  bash bench/stages_study.sh all   (results: runs/stages/*.log, members.md)
-# Figures and the machine they were measured on: NOTES-stages.md / README "Pipelines".
+# Figures and the machine they were measured on: docs/methods.md, "Pipelines".
 set -e
-D=${DATA:-../shared/data/cs224n}
-G=${GLUE:-../shared/data/glue}
+D=${DATA:-data}
+G=${GLUE:-data/glue_data}
 R=runs/stages
 PY="nice -n 10 python -u"   # under load from other jobs, also export OMP_NUM_THREADS=1
 mkdir -p $R

@@ -13,7 +13,7 @@ COMMANDS = {                # command: (module with main(argv), one line for --h
     "study": ("minbert.tools.study", "the multitask study: configurations x seeds, tables with Holm-adjusted p"),
     "mml-study": ("minbert.tools.mml_study", "the MML study on GLUE: methods x tasks x seeds, and its tables"),
     "ensemble": ("minbert.tools.ensemble", "combine finished train_multitask.py runs and score the ensemble"),
-    "simcse": ("minbert.methods.simcse", "unsupervised SimCSE: contrastive sentence embeddings, before fine-tuning"),
+    "simcse": ("minbert.tools.simcse_stage", "unsupervised SimCSE: contrastive sentence embeddings, before fine-tuning"),
     "classroom": ("minbert.classroom.cli", "instructor: student copy, grade, Gradescope autograder, check"),
 }
 

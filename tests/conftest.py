@@ -12,7 +12,7 @@ tests/ has no __init__.py, so pytest puts it on sys.path and this module is impo
   write_task_files(folder)            CS224N-format SST / Quora / STS files (train_multitask.py's data)
   write_glue(folder)                  GLUE-format RTE / QNLI / MNLI / MRPC / STS-B files (train_mml.py's data)
   signal_on_call(monkeypatch, ...)    a real SIGINT/SIGTERM delivered inside the n-th call of a function
-  real_cs224n_dir / real_glue_dir     where the real data files are: ../shared/data, else the shipped data/
+  real_cs224n_dir / real_glue_dir     where the real data files are: $MINBERT_DATA, else the shipped data/
   needs_cs224n / needs_glue           skip markers naming the files, only when neither place has them
   glue_files(task)                    the full GLUE files if present, else tests/fixtures/glue's slice of them
 
@@ -157,12 +157,13 @@ def signal_on_call(monkeypatch, owner, name, n, sig=signal.SIGINT, when=None):
 
 
 # ---------------------------------------------------------------------------- the real data files
-# Read in place, never copied: from ../shared/data when that folder exists (a developer checkout), else from
-# the repository's own data/ (what a fresh clone ships). A test skips only when neither place holds its files.
+# Read in place, never copied: from $MINBERT_DATA/cs224n and $MINBERT_DATA/glue when that variable names a folder
+# with the full files (docs/testing.md), else from the repository's own data/ (what a fresh clone ships). A test
+# skips only when neither place holds its files.
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-CS224N_PLACES = (SHARED_DATA / "cs224n", REPO / "data")
-GLUE_PLACES = (SHARED_DATA / "glue", REPO / "data" / "glue_data")
+FULL_DATA = [Path(os.environ["MINBERT_DATA"])] if os.environ.get("MINBERT_DATA") else []
+CS224N_PLACES = tuple(d / "cs224n" for d in FULL_DATA) + (REPO / "data",)
+GLUE_PLACES = tuple(d / "glue" for d in FULL_DATA) + (REPO / "data" / "glue_data",)
 
 
 def _first_with(places, names):
@@ -173,12 +174,12 @@ def _first_with(places, names):
 
 
 def real_cs224n_dir(*names: str) -> Path | None:
-    """The first folder (../shared/data/cs224n, then data/) holding every named CS224N file; None if none does."""
+    """The first folder ($MINBERT_DATA/cs224n, then data/) holding every named CS224N file; None if none does."""
     return _first_with(CS224N_PLACES, names)
 
 
 def real_glue_dir(*tasks: str) -> Path | None:
-    """The first glue_data-layout folder (../shared/data/glue, then data/glue_data) holding a folder for every
+    """The first glue_data-layout folder ($MINBERT_DATA/glue, then data/glue_data) holding a folder for every
     named task (STS-B* reads STS-B/); None if none does."""
     return _first_with(GLUE_PLACES, [t.rstrip("*") for t in tasks])
 

@@ -2,7 +2,7 @@
 
 Two fixed-seed tiny runs, one of train_multitask.py with PALs + SMART + PCGrad and one of
 train_mml.py with MML, must write the prediction files and per-epoch metrics that the scripts
-wrote before the "loop is the lesson" refactor (issue 22). The stored files in
+wrote before the "loop is the lesson" refactor. The stored files in
 tests/fixtures/behaviour/ were written by that earlier code (regenerate them only on purpose:
 MINBERT_WRITE_BEHAVIOUR=1 python -m pytest tests/test_behaviour_unchanged.py). On the CPU that
 wrote them the match is byte for byte (with --fast_paths off, the readable path those files came from); numbers

@@ -18,7 +18,7 @@ import pytest
 import train_mml
 import train_multitask
 from conftest import save_tiny_model, sentence, write_glue, write_task_files
-from minbert.methods import simcse
+from minbert.tools import simcse_stage
 
 TIMING = {"elapsed_s", "train_examples_per_s"}
 
@@ -40,8 +40,8 @@ NOT_VISIBLE = {
     "pals_after_heads": "needs --pals_after: test_pals.py",
     "model": "needs another model folder: test_hub.py",
     "overwrite": "lets a run write into a folder another run used: test_run_dir.py",
-    "data": "minbert.methods.simcse: points at another sentence file: test_simcse.py",
-    "nli": "minbert.methods.simcse: supervised SimCSE on an NLI file: test_simcse.py",
+    "data": "minbert.tools.simcse_stage: points at another sentence file: test_simcse.py",
+    "nli": "minbert.tools.simcse_stage: supervised SimCSE on an NLI file: test_simcse.py",
 }
 
 # A non-default value for flags where the automatic choice (switch on, another choice, double the
@@ -101,7 +101,7 @@ def fingerprint(root, printed: str) -> dict:
             seen["metrics"] = [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
         elif path.suffix == ".csv" or path.name in ("cross_dataset.json", "eliminations.jsonl"):
             seen[path.name] = path.read_text()
-        elif path.name == "metrics.json":   # minbert.methods.simcse: its losses and STS reports, not its flags or time
+        elif path.name == "metrics.json":   # minbert.tools.simcse_stage: its losses and STS reports, not its flags or time
             seen["metrics"] = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("args", "train_s")}
     return seen
 
@@ -151,12 +151,12 @@ def simcse_run(tiny, out, extra):
     args = ["--model", str(tiny / "model"), "--data", str(sentences), "--data_dir", str(tiny / "cs224n"),
             "--out_dir", str(out / "run"), "--batch_size", "8", "--seed", "3", "--amp", "off",
             "--lr", "1e-3"]
-    return captured(simcse.main, args + extra, out)
+    return captured(simcse_stage.main, args + extra, out)
 
 
 ENTRY_POINTS = {"train_multitask": (train_multitask.parser, multitask_run),
                 "train_mml": (train_mml.parser, mml_run),
-                "simcse": (simcse.parser, simcse_run)}
+                "simcse": (simcse_stage.parser, simcse_run)}
 
 
 def cases():

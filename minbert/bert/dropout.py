@@ -13,7 +13,7 @@ uses that rounded p, so the expectation is still exact. On CUDA/MPS, `F.dropout`
 fused kernel and is used as is. tests/bert/test_dropout.py checks the keep rate, the scaling, the
 gradient and the seeding.
 
-Fast path (issue 21; `--fast_paths` turns it on through `set_fast_mask`, minbert/run/fast_paths.py):
+Fast path (`--fast_paths` turns it on through `set_fast_mask`, minbert/run/fast_paths.py):
 `where(keep, x·s, 0)` reads a bool mask with a kernel that is not well vectorised on CPU, and the
 product x·s is one more pass and one more tensor. The fast path turns the same mask into 0/1 in x's
 dtype once and applies it with one fused addcmul each way, 0 + s·x·m, rounded once, like x·s

@@ -18,7 +18,7 @@
                                            fp16 without a tested GradScaler path is not safe
   An explicit `--amp bf16|fp16` on a CPU without native support still runs, with a warning.
 - `cpu_name()` and `cpu_capability()` name the CPU and what it accelerates, for benchmark tables.
-- `keep_freed_memory()` (a fast path, issue 21; `--fast_paths`, minbert/run/fast_paths.py): glibc's
+- `keep_freed_memory()` (a fast path; `--fast_paths`, minbert/run/fast_paths.py): glibc's
   malloc hands every block larger than 32 MB straight back to the kernel when it is freed, so a
   tensor that size allocated on every step (the word-embedding gradient, AdamW temporaries) pays
   one page fault per 4 KB page, every step: sqrt into a fresh 47 MB tensor (MiniLM's word

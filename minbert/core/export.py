@@ -50,7 +50,7 @@ def model_dir(path) -> Path:
             return candidate
     raise UserError(f"{path}: not an exported model (no config.json in it or in {path / MODEL_DIR}); "
                     "pass the --out_dir of a finished train_multitask.py / train_mml.py / "
-                    "minbert.methods.simcse run, or its model/ folder")
+                    "python -m minbert simcse run, or its model/ folder")
 
 
 def write_json(path, record: dict) -> None:

@@ -14,7 +14,7 @@ Lightning's progress bar, which falls back to log lines off a terminal.
 `check_cpu_load(device)` warns at start when the 1-minute load average (other jobs already running) plus the
 threads torch will use exceeds the cores this process may run on (by more than half a core, and only when torch
 uses more than one thread: with one there is nothing to lower): threads then fight for cores, and a run
-measured 11 ex/s instead of 63 ex/s with OMP_NUM_THREADS=1 on a busy 2-core machine (issue 20). It says what
+measured 11 ex/s instead of 63 ex/s with OMP_NUM_THREADS=1 on a busy 2-core machine (docs/benchmarks.md). It says what
 to do: OMP_NUM_THREADS set to the free cores.
 
 `show(bar, **numbers)` puts the running losses after the bar (floats to 3 places); `log_epoch(history, out_dir)`

@@ -1,12 +1,11 @@
 """Gradient Compromise: a PAL-style task schedule inside each GradVac update.
 
 Pritsky, Somerville & Huynh, "BERT: A Master of All Trades or Jack of None?" (Stanford CS224N
-default-project report; no arXiv id), §3.2.4 and Algorithm 1. GradVac (Wang et al. 2020,
-arXiv:2010.05874; minbert/methods/gradvac.py) needs one gradient per task per update, which forces a
-round-robin schedule; the PAL schedule (Stickland & Murray 2019, arXiv:1902.02671) samples
-tasks by dataset size. Gradient Compromise keeps both: one update = a "batch of batches" of
-n batches, every task present at least once (GradVac gets its gradient per task), the other
-n − 3 chosen by a corrected PAL schedule. Algorithm 1, for the 1-indexed epoch e of N_e:
+default-project report; no arXiv id), §3.2.4 and Algorithm 1. GradVac (minbert/methods/gradvac.py)
+needs one gradient per task per update, which forces a round-robin schedule; the PAL schedule
+(Stickland & Murray 2019, arXiv:1902.02671) samples tasks by dataset size. Gradient Compromise
+keeps both: one update = a "batch of batches" of n batches, every task present at least once, the
+other n − 3 chosen by a corrected PAL schedule. Algorithm 1, for the 1-indexed epoch e of N_e:
 
     1) α ← 1 − 0.8·(e − 1)/(N_e − 1)                       (the PAL annealing, sampling.anneal_alpha)
     2) p ← S_data^α;  p ← p / Σ p                          (S_data: the task's training-set size)
@@ -15,34 +14,16 @@ n − 3 chosen by a corrected PAL schedule. Algorithm 1, for the 1-indexed epoch
     5) loss[task] ← Σ of the task's batch losses in the schedule
     6) β ← 0.2 + 0.8·(e − 1)/(N_e − 1);  return loss[task] / S_data[task]^β
 
-Why 3): one slot of each task is fixed, so a task drawn with p_b in the other n − 3 slots is
-seen 1 + (n − 3)·p_b times in expectation; p_b = (p·n − 1)/(n − 3) makes that p·n, what the
-PAL schedule alone would give in n draws. Unclipped, Σ p_b = (n − 3)/(n − 3) = 1 already.
-A task with p·n < 1 gets p_b < 0: its one fixed slot is already more than its share.
+Why 3): a task drawn with p_b in the n − 3 free slots is seen 1 + (n − 3)·p_b times in expectation;
+p_b = (p·n − 1)/(n − 3) makes that p·n, what the PAL schedule alone would give in n draws.
 
-Why 6): a task's summed loss grows with how often it was drawn; dividing by S_data^β is the
-paper's choice (not by the number of batches drawn, which would undo the schedule). β rises
-from 0.2 to 1 as α falls from 1 to 0.2 (β = 1.2 − α).
-
-Readings chosen where Alg. 1 is ambiguous (each documented and testable):
-  - clip(p_b) clips to [0, 1], the range of a probability (`clip_high=1.0`). Clipping at 0
-    only (`clip_high=inf`; --grad_compromise_clip_high inf) differs only when one task has
-    p·n − 1 > n − 3; after the renormalisation both readings then give that task most of the draws.
-  - S_data is the raw training-set size per task, as in line 2. The other reading, the
-    proportion S / Σ S (`normalize=True`; --grad_compromise_normalize), multiplies every
-    task's loss by the same (Σ S)^β: the same update direction, a different scale. Adam is
-    scale-free only while |g| ≫ its ε: at β = 1 the raw reading divides Quora's loss by ~1.4e5.
-    Measured on MiniLM (one Quora batch of 32, non-embedding weights): median |g| = 6e-5, so
-    |g| / 141506 < AdamW's ε = 1e-8 for 99.7% of the weights (61% for |g| / 8544, SST), and Adam's
-    step shrinks accordingly in the last epochs. The proportion reading keeps the losses near
-    their usual size.
-  - n = 3 leaves no random slot: the schedule is each task once and 3) is skipped (it would
-    divide by zero). n < 3 is rejected.
-  - N_e = 1: α = 1, β = 0.2 (the first-epoch values; sampling.anneal_alpha's convention).
-  - The shuffle order only decides which task's batch is drawn first; the update does not
-    depend on it (the losses are summed per task before GradVac).
-Left out: the report's gradient accumulation over several "batches of batches" (use the
-training script's --grad_accum) and its AMP details.
+Readings chosen where Algorithm 1 is ambiguous (each a flag; the reasons in docs/methods.md, "Design notes"):
+  - clip(p_b) clips to [0, 1] (`clip_high=1.0`); --grad_compromise_clip_high inf clips at 0 only.
+  - S_data is the raw training-set size, as in line 2; --grad_compromise_normalize reads it as the
+    proportion S / Σ S (the same update direction, a different scale).
+  - n = 3 leaves no random slot (3 is skipped); n < 3 is rejected. N_e = 1: α = 1, β = 0.2.
+Left out: the report's gradient accumulation over several "batches of batches" (use the training
+script's --grad_accum) and its AMP details.
 """
 
 import numpy as np

@@ -1,43 +1,28 @@
 """GradVac (Gradient Vaccine): PCGrad with a learned, non-zero similarity target per task pair.
 
-Concept: PCGrad only acts when two gradients conflict (cosine < 0) and then makes them exactly
-orthogonal. Wang et al. ("Gradient Vaccine: Investigating and Improving Multi-task Optimization in
-Massively Multilingual Models", arXiv:2010.05874, ICLR 2021, Algorithm 1) observe that related
-tasks normally have *positive* gradient similarity, and move each pair toward the similarity it
-usually has. Per parameter group k and ordered task pair (i, j) an EMA target φ̂_ijk starts at 0:
-    for each task i:   g_i' ← g_i
-        for j ≠ i in random order:   φ = cos(g_i', g_j)
-            if φ < φ̂:   g_i' ← g_i' + ‖g_i'‖ (φ̂ √(1−φ²) − φ √(1−φ̂²)) / (‖g_j‖ √(1−φ̂²)) · g_j
-            φ̂ ← (1−β) φ̂ + β φ                                     (β = 0.01, the paper's value)
-    update = Σ_i g_i'
-After an adjustment cos(g_i', g_j) = φ̂ exactly. With φ̂ ≡ 0 the rule is PCGrad's projection, and
-this code then gives bit-for-bit PCGrad's result (the adjustment is written as
-‖g_i'‖φ̂√(1−φ²)/(‖g_j‖√(1−φ̂²)) − g_i'·g_j/‖g_j‖², whose first term is exactly 0 when φ̂ = 0).
+Wang et al., "Gradient Vaccine: Investigating and Improving Multi-task Optimization in Massively
+Multilingual Models", ICLR 2021, arXiv:2010.05874, Algorithm 1. PCGrad acts only when two gradients
+conflict (cosine < 0) and then makes them orthogonal. Related tasks normally have *positive* gradient
+similarity, so GradVac moves each pair (i, j) toward the similarity it usually has: an EMA target
+φ̂_ij (per parameter group) that starts at 0. After an adjustment cos(g_i', g_j) = φ̂_ij exactly;
+with φ̂ ≡ 0 the rule is PCGrad's projection, and this code then gives PCGrad's result bit for bit.
 
-The teaching core, first in this file (the same layout as minbert/methods/pcgrad.py):
-  gradvac_coefficients(G, orders, targets, beta)   the loop above on the K×K Gram matrix G = g gᵀ,
-                                   returning c (K, K) with g_i' = c_i · g; updates φ̂ in place.
-  gradvac_update(g, orders, targets, beta, shared) the readable (K, P) path for one group:
-                                   G = g gᵀ, the coefficients, then Σ_i g_i' = (Σ_i c_i) · g.
-  Use:  g, shared = task_gradients(losses, params)             # minbert.methods.pcgrad
-        update = gradvac_update(g, orders, targets, 0.01, shared)   # (P,); targets (K, K) start at 0
-Below the line "memory-frugal version", class GradVac (PCGrad's per-param machinery, never
-writing (K, P)) runs it per parameter group for the training script. The tests (tests/methods/)
-check the class against the readable path, and that against hand-computed cases and the loop on vectors.
+The same layout as minbert/methods/pcgrad.py, each part tested against the one before:
+  1) gradvac_algorithm_1(g, orders, targets, beta)   Algorithm 1 as printed, on (K, P) task vectors.
+  2) gradvac_coefficients(G, orders, targets, beta)  the same loop on the K×K Gram matrix G = g gᵀ,
+     returning c (K, K) with g_i' = c_i · g; gradvac_update(g, ...) applies it to one group.
+  3) class GradVac                                   PCGrad's per-param machinery, one Gram per group.
 
-Variant chosen for the EMA, because the public code disagrees (REFERENCE-NOTES §8):
-- Here: compare φ with the *previous* target, then update the target with the cosine measured
-  *before* the adjustment, on every step, outside the `if`. So the target can rise as well as fall
-  (our reading of the paper's Alg. 1; the reference notes flag it as not re-checked in the PDF).
-- LibMTL updates only inside the `if`, so φ̂ starts at 0, can only fall, and GradVac decays into a
-  weaker PCGrad. chenllliang and torchjd update *before* comparing (torchjd also has a √(1−φ·2) typo).
-- Groups: `groups` lists parameter indices per group (e.g. one per BERT layer; the paper found
-  per-layer best), built by the caller; None = one group. Each group has its own Gram matrix,
-  targets and shared part (params used by ≥ 2 tasks, as in PCGrad); all groups share one order.
-- Skipped pairs: a zero-norm gradient (task absent from the group's shared part) and any group
-  whose Gram has inf/NaN (an overflowed fp16 step) change neither the gradients nor the targets.
-Everything else (API, shared vs head params, 'sum'/'mean', AMP, the coefficient trick) is
-inherited from minbert/methods/pcgrad.py. Left out: LibMTL's per-matrix grouping helper (pass `groups`).
+Variant chosen (the public implementations disagree on the EMA: docs/methods.md, "Design notes"):
+- Compare φ with the *previous* target, then move the target toward the cosine measured *before*
+  the adjustment, on every visit, outside the `if`: the target can rise as well as fall.
+- Groups: `groups` lists parameter indices per group (e.g. one per BERT layer, the paper's best),
+  built by the caller; None = one group. Each group has its own Gram, targets and shared part;
+  all groups share one order. β = 0.01, the paper's value.
+- Skipped: a zero-norm gradient (task absent from the group's shared part), and any group whose
+  Gram has inf/NaN (an overflowed fp16 step), change neither the gradients nor the targets.
+Everything else (shared vs head params, 'sum'/'mean', AMP, the order) is PCGrad's.
+Left out: LibMTL's per-matrix grouping helper (pass `groups`).
 """
 
 import math
@@ -52,18 +37,48 @@ from minbert.tasks.multitask import GRADVAC_GROUPS, gradvac_groups
 TARGET_LIMIT = 1 - 1e-6
 
 
+# ------------------------------------------------------------ 1) the paper's loop, on task vectors
+def gradvac_algorithm_1(g: torch.Tensor, orders: list[list[int]], targets: torch.Tensor, beta: float) -> torch.Tensor:
+    """Algorithm 1 as printed, for one group: g (K, P) -> g' (K, P); the update is g'.sum(0).
+    targets (K, K) float64 holds φ̂_ij and is updated in place; orders as in pcgrad_algorithm_1. As printed,
+    φ̂ is not kept inside ±TARGET_LIMIT: the K×K form below adds that guard (|φ̂| = 1 divides by 0)."""
+    projected = []
+    for i in range(len(g)):
+        g_i = g[i].clone()                                        # g_i' ← g_i                (P,)
+        for j in orders[i]:
+            norm_i, norm_j = float(g_i.norm()), float(g[j].norm())
+            if norm_i == 0 or norm_j == 0:
+                continue                                          # no direction: no adjustment, no EMA
+            # φ = cos(g_i', g_j), clipped against rounding (it goes under a √)
+            phi = min(max(float(g_i @ g[j]) / (norm_i * norm_j), -1.0), 1.0)
+            target = float(targets[i, j])                         # φ̂_ij
+            # if φ < φ̂:   g_i' ← g_i' + ‖g_i'‖ (φ̂ √(1−φ²) − φ √(1−φ̂²)) / (‖g_j‖ √(1−φ̂²)) · g_j
+            if phi < target:
+                g_i = g_i + norm_i * (target * math.sqrt(1 - phi**2) - phi * math.sqrt(1 - target**2)) \
+                    / (norm_j * math.sqrt(1 - target**2)) * g[j]
+            # φ̂ ← (1 − β) φ̂ + β φ, with the φ measured before the adjustment, either way
+            targets[i, j] = (1 - beta) * target + beta * phi
+        projected.append(g_i)
+    return torch.stack(projected)                                 # (K, P)
+
+
+# ------------------------------------------------------- 2) the same loop on K×K numbers: the Gram form
 def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: torch.Tensor, beta: float) -> tuple[torch.Tensor, int]:
     """Algorithm 1 for one group on the Gram matrix. gram (K, K) float64 = g gᵀ; orders[i] lists
     the j ≠ i in visiting order; targets (K, K) float64 holds φ̂_ij and is updated in place.
     Returns coef (K, K) with g_i' = coef[i] · g, and the number of adjustments made."""
+    # With g_i' = c_i · g:  ‖g_i'‖² = c_i G c_iᵀ,  ‖g_j‖² = G_jj,  g_i' · g_j = (c_i G)_j, and the
+    # adjustment of gradvac_algorithm_1 adds to c_ij only. Writing ‖g_i'‖ φ/‖g_j‖ = (c_i G)_j / G_jj:
+    #     c_ij ← c_ij + ‖g_i'‖ φ̂ √(1−φ²) / (‖g_j‖ √(1−φ̂²)) − (c_i G)_j / G_jj
+    # whose first term is exactly 0 when φ̂ = 0: PCGrad's projection, bit for bit.
     K = gram.shape[0]
     coef = torch.eye(K, dtype=torch.float64)  # g_i' ← g_i
     if not torch.isfinite(gram).all():
         return coef, 0  # overflowed step: the scaler will skip it, so keep the targets clean
     adjustments = 0
     # Hint: like pcgrad_coefficients, with norms and dots from the Gram: φ = cos(g_i', g_j); if
-    # φ < φ̂ (targets[i, j], kept inside ±TARGET_LIMIT) add the module docstring's multiple of
-    # g_j to coef[i, j]; then φ̂ ← (1 − β)φ̂ + βφ. Skip pairs where a norm is 0.
+    # φ < φ̂ (targets[i, j], kept inside ±TARGET_LIMIT) add gradvac_algorithm_1's multiple
+    # of g_j to coef[i, j]; then φ̂ ← (1 − β)φ̂ + βφ. Skip pairs where a norm is 0.
     ### BEGIN SOLUTION surgery
     for i in range(K):
         for j in orders[i]:
@@ -104,7 +119,7 @@ def gradvac_update(g: torch.Tensor, orders: list[list[int]], targets: torch.Tens
     return update
 
 
-# ------------------------------------------------- memory-frugal version: never materialises (K, P)
+# -------------------------------------- 3) memory-frugal version: the same update, never materialising (K, P)
 # gradvac_update per parameter group, param by param: what train_multitask.py uses (from_args below).
 class GradVac(PCGrad):
     """PCGrad's API (accumulate, apply, state_dict) with GradVac's rule per parameter group.
@@ -147,15 +162,10 @@ class GradVac(PCGrad):
 
 
 # ---------------------------------------------------------------------------------------------- flags
-SURGERIES = ("none", "pcgrad", "gradvac")
-
-
 def add_args(parser) -> None:
+    """GradVac's own flags; --surgery itself is minbert.methods.pcgrad's."""
     d = flags.defaults(GradVac)
-    g = parser.add_argument_group("gradient surgery: PCGrad (Yu et al. 2020, arXiv:2001.06782), "
-                                  "GradVac (Wang et al. 2020, arXiv:2010.05874)")
-    g.add_argument("--surgery", choices=SURGERIES, default="none",
-                   help="combine per-task gradients (implies one batch of every task per step)")
+    g = parser.add_argument_group("gradient surgery: GradVac (Wang et al. 2021, arXiv:2010.05874)")
     g.add_argument("--gradvac_groups", choices=GRADVAC_GROUPS, default="model",
                    help="GradVac similarity targets per model, per layer (Wang et al.'s best) or per matrix")
     g.add_argument("--gradvac_beta", type=flags.between(0.0, 1.0, open_lo=True), default=d["beta"],
@@ -163,9 +173,7 @@ def add_args(parser) -> None:
 
 
 def from_args(args, model, params, seed: int):
-    """PCGrad or GradVac over `params` (GradVac also for --grad_compromise), or None."""
-    if args.surgery == "pcgrad":
-        return PCGrad(params, seed=seed)
+    """GradVac over `params` for --surgery gradvac (and for --grad_compromise), or None."""
     if args.surgery == "gradvac" or args.grad_compromise:
         groups = gradvac_groups(model, params, args.gradvac_groups)
         return GradVac(params, seed=seed, beta=args.gradvac_beta, groups=groups)

@@ -1,73 +1,31 @@
 """MML: many parallel linear heads on one [CLS] vector, kept apart by an orthogonality penalty
 and thinned out by clustering their losses.
 
-Paper: Malkiel & Wolf, "Maximal Multiverse Learning for Promoting Cross-Task Generalization of
-Fine-Tuned Language Models", EACL 2021 (preprint arXiv:1911.06182, "MML: Maximal Multiverse
-Learning for Robust Fine-Tuning of Language Models"). No public code exists (the authors' repo
-holds only a README), so this file is the reference implementation; every choice the paper
-leaves open is named below. Notation: M heads, K outputs per head (2 for binary tasks, the
-class count otherwise, 1 for regression), D feature dim, B batch.
+Malkiel & Wolf, "Maximal Multiverse Learning for Promoting Cross-Task Generalization of Fine-Tuned
+Language Models", EACL 2021 (preprint arXiv:1911.06182). No public code exists, so this file is the
+reference implementation. Notation: M heads, K outputs per head (2 for binary tasks, the class
+count otherwise, 1 for regression), D feature dim, B batch; C_j(d) = dᵀF_j + b_j, F_j ∈ R^(D×K), and
+β_j ∈ {0, 1} marks head j active (all 1 at start).
+    Eq. 3   L_task = Σ_j β_j ℓ(C_j(d), y)                    MultiverseHeads.task_loss
+    Eq. 4   L_mv = Σ_k Σ_{r<s} |f_k^r · f_k^s| β_r β_s       MultiverseHeads.multiverse_loss
+            L = L_task + λ·L_mv, λ = 0.005
+    Alg. 1  moving average a_j per head; MeanShift prunes     HeadEliminator
+    Eq. 5   ŷ = Σ_j β_j C_j(d) / Σ_j β_j                     MultiverseHeads.predict
 
-    C_j(d) = dᵀF_j + b_j,   F_j ∈ R^(D×K),   j = 1..M,   β_j ∈ {0, 1} (all 1 at start)
-    Eq. 3   L_task = Σ_j β_j ℓ(C_j(d), y)          ℓ = cross-entropy, or squared error (K = 1)
-    Eq. 4   L_mv   = Σ_k Σ_{r<s} |f_k^r · f_k^s| β_r β_s      f_k^r = column k of F_r, in R^D
-            L      = L_task + λ·L_mv,   λ = 0.005
-    Alg. 1  a_j ← γ·a_j + (1 − γ)·ℓ_j,  γ = 0.99;  every 1000 steps while Σβ ≥ 5, MeanShift on
-            {a_j : β_j = 1}; with ≥ 2 clusters, heads outside the lowest-centroid cluster get β = 0
-    Eq. 5   ŷ = Σ_j β_j C_j(d) / Σ_j β_j     the mean of the active heads' logits; classification
-            returns softmax(ŷ), regression returns ŷ itself. BERT-Ensemble (§4.1) predicts "the
-            mean over all classifiers' logits" the same way (all its β_j = 1).
-
-Variants chosen:
-  - Heads are one tensor `weight` (M, K, D): the forward is a single (B, D) @ (D, M·K) matmul,
-    exactly `nn.Linear(D, M·K)` reshaped, and `weight.transpose(0, 1)` is the (K, M, D) stack of
-    the f_k^r that Eq. 4 needs. No Python loop over heads.
-  - Eliminated heads are masked (β is the `active` buffer), never deleted, so parameter shapes
-    and optimizer state stay aligned and checkpoints load into a freshly built module. Masked
-    heads drop out of the task loss, the penalty, the moving averages and Eq. 5. They still
-    run in the forward, which is cheap next to the encoder.
-  - head_reduction: Eq. 3 sums over heads, while the paper's cost discussion says the heads'
-    gradients are averaged before they reach the encoder. Both are here; the default is "sum".
-    Reasons: λ = 0.005 was set against the sum (with "mean" the penalty's weight relative to
-    the task grows M-fold, 768× for MML on BERT-base); each head's own gradient stays that of
-    a single fine-tuned head, however many heads are alive; and under Adam the encoder's
-    update is nearly scale-invariant, so summing costs the encoder nothing. "mean" gives loss
-    values comparable across M and suits plain SGD.
-  - Moving average: Algorithm 1 prints a_j ← γ·ℓ_j + (1 − γ)·a_j (γ on the new value). With
-    γ = 0.99 that is almost the raw batch loss, so we read it as a typo and weight the history
-    by γ. a_j starts at the head's first loss, not at 0 (an average started at 0 is biased low
-    for ~1/(1 − γ) steps). Eliminated heads' averages stay frozen.
-  - MeanShift bandwidth: max(estimate_bandwidth(a, quantile), min_bandwidth). The plain
-    estimate is 0 for ≤ 6 values (every head its own cluster) and, with few heads, smaller
-    than the spread of one blob, which then splits and loses all but its best sub-cluster
-    (REFERENCE-NOTES §9). The floor, in loss units (nats for cross-entropy), is the smallest
-    gap treated as real. Default 0.05, our choice, not the paper's: about 2.5× the noise of
-    a γ = 0.99 average of a batch loss with std 0.3 (0.3·√((1 − γ)/(1 + γ)) ≈ 0.02).
-  - The penalty covers weights only (the paper's f_k^r), not biases, and runs in fp32.
-  - Eq. 5 averages logits, not probabilities. The two differ when one head is confident: logits
-    (6, 0), (0, 2), (0, 2) average to (2, 4/3), class 0, while their softmaxes average to
-    p_0 = 0.41, class 1 (tests/methods/test_mml.py).
-  - Regression heads (K = 1, STS-B) start with every bias b_j at the training labels' mean ȳ
-    (`label_mean`: from_args takes it from the training labels train_mml.py passes), the weights as above. The paper is silent on head
-    initialisation; this is minbert's choice. Why: with nn.Linear's init every head starts near
-    0 while STS-B labels average 2.7, and under Adam at lr 2e-5 a bias moves ~2e-5 per step, so
-    the offset must come through the shared d. With M ≥ D random heads no d inside the pooler's
-    tanh box (|d_i| ≤ 1) gives every head 2.7 at once; the input-independent part of the summed
-    gradient then pulls d towards one constant vector and the predictions stop depending on
-    the input (the MML study's STS-B column before this init: Spearman 12-43 ×100 on 5 of its 9 MML,
-    MV-1024 and BERT-Ensemble runs, against 83-84 for one head; bench/results/mml_study).
-    With b_j = ȳ the heads only have to learn the input-dependent part. Classification heads
-    keep nn.Linear's init (they need no offset: softmax ignores a shared one).
-  - Classifier dropout (METHODS["…"]["dropout"]) is on the pooled [CLS] vector d, before the
-    heads: 0.1 as in BERT's own fine-tuning (BertForSequenceClassification, hidden_dropout_prob)
-    for bert, mml, mv and ensemble; 0.3 for BERT-Drop, "a dropout rate of 30% (instead of 10% as
-    used in a regular BERT)" (§4.1).
-Baselines from the same module (METHODS): bert, bert-drop, mv (MV-5, MV-1024), ensemble
-(BERT-Ensemble: 1024 heads, "MV-1024 without the multiverse loss"). The paper's protocol (§4.1,
-§4.2): Adam, lr 2e-5, batch 32, 10/30/100 epochs for large/medium/small sets (`paper_epochs`),
-each task scored by the metric Table 1 reports (`PAPER_METRIC`), the best epoch chosen by it.
-Left out: the encoder and training loop (train_mml.py), per-head dropout masks (one dropout
-mask on d is shared by all heads), and any un-elimination of heads.
+Variants chosen (the reasons, and the paper's ambiguities, are in docs/methods.md, "Design notes"):
+  - Heads are one tensor `weight` (M, K, D): one (B, D) @ (D, M·K) matmul, no loop over heads.
+  - Eliminated heads are masked (β is the `active` buffer), never deleted: shapes, optimizer state
+    and checkpoints stay aligned. Masked heads leave the loss, the penalty, the averages and Eq. 5.
+  - head_reduction "sum" (Eq. 3, the default) or "mean" (divided by Σβ).
+  - Alg. 1's average weights the history by γ = 0.99 (the printed rule puts γ on the new loss: read
+    as a typo) and starts at the first loss. MeanShift's bandwidth has a floor, min_bandwidth.
+  - The penalty covers weights only, in fp32. Eq. 5 averages logits, not probabilities.
+  - Regression heads start with every bias at the training labels' mean (`label_mean`).
+  - Classifier dropout on d before the heads: 0.1, and 0.3 for BERT-Drop (§4.1).
+Baselines from the same module (METHODS): bert, bert-drop, mv (MV-5, MV-1024), ensemble (BERT-Ensemble:
+1024 heads without the multiverse loss). The paper's training protocol (epochs, metric per task) is
+minbert/tools/mml_protocol.py. Left out: the encoder and loop (train_mml.py), per-head dropout masks,
+and any un-elimination of heads.
 """
 
 import math
@@ -94,28 +52,6 @@ METHODS = {
     "mv":        dict(num_heads=None, penalty=True,  eliminate=False, dropout=0.1),
     "ensemble":  dict(num_heads=None, penalty=False, eliminate=False, dropout=0.1),
 }
-
-# The metric each task is reported (and its best epoch chosen) by in the paper. Table 1's caption
-# says "accuracy for all datasets, except STS-B (Spearman)", and the numbers bear that out for
-# QQP and MRPC, whose GLUE headline is F1: BERT-large's test row 89.3 / 85.4 is its GLUE
-# accuracy (its F1 is 72.1 / 89.3). CoLA is the exception the caption misses: 60.5 is BERT-large's
-# Matthews correlation, GLUE's CoLA metric (an accuracy of 60% would be below the 69% majority
-# class). Tables 2-5 (cross-dataset, STS-B* included) report accuracy throughout.
-PAPER_METRIC = {"MNLI": "accuracy", "QQP": "accuracy", "QNLI": "accuracy", "SST-2": "accuracy",
-                "CoLA": "matthews", "STS-B": "spearman", "MRPC": "accuracy", "RTE": "accuracy",
-                "SNLI": "accuracy", "STS-B*": "accuracy", "Quora": "accuracy", "WNLI": "accuracy"}
-
-# §4.2: "10/30/100 epochs for the relative large/medium/small datasets". The paper names no
-# thresholds; ours split Table 1's sizes at 100k and 10k training examples: large = MNLI 392k,
-# QQP 363k, QNLI 108k (and SNLI 550k); medium = SST-2 67k; small = CoLA 8.5k, STS-B 5.7k,
-# MRPC 3.7k, RTE 2.5k.
-EPOCHS_BY_SIZE = ((100_000, 10), (10_000, 30), (0, 100))   # (at least N train examples, epochs)
-
-
-def paper_epochs(num_train: int) -> int:
-    """Epochs by §4.2's rule for a training set of `num_train` examples (see EPOCHS_BY_SIZE)."""
-    return next(epochs for threshold, epochs in EPOCHS_BY_SIZE if num_train >= threshold)
-
 
 def resolve_num_heads(method: str, dim: int, num_heads: int | None = None) -> int:
     """The M a method uses: fixed for bert/bert-drop, else `num_heads`, defaulting to D."""

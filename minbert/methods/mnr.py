@@ -7,44 +7,22 @@ pairs (a_i, p_i), every other p_j in the batch serves as a negative for a_i:
     S_ij = scale · cos(a_i, p_j)                          (B, B)
     loss = mean_i [ −log softmax_j(S_ij) at j = i ]       = cross_entropy(S, arange(B))
 
-One direction only (anchor -> positives), scale = 20 (temperature 0.05), as sentence-transformers.
-Cosine by default: the loss does not change if an embedding is rescaled. score="dot" is Henderson
-et al.'s and Benton's scoring (CS224N report, §4.2: "a scoring function that is simply the dot
-product of the pooled hidden states", D = M_x M_yᵀ), with scale 1 there (no temperature).
-
-How the loss joins training (`MNRObjective`, the script's --mnr_schedule):
-  add         task loss + weight · MNR on every batch of a bi-encoder task (minbert's default).
-  first_half  Benton's schedule: MNR alone (times weight) for epochs e ≤ E/2 (rounded down, so
-              E = 10 gives epochs 1-5, E = 1 none), then the task loss alone, e.g. the cosine
-              head's MSE ("we finetune using MNR loss for the first half of the epochs, then
-              cosine similarity for the rest"). In an MNR epoch a batch with < 2 positives has
-              no MNR loss; it contributes 0 · task loss (a zero gradient that keeps the graph).
-Positives (`positive_pairs_mask`): Quora duplicates; STS pairs with similarity ≥ 4 (Benton's
-threshold: "only train on examples whose similarity score is at least 4").
-
-Which batches the MNR loss sees (`batches`, the script's --mnr_batches):
-  positives   (default, Benton §4.2: "a batch of K positively labelled sentence pairs") each MNR
-              loss is computed on a batch of the task's positives-only stream (`PositivePairs`
-              of the training set, its own BatchStream, resumable): batch_size positives, so
-              batch_size − 1 in-batch negatives. This costs one extra forward pass per pair-task
-              batch in an MNR epoch.
-  mixed       (minbert's old reading) the positive rows of the task's own mixed batch: ~7 of 32
-              for Quora and ~8 of 32 for STS, so few negatives per row.
-
-Duplicates. Quora has many repeated questions, and a repeated text in a batch is a false
-negative: a_i is pushed away from a copy of its own answer. With texts (or any hashable ids,
-e.g. `token_keys`) the loss drops column j ≠ i from row i (S_ij = −inf) when p_j's text is
-  1. p_i's text                      (a copy of the right answer),
-  2. a_i's text                      (the anchor itself),
-  3. p_k's text for some k with a_k == a_i  (another right answer to the same anchor), or
-  4. the text of an earlier column k < j    (the same negative counted once, not twice).
-Then every row's loss depends only on the *distinct* texts in the batch, so a batch repeated
-twice gives exactly the loss of the batch (tested). This replaces sentence-transformers'
-NoDuplicatesBatchSampler, which instead never puts two examples sharing a text in one batch.
-
-Deliberately left out: hard-negative columns, the symmetric variant (p -> a as well), and
-caching tricks for big batches (GradCache). Gradient accumulation does *not* enlarge the
-pool of negatives: each micro-batch is its own softmax.
+Variant chosen:
+  - One direction only (anchor -> positives), scale = 20 (temperature 0.05), as sentence-transformers.
+    score="dot" is Benton's scoring (CS224N report, §4.2: D = M_x M_yᵀ), with scale 1.
+  - Positives (`positive_pairs_mask`): Quora duplicates; STS pairs with similarity ≥ 4 (Benton).
+  - How it joins training (`MNRObjective`, --mnr_schedule): add = task loss + weight · MNR on every
+    bi-encoder batch (the default); first_half = Benton's schedule, MNR alone for epochs e ≤ E/2,
+    then the task loss alone.
+  - Which batches (--mnr_batches): positives = a positives-only stream per task (Benton §4.2: "a
+    batch of K positively labelled sentence pairs"; the default); mixed = the positive rows of the
+    task's own batch.
+  - Duplicates: with texts (or token ids) the loss drops column j ≠ i from row i when p_j repeats
+    p_i, a_i, another right answer to a_i, or an earlier column, so every row's loss depends only
+    on the distinct texts of the batch (a batch repeated twice gives the batch's loss).
+Left out: hard-negative columns, the symmetric variant (p -> a as well), and caching tricks for big
+batches (GradCache). Gradient accumulation does *not* enlarge the pool of negatives. The reasons
+for each choice: docs/methods.md, "Design notes".
 """
 
 import torch

@@ -1,57 +1,29 @@
 """Projected attention layers (PALs): small task-specific attention beside every BERT layer.
 
-Stickland & Murray 2019, "BERT and PALs: Projected Attention Layers for Efficient Adaptation
-in Multi-Task Learning", arXiv:1902.02671; reference code: Bert-n-Pals `modeling.py`
-(`BERTPals`, `BERTLayer`, `BERTEncoder`). For task t, beside layer l (input h = h^{l-1}):
+Stickland & Murray 2019, "BERT and PALs: Projected Attention Layers for Efficient Adaptation in
+Multi-Task Learning", arXiv:1902.02671, §3 (reference code: Bert-n-Pals `modeling.py`). For task t,
+beside layer l (input h = h^{l-1}):
 
     TS(h)  = GELU( V_D · g_l( V_E · h ) )             V_E: C -> S,  V_D: S -> C  (with biases)
     g_l(s) = concat_heads softmax(Q Kᵀ/√d + M) V      Q, K, V = Linear(S, S)(s), d = S / heads
     h^l    = LN2( a + Dropout(FFN(a)) + TS(h^{l-1}) ) a = LN1(h + Attn(h)): BERT's own layer
 
-So a PAL runs in parallel with the whole layer (it reads the layer's input) and its output
-joins the second residual, inside the final LayerNorm, with no dropout of its own. g is
-BERT's SelfAttention (attention.py) run at width S: same additive (B, 1, 1, T) mask, dropout
-on the probabilities, and no output projection (V_D plays that role).
+A PAL reads the layer's input and joins the second residual, inside the final LayerNorm, with no
+dropout of its own; g is BERT's SelfAttention (attention.py) at width S, without output projection.
+Sharing: ONE V_E and ONE V_D per task, used by every layer; Q/K/V per layer AND per task; nothing
+shared between tasks. Shapes: B batch, T tokens, C hidden, S = size (d_s in the paper), H heads.
 
-Sharing: ONE V_E and ONE V_D per task, used by every layer (the reference re-assigns the same
-Linear objects into all layers); Q/K/V are per layer AND per task. Nothing is shared between
-tasks, so task i's loss never reaches task j's PAL (tests/methods/test_pals.py).
-
-Variant choices:
-  - GELU after V_D: the reference code has it, the paper's TS(h) = V_D·g(V_E·h) does not.
-    We follow the code, which produced the paper's numbers. Either way GELU(0) = 0, so a zero
-    V_D gives TS = 0 exactly, and GELU'(0) = 1/2, so a zero V_D still learns.
-  - heads = 12 by default (d = 204/12 = 17): BERT's own head count, and what the CS224N
-    reports describe; the released in-layer code uses 6 (d = 34): pass heads=6 to reproduce it.
-    The head count changes no parameter count, only how the S dims are split.
-  - init: every Linear ~ N(0, initializer_range), biases 0, as the reference, so PALs perturb
-    the pretrained function from step 0. zero_init=True zeroes V_D (weight and bias) instead:
-    the model then starts EXACTLY at pretrained BERT (LoRA's zero-B trick); V_E and Q/K/V get
-    zero gradient until V_D has moved away from 0 (one step). Exact equality holds in eval
-    mode; in train mode the PAL attention's dropout draws random numbers too, so BERT's own
-    dropout masks differ from a plain run with the same seed.
-
-Parameters (num_parameters_formula), per task: V_E and V_D weights and biases plus L
-attentions of three S x S Linears with biases:
-    2·C·S + (S + C) + L·3·(S² + S)
-bert-base (C=768, L=12, S=204): 1,819,836 per task; 3 tasks 5.46M (5% of BERT's 110M);
-8 GLUE tasks 14.6M, the paper's 1.13x budget. MiniLM-L6 (C=384, L=6): 910,020 per task.
-
-Training modes: everything (BERT + PALs + heads) or BERT frozen (`encoder.requires_grad_(False)`;
-only PALs and heads train). Freeze with requires_grad, not torch.no_grad: PAL gradients flow
-back through the frozen layers' activations (later layers read earlier layers' outputs).
-
-PALs after fine-tuning (Pritsky, Somerville & Huynh, CS224N report §3.3.2 and §4.4; their best
-single model): take an already fine-tuned multitask model, add PALs whose output is 0 (here
-zero_init: V_D = 0, so TS = GELU(0) = 0; their V_E = V_D = 0 with identity Q/K/V is the same
-idea in their placement), freeze the encoder and the heads, and train only the PALs
-(`freeze_for_pals_after`; optionally the heads too). At step 0 the model's outputs equal the
-fine-tuned model's bit for bit (eval mode); V_D gets gradient at once (GELU'(0) = 1/2), V_E and
-Q/K/V from the second step. train_multitask.py --pals_after RUN_DIR runs this stage.
-
-Shapes: B batch, T tokens, C hidden, S = size (the PAL width, d_s in the paper), H heads.
-Deliberately left out: the reference's other adapters (low-rank, Houlsby, LHUC, the "top"
-PAL stack above BERT), per-task poolers, PALs in only some layers.
+Variant chosen:
+  - GELU after V_D, as the reference code (which produced the paper's numbers); the paper's text
+    has none. GELU(0) = 0, so a zero V_D gives TS = 0, and GELU'(0) = 1/2, so it still learns.
+  - heads = 12 (d = 204/12 = 17), BERT's own count; the released code uses 6 (pass heads=6).
+  - init N(0, initializer_range), biases 0, as the reference. zero_init=True zeroes V_D instead, so
+    the model starts EXACTLY at pretrained BERT (in eval mode).
+  - PALs after fine-tuning (Pritsky, Somerville & Huynh, CS224N report §3.3.2): zero-init PALs on a
+    fine-tuned model, everything else frozen (`freeze_for_pals_after`; train_multitask.py --pals_after).
+Left out: the reference's other adapters (low-rank, Houlsby, LHUC, the "top" PAL stack), per-task
+poolers, PALs in only some layers. Parameter counts, frozen training, and the measured details of
+each choice: docs/methods.md, "Design notes".
 """
 
 from dataclasses import replace
@@ -67,7 +39,8 @@ from minbert.core.errors import UserError
 
 
 def num_parameters_formula(C: int, L: int, S: int, num_tasks: int) -> int:
-    """Trainable parameters of PALs(config with hidden C and L layers, tasks, size=S)."""
+    """Trainable parameters of PALs(config with hidden C and L layers, tasks, size=S), per task:
+        2·C·S + (S + C) + L·3·(S² + S)      (bert-base, S = 204: 1,819,836; MiniLM-L6: 910,020)"""
     shared = C * S + S + S * C + C          # V_E (C -> S) and V_D (S -> C), weights + biases
     per_layer = 3 * (S * S + S)             # Q, K, V: Linear(S, S) each, weights + biases
     return num_tasks * (shared + L * per_layer)

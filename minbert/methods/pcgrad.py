@@ -1,46 +1,30 @@
 """PCGrad: gradient surgery for multi-task learning, as a drop-in for `sum(losses).backward()`.
 
 Yu et al., "Gradient Surgery for Multi-Task Learning", NeurIPS 2020, arXiv:2001.06782, Algorithm 1.
-When two tasks share weights their gradients can conflict (g_i · g_j < 0), and summing them lets
-one task undo the other's progress. PCGrad projects each task's gradient onto the normal plane of
-every other task's gradient it conflicts with, visiting the other tasks in random order:
+When two tasks share weights their gradients can conflict (g_i · g_j < 0), and summing them lets one
+task undo the other's progress. PCGrad projects each task's gradient onto the normal plane of every
+other task's gradient it conflicts with (Eq. 1), visiting the other tasks in random order; the order
+matters with ≥ 3 tasks. Shapes: K tasks, P scalars in all params, g (K, P) the per-task gradients
+(row k = task k's gradient, flattened), G = g gᵀ (K, K) the Gram matrix.
 
-    for each task i:   g_i' ← g_i
-        for j ≠ i in random order:
-            if g_i' · g_j < 0:   g_i' ← g_i' − (g_i' · g_j / ‖g_j‖²) g_j                     (Eq. 1)
-    update = Σ_i g_i'
+The same update three times, each tested against the one before (tests/methods/test_pcgrad*.py):
+  1) pcgrad_algorithm_1(g, orders)   Algorithm 1 as printed, on the (K, P) task vectors.
+  2) pcgrad_coefficients(G, orders)  the same loop on K×K numbers: g_i' stays a combination
+     g_i' = c_i · g of the original gradients, so each dot it needs is g_i' · g_j = (c_i G)_j;
+     pcgrad_update(g, orders, shared) applies it. task_gradients(losses, params) builds g.
+  3) class PCGrad                    the same update param by param for the training script
+     (accumulate per micro-batch, apply, state_dict, AMP, DDP), never writing the (K, P) stack.
 
-The order matters with ≥ 3 tasks. Shapes: K tasks, P scalars in all params, g (K, P) the per-task
-gradients (row k = task k's gradient, flattened), G = g gᵀ (K, K) the Gram matrix.
-
-The teaching core, first in this file:
-  pcgrad_coefficients(G, orders)    Algorithm 1 on K×K numbers. g_i' is always a linear combination
-                                    of the original gradients, g_i' = c_i · g with c_i (K,), so every
-                                    dot the loop needs is g_i' · g_j = (c_i G)_j.
-  task_gradients(losses, params)    stack each task's gradient into one row of g (K, P).
-  pcgrad_update(g, orders, shared)  the readable (K, P) path: G = g gᵀ, the coefficients, then
-                                    Σ_i g_i' = (Σ_i c_i) · g.
-  Use:  g, shared = task_gradients([loss_sst, loss_para, loss_sts], params)
-        update = pcgrad_update(g, orders, shared)                       # (P,): split it into p.grad
-Below the line "memory-frugal version", class PCGrad computes the same update for the training
-script (accumulate per micro-batch, apply, state_dict, AMP, DDP) param by param, never writing the
-(K, P) stack. The tests (tests/methods/) check the class against the readable path, and the
-readable path against hand-computed cases and Algorithm 1 written out on vectors.
-
-Defaults and variant chosen (where the references differ, see REFERENCE-NOTES §7):
-- 'sum' is the paper. 'mean' (class PCGrad) divides the whole update, heads included, by the number
-  of tasks that contributed this step: only the scale changes, never the direction.
-- Shared vs task-specific. Surgery sees only the shared coordinates. A parameter is *shared* when
-  ≥ 2 tasks used it this step (it was in their autograd graphs; a gradient that merely happens to
-  be 0 still counts as used). A parameter used by one task (its head) gets exactly that task's
-  gradient; one used by none gets 0 from the readable path and keeps p.grad = None in class PCGrad,
-  so AdamW neither moves nor decays it.
+Variant chosen:
+- 'sum' is the paper. 'mean' (class PCGrad) divides the whole update by the number of tasks present.
+- Surgery sees only the shared coordinates: params that ≥ 2 tasks' graphs reached this step (a
+  gradient that happens to be 0 still counts). A param used by one task (its head) gets that task's
+  gradient; one used by none keeps p.grad = None, so AdamW neither moves nor decays it.
 - A task with no gradient on the shared part (‖g_j‖ = 0) takes part in no projection.
-- The order: class PCGrad draws a fresh permutation per task per step from a seeded
-  torch.Generator, saved by state_dict() for exact resume; `apply(order=...)` fixes it (tests, the
-  paper's figures). The readable path takes `orders` from the caller.
-Left out: per-layer groups for PCGrad (GradVac has them; class PCGrad already loops over groups),
-and sparse gradients.
+- The order: a fresh permutation per task per step from a seeded torch.Generator, saved by
+  state_dict() for exact resume; `apply(order=...)` fixes it. The readable paths take `orders`.
+Left out: per-layer groups for PCGrad (GradVac has them) and sparse gradients. How the public
+implementations differ from the paper: docs/methods.md, "Design notes".
 """
 
 from collections import Counter
@@ -48,13 +32,49 @@ from collections import Counter
 import torch
 
 
+
+# ------------------------------------------------------------ 1) the paper's loop, on task vectors
+def pcgrad_algorithm_1(g: torch.Tensor, orders: list[list[int]]) -> torch.Tensor:
+    """Algorithm 1 as printed: g (K, P) task gradients -> g' (K, P) projected ones; the update is
+    g'.sum(0). orders[i] lists the j ≠ i in the order task i visits them."""
+    projected = []
+    for i in range(len(g)):
+        g_i = g[i].clone()                                  # g_i' ← g_i                      (P,)
+        for j in orders[i]:
+            # Eq. 1:  if g_i' · g_j < 0:   g_i' ← g_i' − (g_i' · g_j / ‖g_j‖²) g_j
+            # against the ORIGINAL g_j; a zero g_j gives dot 0 and is never projected against.
+            dot = g_i @ g[j]                                # (P,) · (P,) -> ()
+            if dot < 0:
+                g_i = g_i - dot / (g[j] @ g[j]) * g[j]
+        projected.append(g_i)
+    return torch.stack(projected)                           # (K, P); the update Σ_i g_i' = its sum
+
+
+def task_gradients(losses: list[torch.Tensor], params: list[torch.nn.Parameter]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row k of g (K, P) = the gradient of losses[k] w.r.t. params, flattened (0 where task k's graph
+    does not reach). shared (P,) bool: the coordinates of the params that ≥ 2 tasks' graphs reach."""
+    rows, used = [], []
+    for k, loss in enumerate(losses):
+        # Tasks usually share the encoder's forward graph: keep it alive until the last task.
+        grads = torch.autograd.grad(loss, params, retain_graph=k < len(losses) - 1, allow_unused=True)
+        rows.append(torch.cat([(torch.zeros_like(p) if d is None else d).reshape(-1).float()
+                               for p, d in zip(params, grads)]))            # (P,)
+        used.append([d is not None for d in grads])
+    users = torch.tensor(used).sum(0)                                          # (N,) tasks per param
+    shared = torch.cat([torch.full((p.numel(),), bool(u >= 2)) for p, u in zip(params, users)])
+    return torch.stack(rows), shared.to(rows[0].device)                        # (K, P), (P,)
+
+
+# ------------------------------------------------------- 2) the same loop on K×K numbers: the Gram form
 def pcgrad_coefficients(gram: torch.Tensor, orders: list[list[int]]) -> tuple[torch.Tensor, int]:
     """Algorithm 1 on the Gram matrix. gram (K, K) float64 = g gᵀ; orders[i] lists the j ≠ i in
     visiting order. Returns coef (K, K) with g_i' = coef[i] · g, and the number of projections."""
+    # Eq. 1 with g_i' = c_i · g:  g_i' · g_j = (c_i G)_j and ‖g_j‖² = G_jj, so the loop of
+    # pcgrad_algorithm_1 becomes   if (c_i G)_j < 0:   c_ij ← c_ij − (c_i G)_j / G_jj
     K = gram.shape[0]
     coef = torch.eye(K, dtype=torch.float64)  # g_i' ← g_i
     projections = 0
-    # Hint: Algorithm 1 (module docstring) on coefficients instead of vectors: g_i' = coef[i] · g, so
+    # Hint: pcgrad_algorithm_1's loop on coefficients instead of vectors: g_i' = coef[i] · g, so
     # every dot product it needs comes out of the Gram matrix. Visit j in orders[i]; count the
     # projections; a task with no gradient (gram[j, j] = 0) takes part in none.
     ### BEGIN SOLUTION surgery
@@ -73,21 +93,6 @@ def pcgrad_coefficients(gram: torch.Tensor, orders: list[list[int]]) -> tuple[to
     return coef, projections
 
 
-def task_gradients(losses: list[torch.Tensor], params: list[torch.nn.Parameter]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row k of g (K, P) = the gradient of losses[k] w.r.t. params, flattened (0 where task k's graph
-    does not reach). shared (P,) bool: the coordinates of the params that ≥ 2 tasks' graphs reach."""
-    rows, used = [], []
-    for k, loss in enumerate(losses):
-        # Tasks usually share the encoder's forward graph: keep it alive until the last task.
-        grads = torch.autograd.grad(loss, params, retain_graph=k < len(losses) - 1, allow_unused=True)
-        rows.append(torch.cat([(torch.zeros_like(p) if d is None else d).reshape(-1).float()
-                               for p, d in zip(params, grads)]))            # (P,)
-        used.append([d is not None for d in grads])
-    users = torch.tensor(used).sum(0)                                          # (N,) tasks per param
-    shared = torch.cat([torch.full((p.numel(),), bool(u >= 2)) for p, u in zip(params, users)])
-    return torch.stack(rows), shared.to(rows[0].device)                        # (K, P), (P,)
-
-
 def pcgrad_update(g: torch.Tensor, orders: list[list[int]], shared: torch.Tensor | None = None) -> torch.Tensor:
     """The readable path: g (K, P) -> the update (P,) = Σ_i g_i'. orders as in pcgrad_coefficients;
     shared (P,) bool marks the coordinates the surgery sees (None: all); the others get Σ_k g_k,
@@ -102,8 +107,8 @@ def pcgrad_update(g: torch.Tensor, orders: list[list[int]], shared: torch.Tensor
     return update
 
 
-# ------------------------------------------------- memory-frugal version: never materialises (K, P)
-# The same update, param by param: what train_multitask.py uses (minbert.methods.gradvac.from_args).
+# -------------------------------------- 3) memory-frugal version: the same update, never materialising (K, P)
+# What train_multitask.py uses (from_args below).
 class PCGrad:
     """pcgrad_update for the training loop: per-task gradients in, one combined .grad out.
 
@@ -279,3 +284,19 @@ class PCGrad:
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
+
+
+# ---------------------------------------------------------------------------------------------- flags
+SURGERIES = ("none", "pcgrad", "gradvac")
+
+
+def add_args(parser) -> None:
+    g = parser.add_argument_group("gradient surgery: PCGrad (Yu et al. 2020, arXiv:2001.06782)")
+    g.add_argument("--surgery", choices=SURGERIES, default="none",
+                   help="combine per-task gradients: pcgrad projects away conflicts, gradvac moves each pair "
+                        "toward its usual similarity (flags below); implies one batch of every task per step")
+
+
+def from_args(args, params, seed: int) -> "PCGrad | None":
+    """PCGrad over `params` for --surgery pcgrad, or None (GradVac: minbert.methods.gradvac.from_args)."""
+    return PCGrad(params, seed=seed) if args.surgery == "pcgrad" else None

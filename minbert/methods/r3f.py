@@ -1,33 +1,24 @@
 """R3F and R4F: noise-consistency fine-tuning that reduces representational collapse.
 
 Aghajanyan et al. 2020, "Better Fine-Tuning by Reducing Representational Collapse",
-arXiv:2008.03156 (ICLR 2021), the R3F/R4F objectives of its method section. With f the
-pre-trained network and g the task head:
+arXiv:2008.03156 (ICLR 2021), the R3F/R4F objectives of its method section. With f the pre-trained network
+and g the task head:
 
     L_R3F = L(θ) + λ·KL_S(g·f(x) ‖ g·f(x + z)),    z ~ U(−ε, ε) or N(0, ε²I)
     R4F   = R3F with g spectrally normalised (Lipschitz-1 head, `spectral_norm_heads`)
 
-KL_S is the symmetric KL (`minbert.methods.smart.divergence`, shared with SMART): softmax for the 5-way
-head, Bernoulli (softmax over [0, z]) for the one-logit paraphrase head, whose plain one-logit
-softmax KL would be identically 0. Unlike SMART there is no gradient step on the noise: one
-extra forward per batch.
+KL_S is the symmetric KL (`minbert.methods.smart.divergence`, shared with SMART; Bernoulli for the
+one-logit paraphrase head). Unlike SMART there is no gradient step on the noise: one extra forward.
 
-Variant chosen: the paper's authors' fairseq code (examples/rxf, sentence_prediction_r3f.py).
-  - z goes on the RAW word embeddings (B, T, C), before positions and LayerNorm, and they are
-    detached first, so the embedding table gets no gradient from the noisy branch; everything
-    after the lookup (positions, LayerNorm, encoder, head) does.
-  - Neither side of KL_S is detached (SMART's reference code detaches one side per direction).
-  - Regression ('sts') gets no R3F term: fairseq applies it to classification only.
-  - The noisy pass runs in whatever mode the model is in (train: its own dropout masks, so the
-    term also penalises dropout variance, as in fairseq). KL in fp32 even under autocast.
-  - R4F: `torch.nn.utils.parametrizations.spectral_norm` on each head's FINAL Linear only (the
-    hidden Linear of an 'mlp' head stays free), as fairseq's --spectral-norm-classification-head.
-    By default every head, regression included (`tasks` narrows it to fairseq's classification
-    heads). The power iteration updates its u, v vectors only in train mode.
-
-Deliberately left out: fairseq's sum-then-divide-by-sample-size bookkeeping (we return the
-batch mean directly: the same number per example), noise on position/type embeddings, and an
-R3F term for regression.
+Variant chosen: the authors' fairseq code (examples/rxf, sentence_prediction_r3f.py).
+  - z goes on the RAW word embeddings (B, T, C), detached, before positions and LayerNorm: the
+    embedding table gets no gradient from the noisy branch; everything after the lookup does.
+  - Neither side of KL_S is detached. Regression ('sts') gets no R3F term (fairseq: classification only).
+  - The noisy pass runs in the model's mode (train: its own dropout masks). KL in fp32.
+  - R4F: `spectral_norm` on each head's FINAL Linear only, as fairseq's
+    --spectral-norm-classification-head; by default every head (`tasks` narrows it).
+Left out: fairseq's sum-then-divide-by-sample-size bookkeeping (the batch mean is the same number
+per example), noise on position/type embeddings, and an R3F term for regression.
 """
 
 import torch

@@ -1,50 +1,30 @@
 """SMART: smoothness-inducing adversarial regularisation + Bregman proximal point optimisation.
 
 Jiang et al. 2020, "SMART: Robust and Efficient Fine-Tuning for Pre-trained Natural Language
-Models through Principled Regularized Optimization", arXiv:1911.03437, Algorithm 1. On top of
-the task loss L(θ) of one batch, `SMART.loss` returns λ_s·R_s + μ·D_Breg, where
+Models through Principled Regularized Optimization", arXiv:1911.03437, Algorithm 1.
+On top of the task loss L(θ) of one batch, `SMART.loss` returns λ_s·R_s + μ·D_Breg, where
 
     R_s(θ)     = mean_i max_{‖x̃_i − x_i‖∞ ≤ ε} ℓ_s(f(x̃_i; θ), f(x_i; θ))   (smoothness)
     D_Breg(θ)  = mean_i ℓ_s(f(x_i; θ), f(x_i; θ̃))                          (stay near θ̃)
     θ̃ ← β·θ̃ + (1 − β)·θ after every optimizer step (`update_teacher`), θ̃ starts at θ_0
 
-x is the embedding-layer output (B, T, C), f the encoder + task head, and ℓ_s is `divergence`.
-For a bi-encoder pair head (--para_head/--sts_head concat, cosine, ...) x is BOTH sentences' embedding
-outputs side by side, (B, T + T_b, C) (MultitaskBert.inputs): one ε-ball per example over the pair, as a
-cross head's one sequence holds both sentences. (Song, Hu & Pan §3.1 concatenate the two sentences'
-embeddings and apply SMART, §4.3, without saying where it perturbs; this is minbert's reading.)
-symmetric KL of the softmax for the 5-way head, Bernoulli symmetric KL for the one-logit
-paraphrase head (a softmax over ONE logit is always 1, so its KL is silently 0), squared error
-for the regression head. β = 0.99 for the first 10% of updates, 0.999 afterwards (the paper's).
+x is the embedding-layer output (B, T, C) (for a bi-encoder pair head, both sentences' side by
+side: one ε-ball per pair), f the encoder + task head, ℓ_s `divergence`: symmetric KL of the
+softmax for the 5-way head, Bernoulli symmetric KL for the one-logit paraphrase head (a softmax
+over ONE logit is always 1, so its KL would be 0), squared error for regression. β = 0.99 for
+the first 10% of updates, 0.999 afterwards (the paper's).
 
-Variant chosen (mode="paper", the default): Alg. 1 with `steps` ascent steps, S = 1.
-  - δ ~ N(0, σ²); each step normalises the gradient by its ∞-norm PER EXAMPLE (max over that
-    example's (T, C) entries: the ε-ball is per example, and the batch mean's 1/B cancels),
-    steps by η and projects onto the ball, a clamp to [−ε, ε]. With the defaults η = 1e-3 ≫
-    ε = 1e-5, so the clamp binds on every entry whose normalised gradient exceeds ~1–2%: δ ends
-    close to ε·sign(g), like FGSM. Those are the paper's hyperparameters, so we keep them.
-  - Outer term: gradient flows into BOTH sides of ℓ_s (the paper differentiates ℓ_s(f(x̃;θ), f(x;θ))
-    w.r.t. θ on both sides) and into the embedding layer through x, as in mt-dnn.
-  - The teacher θ̃ runs in EVAL mode: a deterministic target, and no dropout masks to draw
-    (dropout is costly on CPU). The student's clean, ascent and adversarial passes each draw
-    their own dropout masks, so ℓ_s also penalises dropout variance; every reference does this.
-  - ℓ_s in fp32 even under autocast (at δ ~ 1e-5 the KL is ~1e-10). Caveat under bf16 autocast:
-    x + δ and the residual stream stay fp32, but the matmuls and the head's logits are bf16, so
-    output differences below ~0.4% of a logit are rounding; the gradient w.r.t. δ is unaffected.
-
+Variant chosen (mode="paper", the default): Algorithm 1 with `steps` ascent steps, S = 1.
+  - δ ~ N(0, σ²); each step normalises the gradient by its ∞-norm PER EXAMPLE, steps by η and
+    projects onto the ε-ball (a clamp). With the paper's η = 1e-3 ≫ ε = 1e-5, δ ends near ε·sign(g).
+  - Gradient flows into BOTH sides of ℓ_s and into the embedding layer through x, as in mt-dnn.
+  - The teacher θ̃ runs in eval mode; the student's passes draw their own dropout masks.
+  - ℓ_s in fp32 even under autocast. Cost ≈ 3× a plain step.
 mode="reference" copies the perturbation of mt-dnn (the authors' code) and smart-pytorch, for
-comparison: raw gradient, δ ← (δ + η·g) / (max_C |δ + η·g| + 1e-6) per token, no ε-ball (ε is
-unused), no Bregman term. Its δ is the initial noise rescaled to ∞-norm ≈ 1 per token: random
-noise of size ~1, five orders of magnitude larger than the paper's. Not copied: mt-dnn's
-stable_kl inner loss and its one-sided stop-gradient in each KL direction.
-
-Cost per step (≈ 3× a plain step): one teacher forward without grad, one ascent forward +
-backward w.r.t. δ only (torch.autograd.grad computes no weight gradients), one adversarial
-forward whose backward joins the task loss's backward.
-
-Deliberately left out: S > 1 proximal inner steps, p = 2 balls, fp16 scaling of the inner
-gradient (bf16 needs none), SMART with a frozen encoder and no PALs (nothing to differentiate).
-A non-finite inner gradient makes the loss non-finite (mt-dnn returns 0); the caller skips it.
+comparison: raw gradient, δ rescaled to ∞-norm ≈ 1 per token, no ε-ball, no Bregman term.
+Left out: S > 1 proximal inner steps, p = 2 balls, fp16 scaling of the inner gradient, SMART on a
+frozen encoder without PALs. A non-finite inner gradient makes the loss non-finite (the caller
+skips the step). The reasons and measured details: docs/methods.md, "Design notes".
 """
 
 import copy

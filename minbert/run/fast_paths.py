@@ -1,4 +1,4 @@
-"""Fast paths for the train step (issue 21): given code, chosen automatically, one flag away from off.
+"""Fast paths for the train step: given code, chosen automatically, one flag away from off.
 
 The readable code stays the reference: AdamW's numbered equations (minbert/adamw.py), the written-out
 attention and dropout. It is what the classroom grades and what the tests compare against. A fast
@@ -72,7 +72,7 @@ def _flag(text: str) -> str:
 
 
 def add_args(parser) -> None:
-    g = parser.add_argument_group("fast paths (issue 21: a bf16 train step that spends its time in matmuls)")
+    g = parser.add_argument_group("fast paths (a bf16 train step that spends its time in matmuls; bench/roofline.py)")
     g.add_argument("--fast_paths", type=_flag, default="auto", metavar="auto|off|" + ",".join(PATHS),
                    help="faster code for the same maths (fused AdamW, no page faults on big tensors, a cheaper "
                         "dropout mask), tested equal to the readable code; 'off' runs only the readable code, "

@@ -1,5 +1,6 @@
 """tools: commands that sit around training runs (`python -m minbert <command>`).
 
-download (data and checkpoints), study and mml_study (the two seeded studies and their tables),
-seed_statistics (intervals and Holm-adjusted p-values), ensemble (combine finished runs).
+download (data and checkpoints), simcse_stage (train an encoder with SimCSE before fine-tuning),
+study and mml_study (the two seeded studies and their tables), seed_statistics (intervals and
+Holm-adjusted p-values), ensemble (combine finished runs).
 """

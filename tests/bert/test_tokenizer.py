@@ -3,7 +3,7 @@ Tests for minbert/bert/tokenizer.py.
 
 Oracle (b), live: Hugging Face's BertTokenizerFast loaded from the same MiniLM directory must give
 identical input ids, token type ids and attention masks. The sentences are real CS224N dev data
-(SST singles, STS pairs) from ../shared/data/cs224n or the shipped data/, plus hand-made edge cases.
+(SST singles, STS pairs) from $MINBERT_DATA/cs224n or the shipped data/, plus hand-made edge cases.
 Oracle (c), properties: padding layout, dtypes, the lowercase rule, longest-first truncation.
 
 transformers is imported inside the `hf` fixture only: the import takes seconds.
@@ -21,7 +21,7 @@ from minbert.core.hub import resolve
 
 from conftest import real_cs224n_dir
 
-DATA = real_cs224n_dir("ids-sst-dev.csv", "sts-dev.csv") or Path("no-cs224n-data")   # ../shared, else the shipped data/
+DATA = real_cs224n_dir("ids-sst-dev.csv", "sts-dev.csv") or Path("no-cs224n-data")   # $MINBERT_DATA, else the shipped data/
 N_REAL = 300  # real sentences (and pairs) taken from each dev file
 
 EDGE_CASES = [

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 import train_mml
 import train_multitask
 from minbert.core import export, hub
-from minbert.methods import simcse
+from minbert.tools import simcse_stage
 from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
@@ -92,9 +92,9 @@ def test_chained_pipeline_simcse_multitask_pals_after_mml_runs_end_to_end(tmp_pa
     preds = lambda d: sum(([f"--{t}_{s}_out", str(d / f"{t}-{s}.csv")] for t in ("sst", "para", "sts") for s in ("dev", "test")), [])
 
     # 1) SimCSE writes an encoder folder
-    simcse.main(["--model", str(model), "--data", "cs224n", "--data_dir", str(data), "--limit", "12",
-                 "--batch_size", "4", "--max_steps", "2", "--out_dir", str(tmp_path / "simcse")])
-    assert all((tmp_path / "simcse" / "model" / f).is_file() for f in FILES), "minbert.methods.simcse.main: exported folder incomplete"
+    simcse_stage.main(["--model", str(model), "--data", "cs224n", "--data_dir", str(data), "--limit", "12",
+                       "--batch_size", "4", "--max_steps", "2", "--out_dir", str(tmp_path / "simcse")])
+    assert all((tmp_path / "simcse" / "model" / f).is_file() for f in FILES), "minbert.tools.simcse_stage.main: exported folder incomplete"
 
     # 2) multitask fine-tuning from the SimCSE encoder: writes model/, outputs.pt, stage.json
     run1 = tmp_path / "run1"

@@ -1,4 +1,4 @@
-"""Progress in logs and the oversubscription warning (minbert/core/progress.py, issue 20 item 2).
+"""Progress in logs and the oversubscription warning (minbert/core/progress.py).
 
 Oracles: (c) properties. With stdout piped (pytest captures it: not a terminal) a real run prints one progress
 line per --log_every steps, counted against the number of steps the run takes; a fake clock shows the time

@@ -1,5 +1,5 @@
 """Grades recipes/*.args: every recipe parses and passes --dry_run at its entry point, and its key values are the
-papers' (the values are written here, from the papers in ../shared/papers/, with the section in each message).
+papers' (the values are written here from the papers, with the section in each message).
 
 Run: python -m pytest -q tests/core/test_recipes.py   (offline, CPU, seconds; nothing is trained or loaded)
 """
@@ -23,10 +23,10 @@ def entry_point(path):
 def parse(entry):
     import train_mml
     import train_multitask
-    from minbert.methods import simcse
+    from minbert.tools import simcse_stage
     from minbert.tools import ensemble, mml_study
     return {"train_multitask.py": train_multitask.parse_args, "train_mml.py": train_mml.parse_args,
-            "minbert simcse": simcse.parse_args, "minbert mml-study": mml_study.parse_args,
+            "minbert simcse": simcse_stage.parse_args, "minbert mml-study": mml_study.parse_args,
             "minbert ensemble": ensemble.main}[entry]
 
 
@@ -161,4 +161,4 @@ def test_recipe_values_are_the_papers(name, capsys, monkeypatch):
 def test_every_paper_configuration_has_a_recipe():
     names = {p.name for p in RECIPES} | {p.name for p in (ROOT / "recipes").glob("*.sh")}
     for needed in ("song-best.sh", "song-ensemble.sh", "pritsky-best.sh", "benton-best.sh", "muppet.sh", *EXPECTED):
-        assert needed in names, f"recipes/{needed} is missing (issue 19: a recipe for every headline configuration)"
+        assert needed in names, f"recipes/{needed} is missing (recipes/README.md: a recipe for every headline configuration)"

@@ -1,9 +1,11 @@
-"""Tests for minbert/methods/gradvac.py: gradvac_coefficients and GradVac (targets, EMA, groups, state).
+"""Tests for minbert/methods/gradvac.py: gradvac_algorithm_1, gradvac_coefficients and GradVac (targets, EMA, groups,
+state).
 
-Oracles: (a) exact vectors from REFERENCE-NOTES §8 (coefficients, the readable (K, P) path
-gradvac_update, the class); (b) PCGrad as a live oracle (φ̂ ≡ 0 must give
-PCGrad bit for bit); (c) properties (cosine after adjustment = target, no change above target,
-EMA convergence, independent groups, state round trip).
+Oracles: (a) exact vectors computed by hand from Wang et al. 2021, Algorithm 1 (the paper's loop on vectors, the
+coefficients, the readable (K, P) path gradvac_update, the class); (b) PCGrad as a live oracle (φ̂ ≡ 0 must give
+PCGrad bit for bit), and the paper's loop (gradvac_algorithm_1, itself checked against (a)) for the Gram form;
+(c) properties (cosine after adjustment = target, no change above target, EMA convergence, independent groups,
+state round trip).
 Gradients are driven exactly by losses w · v_k, whose gradient w.r.t. w is v_k.
 Run: python -m pytest -q tests/methods/test_gradvac.py   (offline, CPU, a few seconds)
 """
@@ -13,12 +15,13 @@ import math
 import pytest
 import torch
 
-from minbert.methods.gradvac import GradVac, gradvac_coefficients, gradvac_update
+from minbert.methods.gradvac import GradVac, gradvac_coefficients, gradvac_algorithm_1, gradvac_update
 from minbert.methods.pcgrad import PCGrad, pcgrad_update
 from conftest import check
 
 APPLY = "minbert.methods.gradvac.GradVac.apply"
 COEF = "minbert.methods.gradvac.gradvac_coefficients"
+VECTORS = "minbert.methods.gradvac.gradvac_algorithm_1"
 SQRT_HALF = math.sqrt(0.5)
 
 
@@ -46,6 +49,32 @@ def adjusted_rows(vectors, target, beta=0.0):
 
 
 # ---------------------------------------------------------------------------- oracles
+def test_paper_loop_on_vectors_target_half_oracle():
+    """Oracle (a), Algorithm 1 by hand: g0=(1,0), g1=(−1,1), φ̂ = 0.5, β = 0.1. φ = cos(g0, g1) = −1/√2 < 0.5, so
+    g0' = g0 + ‖g0‖ (0.5·√(1/2) + √(1/2)·√(3/4)) / (√2·√(3/4)) g1 = g0 + 0.78868 g1 = (0.21132, 0.78868), and
+    φ̂_01 ← 0.9·0.5 + 0.1·(−1/√2) = 0.37929 (the cosine measured before the adjustment)."""
+    g = torch.tensor([[1.0, 0.0], [-1.0, 1.0]], dtype=torch.float64)
+    targets = torch.full((2, 2), 0.5, dtype=torch.float64)
+    rows = gradvac_algorithm_1(g, [[1], [0]], targets, beta=0.1)
+    check(rows[0], [0.21132, 0.78868], VECTORS, atol=1e-5)
+    check(targets[0, 1], 0.9 * 0.5 - 0.1 * SQRT_HALF, VECTORS + " (the EMA of φ̂_01)", atol=1e-12)
+
+
+def test_gram_coefficients_equal_the_paper_loop_on_vectors():
+    """Oracle (b): the K×K form g_i' = coef[i] · g and its target updates equal Algorithm 1 on the (K, P) vectors,
+    for random gradients, orders and targets."""
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        g = torch.randn(4, 7, generator=gen, dtype=torch.float64)
+        orders = [[j for j in torch.randperm(4, generator=gen).tolist() if j != i] for i in range(4)]
+        targets = torch.rand(4, 4, generator=gen, dtype=torch.float64) * 1.6 - 0.8
+        on_vectors = targets.clone()
+        coef, _ = gradvac_coefficients(g @ g.T, orders, targets, 0.3)
+        expected = gradvac_algorithm_1(g, orders, on_vectors, 0.3)
+        check(coef @ g, expected, COEF + f" vs {VECTORS} (trial {trial})", atol=1e-9)
+        check(targets, on_vectors, COEF + f" vs {VECTORS}: the targets (trial {trial})", atol=1e-12)
+
+
 def test_gradvac_with_zero_target_equals_pcgrad_exactly():
     """Oracle (b): φ̂ ≡ 0 (beta = 0) is PCGrad; same seed → same orders → bitwise equal updates."""
     gen = torch.Generator().manual_seed(0)

@@ -2,8 +2,8 @@
 
 Oracles: (b) live — scikit-learn's MeanShift / estimate_bandwidth on random 1-D data (continuous
 values, so no point lies exactly bw from another: at such ties float rounding decides, and
-sklearn's answer then depends on which neighbour search it picked); (a) fixed values from
-REFERENCE-NOTES §9, obtained by running scikit-learn 1.9.1; (c) properties — permutation
+sklearn's answer then depends on which neighbour search it picked); (a) fixed values
+obtained by running scikit-learn 1.9.1; (c) properties — permutation
 invariance, fixed points, bw → ∞ and bw = 0 limits, identical inputs.
 
 Run: python -m pytest -q tests/methods/test_meanshift.py   (offline, CPU, a few seconds)

@@ -1,9 +1,10 @@
-"""Tests for minbert/methods/pcgrad.py: pcgrad_coefficients and PCGrad (accumulate, apply, state_dict).
+"""Tests for minbert/methods/pcgrad.py: pcgrad_algorithm_1, pcgrad_coefficients and PCGrad (accumulate, apply,
+state_dict).
 
-Oracles: (a) exact vectors from REFERENCE-NOTES §7, computed by hand, for the coefficients, the
-readable (K, P) path (task_gradients, pcgrad_update) and the class; (b) plain backward() (the
-direct (K, P) Algorithm 1 is instructor-only: tests/methods/test_pcgrad_per_param.py); (c) properties (no conflict left with two
-tasks, identity without conflicts, scale invariance, reproducible order).
+Oracles: (a) exact vectors computed by hand from Yu et al. 2020, Algorithm 1 and Eq. 1, for the paper's loop on
+vectors, the coefficients, the readable (K, P) path (task_gradients, pcgrad_update) and the class; (b) plain
+backward(), and the paper's loop (pcgrad_algorithm_1, itself checked against (a)) for the Gram form; (c) properties
+(no conflict left with two tasks, identity without conflicts, scale invariance, reproducible order).
 Gradients are driven exactly by losses of the form w · v_k, whose gradient w.r.t. w is v_k.
 Run: python -m pytest -q tests/methods/test_pcgrad.py   (offline, CPU, a few seconds)
 """
@@ -11,11 +12,12 @@ Run: python -m pytest -q tests/methods/test_pcgrad.py   (offline, CPU, a few sec
 import pytest
 import torch
 
-from minbert.methods.pcgrad import PCGrad, pcgrad_coefficients, pcgrad_update, task_gradients
+from minbert.methods.pcgrad import PCGrad, pcgrad_coefficients, pcgrad_algorithm_1, pcgrad_update, task_gradients
 
 APPLY = "minbert.methods.pcgrad.PCGrad.apply"
 ACCUMULATE = "minbert.methods.pcgrad.PCGrad.accumulate"
 COEF = "minbert.methods.pcgrad.pcgrad_coefficients"
+VECTORS = "minbert.methods.pcgrad.pcgrad_algorithm_1"
 UPDATE = "minbert.methods.pcgrad.pcgrad_update"
 
 
@@ -77,6 +79,31 @@ def grads_of(model):
 
 
 # ---------------------------------------------------------------------------- exact oracles
+def test_paper_loop_on_vectors_two_and_three_task_oracles():
+    """Oracle (a), Algorithm 1 by hand. Two tasks g0=(1,0), g1=(−1,1): g0·g1 = −1 < 0, so
+    g0' = g0 − (−1/2) g1 = (0.5, 0.5) and g1' = g1 − (−1/1) g0 = (0, 1). Three tasks, adding g2=(0,−1):
+    task 0 visiting 1 then 2 gives (0.5, 0.5), then (g0'·g2 = −0.5) (0.5, 0); visiting 2 first
+    (g0·g2 = 0: no projection) then 1 gives (0.5, 0.5): the order matters."""
+    g = torch.tensor([[1.0, 0.0], [-1.0, 1.0]], dtype=torch.float64)
+    check(pcgrad_algorithm_1(g, [[1], [0]]), [[0.5, 0.5], [0.0, 1.0]], VECTORS, atol=1e-12)
+    g3 = torch.tensor([[1.0, 0.0], [-1.0, 1.0], [0.0, -1.0]], dtype=torch.float64)
+    check(pcgrad_algorithm_1(g3, [[1, 2], [0, 2], [0, 1]])[0], [0.5, 0.0], VECTORS + " (task 0 visits 1, 2)", atol=1e-12)
+    check(pcgrad_algorithm_1(g3, [[2, 1], [0, 2], [0, 1]])[0], [0.5, 0.5], VECTORS + " (task 0 visits 2, 1)", atol=1e-12)
+
+
+def test_gram_coefficients_equal_the_paper_loop_on_vectors():
+    """Oracle (b): the K×K form g_i' = coef[i] · g gives the rows of Algorithm 1 on the (K, P) vectors,
+    for random conflicting gradients and random orders, zero-gradient tasks included."""
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        g = torch.randn(4, 7, generator=gen, dtype=torch.float64)
+        if trial % 5 == 0:
+            g[trial % 4] = 0                                   # a task with no gradient: never projected against
+        orders = [[j for j in torch.randperm(4, generator=gen).tolist() if j != i] for i in range(4)]
+        coef, _ = pcgrad_coefficients(g @ g.T, orders)
+        check(coef @ g, pcgrad_algorithm_1(g, orders), COEF + f" vs {VECTORS} (trial {trial})", atol=1e-10)
+
+
 def test_pcgrad_removes_conflicting_component_two_task_oracle():
     """Oracle (a): g1=(1,0), g2=(−1,1) → g1'=(0.5,0.5), g2'=(0,1), sum (0.5,1.5), g1'·g2 = 0."""
     rows = projected_rows([[1, 0], [-1, 1]], order=[0, 1])

@@ -1,4 +1,4 @@
-"""A run's folder (minbert/run/run_dir.py), through both real scripts on tiny self-made data (issue 20).
+"""A run's folder (minbert/run/run_dir.py), through both real scripts on tiny self-made data.
 
 Oracles: (c) properties a user can check by looking at the disk — two runs with different --out_dir leave both
 sets of prediction files intact; a second run into a used folder is refused and changes nothing, --overwrite
@@ -16,7 +16,7 @@ from minbert.core.errors import UserError
 from test_train_mml import setup as mml_setup  # noqa: F401  (fixture)
 from test_train_multitask import setup, signal_on_call  # noqa: F401  (fixture)
 
-# what a finished train_multitask.py run may leave (issue 20, item 3) and what it must leave
+# what a finished train_multitask.py run may leave (docs/outputs.md) and what it must leave
 FINISHED_MAY_HOLD = {"best.pt", "model", "outputs.pt", "metrics.jsonl", "curves.png", "predictions", "stage.json",
                      "run.json"}
 FINISHED_MUST_HOLD = {"best.pt", "model", "outputs.pt", "metrics.jsonl", "predictions"}

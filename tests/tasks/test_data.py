@@ -2,7 +2,7 @@
 
 Most tests use tiny files written to tmp_path in the handout's format: tab-separated, an unnamed
 pandas index as first column, and test files whose header starts with "0\\t\\t". The real handout
-files are only read, never copied: from ../shared/data/cs224n, or else the repository's own data/ (conftest.py).
+files are only read, never copied: from $MINBERT_DATA/cs224n, or else the repository's own data/ (conftest.py).
 """
 
 import random
@@ -19,7 +19,7 @@ from conftest import real_cs224n_dir, needs_cs224n
 REAL_FILES = ["ids-sst-train.csv", "ids-sst-dev.csv", "ids-sst-test-student.csv", "ids-cfimdb-train.csv",
               "ids-cfimdb-dev.csv", "ids-cfimdb-test-student.csv", "sts-train.csv", "sts-dev.csv",
               "sts-test-student.csv", "quora-dev-sample.csv", "quora-train-sample.csv"]
-REAL_CS224N = real_cs224n_dir(*REAL_FILES)          # ../shared/data/cs224n, else the shipped data/
+REAL_CS224N = real_cs224n_dir(*REAL_FILES)          # $MINBERT_DATA/cs224n, else the shipped data/
 needs_shared_data = needs_cs224n(*REAL_FILES)
 
 SST_HEADER = ["", "id", "sentence", "sentiment"]
@@ -488,7 +488,7 @@ def test_task_data_works_with_the_real_wordpiece_tokenizer(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# Helpful errors and honest output names (issue 20)
+# Helpful errors and honest output names
 
 
 def test_a_typo_in_a_shipped_file_name_gets_did_you_mean(tmp_path):

@@ -3,7 +3,7 @@
 
 Most tests use tiny files written to tmp_path in each task's real format, quirks included: CoLA
 without a header, MRPC's UTF-8 BOM, unbalanced quotes (csv.QUOTE_NONE), a missing final newline.
-The real GLUE files are only read, never copied: from ../shared/data/glue, or else the shipped data/glue_data
+The real GLUE files are only read, never copied: from $MINBERT_DATA/glue, or else the shipped data/glue_data
 (conftest.py); for the tasks data/ does not ship (QNLI, SST-2, WNLI) a fresh clone reads a few rows of each
 real file from tests/fixtures/glue (made by tests/fixtures/make_glue_fixtures.py), so nothing skips.
 """
@@ -22,7 +22,7 @@ from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_categor
 
 from conftest import glue_files, real_cs224n_dir, real_glue_dir, needs_cs224n, needs_glue
 
-# ../shared/data/glue when it holds the task, else the shipped data/glue_data (RTE, MRPC, STS-B, CoLA)
+# $MINBERT_DATA/glue when it holds the task, else the shipped data/glue_data (RTE, MRPC, STS-B, CoLA)
 SHARED_CS224N = real_cs224n_dir("quora-dev-sample.csv")
 
 BOM = "\ufeff"

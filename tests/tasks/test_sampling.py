@@ -54,7 +54,7 @@ def test_anneal_alpha_rejects_epochs_outside_range():
     (SIZES_FULL, 10, (0.2713, 0.4756, 0.2531)),
 ])
 def test_annealed_probs_match_reference_values(sizes, epoch, expected):
-    """Oracle: stored reference values (REFERENCE-NOTES §4, computed with the Bert-n-Pals formula), E = 10."""
+    """Oracle: stored reference values (computed with the Bert-n-Pals formula, Stickland & Murray 2019 §4), E = 10."""
     p = task_probs(sizes, "annealed", epoch, num_epochs=10)
     np.testing.assert_allclose(p, expected, rtol=0, atol=1e-3,
                                err_msg=f"minbert.tasks.sampling.task_probs(annealed, e={epoch}, E=10) for N={sizes}")
