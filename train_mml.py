@@ -93,7 +93,7 @@ def main(argv=None):
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
     with run_dir.RunDir(args, "train_mml.py"):   # refuses a used --out_dir; at the end: lean folder, summary
-        return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
+        return interrupt.run(train, args, abortable=not distributed.launched(), agree=distributed.any_rank)
 
 
 def train(args, stop):

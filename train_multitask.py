@@ -92,7 +92,7 @@ def main(argv=None):
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
     with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: lean folder, summary
-        return interrupt.run(train, args, abortable=distributed.world_size() == 1,
+        return interrupt.run(train, args, abortable=not distributed.launched(),
                              agree=distributed.any_rank if distributed.launched() else None)
 
 
@@ -247,8 +247,7 @@ def train(args, stop):
 
 
 def two_learning_rates(args, model) -> list[dict]:
-    """AdamW's parameter groups: the pretrained encoder at --lr, the freshly initialised heads (and PALs) at
-    --head_lr."""
+    """AdamW's parameter groups: the pretrained encoder at --lr, the new heads (and PALs) at --head_lr."""
     new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
     groups = param_groups(model.encoder, args.weight_decay)
     return groups + [g | {"lr": args.head_lr or args.lr} for g in param_groups(new_params, args.weight_decay)]
