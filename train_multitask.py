@@ -135,7 +135,7 @@ def train(args, stop):
     head_pretraining.from_args(args, model, train, dev, device)   # --head_pretrain_epochs, before the run
     sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
 
-    world = distributed.world_size()
+    world = distributed.world_size()   # torchrun: processes sharing every batch (ShardedStream); else 1
     # steps from the schedule (base_steps), then with --extra_sst_pass one SST-only pass: steps_per_epoch
     base_steps, steps_per_epoch = sampling.steps_per_epoch(args, sizes, len(train["sst"]), world)
     total_steps = steps_per_epoch * args.epochs
