@@ -93,7 +93,7 @@ def main(argv=None):
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
     with run_dir.RunDir(args, "train_mml.py"):   # refuses a used --out_dir; at the end: lean folder, summary
-        return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
+        return interrupt.run(train, args, abortable=not distributed.launched(), agree=distributed.any_rank)
 
 
 def train(args, stop):
@@ -120,7 +120,8 @@ def train(args, stop):
     print(f"{args.task}: train {len(train)}, dev {len(dev)}")
     if args.epochs is None:   # §4.2's 10/30/100 epochs for large/medium/small sets
         args.epochs = paper_epochs(len(train))
-        print(f"--epochs not given: {args.epochs} for {len(train)} training examples (minbert.tools.mml_protocol.EPOCHS_BY_SIZE)")
+        print(f"--epochs not given: {args.epochs} for {len(train)} training examples "
+              f"(minbert.tools.mml_protocol.EPOCHS_BY_SIZE)")
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)
@@ -135,7 +136,8 @@ def train(args, stop):
     sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
     num_heads = heads.num_heads
     print(f"{num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, "
-          f"head dropout {spec['dropout']}" + ("" if heads.label_mean is None else f", head biases start at the label mean {heads.label_mean:.3f}"))
+          f"head dropout {spec['dropout']}"
+          + ("" if heads.label_mean is None else f", head biases start at the label mean {heads.label_mean:.3f}"))
 
     def forward(batch):
         """(B, M, K) outputs of every head on the pooled [CLS] vector d (B, D)."""

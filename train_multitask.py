@@ -93,7 +93,8 @@ def main(argv=None):
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
     # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
     with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: lean folder, summary
-        return interrupt.run(train, args, abortable=distributed.world_size() == 1, agree=distributed.any_rank)
+        return interrupt.run(train, args, abortable=not distributed.launched(),
+                             agree=distributed.any_rank if distributed.launched() else None)
 
 
 def train(args, stop):
@@ -135,18 +136,15 @@ def train(args, stop):
     head_pretraining.from_args(args, model, train, dev, device)   # --head_pretrain_epochs, before the run
     sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
 
-    all_tasks_per_step = args.heterogeneous or args.surgery != "none"
+    world = distributed.world_size()   # torchrun: processes sharing every batch (ShardedStream); else 1
     # steps from the schedule (base_steps), then with --extra_sst_pass one SST-only pass: steps_per_epoch
-    base_steps, steps_per_epoch = sampling.steps_per_epoch(args, sizes, len(train["sst"]), distributed.world_size())
+    base_steps, steps_per_epoch = sampling.steps_per_epoch(args, sizes, len(train["sst"]), world)
     total_steps = steps_per_epoch * args.epochs
-    # Pretrained encoder at --lr; the freshly initialised heads (and PALs) at --head_lr.
-    new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
-    groups = param_groups(model.encoder, args.weight_decay)
-    groups += [g | {"lr": args.head_lr or args.lr} for g in param_groups(new_params, args.weight_decay)]
-    optimizer = AdamW(groups, lr=args.lr, fused=fast.fused_adamw)
+    optimizer = AdamW(two_learning_rates(args, model), lr=args.lr, fused=fast.fused_adamw)
     scheduler = linear_warmup_decay(optimizer, int(args.warmup * total_steps), total_steps)
     scaler = grad_scaler(device, args.amp)
     update = OptimizerStep(optimizer, scheduler, scaler, args.out_dir)   # step, schedule, skip non-finite
+    amp = autocast(device, args.amp)   # the --amp context of every forward (a no-op for off)
     sampler = sampling.TaskSampler(sizes, "annealed" if args.grad_compromise else args.schedule, args.epochs, args.seed)
     streams = [distributed.stream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]
     adversary = smart.from_args(args, model, total_steps)
@@ -165,79 +163,69 @@ def train(args, stop):
         return {**checkpoint.state_dicts(parts), **checkpoint.rng_states(), **loop.state_dict(),
                 "args": json.dumps(vars(args))}
 
-    def batch_loss(task, batch):
-        """Forward and loss: the task loss of one batch plus every enabled method's term, in fp32."""
-        with autocast(device, args.amp):
-            u, v = model.features(task, batch)           # (B, C) pooled; v: the second sentence (bi-encoders)
-            out = model.head(task, u, v)
-            loss = task_loss(task, out, batch["labels"])
-            if args.scale_losses:
-                loss = scaled_task_loss(task, loss)
-            if ranking and v is not None:
-                loss = ranking.loss(task, u, v, batch, loss,   # Benton: on a batch of positive pairs
-                                    features=lambda b: model.features(task, to_device(b, device)))
-            if adversary:
-                loss = loss + adversary.loss(task, batch, out)
-            if noise:
-                loss = loss + noise.loss(task, batch, out)
-        return loss
-
-    def step_tasks(epoch, step):
-        if step >= base_steps:     # --extra_sst_pass
-            return ["sst"]
-        if compromise:             # each task once, the rest by Alg. 1's corrected PAL schedule
-            return compromise.tasks(epoch, sampler.rng)
-        if args.heterogeneous and args.surgery == "none":   # Muppet: K sub-batches in the natural task mix
-            return [TASKS[i] for i in sampling.heterogeneous_tasks(sampler, len(TASKS), args.heterogeneous_mix)]
-        return list(TASKS) if all_tasks_per_step else [TASKS[sampler.next()]]
-
-    def forward_backward(epoch, step, last):
-        """One micro-batch: the loss of each batch the step draws, then backward (per task for surgery).
-        Returns (all losses finite, examples seen)."""
-        losses, finite, seen = {}, True, 0
-        for task in step_tasks(epoch, step):
-            batch = to_device(streams[TASKS.index(task)].next(), device)
-            loss = batch_loss(task, batch)
-            if not torch.isfinite(loss):
-                finite = False
-                tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
-            losses[task] = losses.get(task, 0.0) + loss
-            loop.running[task][0] += loss.item()
-            loop.running[task][1] += 1
-            seen += len(batch["ids"]) * distributed.world_size()
-        if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
-            losses = compromise.scale(losses, epoch)
-        if surgery:
-            with sync.no_sync():   # per-task gradients stay local until task_grads
-                surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS], scaler)
-        else:
-            update.backward(sync.before_backward(sum(losses.values()) / args.grad_accum, last=last))
-        return finite, seen
-
     # ------------------------------------------------------------------ training loop
     t0 = time.time()
     with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
-        for epoch in loop.epochs(args.epochs):   # Ctrl-C: finish the step, save interrupted.pt, exit (above)
+        for epoch in loop.epochs(args.epochs):
             sampler.set_epoch(epoch)
             if ranking:
                 ranking.set_epoch(epoch)
             seen, t_epoch = 0, time.time()
-            bar = progress.bar(loop.steps(steps_per_epoch, stop), epoch, args.epochs, steps_per_epoch, loop.step,
+            bar = progress.bar(range(loop.step, steps_per_epoch), epoch, args.epochs, steps_per_epoch, loop.step,
                                disable=not distributed.is_main(), args=args)
             for step in bar:
-                # 1) forward, loss, backward for each micro-batch of the step
-                done = [forward_backward(epoch, step, last=m == args.grad_accum - 1) for m in range(args.grad_accum)]
-                seen += sum(n for _, n in done)
-                # 2) method hooks: combine the per-task gradients (PCGrad, GradVac, Gradient Compromise)
-                if surgery:
-                    sync.task_grads(surgery)   # average the K per-task gradients over ranks
+                loop.step = step   # where a resume starts
+                stop.check()       # 0) Ctrl-C/SIGTERM during the last step stops here: interrupted.pt, exit (above)
+                finite = True
+                for micro in range(args.grad_accum):
+                    # 1) draw the task(s): one by --schedule, K (Muppet, surgery) or N (Gradient Compromise)
+                    tasks = (sampling.step_tasks(args, sampler, compromise, epoch, TASKS) if step < base_steps
+                             else ["sst"])   # the SST-only steps of --extra_sst_pass
+                    losses = {}
+                    for task in tasks:
+                        batch = to_device(streams[TASKS.index(task)].next(), device)
+                        with amp:   # 2) forward and task loss
+                            u, v = model.features(task, batch)   # (B, C) pooled; v: the second sentence (bi-encoders)
+                            out = model.head(task, u, v)
+                            loss = task_loss(task, out, batch["labels"])
+                            # 3) each enabled method's term
+                            if args.scale_losses:
+                                loss = scaled_task_loss(task, loss)
+                            if ranking and v is not None:   # MNR (Benton): on a batch of positive pairs
+                                loss = ranking.loss(task, u, v, batch, loss,
+                                                    features=lambda b: model.features(task, to_device(b, device)))
+                            if adversary:   # SMART's smoothness term
+                                loss = loss + adversary.loss(task, batch, out)
+                            if noise:       # R3F/R4F's noise term
+                                loss = loss + noise.loss(task, batch, out)
+                        if not torch.isfinite(loss):
+                            finite = False
+                            tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} "
+                                       f"(batch ids {batch['ids'][:3]}...)")
+                        losses[task] = losses.get(task, 0.0) + loss
+                        loop.running[task] = [loop.running[task][0] + loss.item(), loop.running[task][1] + 1]
+                        seen += len(batch["ids"]) * world
+                    if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
+                        losses = compromise.scale(losses, epoch)
+                    # 4) backward: per task for surgery (local gradients, averaged across ranks in 5), else summed
+                    if surgery:
+                        with sync.no_sync():
+                            surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS],
+                                               scaler)
+                    else:
+                        loss = sum(losses.values()) / args.grad_accum
+                        if world > 1:   # torchrun: the gradients are averaged across ranks here, in this backward
+                            loss = sync.before_backward(loss, last=micro == args.grad_accum - 1)
+                        update.backward(loss)
+                if surgery:   # 5) surgery: combine the per-task gradients (PCGrad, GradVac, Gradient Compromise)
+                    sync.task_grads(surgery)   # average the K per-task gradients across ranks
                     surgery.apply()
-                # 3) the optimizer step (skipped when a loss was not finite), then SMART's teacher follows
-                update(finite=all(f for f, _ in done))
-                if adversary:
+                update(finite)   # 6) the optimizer step and LR schedule; a bad step (non-finite loss) is skipped here
+                if adversary:    # 7) SMART's teacher follows the student
                     adversary.update_teacher()
                 progress.show(bar, **{t: s / max(n, 1) for t, (s, n) in loop.running.items()},
                               **{"ex/s": f"{seen / (time.time() - t_epoch):.0f}"})
+            loop.step = steps_per_epoch
             train_time = time.time() - t_epoch
 
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
@@ -257,6 +245,13 @@ def train(args, stop):
     if distributed.is_main():
         finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, loop.history)
     return loop.history
+
+
+def two_learning_rates(args, model) -> list[dict]:
+    """AdamW's parameter groups: the pretrained encoder at --lr, the new heads (and PALs) at --head_lr."""
+    new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
+    groups = param_groups(model.encoder, args.weight_decay)
+    return groups + [g | {"lr": args.head_lr or args.lr} for g in param_groups(new_params, args.weight_decay)]
 
 
 def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, history):

@@ -25,13 +25,15 @@ class OptimizerStep:
     def __init__(self, optimizer, scheduler=None, scaler=None, out_dir: str = "the run folder"):
         self.optimizer, self.scheduler, self.scaler, self.out_dir = optimizer, scheduler, scaler, out_dir
         self.bad_steps = 0
+        self.world = distributed.world_size()   # build it after distributed.setup()
 
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
 
     def __call__(self, finite: bool = True) -> bool:
         """Update the weights (unless a loss of this step was not finite on any rank); returns whether it did."""
-        finite = not distributed.any_rank(not finite)
+        if self.world > 1:      # every rank skips together: a rank stepping alone would break DDP's identical weights
+            finite = not distributed.any_rank(not finite)
         if self.scaler:         # skips the step itself when the scaled gradients overflowed
             self.scaler.step(self.optimizer)
             self.scaler.update()

@@ -177,13 +177,33 @@ def add_args(parser) -> None:
                    help="end each epoch with one pass of SST-only steps (Song/Hu/Pan, against Quora's dominance)")
 
 
+def batches_per_step(args, num_tasks: int) -> int:
+    """How many batches one micro-batch of a train_multitask.py step takes (this rule is written here only):
+    N with --grad_compromise N, one of each of the K = num_tasks tasks with --heterogeneous or a gradient
+    surgery (PCGrad/GradVac need one gradient per task), else one batch of one task."""
+    if args.grad_compromise:
+        return args.grad_compromise
+    return num_tasks if args.heterogeneous or args.surgery != "none" else 1
+
+
+def step_tasks(args, sampler: TaskSampler, compromise, epoch: int, tasks: list[str]) -> list[str]:
+    """The tasks of one micro-batch's batches, batches_per_step(args, len(tasks)) of them, drawn with the
+    sampler's rng (so a resumed run draws the same ones)."""
+    if compromise:   # each task once, the rest by Gradient Compromise's corrected PAL schedule (its Alg. 1)
+        return compromise.tasks(epoch, sampler.rng)
+    if batches_per_step(args, len(tasks)) == 1:
+        return [tasks[sampler.next()]]
+    if args.heterogeneous and args.surgery == "none":   # Muppet: K sub-batches in the natural task mix
+        return [tasks[i] for i in heterogeneous_tasks(sampler, len(tasks), args.heterogeneous_mix)]
+    return list(tasks)
+
+
 def steps_per_epoch(args, sizes: list[int], sst_size: int, world_size: int = 1) -> tuple[int, int]:
     """(steps drawn from the schedule, all steps) of one epoch of train_multitask.py. The schedule's steps make
-    one pass over all training data in expectation (--steps_per_epoch overrides it), counting the batches each
-    step takes: --grad_accum micro-batches of one task, of K tasks (--heterogeneous, surgery) or of N
-    (--grad_compromise N). --extra_sst_pass adds one pass over SST at the end."""
-    per_step = args.grad_compromise or (len(sizes) if args.heterogeneous or args.surgery != "none" else 1)
-    schedule = args.steps_per_epoch or math.ceil(sum(sizes) / (args.batch_size * world_size * args.grad_accum
-                                                                * per_step))
-    sst_pass = math.ceil(sst_size / (args.batch_size * args.grad_accum)) if args.extra_sst_pass else 0
+    one pass over all training data in expectation (--steps_per_epoch overrides it); --extra_sst_pass adds one
+    pass over SST at the end. Under torchrun a batch is global, batch_size x world_size examples shared by the
+    ranks (minbert/run/distributed.py), so both passes take world_size times fewer steps."""
+    examples = args.batch_size * world_size * args.grad_accum   # of one task batch, over the ranks and micro-batches
+    schedule = args.steps_per_epoch or math.ceil(sum(sizes) / (examples * batches_per_step(args, len(sizes))))
+    sst_pass = math.ceil(sst_size / examples) if args.extra_sst_pass else 0
     return schedule, schedule + sst_pass

@@ -1,10 +1,14 @@
 """Tests for minbert.tasks.sampling: task sampling schedules (Stickland & Murray 2019, §4)."""
 
+import math
+from argparse import Namespace
+
 import numpy as np
 import pytest
 import torch
 
-from minbert.tasks.sampling import SCHEDULES, TaskSampler, anneal_alpha, task_probs
+from minbert.methods.gradient_compromise import GradientCompromise
+from minbert.tasks.sampling import SCHEDULES, TaskSampler, anneal_alpha, step_tasks, steps_per_epoch, task_probs
 
 SIZES_SAMPLE = [8544, 16000, 6040]  # SST train, the shared 16k Quora sample, STS train
 SIZES_FULL = [8544, 141506, 6040]  # SST train, full Quora train, STS train
@@ -227,3 +231,43 @@ def test_batch_stream_resumed_at_any_step_gives_the_uninterrupted_batches(cut):
                          f"the uninterrupted run gives {want[cut:cut + 2]} (a batch skipped or repeated on resume?)")
     seen = sorted(i for b in want[:4] for i in b)
     assert seen == list(range(10)), f"minbert.tasks.sampling.BatchStream: one pass must cover every example once, got {seen}"
+
+
+def plain_args(**flags) -> Namespace:
+    """train_multitask.py's flags that steps_per_epoch reads, at their defaults, plus `flags`."""
+    return Namespace(**{"batch_size": 4, "grad_accum": 1, "steps_per_epoch": 0, "grad_compromise": 0,
+                        "heterogeneous": False, "surgery": "none", "extra_sst_pass": False, **flags})
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_extra_sst_pass_is_one_pass_of_global_batches_under_torchrun(world):
+    """--extra_sst_pass ends the epoch with one pass over SST. Under torchrun every step takes a global batch of
+    batch_size x world x grad_accum examples (minbert/run/distributed.py, ShardedStream), so with W ranks the pass
+    is W times shorter, like the schedule's steps. Hand count: SST 100, Quora 1000, STS 60, batch 4."""
+    sizes, sst = [100, 1000, 60], 100
+    want_schedule = {1: 290, 2: 145, 4: 73}[world]     # ceil(1160 / (4·W))
+    want_sst_pass = {1: 25, 2: 13, 4: 7}[world]        # ceil(100 / (4·W))
+    got = steps_per_epoch(plain_args(extra_sst_pass=True), sizes, sst, world_size=world)
+    assert got == (want_schedule, want_schedule + want_sst_pass), (
+        f"minbert.tasks.sampling.steps_per_epoch(world_size={world}) with --extra_sst_pass: got (schedule, all) = "
+        f"{got}, want ({want_schedule}, {want_schedule + want_sst_pass}); one SST pass in global batches of "
+        f"{4 * world} is {want_sst_pass} steps, not {math.ceil(sst / 4)} (the extra pass must divide by the world size too)")
+
+
+@pytest.mark.parametrize("flags, want", [
+    ({}, 1),                                                             # one batch of one task
+    ({"heterogeneous": True}, 3),                                        # Muppet: K = 3 sub-batches
+    ({"heterogeneous": True, "heterogeneous_mix": "every_task"}, 3),
+    ({"surgery": "pcgrad"}, 3),                                          # one gradient per task
+    ({"grad_compromise": 5}, 5),                                         # N = 5 batches, each task at least once
+])
+def test_a_step_draws_as_many_batches_as_its_epoch_length_assumes(flags, want):
+    """The batches a micro-batch draws (step_tasks) and the count steps_per_epoch divides by are one rule: with
+    sizes summing to 120 and batch 4, one pass is 30 batches, so an epoch is ceil(30 / batches per step) steps."""
+    args = plain_args(**{"heterogeneous_mix": "natural", **flags})
+    tasks = ["sst", "para", "sts"]
+    compromise = GradientCompromise(tasks, [40, 40, 40], 5, 1, 1.0, False) if args.grad_compromise else None
+    drawn = step_tasks(args, TaskSampler([40, 40, 40], "proportional", 1, seed=0), compromise, 1, tasks)
+    assert len(drawn) == want and set(drawn) <= set(tasks), f"step_tasks with {flags}: drew {drawn}, want {want} tasks"
+    assert steps_per_epoch(args, [40, 40, 40], 40)[0] == math.ceil(30 / want), \
+        f"steps_per_epoch with {flags}: an epoch of 120 examples in batches of 4 is ceil(30 / {want}) steps"

@@ -1,0 +1,28 @@
+"""Both scripts' main() under torchrun: no phase is abortable and the ranks agree on every stop
+(minbert/core/interrupt.py, minbert/run/distributed.py). main() runs before the process group exists
+(train() joins it), so it must read torchrun's environment, not the group's size."""
+
+import pytest
+
+import train_mml
+import train_multitask
+from minbert.core import interrupt
+from minbert.run import distributed
+
+
+@pytest.mark.parametrize("script, argv", [
+    (train_multitask, ["--option", "finetune"]),
+    (train_mml, ["--task", "RTE", "--method", "bert"]),
+])
+def test_main_under_torchrun_makes_no_phase_abortable(script, argv, monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr(interrupt, "run", lambda train, args, abortable=True, agree=None:
+                        seen.update(abortable=abortable, agree=agree))
+    monkeypatch.setenv("RANK", "0")          # what torchrun sets before the script starts
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    script.main(argv + ["--out_dir", str(tmp_path / "run")])
+    assert seen["abortable"] is False, (
+        f"{script.__name__}.main() under torchrun (RANK, WORLD_SIZE set) passed abortable=True to interrupt.run: "
+        "a Ctrl-C in setup or evaluation would stop one rank at once while the others wait in a collective; "
+        "decide it from distributed.launched(), not world_size() (the process group does not exist yet)")
+    assert seen["agree"] is distributed.any_rank, f"{script.__name__}.main(): the ranks must agree on a stop"
