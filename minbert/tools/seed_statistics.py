@@ -232,13 +232,15 @@ def sign_flip_note(n: int) -> str:
 def format_power(d: dict | None, n: int, family: int, digits: int = 4) -> str:
     """"0.0061 / 0.0112": the |Δ| that the paired t-test detects with 80% power at 0.05 (one comparison), then at
     0.05 / family (what the smallest p of a Holm family must beat), taking the observed s_d as the true sd."""
-    if not d or d.get("sd") is None:
+    if not d or d.get("sd") is None or n < 2:
         return "–"
     return f"{detectable_effect(d['sd'], n):.{digits}f} / {detectable_effect(d['sd'], n, 0.05 / family):.{digits}f}"
 
 
 def power_note(n: int, family: int) -> str:
     """The caption of a power table: what its two numbers are, and their multiples of s_d."""
+    if n < 2:
+        return "80% power: not computed; one seed has no spread of paired differences to compute it from."
     k1 = detectable_noncentrality(n) / math.sqrt(n)
     k2 = detectable_noncentrality(n, 0.05 / family) / math.sqrt(n)
     return (f"80% power: the smallest true |Δ| that the two-sided paired t-test over these {n} seeds detects with "
