@@ -1,6 +1,6 @@
 """The red team's submissions, graded through the command a teacher runs (bench/results/classroom_red_team.md).
 
-    python bench/classroom_red_team.py [--container]
+    python bench/classroom_red_team.py [--container]     (writes bench/results/classroom_red_team[_container].md)
 
 Builds a student copy, writes each attack into it as a student would (the forged results, the routes past the
 library fence, the unreadable zips), and grades each with `python -m minbert classroom grade --json`, as root.
@@ -25,6 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from minbert.classroom import assignments as C, autograder as A       # noqa: E402
 from minbert.classroom.assignments import package_file                # noqa: E402
+from bench_classroom import cpu                                       # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "classroom"))
+from test_integrity import ROUTES                                     # noqa: E402
 
 DOCKER_CAPS = "-all,+chown,+dac_override,+fsetid,+fowner,+mknod,+net_raw,+setgid,+setuid,+setfcap,+setpcap," \
               "+net_bind_service,+sys_chroot,+kill,+audit_write"
@@ -53,34 +57,8 @@ ATTACKS = [
      FRAME.replace("BODY", "b'T\\x01\\x09bandwidth\\xc8\\x00' + b'\\0' * 8")),
     ("a frame of NaN", "meanshift", "meanshift.py",
      FRAME.replace("BODY", "b'T\\x01\\x09bandwidth\\x01\\x00' + _st.pack('=d', float('nan'))")),
-    ("flex attention's eager math_attention", "attention", "attention.py", """
-_m = print.__self__.__getattribute__('__imp' + 'ort__')('torch._higher_order_ops.flex_attention', None, None, ['x'])
-_am = mask.to(q.dtype).expand(q.shape[0], 1, 1, q.shape[2]).reshape(q.shape[0], q.shape[2])
-y = _m.math_attention(q, k, v, lambda s, b, h, qi, ki: s + _am[b, ki], (lambda b, h, qi, ki: qi >= 0,),
-                      q.shape[-1] ** -0.5, {})[0]
-"""),
-    ("a fresh copy of torch/optim/adam.py", "adamw", "adamw.py", """
-_b = type(torch).__getattribute__(torch, '__buil' + 'tins__')
-_u = _b['__imp' + 'ort__']('importlib.util', None, None, ['x'])
-_spec = _u.spec_from_file_location('torch.optim._fresh_adam', torch.__getattribute__('op' + 'tim').__file__.rsplit('/', 1)[0] + '/adam.py')
-_fresh = _u.module_from_spec(_spec)
-_spec.loader.exec_module(_fresh)
-_fresh._single_tensor_adam(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(t - 1.0) for t in steps],
-                           None, None, amsgrad=False, has_complex=False, beta1=beta1, beta2=beta2, lr=lr,
-                           weight_decay=wd, eps=eps, maximize=False, capturable=False, differentiable=False,
-                           decoupled_weight_decay=True)
-"""),
-    ("scikit-learn after taking the grader's finder off sys.meta_path", "meanshift", "meanshift.py", """
-_b = type(np).__getattribute__(np, '__buil' + 'tins__')
-_sys = _b['__imp' + 'ort__']('sys')
-_sys.meta_path[:] = [f for f in _sys.meta_path if type(f).__name__ != '_RefuseModules']
-_mods = _sys.__getattribute__('mod' + 'ules')
-for _k in [k for k in _mods if k.startswith('skl' + 'earn')]:
-    del _mods[_k]
-_sk = _b['__imp' + 'ort__']('skl' + 'earn.cluster', None, None, ['x'])
-return float(_sk.__getattribute__('estimate_' + 'bandwidth')(x.reshape(-1, 1), quantile=quantile))
-"""),
 ]
+ATTACKS += [(name, *route) for name, route in ROUTES.items()]     # the routes past the fence, as the tests write them
 
 
 def unreadable_zip(kind: str, path: Path) -> Path:
@@ -111,7 +89,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--container", action="store_true", help="grade under Docker's default capabilities (setpriv)")
     args = p.parse_args()
-    rows = []
+    rows, level = [], "(no box ran)"
     with tempfile.TemporaryDirectory(prefix="minbert-red-team-") as tmp:
         tmp = Path(tmp)
         copy = tmp / "copy"
@@ -130,13 +108,20 @@ def main():
             first = next((t["output"] for t in visible if t.get("score", 0) < t.get("max_score", 1)), "")
             flagged = len(report.get("extra_data", {}).get("integrity", {}).get(key, []))
             rows.append((name, key, report["score"], first, flagged))
+            if "isolation: a separate user" in report.get("output", ""):
+                level = report["output"].split("(isolation: ", 1)[1].rstrip(")")
             print(f"{name}: {key} {report['score']} (flagged lines: {flagged}) {first[:120]}", flush=True)
-        level = report.get("output", "")
     where = "under Docker's default capabilities (setpriv)" if args.container else "as root"
-    print(f"\n### Graded {where}\n\n{level}\n")
-    print("| attack | assignment | points | what the student sees (first failing case) | lines flagged |\n|---|---|---|---|---|")
-    for name, key, score, first, flagged in rows:
-        print(f"| {name} | {key} | {score} | {first[:140].replace('|', '/')} | {flagged} |")
+    lines = [f"# The red team's submissions, graded {where}", "",
+             f"`python bench/classroom_red_team.py{' --container' if args.container else ''}`. CPU: {cpu()}. "
+             f"Isolation: {level}", "",
+             "| attack | assignment | points | what the student sees (first failing case) | lines flagged |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {name} | {key} | {score} | {first[:140].replace('|', '/')} | {flagged} |"
+              for name, key, score, first, flagged in rows]
+    out = ROOT / "bench" / "results" / f"classroom_red_team{'_container' if args.container else ''}.md"
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.stats
+from test_study_power import scipy_power   # the power oracle, shared
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results"
@@ -268,19 +269,6 @@ def test_a_paper_figure_names_its_cell_and_equals_it(path):
 # ---------------------------------------------------------------------------------------------- rule 8
 
 
-def t_test_power(noncentrality, df, alpha):
-    """Two-sided t-test power from scipy.stats.nct; where nct gives nan (far tails, λ ≈ 20 with 2 df),
-    scipy.integrate.quad of the same probability over U = √(χ²_df / df)."""
-    import scipy.integrate
-    c = scipy.stats.t.ppf(1 - alpha / 2, df)
-    power = scipy.stats.nct.sf(c, df, noncentrality) + scipy.stats.nct.cdf(-c, df, noncentrality)
-    if not math.isnan(power):
-        return power
-    u = scipy.stats.chi(df, scale=1 / math.sqrt(df))
-    return scipy.integrate.quad(lambda x: u.pdf(x) * (scipy.stats.norm.sf(c * x - noncentrality)
-                                                      + scipy.stats.norm.sf(c * x + noncentrality)), 0, 20, points=[1.0], limit=200)[0]
-
-
 @pytest.mark.parametrize("folder", ["study", "study_controls"])
 def test_committed_power_and_sign_flip_figures_agree_with_scipy(folder):
     summary = json.loads((RESULTS / folder / "table.json").read_text())["configurations"]
@@ -294,7 +282,7 @@ def test_committed_power_and_sign_flip_figures_agree_with_scipy(folder):
         d = np.subtract(values, base)
         n, sd = len(d), np.std(d, ddof=1)
         for cell, alpha in zip(row["Δ overall"].split(" / "), (0.05, 0.05 / family)):
-            got = t_test_power(float(cell) * math.sqrt(n) / sd, n - 1, alpha)
+            got = scipy_power(float(cell) * math.sqrt(n) / sd, n - 1, alpha)
             assert got == pytest.approx(0.8, abs=0.01), \
                 f"bench/results/{folder}/table.md, Power, {row['configuration']}: |Δ| {cell} at α {alpha:.4g} has scipy power {got:.3f}"
         flip = scipy.stats.permutation_test((d, np.zeros(n)), lambda a, b, axis: np.mean(a - b, axis=axis),
@@ -327,7 +315,7 @@ def test_the_docs_power_and_sign_flip_columns_agree_with_scipy():
         where = f"docs/studies.md, main table, {row['configuration'][:40]}"
         assert float(row[flip_col]) == pytest.approx(flip, abs=0.006), f"{where}: sign-flip p {row[flip_col]}, scipy {flip:.4f}"
         for cell, alpha in zip(row[power_col].split(" / "), (0.05, 0.05 / 13)):
-            power = t_test_power(float(cell) * math.sqrt(len(d)) / np.std(d, ddof=1), len(d) - 1, alpha)
+            power = scipy_power(float(cell) * math.sqrt(len(d)) / np.std(d, ddof=1), len(d) - 1, alpha)
             assert power == pytest.approx(0.8, abs=0.06), f"{where}: Δ {cell} at α {alpha:.4g} has scipy power {power:.3f}, not 0.8"
         checked += 1
     assert checked == 13, f"docs/studies.md, main table: checked {checked} of the 13 configurations"
