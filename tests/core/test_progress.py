@@ -1,9 +1,8 @@
-"""Progress in logs and the oversubscription warning (minbert/core/progress.py, issue 20 item 2).
+"""Progress in logs (minbert/core/progress.py).
 
 Oracles: (c) properties. With stdout piped (pytest captures it: not a terminal) a real run prints one progress
 line per --log_every steps, counted against the number of steps the run takes; a fake clock shows the time
-rule (--log_seconds) on its own; the warning fires exactly when load + torch threads exceed the cores and
-names OMP_NUM_THREADS.
+rule (--log_seconds) on its own. (The thread count that replaced the busy-machine warning: test_device.py.)
 """
 
 import math
@@ -61,34 +60,6 @@ def test_time_rule_prints_when_log_seconds_have_passed():
     assert len(lines) == bar.lines == 4, \
         f"expected lines after steps 1 (the first), 4, 7 (25 s later) and 10 (the last): got {lines}"
     assert "ETA epoch 0m00s" in lines[-1]
-
-
-def test_load_warning_fires_only_when_threads_fight_for_cores():
-    from minbert.core import progress
-    assert progress.cpu_load_warning(threads=2, load=0.1, cores=2) is None, "an idle machine must not be warned about"
-    busy = progress.cpu_load_warning(threads=2, load=3.0, cores=2)
-    assert busy and "OMP_NUM_THREADS=1" in busy, f"a busy 2-core machine must get OMP_NUM_THREADS advice: {busy}"
-    assert "OMP_NUM_THREADS=4" in progress.cpu_load_warning(threads=16, load=12.0, cores=16)
-    assert progress.cpu_load_warning(threads=1, load=5.0, cores=2) is None, "one thread cannot be lowered: no advice"
-    assert progress.check_cpu_load("cuda", load=9.0, cores=2, threads=2) is None, "a GPU run must not be warned about"
-
-
-def test_load_counts_threads_running_now_not_a_minute_ago(tmp_path, monkeypatch):
-    """Right after a pip install the 1-minute average still reads 0.6 while only this process runs ("1/87" in
-    /proc/loadavg): no other thread wants a core, so 2 threads on 2 cores get no warning. With 2 other threads
-    running ("3/87") the load is 2, capped by the average, and the warning fires."""
-    from minbert.core import progress
-    loadavg = tmp_path / "loadavg"
-    monkeypatch.setattr(progress.os, "getloadavg", lambda: (0.6, 0.5, 0.4))
-    loadavg.write_text("0.60 0.50 0.40 1/87 4242\n")
-    assert progress.current_load(str(loadavg), wait=0) == 0.0, "minbert.core.progress.current_load: only this process runs"
-    assert progress.cpu_load_warning(2, progress.current_load(str(loadavg), wait=0), 2) is None, \
-        "minbert.core.progress: an idle machine whose load average still lags must not be called busy"
-    monkeypatch.setattr(progress.os, "getloadavg", lambda: (2.6, 2.0, 1.5))
-    loadavg.write_text("2.60 2.00 1.50 3/87 4242\n")
-    assert progress.current_load(str(loadavg), wait=0) == 2.0, "minbert.core.progress.current_load: 2 other threads run"
-    assert progress.cpu_load_warning(2, 2.0, 2), "a 2-core machine with 2 other busy threads must be warned about"
-    assert progress.current_load(str(tmp_path / "absent"), wait=0) == 2.6, "without /proc/loadavg: the average"
 
 
 def test_log_epoch_rewrites_metrics_jsonl_only_where_asked(tmp_path, capsys):
