@@ -6,8 +6,9 @@ not be told from a hung one. Anchors: Hugging Face Trainer's `logging_steps` (pe
 Lightning's progress bar, which falls back to log lines off a terminal.
 
 `bar(...)` returns tqdm when stdout and stderr are both terminals, else a `LogBar` with the same interface
-(iterate, `set_postfix`) that prints one line to stdout, flushed, after the first step, then every
---log_every steps and every --log_seconds seconds, and at the end of the epoch:
+(iterate, `set_postfix`) that prints one line to stdout, flushed, as the epoch starts (before its first step,
+which pays one-off setup), after the first step, then every --log_every steps and every --log_seconds
+seconds, and at the end of the epoch:
 
     epoch 1/6 step 120/500 (24%) | 2.1 steps/s, 67 ex/s | ETA epoch 3m01s, run 41m20s | sst 1.234 para 0.456
 
@@ -60,6 +61,9 @@ class LogBar:
         self.postfix = dict(postfix or {}, **kwargs)
 
     def __iter__(self):
+        if self.initial < self.total:   # at once, so a log shows the loop has begun before the slow first step
+            self.print(f"{self.position(self.initial)} | starting; a line after the first step, then every "
+                       + (f"{self.every} steps or " if self.every else "") + f"{self.seconds:.0f} s")
         start = last = self.clock()
         done = 0
         for step in self.iterable:
@@ -83,10 +87,15 @@ class LogBar:
         elif self.examples_per_step:
             rate += f", {steps_per_s * self.examples_per_step:.0f} ex/s"
         losses = " ".join(f"{k} {v}" for k, v in post.items())
+        self.print(f"{self.position(position)} | {rate} | ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}"
+                   + (f" | {losses}" if losses else ""))
+
+    def position(self, position: int) -> str:
         percent = 100 * position / max(self.total, 1)
-        print(f"epoch {self.epoch}/{self.epochs} step {position}/{self.total} ({percent:.0f}%) | {rate} | "
-              f"ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}" + (f" | {losses}" if losses else ""),
-              file=self.stream or sys.stdout, flush=True)
+        return f"epoch {self.epoch}/{self.epochs} step {position}/{self.total} ({percent:.0f}%)"
+
+    def print(self, text: str) -> None:
+        print(text, file=self.stream or sys.stdout, flush=True)
         self.lines += 1
 
 
