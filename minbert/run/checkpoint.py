@@ -11,7 +11,9 @@ nanoGPT's checkpoint dict built in its loop):
 - `state_dicts(parts)` / `rng_states()` / `restore(ck, parts, loop)`: the script names its objects with
   a state_dict once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams) and builds
   the resume dict in sight: `{**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": ...}`.
-- `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags.
+- `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
+  a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
+- `resume_note(loop)`: the line a resumed run prints ("resuming at epoch 1, step 86; no epoch finished yet").
 
 The progress bar lives in minbert/core/progress.py, Ctrl-C in minbert/core/interrupt.py (`stop.saving`),
 metrics.jsonl in progress.log_epoch; none of them is part of the state.

@@ -20,6 +20,9 @@ PyTorch Lightning's checkpoint retention. What this module does, for both traini
    3x the model) goes unless --keep_resume_state. No --save_total_limit: the scripts never keep more than
    best.pt and last.pt (one per epoch would be the case that needs a limit), so a limit would have nothing to do.
 4. **It says where it is.** The end of every run prints the folder, what it holds with sizes, and its total.
+5. **A folder it cannot write is a message.** A read-only folder, one under /proc or a full disk stops the
+   run with `--out_dir X: ...` and what to do, never a traceback; run.json says "stopped, resumable" only while
+   a loadable last.pt or interrupted.pt is there.
 
 Distributed runs (torchrun): every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or
 deletes files. Deliberately left out: locking against two runs started into one folder at the same moment.
