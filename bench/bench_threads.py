@@ -10,10 +10,10 @@ choice is as fast as the best fixed count, on this machine, now:
 
 Each run uses the quick start's flags unchanged (a temporary --out_dir, --log_every 5 so that steps can be
 timed) and is stopped after --steps optimizer steps (or --seconds after step 5). Throughput is taken between
-the progress lines at step 5 and the last one (the first steps pay one-off costs), in examples per second (batch 32). The time to the
-first progress line is reported too (what a new user waits before seeing the run move). A spinner process
-(`while True: pass`) keeps one core busy for the whole measurement, standing in for the other job on a busy
-machine; `uptime` is printed before and after.
+the progress lines at step 5 and the last one (the first steps pay one-off costs), in examples per second
+(batch 32). The time to the first progress line is reported too (what a new user waits before seeing the run
+move). A spinner process (`while True: pass`) keeps one core busy for the whole measurement, standing in for
+the other job on a busy machine; `uptime` is printed before and after.
 
     python bench/bench_threads.py [--repo DIR] [--steps 60] [--rounds 1] [--out bench/results/threads.md]
 
