@@ -36,6 +36,16 @@ BATCH = 32
 LINE = re.compile(r"^epoch \d+/\d+ step (\d+)/\d+")
 
 
+def cpuinfo(keys) -> dict:
+    """The first value of each `keys` field of /proc/cpuinfo (e.g. cpu family 26 = AMD Zen 5)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            pairs = [line.split(":", 1) for line in f if ":" in line]
+    except OSError:
+        return {}
+    return {k: next((v.strip() for name, v in pairs if name.strip() == k), "?") for k in keys}
+
+
 def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
@@ -85,7 +95,7 @@ def main():
     a = p.parse_args()
     repo = Path(a.repo).resolve()
     sys.path.insert(0, str(repo))
-    from minbert.core.device import cpu_name
+    from minbert.core.device import cpu_capability, cpu_name
     configs = [None] + list(range(1, a.max_threads + 1))
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     rows = []
@@ -105,19 +115,24 @@ def main():
         spinner.kill()
         spinner.wait()
     names = ["as written"] + [f"{t} thread(s)" for t in configs[1:]]
-    best = {n: max(r["ex_per_s"] for r in rows if r["config"] == n) for n in names}
-    best_fixed = max(names[1:], key=best.get)
-    ratio = best[best_fixed] / best["as written"]
+    speeds = {n: [r["ex_per_s"] for r in rows if r["config"] == n] for n in names}
+    mean = {n: sum(v) / len(v) for n, v in speeds.items()}
+    best_fixed = max(names[1:], key=mean.get)
+    family = " ".join(f"{k} {v}" for k, v in cpuinfo(("cpu family", "model")).items())
     table = [f"Quick start as written vs fixed thread counts, one core kept busy by a spinner "
              f"(up to {a.steps} steps or {a.seconds:.0f} s, ex/s from step 5; {a.rounds} round(s), interleaved).",
-             "", f"- CPU: {cpu_name()}, {len(os.sched_getaffinity(0))} usable cores",
+             "", f"- CPU: {cpu_name()} ({family}; {cpu_capability()} by default), "
+                 f"{len(os.sched_getaffinity(0))} usable cores",
              f"- checkout: {repo}", f"- load before: `{before}`", f"- load after: `{after}`", "",
              "| run | ex/s | first progress line after | what the script said |", "|---|---|---|---|"]
     table += [f"| {r['config']} | {r['ex_per_s']:.1f} | {r['first_line_s']:.1f} s | {r['said'] or '(nothing)'} |"
               for r in rows]
-    table += ["", f"Best fixed count: {best_fixed} at {best[best_fixed]:.1f} ex/s; as written (best round): "
-                  f"{best['as written']:.1f} ex/s, so the best fixed count is {ratio:.2f}x as fast "
-                  f"(target: at most 1.2x)."]
+    table += ["", "| run | mean ex/s | best ex/s | first progress line, slowest |", "|---|---|---|---|"]
+    table += [f"| {n} | {mean[n]:.1f} | {max(speeds[n]):.1f} | "
+              f"{max(r['first_line_s'] for r in rows if r['config'] == n):.1f} s |" for n in names]
+    table += ["", f"Best fixed count (by mean): {best_fixed}, {mean[best_fixed]:.1f} ex/s; as written: "
+                  f"{mean['as written']:.1f} ex/s, so the best fixed count is "
+                  f"{mean[best_fixed] / mean['as written']:.2f}x as fast (target: at most 1.2x)."]
     print("\n".join(table))
     if a.out:
         Path(a.out).write_text("\n".join(table) + "\n")

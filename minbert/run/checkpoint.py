@@ -79,7 +79,11 @@ def save(path, state: dict) -> None:
     if distributed.is_main():
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda tmp: _save_file(state, tmp))
+        try:
+            atomic_write(path, lambda tmp: _save_file(state, tmp))
+        except OSError as e:   # a full disk: name the checkpoint (a failed write names no file)
+            e.filename = e.filename or str(path)
+            raise
     distributed.barrier()
 
 

@@ -363,6 +363,7 @@ def test_a_full_disk_while_saving_is_a_message_and_run_json_says_failed(setup, t
     out = tmp_path / "run"
     argv = multitask_args(setup, tmp_path, "--out_dir", str(out))
     p = script(argv, tmp_path, preexec=small_disk)
-    assert_message(p, argv, f"--out_dir {out}: could not write", "File too large", "nothing was saved to resume from")
+    assert_message(p, argv, f"--out_dir {out}: could not write {out / 'best.pt'} (File too large)",
+                   "nothing was saved to resume from")
     assert len(p.stderr.strip().splitlines()) <= 3, f"expected a message of at most 3 lines:\n{p.stderr}"
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
