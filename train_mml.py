@@ -42,7 +42,7 @@ from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.core.atomic import atomic_write
-from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything
+from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything, set_threads
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, export
 from minbert.core.interrupt import EXIT_STATUS, Interrupted
@@ -106,7 +106,7 @@ def train(args, stop):
     spec = METHODS[args.method]
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, "
           f"method {args.method}")
-    progress.check_cpu_load(device)   # warns when other work competes for the cores torch will use
+    set_threads(args.threads, device)   # --threads, OMP_NUM_THREADS, or the cores free now; one line
     fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
     print(f"fast paths: {fast}")
 

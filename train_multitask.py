@@ -32,7 +32,7 @@ from minbert.tasks import data, multitask, sampling
 from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
-from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything
+from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything, set_threads
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
 from minbert.core.interrupt import EXIT_STATUS, Interrupted
@@ -105,7 +105,7 @@ def train(args, stop):
     device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
-    progress.check_cpu_load(device)   # warns when other work competes for the cores torch will use
+    set_threads(args.threads, device)   # --threads, OMP_NUM_THREADS, or the cores free now; one line
     fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
     print(f"fast paths: {fast}")
     for note in args.data_notes:

@@ -8,11 +8,18 @@ classified by what the user sees:
   traceback  a Python traceback reached the terminal
   ran        exit status 0: the bad input was accepted (silently wrong, or failed late)
 
+The table gives the number of lines on stderr and, where a probe leaves a run folder, the status its
+run.json ends with. Unwritable folders are probed as a user who meets file modes (run as root, the child
+drops CAP_DAC_OVERRIDE from its bounding set, as `setpriv --bounding-set=-dac_override` does); a full disk is
+a 2 MB tmpfs mounted in a user namespace (`unshare -rm`; the row says so where that is not allowed).
+
 Run it from any checkout (it only uses the command lines, so it works on old versions too):
     python bench/probe_bad_inputs.py [--repo DIR] [--out bench/results/bad_inputs.md]
 """
 
 import argparse
+import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -68,6 +75,13 @@ shutil.copy(hub.resolve('minilm-l6') / 'vocab.txt', {str(root / 'model' / 'vocab
     (bad / "sts_label_7.csv").write_text("\tid\tsentence1\tsentence2\tsimilarity\n0\ta\thello\tthere\t7.0\n")
     (bad / "a_file").write_text("not a folder")
     (bad / "junk.pt").write_text("not a checkpoint")
+    (bad / "read_only").mkdir()
+    (bad / "read_only").chmod(0o555)
+    (bad / "full_disk").mkdir()
+    weights = {"bert.embeddings.word_embeddings.weight": "torch.zeros(2, 2)"}   # a model's weights, not a checkpoint
+    code = f"import torch; torch.save({{{', '.join(f'{k!r}: {v}' for k, v in weights.items())}}}, " \
+           f"{str(bad / 'pytorch_model.bin')!r})"
+    subprocess.run([sys.executable, "-c", code], check=True)
     for name in ("no_weights", "truncated", "bad_config"):
         shutil.copytree(root / "model", bad / name)
     (bad / "no_weights" / "model.safetensors").unlink()
@@ -85,7 +99,9 @@ def probes(f: dict) -> list[tuple[str, list[str]]]:
            for x in (f"--{t}_{s}_out", str(runs / "pred" / f"{t}-{s}.csv"))]
     mml = ["train_mml.py", "--task", "RTE", "--model", str(f["model"]), "--glue_dir", str(f["glue"]), "--epochs", "1",
            "--batch_size", "4", "--amp", "off", "--out_dir", str(runs / "mml")]
-    last, best = str(runs / "mt" / "last.pt"), str(runs / "mt" / "best.pt")
+    good = runs / "good"   # a finished run with --keep_resume_state (main() makes it, and the copies below)
+    last, best = str(good / "last.pt"), str(good / "best.pt")
+    resume = lambda folder, ck: mt + ["--out_dir", str(folder), "--resume", str(folder / ck)]  # noqa: E731
     return [
         ("train_multitask --batch_size 0", mt + ["--batch_size", "0"]),
         ("train_multitask --batch_size -3", mt + ["--batch_size", "-3"]),
@@ -118,8 +134,20 @@ def probes(f: dict) -> list[tuple[str, list[str]]]:
         ("train_multitask --sst_dev_out under a file", mt + ["--sst_dev_out", str(bad / "a_file" / "p.csv")]),
         ("train_multitask --resume missing file", mt + ["--resume", str(bad / "missing.pt")]),
         ("train_multitask --resume junk file", mt + ["--resume", str(bad / "junk.pt")]),
-        ("train_multitask --resume best.pt", mt + ["--resume", best]),
-        ("train_multitask --resume last.pt with --smart 1 added", mt + ["--resume", last, "--smart", "1"]),
+        ("train_multitask --resume best.pt", resume(good, "best.pt")),
+        ("train_multitask --resume last.pt with --smart 1 added", resume(good, "last.pt") + ["--smart", "1"]),
+        ("train_multitask --resume last.pt cut short (a copy that did not finish)", resume(runs / "cut", "last.pt")),
+        ("train_multitask --resume train_mml's last.pt", mt + ["--resume", str(runs / "mml_good" / "last.pt")]),
+        ("train_multitask --predict_only --resume train_mml's best.pt",
+         mt + ["--predict_only", "--resume", str(runs / "mml_good" / "best.pt")]),
+        ("train_multitask --resume a weights file (no 'model' key)", mt + ["--resume", str(bad / "pytorch_model.bin")]),
+        ("train_multitask --out_dir read-only folder", mt + ["--out_dir", str(bad / "read_only")], "modes"),
+        ("train_multitask --out_dir inside a read-only folder", mt + ["--out_dir", str(bad / "read_only" / "run")],
+         "modes"),
+        ("train_multitask --out_dir under /proc", mt + ["--out_dir", "/proc/minbert-probe"]),
+        ("train_multitask --out_dir on a full disk (2 MB tmpfs)", mt + ["--out_dir", str(bad / "full_disk" / "run")],
+         "full_disk"),
+        ("train_mml --out_dir read-only folder", mml + ["--out_dir", str(bad / "read_only")], "modes"),
         ("train_multitask --predict_only without --resume", mt + ["--predict_only"]),
         ("train_multitask --grad_compromise 2 (< 3 tasks)", mt + ["--grad_compromise", "2"]),
         ("train_multitask --grad_compromise 4 --surgery pcgrad", mt + ["--grad_compromise", "4", "--surgery", "pcgrad"]),
@@ -142,35 +170,75 @@ def probes(f: dict) -> list[tuple[str, list[str]]]:
     ]
 
 
+NOT_RUN = 97                          # exit status of a probe whose setup (dropping a capability, a tmpfs) failed
+PR_CAPBSET_DROP, CAP_DAC_OVERRIDE = 24, 1   # <linux/prctl.h>, <linux/capability.h>
+
+
+def meet_file_modes():
+    """In the child, before exec: root loses CAP_DAC_OVERRIDE (bounding set), so file modes apply to it."""
+    if os.geteuid() == 0 and ctypes.CDLL(None, use_errno=True).prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0):
+        os._exit(NOT_RUN)
+
+
+def run(cmd, how, env, cwd, bad):
+    if how == "full_disk":   # a 2 MB tmpfs on bad/full_disk, in a private mount namespace
+        mount = (f'mount -t tmpfs -o size=2m tmpfs {bad / "full_disk"} '
+                 f'|| {{ echo "no tmpfs here (unshare -rm)" >&2; exit {NOT_RUN}; }}')
+        cmd = ["unshare", "-rm", "sh", "-c", mount + ' && exec "$@"', "sh", *cmd]
+        if shutil.which("unshare") is None:
+            return subprocess.CompletedProcess(cmd, NOT_RUN, "", "unshare is not installed")
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=600,
+                          preexec_fn=meet_file_modes if how == "modes" else None)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repo", default=os.path.join(os.path.dirname(__file__), ".."), help="checkout to probe")
     p.add_argument("--out", default=None, help="also write the table to this markdown file")
+    p.add_argument("--only", default=None, help="run only the probes whose name contains this text")
     a = p.parse_args()
     repo = Path(a.repo).resolve()
     root = Path(tempfile.mkdtemp(prefix="probe-"))
     try:
         f = build_fixtures(root, repo)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(repo)}
-        # one good run first, so --resume probes have a best.pt / last.pt to point at
-        good = probes(f)[0][1][:]
-        good[good.index("--batch_size") + 1] = "4"
-        subprocess.run([sys.executable, str(repo / good[0]), *good[1:]], env=env, cwd=root, capture_output=True)
+        # finished runs first (kept resume state), for the --resume probes to point at
+        runs, base = f["root"] / "runs", probes(f)[0][1][:-2]   # the first probe's flags without its bad value
+        base[base.index("--out_dir") + 1] = str(runs / "good")
+        base = [x.replace(str(runs / "pred"), str(runs / "good_pred")) for x in base]   # leave runs/pred free
+        subprocess.run([sys.executable, str(repo / base[0]), *base[1:], "--keep_resume_state"], env=env, cwd=root,
+                       capture_output=True)
+        shutil.copytree(runs / "good", runs / "cut")
+        cut = runs / "cut" / "last.pt"
+        cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+        mml = next(argv for name, argv, *_ in probes(f) if name.startswith("train_mml"))[:-2]
+        mml[mml.index("--out_dir") + 1] = str(runs / "mml_good")
+        subprocess.run([sys.executable, str(repo / mml[0]), *mml[1:], "--keep_resume_state"], env=env, cwd=root,
+                       capture_output=True)
         rows, t0 = [], time.time()
-        for name, argv in probes(f):
+        for name, argv, *how in probes(f):
+            if a.only and a.only not in name:
+                continue
             cmd = [sys.executable, *argv] if argv[0] == "-m" else [sys.executable, str(repo / argv[0]), *argv[1:]]
-            r = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=600)
+            r = run(cmd, how[0] if how else None, env, root, f["bad"])
             err = r.stderr.strip()
             outcome = "ran" if r.returncode == 0 else ("traceback" if "Traceback" in err else "message")
+            if r.returncode == NOT_RUN:
+                outcome, err = "not run", err.splitlines()[-1] if err else "could not set up the probe"
             last = err.splitlines()[-1] if err else r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
-            rows.append((name, r.returncode, outcome, last.replace(str(root), "TMP").replace("|", "/")[:150]))
+            folder = Path(argv[len(argv) - argv[::-1].index("--out_dir")]) if "--out_dir" in argv else None
+            marker = folder / "run.json" if folder else None
+            status = json.loads(marker.read_text()).get("status", "?") if marker and marker.is_file() else ""
+            shown = last.replace(str(root), "TMP").replace("|", "/")[:150]
+            shown += f" [run.json: {status}]" if status else ""
+            rows.append((name, r.returncode, outcome, len(err.splitlines()), shown))
             print(f"{outcome:9s} {r.returncode:4d}  {name}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    counts = {k: sum(r[2] == k for r in rows) for k in ("message", "traceback", "ran")}
-    table = [f"{len(rows)} probes of the checkout {repo.name}/ ({time.time() - t0:.0f} s): {counts}", "",
-             "| probe | exit | outcome | last line the user sees |", "|---|---|---|---|"]
-    table += [f"| {n} | {c} | {o} | `{m}` |" for n, c, o, m in rows]
+    counts = {k: sum(r[2] == k for r in rows) for k in ("message", "traceback", "ran", "not run")}
+    table = [f"{len(rows)} probes of {repo} ({time.time() - t0:.0f} s): {counts}", "",
+             "| probe | exit | outcome | stderr lines | last line the user sees |", "|---|---|---|---|---|"]
+    table += [f"| {n} | {c} | {o} | {k} | `{m}` |" for n, c, o, k, m in rows]
     print("\n".join(table))
     if a.out:
         Path(a.out).write_text("\n".join(table) + "\n")

@@ -29,6 +29,7 @@ NOT_VISIBLE = {
     "compile": "the same maths by design (test_compiled.py: equal to 1e-5)",
     "fast_paths": "the same numbers by design (test_fast_paths.py: equal to the readable path); speed: bench/roofline.py",
     "fast_attention": "the same maths by design (test_attention.py: SDPA equals the explicit path)",
+    "threads": "how many CPU threads torch runs, not what it computes; the choice: test_device.py",
     "resume": "continues a run exactly: test_interrupt.py and test_train_*.py resume tests",
     "predict_only": "rewrites the predictions of a checkpoint: test_errors.py",
     "data_dir": "points at another copy of the data: test_data.py (default paths)",

@@ -1,4 +1,4 @@
-"""Progress a user can see in any log, and a warning when the CPU is oversubscribed.
+"""Progress a user can see in any log.
 
 On a terminal the training loop shows a tqdm bar. tqdm writes to stderr and (with `disable=None`) hides itself
 when stderr is not a terminal, so a run logged to a file printed nothing for half an hour, and a slow run could
@@ -6,16 +6,11 @@ not be told from a hung one. Anchors: Hugging Face Trainer's `logging_steps` (pe
 Lightning's progress bar, which falls back to log lines off a terminal.
 
 `bar(...)` returns tqdm when stdout and stderr are both terminals, else a `LogBar` with the same interface
-(iterate, `set_postfix`) that prints one line to stdout, flushed, after the first step, then every
---log_every steps and every --log_seconds seconds, and at the end of the epoch:
+(iterate, `set_postfix`) that prints one line to stdout, flushed, as the epoch starts (before its first step,
+which pays one-off setup), after the first step, then every --log_every steps and every --log_seconds
+seconds, and at the end of the epoch:
 
     epoch 1/6 step 120/500 (24%) | 2.1 steps/s, 67 ex/s | ETA epoch 3m01s, run 41m20s | sst 1.234 para 0.456
-
-`check_cpu_load(device)` warns at start when the 1-minute load average (other jobs already running) plus the
-threads torch will use exceeds the cores this process may run on (by more than half a core, and only when torch
-uses more than one thread: with one there is nothing to lower): threads then fight for cores, and a run
-measured 11 ex/s instead of 63 ex/s with OMP_NUM_THREADS=1 on a busy 2-core machine (docs/benchmarks.md). It says what
-to do: OMP_NUM_THREADS set to the free cores.
 
 `show(bar, **numbers)` puts the running losses after the bar (floats to 3 places); `log_epoch(history, out_dir)`
 prints an epoch's record above the bar and rewrites metrics.jsonl with every record so far.
@@ -66,6 +61,9 @@ class LogBar:
         self.postfix = dict(postfix or {}, **kwargs)
 
     def __iter__(self):
+        if self.initial < self.total:   # at once, so a log shows the loop has begun before the slow first step
+            self.print(f"{self.position(self.initial)} | starting; a line after the first step, then every "
+                       + (f"{self.every} steps or " if self.every else "") + f"{self.seconds:.0f} s")
         start = last = self.clock()
         done = 0
         for step in self.iterable:
@@ -89,10 +87,15 @@ class LogBar:
         elif self.examples_per_step:
             rate += f", {steps_per_s * self.examples_per_step:.0f} ex/s"
         losses = " ".join(f"{k} {v}" for k, v in post.items())
+        self.print(f"{self.position(position)} | {rate} | ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}"
+                   + (f" | {losses}" if losses else ""))
+
+    def position(self, position: int) -> str:
         percent = 100 * position / max(self.total, 1)
-        print(f"epoch {self.epoch}/{self.epochs} step {position}/{self.total} ({percent:.0f}%) | {rate} | "
-              f"ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}" + (f" | {losses}" if losses else ""),
-              file=self.stream or sys.stdout, flush=True)
+        return f"epoch {self.epoch}/{self.epochs} step {position}/{self.total} ({percent:.0f}%)"
+
+    def print(self, text: str) -> None:
+        print(text, file=self.stream or sys.stdout, flush=True)
         self.lines += 1
 
 
@@ -119,59 +122,3 @@ def log_epoch(history: list, out_dir, write: bool = True) -> None:
         write_jsonl(os.path.join(out_dir, "metrics.jsonl"), history)
     from tqdm import tqdm
     tqdm.write(str(history[-1]))
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:   # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def current_load(path: str = "/proc/loadavg", samples: int = 5, wait: float = 0.05) -> float | None:
-    """How many other threads want a core now: the 1-minute load average, capped by the threads running at this
-    moment (the 4th field of /proc/loadavg, "running/total", less this process; the most of `samples` reads
-    `wait` s apart). The average alone lags a minute: right after a pip install it reads 0.6 on an idle machine."""
-    try:
-        average = os.getloadavg()[0]
-    except (AttributeError, OSError):   # Windows
-        return None
-    try:
-        running = []
-        for i in range(samples):
-            with open(path) as f:
-                running.append(int(f.read().split()[3].split("/")[0]) - 1)   # "3/87": 3 running, this one among them
-            if i + 1 < samples:
-                time.sleep(wait)
-    except (OSError, IndexError, ValueError):   # macOS: no /proc
-        return average
-    return min(average, float(max(running)))
-
-
-def cpu_load_warning(threads: int, load: float, cores: int) -> str | None:
-    """The warning to print when `threads` torch threads on top of `load` (current_load) oversubscribe `cores`."""
-    # half a core of slack: an idle machine's load is rarely exactly 0; one thread cannot be made fewer
-    if threads <= 1 or load + threads <= cores + 0.5:
-        return None
-    free = max(1, int(cores - load))
-    return (f"warning: other jobs keep {load:.1f} cores busy (of {cores}) and torch will use "
-            f"{threads} threads, so threads will fight for cores; on a busy 2-core machine that made a run 5x slower "
-            f"(11 vs 63 ex/s). Start the run as  OMP_NUM_THREADS={free} python ...  (the cores left free)")
-
-
-def check_cpu_load(device=None, load: float | None = None, cores: int | None = None,
-                   threads: int | None = None) -> str | None:
-    """Print (and return) cpu_load_warning for this machine when training runs on the CPU."""
-    if device is not None and getattr(device, "type", str(device)) != "cpu":
-        return None
-    if load is None:
-        load = current_load()
-        if load is None:   # Windows has no load average
-            return None
-    if threads is None:
-        import torch
-        threads = torch.get_num_threads()
-    message = cpu_load_warning(threads, load, cores or usable_cores())
-    if message:
-        print(message, flush=True)
-    return message

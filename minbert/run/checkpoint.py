@@ -11,7 +11,9 @@ nanoGPT's checkpoint dict built in its loop):
 - `state_dicts(parts)` / `rng_states()` / `restore(ck, parts, loop)`: the script names its objects with
   a state_dict once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams) and builds
   the resume dict in sight: `{**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": ...}`.
-- `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags.
+- `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
+  a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
+- `resume_note(loop)`: the line a resumed run prints ("resuming at epoch 1, step 86; no epoch finished yet").
 
 The progress bar lives in minbert/core/progress.py, Ctrl-C in minbert/core/interrupt.py (`stop.saving`),
 metrics.jsonl in progress.log_epoch; none of them is part of the state.
@@ -30,6 +32,7 @@ the plain module (never a torch.compile or DDP wrapper), so no `_orig_mod.`/`mod
 
 import json
 import math
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +47,7 @@ from minbert.core.errors import UserError
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
 WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
          "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "handout_headers",
-         "fast_paths",
+         "fast_paths", "threads",
          *(f"{t}_{s}{o}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test") for o in ("", "_out"))}
 
 
@@ -61,6 +64,14 @@ def check_args(args, parser) -> None:
         parser.error(f"--predict_only needs --resume CHECKPOINT (e.g. {args.out_dir}/best.pt)")
 
 
+class UnreadableCheckpoint(UserError):
+    """A checkpoint file that cannot be loaded; `path` lets the run folder know it is no resume state."""
+
+    def __init__(self, path, message: str):
+        super().__init__(message)
+        self.path = path
+
+
 def save(path, state: dict) -> None:
     """Under torchrun only rank 0 writes: every rank holds the same weights, and `state` itself
     must still be built on all ranks (distributed.gather_rng is collective). Every rank calls save
@@ -68,8 +79,25 @@ def save(path, state: dict) -> None:
     if distributed.is_main():
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda tmp: torch.save(state, tmp))
+        try:
+            atomic_write(path, lambda tmp: _save_file(state, tmp))
+        except OSError as e:   # a full disk: name the checkpoint (a failed write names no file)
+            e.filename = e.filename or str(path)
+            raise
     distributed.barrier()
+
+
+def _save_file(state: dict, tmp) -> None:
+    """torch.save through a Python file, so a full disk is the OSError (ENOSPC) that the run folder turns into a
+    message. torch.save(state, path) and torch's closing of the archive report it as an opaque RuntimeError
+    ("unexpected pos 576 vs 534"); the OSError is that error's context."""
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+    except RuntimeError as e:
+        if isinstance(e.__context__, OSError):
+            raise e.__context__ from None
+        raise
 
 
 def load(path, map_location="cpu") -> dict:
@@ -79,11 +107,23 @@ def load(path, map_location="cpu") -> dict:
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # a pickled object (refused: it could run code), a truncated or foreign file
-        if "Unsupported global" in str(e):
-            raise UserError(f"{path}: holds pickled Python objects, not only tensors and numbers; minbert never "
-                            "writes those, and loading them could run someone else's code, so it is refused. "
-                            "Use checkpoints written by this version of minbert.") from None
-        raise UserError(f"{path}: not a readable minbert checkpoint ({type(e).__name__}: {e})") from None
+        raise UnreadableCheckpoint(path, f"{path}: not a readable minbert checkpoint: {_why_unreadable(path, e)}. "
+                                         "minbert writes last.pt, interrupted.pt and best.pt in a run folder") from None
+
+
+def _why_unreadable(path: Path, error: Exception) -> str:
+    """What is wrong with a file torch.load refused, in words (torch's own text advises weights_only=False,
+    which would let the file run code)."""
+    if "Unsupported global" in str(error):
+        return ("it holds pickled Python objects, which minbert never writes and which could run someone else's "
+                "code when loaded, so it is refused")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head.startswith(b"PK") and not zipfile.is_zipfile(path):
+        return "the file is cut short or damaged (a copy or a save that did not finish?)"
+    if not zipfile.is_zipfile(path):
+        return "this is not a file that torch.save wrote"
+    return "a damaged torch file"
 
 
 def save_last(out_dir, state: dict) -> None:
@@ -110,7 +150,16 @@ def load_for_resume(args, script: str) -> dict:
     trained, and may change). Flags left at None take the checkpoint's value."""
     ck = load(args.resume)
     if "model" not in ck:
-        raise UserError(f"--resume {args.resume}: no 'model' key; not a checkpoint written by {script}")
+        raise UnreadableCheckpoint(args.resume, f"--resume {args.resume}: not a checkpoint written by {script} (it "
+                                   f"has no 'model' key); a model's weights file goes to --model as its folder")
+    saved, now = saved_args(ck), json.loads(json.dumps(vars(args)))   # tuples become lists, as in the file
+    foreign = sorted(set(saved) - set(now))
+    if foreign:
+        raise UnreadableCheckpoint(args.resume, f"--resume {args.resume}: written by another script (or another "
+                                   f"version of minbert): {script} has no flag "
+                                   + ", ".join(f"--{k}" for k in foreign[:3])
+                                   + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+                                   + ". Resume it with the script that wrote it")
     if args.predict_only:
         return ck
     if "optimizer" not in ck:
@@ -120,7 +169,6 @@ def load_for_resume(args, script: str) -> dict:
                         f"--resume {last} "
                         f"(or interrupted.pt; a finished run keeps last.pt only with --keep_resume_state); use these "
                         f"weights with --predict_only --resume {args.resume}")
-    saved, now = saved_args(ck), json.loads(json.dumps(vars(args)))   # tuples become lists, as in the file
     for k, v in now.items():
         if v is None and saved.get(k) is not None:   # e.g. train_mml's --epochs: the paper's rule, resolved then
             setattr(args, k, saved[k])
@@ -223,4 +271,12 @@ def restore(ck: dict, parts: dict, loop: "LoopState") -> None:
             o.load_state_dict(s)
     set_rng_state(_from_tensors(distributed.own_rng(ck)))
     loop.load_state_dict(ck)
-    print(f"resumed at epoch {loop.epoch}, step {loop.step}, best {loop.best:.4f}")
+    print(resume_note(loop))
+
+
+def resume_note(loop: "LoopState") -> str:
+    """One plain line: where the run continues, and the best dev score so far if an epoch has finished."""
+    where = f"resuming at epoch {loop.epoch}, step {loop.step}"
+    if not loop.history or not math.isfinite(loop.best):
+        return f"{where}; no epoch finished yet"
+    return f"{where}; {len(loop.history)} epoch(s) done, best dev score so far {loop.best:.4f}"

@@ -20,16 +20,21 @@ PyTorch Lightning's checkpoint retention. What this module does, for both traini
    3x the model) goes unless --keep_resume_state. No --save_total_limit: the scripts never keep more than
    best.pt and last.pt (one per epoch would be the case that needs a limit), so a limit would have nothing to do.
 4. **It says where it is.** The end of every run prints the folder, what it holds with sizes, and its total.
+5. **A folder it cannot write is a message.** A read-only folder, one under /proc or a full disk stops the
+   run with `--out_dir X: ...` and what to do, never a traceback; run.json says "stopped, resumable" only while
+   a loadable last.pt or interrupted.pt is there.
 
 Distributed runs (torchrun): every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or
 deletes files. Deliberately left out: locking against two runs started into one folder at the same moment.
 """
 
 import datetime
+import errno
 import json
 import os
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 from minbert.core.errors import UserError
@@ -41,6 +46,10 @@ RESUME_STATE = ("last.pt", "interrupted.pt")
 ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "curves.png", "outputs.pt", "model",
              "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json", "stage.json", MARKER)
 SETUP_ONLY = {MARKER, "stage.json"}   # what a run that failed before training may have written
+# errors that mean "the disk refused a write" (full, over quota, over the file size limit, read-only), and those
+# that do when the file is in the run folder (no permission)
+FULL_OR_READ_ONLY = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+NO_PERMISSION = {errno.EACCES, errno.EPERM}
 
 
 def add_run_args(parser, out_dir: str, seed: int) -> None:
@@ -130,15 +139,27 @@ class RunDir:
                             f"flags out (the files then go to {root / 'predictions'}), choose other paths, "
                             f"or add --overwrite")
         if _is_main():
-            if used and not same:     # --overwrite: the old run's files go, so none of them is mistaken for ours
-                for name in _artefacts(root):
-                    shutil.rmtree(root / name) if (root / name).is_dir() else (root / name).unlink()
-            root.mkdir(parents=True, exist_ok=True)
-            now = datetime.datetime.now().isoformat(timespec="seconds")
-            sessions = (marker.get("sessions", []) if same else []) + [{"started": now, "command": sys.argv}]
-            self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
-                               "sessions": sessions, "outputs": sorted(str(p.resolve()) for p in _outputs(args))})
+            try:
+                self.claim(used and not same, marker if same else {})
+            except OSError as e:   # a read-only folder, /proc, a full disk
+                if self.created and self.root.is_dir() and not any(self.root.iterdir()):
+                    self.root.rmdir()
+                raise UserError(f"--out_dir {root}: cannot write there ({e.strerror}); choose a writable folder") \
+                    from None
         return self
+
+    def claim(self, replace: bool, marker: dict) -> None:
+        """Create the folder (with --overwrite, first remove the old run's files, so none of them is mistaken
+        for ours) and write run.json; `marker`: this run's own earlier marker when it resumes."""
+        root = self.root
+        if replace:
+            for name in _artefacts(root):
+                shutil.rmtree(root / name) if (root / name).is_dir() else (root / name).unlink()
+        root.mkdir(parents=True, exist_ok=True)
+        now = datetime.datetime.now().isoformat(timespec="seconds")
+        sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
+        self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
+                           "sessions": sessions, "outputs": sorted(str(p.resolve()) for p in _outputs(self.args))})
 
     def _inside(self, path: Path) -> bool:
         return self.root.resolve() in path.resolve().parents
@@ -170,12 +191,39 @@ class RunDir:
                 if (self.root / "predictions").is_dir() and not any((self.root / "predictions").iterdir()):
                     (self.root / "predictions").rmdir()
         elif self.root.is_dir():
+            predictions = self.root / "predictions"
+            if predictions.is_dir() and not any(predictions.iterdir()):
+                predictions.rmdir()
+            resume = self.resume_state(unreadable=getattr(error, "path", None))
             marker = self.read_marker()
             if marker:
-                resumable = any((self.root / n).is_file() for n in RESUME_STATE)
-                status = "stopped, resumable" if resumable else "failed"
-                self.write_marker(marker | {"status": status})
+                try:   # on a full disk even run.json may not fit: it then still says "running"
+                    self.write_marker(marker | {"status": "stopped, resumable" if resume else "failed"})
+                except OSError:
+                    pass
+            if isinstance(error, OSError) and self.refused_write(error):
+                then = (f"then continue with the same command plus --resume {resume}" if resume else
+                        "then start again (nothing was saved to resume from)")
+                raise UserError(f"--out_dir {self.root}: could not write {error.filename or 'a file'} "
+                                f"({error.strerror}); the run stopped. Make room or choose a writable folder, "
+                                f"{then}") from None
         return False
+
+    def refused_write(self, error: OSError) -> bool:
+        """Is `error` the disk refusing a write (full, read-only), or no permission in this run's folder?"""
+        if error.errno in FULL_OR_READ_ONLY:
+            return True
+        return error.errno in NO_PERMISSION and (not error.filename or self._inside(Path(error.filename)))
+
+    def resume_state(self, unreadable=None) -> Path | None:
+        """The folder's last.pt or interrupted.pt that a resume could load: present, a whole zip archive (what
+        torch.save writes; a truncated copy is not), and not `unreadable` (a checkpoint that just failed to load)."""
+        for name in RESUME_STATE:
+            path = self.root / name
+            if (path.is_file() and zipfile.is_zipfile(path)
+                    and not (unreadable and Path(unreadable).resolve() == path.resolve())):
+                return path
+        return None
 
     def _holds_work(self) -> bool:
         """Any file but the marker and stage.json (a checkpoint, metrics, a prediction, a user's own file)."""

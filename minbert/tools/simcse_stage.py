@@ -35,7 +35,8 @@ from minbert.core import flags
 from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
-from minbert.core.device import AMP_CHOICES, autocast, pick_device, resolve_amp, seed_everything
+from minbert.core.device import AMP_CHOICES, add_threads_arg, autocast, pick_device, resolve_amp, seed_everything, \
+    set_threads
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, export, write_json
 from minbert.methods.simcse import TEMPERATURE, SimCSE, keeps_mlp
@@ -105,6 +106,7 @@ def add_args(p) -> None:
     g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
     g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                    help="mixed precision of the forward passes (the loss is fp32); auto: bf16 where the machine has it natively, else off")
+    add_threads_arg(g)
     g.add_argument("--seed", type=int, default=42)
     g.add_argument("--out_dir", default="runs/simcse", help="model/ (the encoder for --model of the next stage) and metrics.json")
 
@@ -132,6 +134,7 @@ def main(argv=None):
     seed_everything(args.seed)
     device = pick_device(args.device)
     args.amp, amp_reason = resolve_amp(args.amp, device)
+    set_threads(args.threads, device)   # --threads, OMP_NUM_THREADS, or the cores free now; one line
     tokenizer = Tokenizer.from_pretrained(args.model)
     overrides = {k: v for k, v in (("attention_probs_dropout_prob", args.attention_dropout),
                                    ("hidden_dropout_prob", args.hidden_dropout)) if v is not None}

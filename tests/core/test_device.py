@@ -1,8 +1,9 @@
-"""Device choice and `--amp auto`: fast and safe on every machine, decided from capability queries.
+"""Device choice, `--amp auto` and `--threads`: fast and safe on every machine, decided from capability queries.
 
 Oracle: (c) the decision table in minbert/core/device.py's docstring, with the capability queries
 mocked (torch.cuda.is_bf16_supported, torch.cpu.get_capabilities), so every branch is checked
 on any machine: CUDA with and without bf16, CPU with AMX, with AVX512-BF16, plain AVX2, and MPS.
+Threads: the free cores worked out by hand from made-up /proc/loadavg lines (no timing, no real load).
 """
 
 import warnings
@@ -64,3 +65,84 @@ def test_forced_bf16_on_a_native_bf16_cpu_is_silent(monkeypatch):
 def test_bad_device_names_are_user_errors(name):
     with pytest.raises(UserError, match=f"--device {name}"):
         dev.pick_device(name)
+
+
+# ---------------------------------------------------------------------------------------------- threads
+@pytest.fixture
+def keep_threads():
+    """set_threads changes this process's torch threads: put them back after the test."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("loadavg, average, cores, want", [
+    ("0.60 0.50 0.40 1/87 4242", 0.6, 2, 2),     # the average lags a pip install; only this process runs: 2 free
+    ("1.10 0.90 0.50 2/90 4242", 1.1, 2, 1),     # one other job runs: 1 core free
+    ("2.60 2.00 1.50 3/87 4242", 2.6, 2, 1),     # both cores busy: still 1 thread, never 0
+    ("0.40 0.40 0.40 3/87 4242", 0.4, 2, 2),     # two threads running for an instant, average 0.4: 2 free
+    ("12.00 11.0 10.0 13/300 42", 12.0, 16, 4),  # 12 of 16 cores busy: the 4 left
+    ("0.00 0.00 0.00 1/50 42", 0.0, 4, 4),       # idle 4-core machine: all 4
+])
+def test_threads_are_the_cores_left_free_by_the_load(tmp_path, monkeypatch, loadavg, average, cores, want):
+    (tmp_path / "loadavg").write_text(loadavg + "\n")
+    monkeypatch.setattr(dev.os, "getloadavg", lambda: (average, average, average))
+    load = dev.current_load(str(tmp_path / "loadavg"), wait=0)
+    got = dev.choose_threads(cores, load)
+    assert got == want, (f"minbert.core.device.choose_threads: /proc/loadavg {loadavg!r} on {cores} cores "
+                         f"(current_load {load}) should give {want} thread(s), got {got}")
+
+
+def test_load_is_the_average_where_there_is_no_proc_loadavg(tmp_path, monkeypatch):
+    monkeypatch.setattr(dev.os, "getloadavg", lambda: (1.3, 1.0, 1.0))
+    assert dev.current_load(str(tmp_path / "absent"), wait=0) == 1.3, "without /proc/loadavg: the 1-minute average"
+    assert dev.choose_threads(4, None) == 4, "no load average at all (Windows): every core"
+
+
+def test_explicit_threads_flag_wins_over_omp_num_threads_and_the_load(keep_threads, capsys):
+    line = dev.set_threads(3, CPU, environ={"OMP_NUM_THREADS": "1"}, load=1.9, cores=2)
+    assert torch.get_num_threads() == 3, f"--threads 3 must set torch's threads to 3, got {torch.get_num_threads()}"
+    assert line == "threads: 3 (--threads)", line
+
+
+def test_omp_num_threads_is_left_as_the_user_set_it(keep_threads, monkeypatch):
+    torch.set_num_threads(2)   # what torch read from OMP_NUM_THREADS=2 at import
+    monkeypatch.setattr(dev, "current_load", lambda: pytest.fail("OMP_NUM_THREADS is set: the load must not decide"))
+    line = dev.set_threads(0, CPU, environ={"OMP_NUM_THREADS": "2"}, cores=2)
+    assert torch.get_num_threads() == 2, "with OMP_NUM_THREADS set and no --threads, torch's threads must stay"
+    assert line == "threads: 2 (OMP_NUM_THREADS=2)", line
+
+
+def test_unset_threads_take_the_free_cores_and_say_so_in_one_line(keep_threads, capsys):
+    line = dev.set_threads(0, CPU, environ={}, load=1.0, cores=2)
+    printed = capsys.readouterr().out.splitlines()
+    assert torch.get_num_threads() == 1, "one of 2 cores busy: torch must run 1 thread"
+    assert printed == [line] == ["threads: 1 of 2 cores (other jobs keep 1.0 busy now; --threads N to choose)"], \
+        f"minbert.core.device.set_threads must print exactly one line naming the count and the flag: {printed}"
+
+
+def test_a_gpu_run_without_threads_keeps_torch_default_silently(keep_threads, capsys):
+    torch.set_num_threads(2)
+    assert dev.set_threads(0, torch.device("cuda"), environ={}, load=1.9, cores=2) is None
+    assert torch.get_num_threads() == 2 and capsys.readouterr().out == "", "a GPU run must not change CPU threads"
+
+
+def test_training_script_prints_the_threads_line_once(keep_threads, monkeypatch, capsys, tmp_path):
+    """Through train_multitask.main: OMP_NUM_THREADS unset, one core of two busy -> one line, one thread."""
+    from test_run_dir import run
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(dev, "current_load", lambda: 1.0)
+    monkeypatch.setattr(dev, "usable_cores", lambda: 2)
+    run(_tiny(tmp_path), tmp_path / "r", "--epochs", "1")
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("threads:")]
+    assert lines == ["threads: 1 of 2 cores (other jobs keep 1.0 busy now; --threads N to choose)"], \
+        f"train_multitask.py must say how many threads it chose, once: {lines}"
+    assert torch.get_num_threads() == 1, "train_multitask.py must run on the 1 free core"
+
+
+def _tiny(tmp_path):
+    from conftest import save_tiny_model, write_task_files
+    data = tmp_path / "data"
+    data.mkdir()
+    write_task_files(data)
+    return data, save_tiny_model(tmp_path / "model")

@@ -2,11 +2,18 @@
 
 Oracle: (c) a property per failure class: the command exits non-zero, prints no traceback, and
 its message names the flag, the file (with line) or the checkpoint, and what was expected. The
-scripts are run through `minbert.core.errors.cli`, exactly as `python train_*.py` runs them; two
-probes run as real subprocesses to check that no traceback reaches the terminal.
+scripts are run through `minbert.core.errors.cli`, exactly as `python train_*.py` runs them; some
+probes run as real subprocesses to check that no traceback reaches the terminal: an unwritable --out_dir
+(a read-only folder, a folder inside one, /proc) as a user who meets file modes (root drops
+CAP_DAC_OVERRIDE), and a disk that refuses the first checkpoint (a file-size limit). A checkpoint that is
+cut short, foreign or not a checkpoint at all is a message of at most 3 lines without torch's advice.
 """
 
+import ctypes
+import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -158,11 +165,52 @@ def test_resume_with_changed_method_flags_is_refused_with_a_diff(setup, tmp_path
     fails(capsys, train_multitask.main, argv, "--smart: checkpoint 0.0, this command 1.0")
 
 
+def short_failure(capsys, main, argv, *expected):
+    """fails(...), and the message is at most 3 lines with no torch advice (weights_only=False runs code)."""
+    text = fails(capsys, main, argv, *expected)
+    err = text.split("error: ", 1)[-1]
+    assert len(err.strip().splitlines()) <= 3, f"{argv}: expected a message of at most 3 lines, got:\n{err}"
+    assert "weights_only" not in err, f"{argv}: the message must not pass on torch's advice:\n{err}"
+    return err
+
+
 def test_resume_with_a_foreign_file_is_refused(setup, tmp_path, capsys):
     junk = tmp_path / "junk.pt"
     junk.write_text("not a checkpoint")
-    fails(capsys, train_multitask.main, multitask_args(setup, tmp_path, "--resume", str(junk)),
-          "junk.pt: not a readable minbert checkpoint")
+    short_failure(capsys, train_multitask.main, multitask_args(setup, tmp_path, "--resume", str(junk)),
+                  "junk.pt: not a readable minbert checkpoint", "not a file that torch.save wrote")
+
+
+def test_resume_from_a_truncated_last_pt_is_a_short_message_and_run_json_not_resumable(setup, tmp_path, capsys):
+    """A copy cut short: the message says so in <= 3 lines, and run.json does not call the folder resumable
+    (its only resume state is the broken file) nor keeps an empty predictions/."""
+    out = tmp_path / "run"
+    argv = multitask_args(setup, tmp_path, "--keep_resume_state", "--epochs", "1")
+    cli(train_multitask.main, argv)
+    last = out / "last.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    (out / "predictions").mkdir(exist_ok=True)
+    capsys.readouterr()
+    short_failure(capsys, train_multitask.main, argv + ["--resume", str(last)], "last.pt", "cut short")
+    status = json.loads((out / "run.json").read_text())["status"]
+    assert status == "failed", f"minbert.run.run_dir: run.json must not claim a resumable state; status {status!r}"
+    assert not (out / "predictions").exists(), "minbert.run.run_dir: a failed run must not leave an empty predictions/"
+
+
+def test_resume_from_another_scripts_checkpoint_names_the_foreign_flags(setup, mml_setup, tmp_path, capsys):
+    run_mml(mml_setup, tmp_path / "mml", "--epochs", "1", "--method", "bert")
+    for ck in ("last.pt", "best.pt"):   # best.pt with --predict_only would fail later, loading the weights
+        argv = multitask_args(setup, tmp_path, "--resume", str(tmp_path / "mml" / ck))
+        if ck == "best.pt":
+            argv.append("--predict_only")
+        short_failure(capsys, train_multitask.main, argv, "written by another script", "has no flag --")
+
+
+def test_resume_from_a_weights_file_without_a_model_key_is_refused(setup, tmp_path, capsys):
+    weights = tmp_path / "pytorch_model.bin"
+    torch.save({"bert.embeddings.word_embeddings.weight": torch.zeros(2, 2)}, weights)
+    short_failure(capsys, train_multitask.main, multitask_args(setup, tmp_path, "--resume", str(weights)),
+                  "not a checkpoint written by train_multitask.py", "--model")
 
 
 def test_predict_only_rewrites_predictions_without_training(setup, tmp_path, monkeypatch):
@@ -260,3 +308,62 @@ def test_train_mml_bad_flag_value_prints_two_lines(capsys):
     assert e.value.code == 2 and len(lines) == 2, f"train_mml.py --epochs two: expected 2 lines, got {len(lines)}:\n{lines}"
     assert lines[0].endswith("error: argument --epochs: expected an integer, got 'two'") and \
         lines[1].endswith("--help for all flags"), f"train_mml.py --epochs two printed:\n{lines}"
+
+
+# ------------------------------------------------------------------------------------------- unwritable --out_dir
+# Root writes to read-only folders (CAP_DAC_OVERRIDE), so these run the script as a user who meets file modes:
+# as root, the child drops that capability from its bounding set before exec (what
+# `setpriv --inh-caps=-dac_override --bounding-set=-dac_override` does); as anyone else, nothing to drop.
+PR_CAPBSET_DROP, CAP_DAC_OVERRIDE = 24, 1   # <linux/prctl.h>, <linux/capability.h>
+
+
+def meet_file_modes():
+    if os.geteuid() == 0 and ctypes.CDLL(None, use_errno=True).prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0):
+        os._exit(99)
+
+
+def script(argv, tmp_path, preexec=meet_file_modes):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(ROOT / "train_multitask.py"), *argv], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300, preexec_fn=preexec)
+
+
+def assert_message(p, argv, *expected):
+    assert p.returncode == 2, f"train_multitask.py {argv}: expected exit status 2, got {p.returncode}\n{p.stderr[-2000:]}"
+    assert "Traceback" not in p.stderr, f"train_multitask.py {argv} printed a traceback:\n{p.stderr[-2000:]}"
+    for want in expected:
+        assert want in p.stderr, f"train_multitask.py {argv}: expected {want!r} in:\n{p.stderr[-1500:]}"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="file modes for root and /proc are Linux's")
+@pytest.mark.parametrize("where", ["read-only", "inside read-only", "proc"])
+def test_unwritable_out_dir_is_a_message_even_for_root(setup, tmp_path, where):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    out = {"read-only": ro, "inside read-only": ro / "run", "proc": Path("/proc/minbert-run")}[where]
+    argv = multitask_args(setup, tmp_path, "--out_dir", str(out))
+    try:
+        p = script(argv, tmp_path)
+    finally:
+        ro.chmod(0o755)
+    assert p.returncode != 99, "could not drop CAP_DAC_OVERRIDE for the child process"
+    assert_message(p, argv, f"--out_dir {out}: cannot write there", "choose a writable folder")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ are POSIX; tested on Linux")
+def test_a_full_disk_while_saving_is_a_message_and_run_json_says_failed(setup, tmp_path):
+    """A disk that refuses the first checkpoint: a file-size limit of 1 MB (best.pt of the tiny model is ~4 MB)
+    makes every larger write fail with EFBIG, as a full disk fails with ENOSPC (the probe,
+    bench/probe_bad_inputs.py, fills a real tmpfs). Nothing was saved, so nothing is offered to resume."""
+    def small_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit then fails instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))
+
+    out = tmp_path / "run"
+    argv = multitask_args(setup, tmp_path, "--out_dir", str(out))
+    p = script(argv, tmp_path, preexec=small_disk)
+    assert_message(p, argv, f"--out_dir {out}: could not write {out / 'best.pt'} (File too large)",
+                   "nothing was saved to resume from")
+    assert len(p.stderr.strip().splitlines()) <= 3, f"expected a message of at most 3 lines:\n{p.stderr}"
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"

@@ -1,9 +1,8 @@
-"""Progress in logs and the oversubscription warning (minbert/core/progress.py).
+"""Progress in logs (minbert/core/progress.py).
 
 Oracles: (c) properties. With stdout piped (pytest captures it: not a terminal) a real run prints one progress
 line per --log_every steps, counted against the number of steps the run takes; a fake clock shows the time
-rule (--log_seconds) on its own; the warning fires exactly when load + torch threads exceed the cores and
-names OMP_NUM_THREADS.
+rule (--log_seconds) on its own. (The thread count that replaced the busy-machine warning: test_device.py.)
 """
 
 import math
@@ -20,25 +19,26 @@ def test_piped_run_prints_a_progress_line_every_n_steps(setup, tmp_path, capsys)
     run(setup, tmp_path / "r", "--epochs", "2", "--log_every", "3")
     lines = progress_lines(capsys.readouterr().out)
     steps = math.ceil(3 * 24 / 4)   # 72 training examples, batch 4: 18 steps per epoch
-    # per epoch: step 1, every 3rd step (3, 6, ..., 18) -> 1 + 6 lines
-    assert len(lines) == 2 * (1 + steps // 3), \
-        f"minbert.core.progress: with stdout piped and --log_every 3, expected {2 * (1 + steps // 3)} lines, got {lines}"
+    # per epoch: the start, step 1, every 3rd step (3, 6, ..., 18) -> 2 + 6 lines
+    assert len(lines) == 2 * (2 + steps // 3), \
+        f"minbert.core.progress: with stdout piped and --log_every 3, expected {2 * (2 + steps // 3)} lines, got {lines}"
     last = lines[-1]
     for part in ("epoch 2/2", f"step {steps}/{steps}", "ex/s", "ETA", "sst ", "para ", "sts "):
         assert part in last, f"a progress line must show {part!r}: {last!r}"
 
 
 def test_piped_run_with_default_flags_shows_each_epoch_start_and_end(setup, tmp_path, capsys, monkeypatch):
-    """Default: by time only (every 30 s), plus the first and the last step of each epoch, so even a short
-    run shows it is alive. The clock is frozen, so a slow machine's 30 s never add a line here (the time rule
+    """Default: by time only (every 30 s), plus the start, the first and the last step of each epoch, so even a
+    short run shows it is alive. The clock is frozen, so a slow machine's 30 s never add a line here (the time rule
     has its own test below)."""
     from minbert.core import progress
     init = progress.LogBar.__init__
     monkeypatch.setattr(progress.LogBar, "__init__", lambda self, *a, **k: init(self, *a, **{**k, "clock": lambda: 0.0}))
     run(setup, tmp_path / "r", "--epochs", "2")
     lines = progress_lines(capsys.readouterr().out)
-    assert [line.split(" | ")[0] for line in lines] == ["epoch 1/2 step 1/18 (6%)", "epoch 1/2 step 18/18 (100%)",
-                                                        "epoch 2/2 step 1/18 (6%)", "epoch 2/2 step 18/18 (100%)"], \
+    assert [line.split(" | ")[0] for line in lines] == [
+        "epoch 1/2 step 0/18 (0%)", "epoch 1/2 step 1/18 (6%)", "epoch 1/2 step 18/18 (100%)",
+        "epoch 2/2 step 0/18 (0%)", "epoch 2/2 step 1/18 (6%)", "epoch 2/2 step 18/18 (100%)"], \
         f"minbert.core.progress: with stdout piped, a run must print progress lines; got {lines}"
 
 
@@ -57,38 +57,35 @@ def test_time_rule_prints_when_log_seconds_have_passed():
     bar = progress.LogBar(range(10), epoch=1, epochs=1, total=10, every=0, seconds=25, stream=Sink(),
                           clock=lambda: next(t))
     assert list(bar) == list(range(10)), "LogBar must yield every item"
-    # after step 1 (the first line), then whenever 25 s passed since the last line, and at the last step
-    assert len(lines) == bar.lines == 4, \
-        f"expected lines after steps 1 (the first), 4, 7 (25 s later) and 10 (the last): got {lines}"
+    # the start, after step 1, then whenever 25 s passed since the last line, and at the last step
+    assert len(lines) == bar.lines == 5, \
+        f"expected lines at the start and after steps 1, 4, 7 (25 s later) and 10 (the last): got {lines}"
     assert "ETA epoch 0m00s" in lines[-1]
 
 
-def test_load_warning_fires_only_when_threads_fight_for_cores():
+def test_a_line_is_printed_as_the_epoch_starts_before_the_first_step():
+    """The first step pays one-off setup (and the model load is just before it): a log must show the loop has
+    begun before that step runs, not only after it (a run looked hung for a minute)."""
     from minbert.core import progress
-    assert progress.cpu_load_warning(threads=2, load=0.1, cores=2) is None, "an idle machine must not be warned about"
-    busy = progress.cpu_load_warning(threads=2, load=3.0, cores=2)
-    assert busy and "OMP_NUM_THREADS=1" in busy, f"a busy 2-core machine must get OMP_NUM_THREADS advice: {busy}"
-    assert "OMP_NUM_THREADS=4" in progress.cpu_load_warning(threads=16, load=12.0, cores=16)
-    assert progress.cpu_load_warning(threads=1, load=5.0, cores=2) is None, "one thread cannot be lowered: no advice"
-    assert progress.check_cpu_load("cuda", load=9.0, cores=2, threads=2) is None, "a GPU run must not be warned about"
+    lines, seen = [], []
 
+    class Sink:
+        def write(self, text):
+            lines.extend(x for x in text.splitlines() if x)
 
-def test_load_counts_threads_running_now_not_a_minute_ago(tmp_path, monkeypatch):
-    """Right after a pip install the 1-minute average still reads 0.6 while only this process runs ("1/87" in
-    /proc/loadavg): no other thread wants a core, so 2 threads on 2 cores get no warning. With 2 other threads
-    running ("3/87") the load is 2, capped by the average, and the warning fires."""
-    from minbert.core import progress
-    loadavg = tmp_path / "loadavg"
-    monkeypatch.setattr(progress.os, "getloadavg", lambda: (0.6, 0.5, 0.4))
-    loadavg.write_text("0.60 0.50 0.40 1/87 4242\n")
-    assert progress.current_load(str(loadavg), wait=0) == 0.0, "minbert.core.progress.current_load: only this process runs"
-    assert progress.cpu_load_warning(2, progress.current_load(str(loadavg), wait=0), 2) is None, \
-        "minbert.core.progress: an idle machine whose load average still lags must not be called busy"
-    monkeypatch.setattr(progress.os, "getloadavg", lambda: (2.6, 2.0, 1.5))
-    loadavg.write_text("2.60 2.00 1.50 3/87 4242\n")
-    assert progress.current_load(str(loadavg), wait=0) == 2.0, "minbert.core.progress.current_load: 2 other threads run"
-    assert progress.cpu_load_warning(2, 2.0, 2), "a 2-core machine with 2 other busy threads must be warned about"
-    assert progress.current_load(str(tmp_path / "absent"), wait=0) == 2.6, "without /proc/loadavg: the average"
+        def flush(self):
+            pass
+
+    def steps():
+        for i in range(86, 90):
+            seen.append(list(lines))   # what the log held when step i began
+            yield i
+
+    bar = progress.LogBar(steps(), epoch=1, epochs=2, total=956, initial=86, every=0, seconds=30, stream=Sink(),
+                          clock=lambda: 0.0)
+    list(bar)
+    assert seen[0] == ["epoch 1/2 step 86/956 (9%) | starting; a line after the first step, then every 30 s"], \
+        f"minbert.core.progress.LogBar: expected one start line before the first step, got {seen[0]}"
 
 
 def test_log_epoch_rewrites_metrics_jsonl_only_where_asked(tmp_path, capsys):

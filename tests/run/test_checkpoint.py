@@ -135,3 +135,33 @@ def test_best_pt_cannot_continue_training(tmp_path):
     args = Namespace(resume=str(tmp_path / "best.pt"), predict_only=False)
     with pytest.raises(UserError, match="holds only a model's weights"):
         checkpoint.load_for_resume(args, "train_multitask.py")
+
+
+@pytest.mark.parametrize("write, why", [
+    (lambda p: p.write_text("not a checkpoint"), "not a file that torch.save wrote"),
+    (lambda p: (torch.save({"model": {"w": torch.ones(1000)}}, p), p.write_bytes(p.read_bytes()[:700])),
+     "cut short or damaged"),
+])
+def test_an_unreadable_checkpoint_is_one_line_without_torch_advice(tmp_path, write, why):
+    """Oracle: property. torch.load's own text for these files runs to 7 lines and advises weights_only=False
+    (which lets a file run code); the message is one line that names the file and what is wrong."""
+    path = tmp_path / "last.pt"
+    write(path)
+    with pytest.raises(checkpoint.UnreadableCheckpoint) as e:
+        checkpoint.load(path)
+    message = str(e.value)
+    assert why in message and str(path) in message, f"checkpoint.load: expected {why!r} and the path in {message!r}"
+    assert len(message.splitlines()) == 1 and "weights_only" not in message, \
+        f"checkpoint.load: one line, no torch advice, expected; got:\n{message}"
+    assert e.value.path == path, "UnreadableCheckpoint.path must name the file (the run folder reads it)"
+
+
+def test_resume_note_is_a_plain_line_never_best_minus_infinity():
+    """Oracle: property. Before any epoch ends there is no best score to show ("best -inf" was printed)."""
+    loop = checkpoint.LoopState(running={})
+    loop.step = 86
+    assert checkpoint.resume_note(loop) == "resuming at epoch 1, step 86; no epoch finished yet"
+    loop.history, loop.epoch, loop.step = [{"epoch": 1, "overall": 0.5}, {"epoch": 2, "overall": 0.61234}], 3, 0
+    loop.improved(0.5), loop.improved(0.61234)
+    note = checkpoint.resume_note(loop)
+    assert note == "resuming at epoch 3, step 0; 2 epoch(s) done, best dev score so far 0.6123", note

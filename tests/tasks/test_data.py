@@ -6,6 +6,7 @@ files are only read, never copied: from $MINBERT_DATA/cs224n, or else the reposi
 """
 
 import random
+import warnings
 from pathlib import Path
 
 import pytest
@@ -187,9 +188,10 @@ def test_unlabeled_test_file_read_as_labeled_says_use_labeled_false(tmp_path, re
     assert len(reader(path, labeled=False)) == 1
 
 
-def test_quora_broken_rows_are_skipped_and_reported(tmp_path):
+def test_quora_broken_rows_are_skipped_and_reported_in_one_plain_line(tmp_path, capsys):
     """Oracle: hand-made copy of the two upstream defects (malformed quoting leaving is_duplicate empty,
-    and also sentence2 empty), plus an unparseable label. All three are skipped and named in one warning."""
+    and also sentence2 empty), plus an unparseable label. All three are skipped and named, by problem with
+    their line numbers, in one printed line: no Python warning (a traceback-like line that reads as a bug)."""
     path = tmp_path / "quora-train-sample.csv"
     path.write_text(
         "\tid\tsentence1\tsentence2\tis_duplicate\n"
@@ -198,20 +200,20 @@ def test_quora_broken_rows_are_skipped_and_reported(tmp_path):
         "3\tq3\tHow?\tWhy?\t1.0\n"
         '4\tq4\t"""Given a set of busy time intervals?"\t\t\n'  # line 5: empty sentence2 and is_duplicate
         "5\tq5\tA?\tB?\tyes\n", encoding="utf-8")  # line 6: unparseable
-    with pytest.warns(UserWarning) as caught:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a warning fails the test
         examples = read_quora(path)
     assert [e.id for e in examples] == ["q1", "q3"]
-    assert len(caught) == 1, f"minbert.tasks.data.read_quora: expected one warning, got {[str(w.message) for w in caught]}"
-    message = str(caught[0].message)
-    for part in (f"{path}: skipped 3 malformed rows (lines 3, 5, 6)", "empty is_duplicate", "empty sentence2",
-                 "unparseable is_duplicate 'yes'"):
-        assert part in message, f"minbert.tasks.data.read_quora: expected {part!r} in {message!r}"
+    printed = capsys.readouterr().out.splitlines()
+    want = (f"data: skipped 3 rows of {path}: empty is_duplicate (lines 3, 5), empty sentence2 (line 5), "
+            f"unparseable is_duplicate 'yes' (line 6)")
+    assert printed == [want], f"minbert.tasks.data.read_quora: expected the one line {want!r}, printed {printed}"
 
 
 def test_quora_with_only_broken_rows_is_an_error(tmp_path):
     """Oracle: property. Skipping every row would hide a wrong file, so it raises instead."""
     path = write_tsv(tmp_path / "quora.csv", [PAIR_HEADER + ["is_duplicate"], ["1", "q1", "A?", "B?", ""]])
-    with pytest.raises(DataError, match="skipped 1 malformed rows"):
+    with pytest.raises(DataError, match=r"skipped 1 row of .*quora.csv: empty is_duplicate \(line 2\)"):
         read_quora(path)
 
 
@@ -241,16 +243,16 @@ def test_real_cs224n_files_load_with_official_counts(reader, name, labeled, coun
 
 
 @needs_shared_data
-def test_real_quora_sample_skips_exactly_the_two_upstream_rows():
+def test_real_quora_sample_skips_exactly_the_two_upstream_rows(capsys):
     """Oracle: data/MANIFEST.md. quora-train-sample.csv has 16,000 rows, two of them broken upstream
-    (data rows 2,576 and 14,221 = file lines 2577 and 14222): 15,998 examples and one warning."""
+    (data rows 2,576 and 14,221 = file lines 2577 and 14222): 15,998 examples and one printed line."""
     path = REAL_CS224N / "quora-train-sample.csv"
-    with pytest.warns(UserWarning) as caught:
-        examples = read_quora(path)
+    examples = read_quora(path)
     assert len(examples) == 15998, f"minbert.tasks.data.read_quora: expected 15998 examples, got {len(examples)}"
     assert {e.label for e in examples} == {0, 1}
-    message = str(caught[0].message)
-    assert f"{path}: skipped 2 malformed rows (lines 2577, 14222)" in message, message
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [f"data: skipped 2 rows of {path}: empty is_duplicate (lines 2577, 14222), "
+                       f"empty sentence2 (line 14222)"], printed
 
 
 @needs_shared_data
