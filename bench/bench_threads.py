@@ -123,7 +123,7 @@ def main():
              f"(up to {a.steps} steps or {a.seconds:.0f} s, ex/s from step 5; {a.rounds} round(s), interleaved).",
              "", f"- CPU: {cpu_name()} ({family}; {cpu_capability()} by default), "
                  f"{len(os.sched_getaffinity(0))} usable cores",
-             f"- checkout: {repo}", f"- load before: `{before}`", f"- load after: `{after}`", "",
+             f"- checkout: {repo.name}/ (its commit: git log)", f"- load before: `{before}`", f"- load after: `{after}`", "",
              "| run | ex/s | first progress line after | what the script said |", "|---|---|---|---|"]
     table += [f"| {r['config']} | {r['ex_per_s']:.1f} | {r['first_line_s']:.1f} s | {r['said'] or '(nothing)'} |"
               for r in rows]

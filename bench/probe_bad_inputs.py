@@ -236,7 +236,7 @@ def main():
     finally:
         shutil.rmtree(root, ignore_errors=True)
     counts = {k: sum(r[2] == k for r in rows) for k in ("message", "traceback", "ran", "not run")}
-    table = [f"{len(rows)} probes of {repo} ({time.time() - t0:.0f} s): {counts}", "",
+    table = [f"{len(rows)} probes of a checkout of minbert ({time.time() - t0:.0f} s): {counts}", "",
              "| probe | exit | outcome | stderr lines | last line the user sees |", "|---|---|---|---|---|"]
     table += [f"| {n} | {c} | {o} | {k} | `{m}` |" for n, c, o, k, m in rows]
     print("\n".join(table))
