@@ -206,7 +206,8 @@ def stub_lines(selected) -> dict[str, list[str]]:
 
 # Instructor-only: the grader (references, cases, hints), this tool, and the tests that hold references.
 INSTRUCTOR_ONLY = re.compile(r"^minbert/classroom/|^tests/classroom/|^docs/classroom\.md$"
-                             r"|^tests/methods/test_pcgrad_per_param\.py$|^bench/bench_classroom\.py$")
+                             r"|^tests/methods/test_pcgrad_per_param\.py$|^bench/bench_classroom\.py$"
+                             r"|^bench/classroom_red_team\.py$")
 LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^bench/results/|^NOTES-[^/]*\.md$")
 
 
