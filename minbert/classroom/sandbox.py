@@ -241,9 +241,9 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         # no memory control group: the address-space rlimit is per process, so allow fewer, smaller ones
         limits = Limits(**{**limits.__dict__, "processes": min(limits.processes, 16),
                            "memory_mb": min(limits.memory_mb, 2048)})
+    root = (chroot_root or box_root().link_tree()) if level == "user+chroot" else None
     inside, outside = "/box", None
     if level in ("user", "user+chroot"):
-        root = chroot_root or (box_root().link_tree() if level == "user+chroot" else None)
         inside = f"/box-{uid}" if root else str(Path(_user_boxes()) / f"box-{uid}")
         outside = (root or "") + inside
         _lay_out(outside, box, uid)
@@ -252,9 +252,10 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
     env = {**{k: _mapped(v, level, box, inside) for k, v in env.items()}, "HOME": home, "TMPDIR": home}
     log_r, log_w = os.pipe()
     res_r, res_w = os.pipe()
-    spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "runtime": box_root().runtime_paths(),
-            "sites": box_root().sites(), "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
-            "chroot": (chroot_root or box_root().link_tree()) if level == "user+chroot" else None,
+    mounted = level == "namespaces"               # what the launcher bind-mounts into the box's new root
+    spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "chroot": root,
+            "runtime": box_root().runtime_paths() if mounted else [], "sites": box_root().sites() if mounted else {},
+            "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
             "cwd": inside + "/tmp" if outside else None, "secrets": [str(p) for p in secrets]}
     proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
                             stdout=log_w, stderr=log_w, pass_fds=(res_w,), start_new_session=True, env={})
