@@ -23,6 +23,9 @@ by hand-written mutants, see the report).
 """
 
 import argparse
+import ast
+import difflib
+import functools
 import json
 import os
 import re
@@ -94,9 +97,11 @@ def scratch_copy(scratch: Path) -> None:
             shutil.copy2(src, scratch / name)
 
 
-def run_one(target: str, scratch_root: Path) -> dict:
+def run_one(target: str, scratch_root: Path, collect_only: bool = False) -> dict:
     tests = [t for t in TARGETS[target] if (ROOT / t).exists()]
     scratch = scratch_root / target.replace("/", "_")
+    if collect_only:   # read the results of an earlier run in the same scratch folder
+        return collect(target, scratch, tests, minutes=None)
     scratch_copy(scratch)
     (scratch / "setup.cfg").write_text(
         "[mutmut]\nsource_paths = minbert\n"
@@ -108,17 +113,20 @@ def run_one(target: str, scratch_root: Path) -> dict:
     with open(log, "w") as out:
         subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "1"], cwd=scratch,
                        stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONHASHSEED": "0"})
+    return collect(target, scratch, tests, minutes=round((time.time() - start) / 60, 1))
+
+
+def collect(target: str, scratch: Path, tests: list[str], minutes) -> dict:
     meta = scratch / "mutants" / (target + ".meta")
     if not meta.exists():
-        raise SystemExit(f"mutmut did not run on {target}: see {log}")
+        raise SystemExit(f"mutmut did not run on {target}: see {scratch / 'mutmut.log'}")
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    result = {"file": target, "tests": tests, "minutes": round((time.time() - start) / 60, 1), "mutants": {}}
+    result = {"file": target, "tests": tests, "minutes": minutes, "mutants": {}}
     for name, code in sorted(codes.items(), key=lambda kv: natural(kv[0])):
         status = STATUS.get(code, "suspicious")
         entry = {"status": status}
         if status != "killed":
-            entry["diff"] = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=scratch,
-                                           capture_output=True, text=True).stdout.strip()
+            entry["diff"] = mutant_diff(scratch / "mutants" / target, name)
         result["mutants"][name] = entry
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / (target.replace("/", "_") + ".json")).write_text(json.dumps(result, indent=1) + "\n")
@@ -148,6 +156,29 @@ def check_survivors(target: str, scratch_root: Path) -> dict:
             raise SystemExit(f"pytest could not run for {name} (exit {out.returncode}):\n{out.stdout[-2000:]}")
     path.write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+@functools.cache
+def mutated_functions(mutated_file: Path) -> dict[str, str]:
+    source = mutated_file.read_text()
+    lines = source.splitlines()
+    return {node.name: "\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def mutant_diff(mutated_file: Path, name: str) -> str:
+    """The lines a mutant changes, read from mutmut's mutated copy of the file, where each mutant is
+    a function `<name>` beside the original `<function>__mutmut_orig` (what `mutmut show` prints,
+    without starting mutmut once per mutant)."""
+    functions = mutated_functions(mutated_file)
+    short = name.rsplit(".", 1)[-1]
+    original = short.split("__mutmut_")[0] + "__mutmut_orig"
+    if short not in functions or original not in functions:
+        return "(diff not found)"
+    a = functions[original].replace("__mutmut_orig", "").splitlines()
+    b = functions[short].replace("__mutmut_" + short.split("__mutmut_")[1], "").splitlines()
+    return "\n".join(line for line in difflib.unified_diff(a, b, lineterm="", n=0)
+                     if line[:1] in "+-" and line[:3] not in ("+++", "---"))
 
 
 def natural(name: str):
@@ -194,6 +225,7 @@ def main():
     ap.add_argument("files", nargs="*", help="files of TARGETS to mutate (default: all of them)")
     ap.add_argument("--scratch", default="/tmp/minbert-mutation", help="where the scratch copies go")
     ap.add_argument("--report", action="store_true", help="only rebuild bench/results/mutation.md")
+    ap.add_argument("--collect", action="store_true", help="only read the results of the last run in --scratch")
     ap.add_argument("--check", action="store_true",
                     help="rerun only the saved survivors against the tests as they are now (after writing new tests)")
     args = ap.parse_args()
@@ -202,7 +234,8 @@ def main():
         if unknown:
             raise SystemExit(f"not in bench/mutation.py's TARGETS: {unknown}")
         for target in args.files or TARGETS:
-            r = (check_survivors if args.check else run_one)(target, Path(args.scratch))
+            r = (check_survivors(target, Path(args.scratch)) if args.check else
+                 run_one(target, Path(args.scratch), collect_only=args.collect))
             survived = [k for k, e in r["mutants"].items() if e["status"] != "killed"]
             print(f"{target}: {len(r['mutants']) - len(survived)}/{len(r['mutants'])} killed in {r['minutes']} min; "
                   f"not killed: {', '.join(survived) or 'none'}", flush=True)
