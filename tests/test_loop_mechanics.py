@@ -138,3 +138,153 @@ def test_each_pass_is_a_new_shuffle_of_every_example():
     assert stream.state_dict() == {"passes": 2, "position": 4}, f"after 3 passes of 4 batches: {stream.state_dict()}"
     other = sampling.BatchStream(Permutations(8), batch_size=2, seed=6)
     assert [i for _ in range(4) for i in other.next()] != passes[0], "another seed must give another first pass"
+
+
+# ---------------------------------------------------------------------------- train_multitask.py's loop
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A tiny model and the three task files; run(out, *flags) trains train_multitask.py on them."""
+    import train_multitask
+    from conftest import save_tiny_model, write_task_files
+    root = tmp_path_factory.mktemp("loop")
+    (root / "data").mkdir()
+    write_task_files(root / "data")
+    model = save_tiny_model(root / "model")
+
+    def run(out, *flags):
+        args = ["--model", str(model), "--data_dir", str(root / "data"), "--out_dir", str(out / "run"),
+                "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--amp", "off", "--keep_resume_state"]
+        for task in ("sst", "para", "sts"):
+            for split in ("dev", "test"):
+                args += [f"--{task}_{split}_out", str(out / "predictions" / f"{task}-{split}-output.csv")]
+        return train_multitask.main(args + list(flags))
+    return train_multitask, run
+
+
+def test_surgery_accumulation_hands_each_task_its_loss_over_grad_accum(tiny_run, tmp_path, monkeypatch):
+    """--surgery pcgrad --grad_accum 2: PCGrad.accumulate gets, per micro-batch, each task's batch loss / 2
+    (the mean over the step's micro-batches, as plain training's backward of sum(losses) / grad_accum)."""
+    train_multitask, run = tiny_run
+    from minbert.methods import gradvac, pcgrad
+    log, seen, real_loss = [], [], train_multitask.task_loss
+
+    def logged(task, out, labels):
+        loss = real_loss(task, out, labels)
+        log.append((task, loss.item()))
+        return loss
+
+    base = getattr(pcgrad, "PCGrad", None) or gradvac.PCGrad
+
+    class Recording(base):
+        def accumulate(self, losses, scaler=None):
+            seen.append(([None if l is None else l.item() for l in losses], list(log)))
+            log.clear()
+            return super().accumulate(losses, scaler)
+
+    monkeypatch.setattr(train_multitask, "task_loss", logged)
+    monkeypatch.setattr(gradvac, "PCGrad", Recording)
+    run(tmp_path, "--epochs", "1", "--surgery", "pcgrad", "--grad_accum", "2", "--steps_per_epoch", "2")
+    assert len(seen) == 4, f"2 steps x 2 micro-batches: expected 4 accumulate() calls, got {len(seen)}"
+    for call, (got, batches) in enumerate(seen):
+        want = [v / 2 for _, v in batches]
+        assert [t for t, _ in batches] == ["sst", "para", "sts"] and got == pytest.approx(want, rel=1e-6), \
+            (f"train_multitask.py --surgery pcgrad --grad_accum 2, micro-batch {call}: PCGrad.accumulate got {got}, "
+             f"expected each task's loss / grad_accum = {want}")
+
+
+def test_best_pt_keeps_the_best_epoch_not_the_last(tiny_run, tmp_path, monkeypatch):
+    """Dev overall 0.9 after epoch 1 and 0.5 after epoch 2: best.pt must hold epoch 1's weights and scores
+    (the weights last.pt held after epoch 1), and the run's record names epoch 1 as the best."""
+    train_multitask, run = tiny_run
+    overall = iter([0.9, 0.5])
+    real_scores = train_multitask.task_scores
+
+    def scripted(*a, **k):
+        scores = real_scores(*a, **k)
+        return {**scores, "overall": next(overall)}
+
+    snapshots, real_save_last = [], checkpoint.save_last
+
+    def saving(out_dir, state):
+        snapshots.append({k: v.clone() for k, v in state["model"].items()})
+        return real_save_last(out_dir, state)
+
+    monkeypatch.setattr(train_multitask, "task_scores", scripted)
+    monkeypatch.setattr(checkpoint, "save_last", saving)
+    history = run(tmp_path, "--epochs", "2", "--steps_per_epoch", "2")
+    best = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
+    assert best["scores"]["overall"] == 0.9, f"best.pt scores: {best['scores']} (expected epoch 1's, overall 0.9)"
+    assert [r["overall"] for r in history] == [0.9, 0.5]
+    assert any((snapshots[0][k] != snapshots[1][k]).any() for k in snapshots[0]), "fixture: epoch 2 must change weights"
+    for k, v in best["model"].items():
+        assert torch.equal(v, snapshots[0][k]), f"best.pt['model'][{k}] is not epoch 1's weights (the best epoch)"
+
+
+def test_epoch_record_holds_the_mean_training_loss_of_each_task(tiny_run, tmp_path, monkeypatch):
+    """metrics.jsonl's loss_<task> of an epoch: the mean of that epoch's batch losses of the task (each
+    epoch starting afresh), computed here from the losses as they were made."""
+    train_multitask, run = tiny_run
+    log, real_loss = [], train_multitask.task_loss
+
+    def logged(task, out, labels):
+        loss = real_loss(task, out, labels)
+        log.append((task, loss.item()))
+        return loss
+
+    ends, real_log_epoch = [], train_multitask.progress.log_epoch
+
+    def marking(history, *a, **k):
+        ends.append(len(log))
+        return real_log_epoch(history, *a, **k)
+
+    monkeypatch.setattr(train_multitask, "task_loss", logged)
+    monkeypatch.setattr(train_multitask.progress, "log_epoch", marking)
+    history = run(tmp_path, "--epochs", "2", "--steps_per_epoch", "4", "--surgery", "pcgrad")
+    for epoch, (start, end) in enumerate(zip([0] + ends[:-1], ends)):
+        for task in ("sst", "para", "sts"):
+            values = [v for t, v in log[start:end] if t == task]
+            want = round(sum(values) / len(values), 4)
+            assert history[epoch][f"loss_{task}"] == pytest.approx(want, abs=1e-4), \
+                (f"train_multitask.py epoch {epoch + 1}: loss_{task} = {history[epoch][f'loss_{task}']}, expected the "
+                 f"mean of its {len(values)} batch losses {want} (loop.running counts one per batch, reset per epoch)")
+
+
+# ---------------------------------------------------------------------------- steps per epoch, sampling flags
+def sampling_args(argv):
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    sampling.add_args(parser)
+    parser.add_argument("--batch_size", type=int, default=4)
+    parser.add_argument("--grad_accum", type=int, default=1)
+    parser.add_argument("--steps_per_epoch", type=int, default=None)
+    parser.add_argument("--surgery", default="none")
+    parser.add_argument("--grad_compromise", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def test_steps_per_epoch_count_every_batch_a_step_takes():
+    """One pass over 200 examples in expectation, counting batches of 4 per micro-batch, by hand:
+    plain 200/4 = 50 steps; --grad_accum 2: 25; surgery or --heterogeneous (3 tasks per micro-batch)
+    with --grad_accum 2: ceil(200/24) = 9; --grad_compromise 5: 200/20 = 10; 2 ranks: 25;
+    --extra_sst_pass over 30 SST examples with --grad_accum 2: ceil(30/8) = 4 more."""
+    sizes = [100, 60, 40]
+    cases = [([], 1, (50, 50)), (["--grad_accum", "2"], 1, (25, 25)),
+             (["--grad_accum", "2", "--surgery", "pcgrad"], 1, (9, 9)),
+             (["--grad_accum", "2", "--heterogeneous"], 1, (9, 9)), (["--grad_compromise", "5"], 1, (10, 10)),
+             ([], 2, (25, 25)), (["--grad_accum", "2", "--extra_sst_pass"], 1, (25, 29)),
+             (["--steps_per_epoch", "7", "--extra_sst_pass"], 1, (7, 15))]
+    for argv, world, want in cases:
+        got = sampling.steps_per_epoch(sampling_args(argv), sizes, 30, world) if world != 1 else \
+            sampling.steps_per_epoch(sampling_args(argv), sizes, 30)
+        assert got == want, f"minbert.tasks.sampling.steps_per_epoch({argv}, world size {world}): got {got}, expected {want}"
+
+
+def test_sampling_flags_defaults_and_choices():
+    args = sampling_args([])
+    assert (args.schedule, args.heterogeneous, args.heterogeneous_mix, args.extra_sst_pass) == \
+        ("proportional", False, "natural", False), f"minbert.tasks.sampling.add_args defaults: {args}"
+    args = sampling_args(["--schedule", "annealed", "--heterogeneous", "--heterogeneous_mix", "every_task", "--extra_sst_pass"])
+    assert (args.schedule, args.heterogeneous, args.heterogeneous_mix, args.extra_sst_pass) == \
+        ("annealed", True, "every_task", True)
+    for bad in (["--schedule", "random"], ["--heterogeneous_mix", "all"]):
+        with pytest.raises((SystemExit, argparse.ArgumentError)):
+            sampling_args(bad)
