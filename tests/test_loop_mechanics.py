@@ -10,8 +10,10 @@ Run: python -m pytest -q tests/test_loop_mechanics.py   (offline, CPU, ~1 s)
 """
 
 import argparse
+import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -288,3 +290,108 @@ def test_sampling_flags_defaults_and_choices():
     for bad in (["--schedule", "random"], ["--heterogeneous_mix", "all"]):
         with pytest.raises((SystemExit, argparse.ArgumentError)):
             sampling_args(bad)
+
+
+def test_task_sampler_starts_at_epoch_one_and_rejects_bad_sizes():
+    """Stickland & Murray's annealing: α = 1 at the first epoch, so p_i = N_i / ΣN (proportional)."""
+    sizes = [100, 60, 40]
+    want = np.array([0.5, 0.3, 0.2])
+    np.testing.assert_allclose(sampling.task_probs(sizes, "annealed"), want, rtol=1e-12,
+                               err_msg="task_probs(sizes, 'annealed') with the default epoch is epoch 1 of 1: α = 1")
+    np.testing.assert_allclose(sampling.TaskSampler(sizes, "annealed", num_epochs=3, seed=0).probs, want, rtol=1e-12,
+                               err_msg="a new TaskSampler draws with epoch 1's probabilities (α = 1)")
+    for bad in ([[100, 60]], [], [100, 0]):
+        with pytest.raises(ValueError, match=r"^sizes must be a non-empty list of positive example counts"):
+            sampling.task_probs(bad, "proportional")
+
+
+def test_natural_mix_draws_each_sub_batch_from_the_sampler():
+    """heterogeneous_tasks(sampler, 2) (default mix 'natural') takes two draws: round robin 0, 1."""
+    sampler = sampling.TaskSampler([10, 10, 10], "round_robin", num_epochs=1, seed=0)
+    assert sampling.heterogeneous_tasks(sampler, 2) == [0, 1] and sampler.position == 2, \
+        "heterogeneous_tasks: the default mix must be 'natural' (each sub-batch a draw of the sampler)"
+    assert sampling.heterogeneous_tasks(sampler, 2, "every_task") == [0, 1] and sampler.position == 2
+    with pytest.raises(ValueError, match=r"^heterogeneous_tasks: mix must be one of \('natural', 'every_task'\), got 'all'"):
+        sampling.heterogeneous_tasks(sampler, 2, "all")
+
+
+def test_a_draw_past_the_last_cumulative_probability_is_the_last_task():
+    """Ten tasks of p = 0.1: the cumulative sum ends at 0.9999999999999999, and a draw u above it
+    (u < 1 is possible) must still pick the last task, 9."""
+    sampler = sampling.TaskSampler([1] * 10, "proportional", num_epochs=1, seed=0)
+    assert np.cumsum(sampler.probs)[-1] < 1.0, "fixture: the cumulative sum must end below 1"
+
+    class Top:
+        def random(self):
+            return np.nextafter(1.0, 0.0)                             # the largest float below 1
+
+    sampler.rng = Top()
+    assert sampler.next() == 9, "TaskSampler.next: a draw above the last cumulative probability is the last task"
+
+
+# ---------------------------------------------------------------------------- checkpoints and resume
+def test_run_folder_flags_and_predict_only_needs_resume():
+    parser = argparse.ArgumentParser()
+    checkpoint.add_args(parser, out_dir="runs/here")
+    args = parser.parse_args([])
+    assert (args.out_dir, args.resume, args.predict_only) == ("runs/here", None, False), f"defaults: {args}"
+    assert parser.parse_args(["--predict_only", "--resume", "x.pt"]).predict_only is True
+    checkpoint.check_args(parser.parse_args(["--predict_only", "--resume", "x.pt"]), parser)   # fine
+    with pytest.raises(SystemExit):
+        checkpoint.check_args(parser.parse_args(["--predict_only"]), parser)
+
+
+def test_save_makes_the_folders_and_save_last_retires_interrupted_pt(tmp_path):
+    checkpoint.save(tmp_path / "a" / "b" / "x.pt", {"n": 1})
+    assert torch.load(tmp_path / "a" / "b" / "x.pt", weights_only=True) == {"n": 1}, "save must create missing folders"
+    (tmp_path / "interrupted.pt").write_bytes(b"old")
+    checkpoint.save_last(tmp_path, {"n": 2})
+    assert torch.load(tmp_path / "last.pt", weights_only=True) == {"n": 2}, "save_last writes OUT_DIR/last.pt"
+    assert not (tmp_path / "interrupted.pt").exists(), "save_last must remove the older OUT_DIR/interrupted.pt"
+    assert checkpoint.saved_args({"model": {}}) == {}, "a checkpoint without flags has none"
+
+
+def test_resume_takes_unset_flags_from_the_checkpoint_and_names_every_difference(tmp_path):
+    from types import SimpleNamespace
+    torch.save({"model": {}, "optimizer": {}, "args": json.dumps({"lr": 0.1, "epochs": 7, "old": 1})}, tmp_path / "last.pt")
+    args = SimpleNamespace(resume=str(tmp_path / "last.pt"), predict_only=False, lr=0.1, epochs=None, old=1)
+    checkpoint.load_for_resume(args, "train_mml.py")
+    assert args.epochs == 7, "a flag left at None takes the checkpoint's value (train_mml's --epochs)"
+    args = SimpleNamespace(resume=str(tmp_path / "last.pt"), predict_only=False, lr=0.2, epochs=None)
+    with pytest.raises(UserError) as e:
+        checkpoint.load_for_resume(args, "train_mml.py")
+    assert str(e.value) == (f"--resume {tmp_path / 'last.pt'} was trained with other flags; an exact resume needs the same ones:\n"
+                            "  --lr: checkpoint 0.1, this command 0.2\n  --old: checkpoint 1, this command None\n"
+                            "Rerun with the checkpoint's values, or start a new run without --resume."), str(e.value)
+
+
+def test_resume_errors_name_the_file_to_use(tmp_path):
+    from types import SimpleNamespace
+    torch.save({"model": {}, "args": "{}"}, tmp_path / "best.pt")
+    with pytest.raises(UserError, match=rf"Continue an unfinished run with --resume {tmp_path / 'last.pt'} "):
+        checkpoint.load_for_resume(SimpleNamespace(resume=str(tmp_path / "best.pt"), predict_only=False), "train_multitask.py")
+    torch.save({"args": "{}"}, tmp_path / "other.pt")
+    with pytest.raises(UserError, match=rf"^--resume {tmp_path / 'other.pt'}: no 'model' key; not a checkpoint written by x\.py$"):
+        checkpoint.load_for_resume(SimpleNamespace(resume=str(tmp_path / "other.pt"), predict_only=False), "x.py")
+
+
+def test_loop_position_is_the_running_step_and_restore_skips_parts_that_are_off(capsys):
+    class Stop:
+        def check(self):
+            pass
+    loop = checkpoint.LoopState(running={})
+    for step in loop.steps(3, Stop()):
+        assert loop.step == step, "LoopState.steps: loop.step must be the step running now (a save mid-epoch records it)"
+
+    class Part:
+        def __init__(self):
+            self.loaded = None
+
+        def load_state_dict(self, state):
+            self.loaded = state
+    on = Part()
+    ck = {**checkpoint.rng_states(), "epoch": 2, "step": 3, "best": 0.5, "history": [], "running": {}, "extra": {},
+          "off": {"x": 1}, "on": {"y": 2}, "absent": None}
+    checkpoint.restore(ck, {"off": None, "on": on, "absent": Part()}, loop)
+    assert on.loaded == {"y": 2} and (loop.epoch, loop.step, loop.best) == (2, 3, 0.5)
+    assert "resumed at epoch 2, step 3, best 0.5000" in capsys.readouterr().out
