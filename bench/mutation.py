@@ -44,7 +44,7 @@ REPORT = ROOT / "bench" / "results" / "mutation.md"
 # run a whole script (test_train_*.py) are left out: minutes per mutant for little extra coverage.
 T = "tests/"
 TARGETS = {
-    "minbert/methods/pcgrad.py": [T + "methods/test_pcgrad.py", T + "methods/test_pcgrad_per_param.py",
+    "minbert/methods/pcgrad.py": [T + "methods/test_pcgrad.py", T + "methods/test_pcgrad_per_param.py", T + "methods/test_gradvac.py",
                                   T + "methods/test_surgery_coefficients.py", T + "methods/test_surgery_mutants.py"],
     "minbert/methods/gradvac.py": [T + "methods/test_gradvac.py", T + "methods/test_pcgrad_per_param.py",
                                    T + "methods/test_surgery_coefficients.py", T + "methods/test_surgery_mutants.py"],
@@ -53,7 +53,7 @@ TARGETS = {
     "minbert/tasks/sampling.py": [T + "tasks/test_sampling.py", T + "test_loop_mechanics.py"],
     "minbert/run/checkpoint.py": [T + "run/test_checkpoint.py", T + "test_loop_mechanics.py"],
     "minbert/run/optimizer_step.py": [T + "test_loop_mechanics.py"],
-    "minbert/adamw.py": [T + "test_adamw.py"],
+    "minbert/adamw.py": [T + "test_adamw.py", T + "test_adamw_edges.py", T + "run/test_fast_paths.py"],
     "minbert/methods/gradient_compromise.py": [T + "methods/test_gradient_compromise.py"],
     "minbert/methods/pals.py": [T + "methods/test_pals.py"],
     "minbert/methods/smart.py": [T + "methods/test_smart.py"],
@@ -72,7 +72,7 @@ TARGETS = {
     "minbert/bert/layers.py": [T + "bert/test_layers.py", T + "bert/test_model.py"],
     "minbert/bert/model.py": [T + "bert/test_model.py"],
     "minbert/bert/config.py": [T + "bert/test_config.py"],
-    "minbert/bert/dropout.py": [T + "bert/test_dropout.py"],
+    "minbert/bert/dropout.py": [T + "bert/test_dropout.py", T + "run/test_fast_paths.py"],
     "minbert/bert/tokenizer.py": [T + "bert/test_tokenizer.py"],
 }
 
