@@ -72,7 +72,7 @@ TARGETS = {
     "minbert/bert/layers.py": [T + "bert/test_layers.py", T + "bert/test_model.py"],
     "minbert/bert/model.py": [T + "bert/test_model.py"],
     "minbert/bert/config.py": [T + "bert/test_config.py"],
-    "minbert/bert/dropout.py": [T + "bert/test_dropout.py", T + "run/test_fast_paths.py"],
+    "minbert/bert/dropout.py": [T + "bert/test_dropout.py", T + "bert/test_dropout_edges.py", T + "run/test_fast_paths.py"],
     "minbert/bert/tokenizer.py": [T + "bert/test_tokenizer.py"],
 }
 
@@ -170,6 +170,12 @@ EQUIVALENT: dict[str, str] = {
     S + "xǁBatchStreamǁnext__mutmut_6": "another seed per (seed, pass): still one distinct generator per pass (below 1M passes)",
     S + "xǁTaskSamplerǁnext__mutmut_17": "side='left' differs only when u equals a cumulative probability exactly (p ≈ 2⁻⁵³ a draw)",
     C + "x__from_tensors__mutmut_8": "numpy's RNG key is uint32: exact as float64, and set_state casts it back",
+    "minbert.bert.dropout.x_dropout__mutmut_48": "k + 32768 and k − 32768 are the same int16 (the comparison wraps the "
+                                                  "threshold to the lanes' type): the same mask",
+    "minbert.bert.dropout.x_dropout__mutmut_49": "LEVELS / 2 = 32768.0: the same threshold as a float",
+    "minbert.bert.dropout.x_dropout__mutmut_12": "p = 0 has returned x two lines above",
+    "minbert.bert.dropout.x_dropout__mutmut_28": "this branch runs only for x on the CPU, where device=None is the same",
+    "minbert.bert.dropout.x_dropout__mutmut_31": "this branch runs only for x on the CPU, where device=None is the same",
     MM + "x_from_args__mutmut_6": "label_mean is read only for K = 1 (reset_parameters), so setting it for classification changes nothing",
 }
 

@@ -34,7 +34,7 @@ def test_a_finite_step_is_sgds_step_then_the_schedule_then_zeroed_grads():
     w, optimizer, scheduler = sgd_setup()
     step = optimizer_step.OptimizerStep(optimizer, scheduler)
     step.backward((w * torch.tensor([3.0, 4.0])).sum())                # grad (3, 4)
-    assert step(True) is True
+    assert step() is True, "OptimizerStep(): a step is finite unless told otherwise"
     torch.testing.assert_close(w.detach(), torch.tensor([1.0 - 0.3, -2.0 - 0.4]),
                                msg=lambda m: f"OptimizerStep(finite=True) must take SGD's step w − lr·g: {m}")
     assert w.grad is None, "OptimizerStep must zero the gradients with set_to_none=True after the step"
@@ -65,6 +65,15 @@ def test_ten_non_finite_steps_in_a_row_stop_the_run_and_a_finite_one_resets_the_
     with pytest.raises(UserError, match=r"^10 optimizer steps in a row had a non-finite loss: lower --lr or use "
                                         r"--amp off; runs/x/last\.pt holds the last finished epoch$"):
         step(False)                                                   # the 10th in a row
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
+def test_the_stop_message_names_the_run_folder_when_none_is_given():
+    w, optimizer, _ = sgd_setup()
+    step = optimizer_step.OptimizerStep(optimizer)
+    with pytest.raises(UserError, match=r"; the run folder/last\.pt holds the last finished epoch$"):
+        for _ in range(10):
+            step(False)
 
 
 def test_backward_scales_the_loss_by_the_grad_scaler():
