@@ -230,10 +230,10 @@ def test_gradvac_state_dict_holds_a_copy_of_the_targets():
 
 # ---------------------------------------------------------------------------- GradVac's own edges
 def test_gradvac_opposite_gradients_cancel_without_a_math_error():
-    """g1 = −0.3 g0 exactly: cos = −1, which float rounding makes −1.0000000000000002 for these
+    """g1 = −0.1 g0 exactly: cos = −1, which float rounding makes −1.0000000000000002 for these
     numbers. With φ̂ = 0.5 the adjustment's √(1 − φ²) term is 0, so g_i' = g_i − (g_i·g_j/‖g_j‖²) g_j
     = 0 for both tasks (Wang et al. 2021, Alg. 1): the update is 0, and no √ of a negative number."""
-    g = torch.tensor([[1.0, 1.0, 2.0], [-0.3, -0.3, -0.6]], dtype=torch.float64)
+    g = torch.tensor([[1.0, 1.0, 2.0], [-0.1, -0.1, -0.2]], dtype=torch.float64)
     targets = torch.full((2, 2), 0.5, dtype=torch.float64)
     update = gradvac.gradvac_update(g, [[1], [0]], targets, 0.0)
     torch.testing.assert_close(update, torch.zeros(3, dtype=torch.float64), atol=1e-12, rtol=0,
@@ -294,6 +294,13 @@ def test_surgery_flags_build_the_surgery_asked_for():
         assert (gv.params, gv.beta, gv.groups) == ([w, v], 0.3, [[0], [1]]), f"{argv}: beta {gv.beta}, groups {gv.groups}"
         assert torch.equal(gv.generator.get_state(), torch.Generator().manual_seed(3).get_state()), "from_args must pass seed="
     assert parse(["--gradvac_beta", "1"]).gradvac_beta == 1.0
+    # per layer (Wang et al. 2021's best): one group per encoder layer, then the rest, in model order
+    net = torch.nn.Module()
+    net.encoder = torch.nn.Module()
+    net.encoder.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)])
+    net.head = torch.nn.Linear(2, 1)
+    gv = gradvac.from_args(parse(["--surgery", "gradvac", "--gradvac_groups", "layer"]), net, list(net.parameters()), seed=0)
+    assert gv.groups == [[0, 1], [2, 3], [4, 5]], f"--gradvac_groups layer: groups {gv.groups}, expected [[0, 1], [2, 3], [4, 5]]"
     for bad in (["--gradvac_beta", "0"], ["--gradvac_beta", "1.5"], ["--surgery", "PCGRAD"], ["--gradvac_groups", "layers"]):
         with pytest.raises((SystemExit, argparse.ArgumentError)):
             parse(bad)
