@@ -98,6 +98,14 @@ HAND = [
      "self.seed * 1_000_003 + self.passes", "self.seed * 1_000_003", LOOP_TESTS + ["tests/tasks/test_sampling.py"]),
     ("counter: the skip count never resets", "minbert/run/optimizer_step.py",
      "self.bad_steps = 0 if finite else self.bad_steps + 1", "self.bad_steps = self.bad_steps + (not finite)", LOOP_TESTS),
+    ("reference mode: AdamW() takes the fused step by default", "minbert/adamw.py",
+     "weight_decay=1e-2, fused=False):", "weight_decay=1e-2, fused=True):", ["tests/test_adamw_edges.py"]),
+    ("reference mode: --fast_paths off still turns every fast path on", "minbert/run/fast_paths.py",
+     '    if text == "off":\n        return set()', '    if text == "off":\n        return set(PATHS)',
+     ["tests/run/test_fast_paths.py"]),
+    ("MeanShift: default max_iter 301 (mutmut's copy keeps the original signature, so only a hand edit shows it)",
+     "minbert/methods/meanshift.py", "max_iter: int = 300):", "max_iter: int = 301):",
+     ["tests/methods/test_schedule_mutants.py"]),
     ("running sums: not reset at an epoch's start", "minbert/run/checkpoint.py",
      "self.epoch, self.step, self.running = self.epoch + 1, 0, json.loads(self._fresh_running)",
      "self.epoch, self.step = self.epoch + 1, 0", LOOP_TESTS + ["tests/run/test_checkpoint.py"]),
@@ -147,6 +155,11 @@ EQUIVALENT: dict[str, str] = {
     MS + "x_estimate_bandwidth__mutmut_30": "np.sort's default axis is the last one, axis 1 of the (n, n) matrix",
     MS + "x_mean_shift__mutmut_28": "intensities as float64 instead of int64: counts ≤ n are exact, the ranking is the same",
     MS + "x_mean_shift__mutmut_30": "intensities as float64 instead of int64: counts ≤ n are exact, the ranking is the same",
+    MS + "x_estimate_bandwidth__mutmut_3": "an (n, 1) column keeps a singleton axis through the distances and the mean: the same value",
+    MS + "x_estimate_bandwidth__mutmut_5": "integer inputs: integer distances are exact and the mean is float64",
+    MS + "x_estimate_bandwidth__mutmut_7": "integer inputs: integer distances are exact and the mean is float64",
+    MS + "x_estimate_bandwidth__mutmut_9": "numpy reads any negative size in reshape as the one to infer",
+    MS + "x_mean_shift__mutmut_9": "numpy reads any negative size in reshape as the one to infer",
     MS + "x_mean_shift__mutmut_68": "numpy stores None into a bool array as False: the same assignment",
     MS + "x_mean_shift__mutmut_38": "every seed stops at it == max_iter, so the loop breaks before the extra iteration",
     MM + "xǁMultiverseHeadsǁmultiverse_loss__mutmut_29": CPU, MM + "xǁMultiverseHeadsǁmultiverse_loss__mutmut_33": CPU,
@@ -176,8 +189,13 @@ EQUIVALENT: dict[str, str] = {
     "minbert.bert.dropout.x_dropout__mutmut_12": "p = 0 has returned x two lines above",
     "minbert.bert.dropout.x_dropout__mutmut_28": "this branch runs only for x on the CPU, where device=None is the same",
     "minbert.bert.dropout.x_dropout__mutmut_31": "this branch runs only for x on the CPU, where device=None is the same",
+    MM + "x_add_args__mutmut_29": "default=None is argparse's own default",
     MM + "x_from_args__mutmut_6": "label_mean is read only for K = 1 (reset_parameters), so setting it for classification changes nothing",
 }
+
+# The test files written for survivors: --check always runs them (a first run may have had an early version).
+NEW_TESTS = {T + "methods/test_surgery_mutants.py", T + "methods/test_schedule_mutants.py", T + "test_loop_mechanics.py",
+             T + "test_adamw_edges.py", T + "bert/test_dropout_edges.py"}
 
 # mutmut's exit code per mutant -> status (mutmut.stats.status_by_exit_code)
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
@@ -245,11 +263,14 @@ def check_survivors(target: str, scratch_root: Path) -> dict:
     result = json.loads(path.read_text())
     mutants_dir = scratch_root / target.replace("/", "_") / "mutants"
     shutil.copytree(ROOT / "tests", mutants_dir / "tests", dirs_exist_ok=True)   # the tests as they are now
-    tests = [t for t in TARGETS[target] if (ROOT / t).exists()]
-    result["tests"] = tests
+    # only the test files the first run did not have: the survivors passed all of those
+    tests = [t for t in TARGETS[target] if (ROOT / t).exists() and (t not in result["tests"] or t in NEW_TESTS)]
+    result["check_tests"] = sorted(set(result.get("check_tests", [])) | set(tests))
+    if not tests:
+        return result
     for name, entry in result["mutants"].items():
-        if entry["status"] == "killed":
-            continue
+        if entry["status"] in ("killed", "timeout") or verdict(name, entry):
+            continue   # killed already, or written down as equivalent
         out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", "-rf", *tests],
                              cwd=mutants_dir, capture_output=True, text=True, env={**os.environ, "MUTANT_UNDER_TEST": name})
         failed = sorted(set(re.findall(r"^FAILED (\S+)", out.stdout, re.M)))
@@ -333,6 +354,24 @@ def natural(name: str):
     return [int(s) if s.isdigit() else s for s in re.split(r"(\d+)", name)]
 
 
+NOTES = """
+Tool: mutmut 3.8.1 (`pip install -r requirements-dev.txt`), one file at a time, `--max-children 1`, under
+`OMP_NUM_THREADS=1 nice -n 19` on a 2-vCPU AMD EPYC (Zen 5) shared with five other jobs (load about 5); the
+minutes column is wall time there. Not in the table: `minbert/classroom/` (the grader and its results
+parsing, being rewritten), and the files listed under "Not run yet" (same command, one line each).
+The first runs of `minbert/run/checkpoint.py`, `optimizer_step.py`, `adamw.py` and `bert/dropout.py` started
+after `tests/test_loop_mechanics.py` existed in an early form, so their "killed first run" includes what that
+early version killed (optimizer_step.py has no unit test of its own in the suite before this work; the
+training-script tests that call it were left out of its run as too slow per mutant).
+MeanShift's stop rule (`x_mean_shift__mutmut_59/61/62/69`: a seed that moved ≤ 1e-3·bw stops, or not) is
+listed as not killed: 20,000 random 1-D inputs and hand-built ones gave the same centres and labels with and
+without it (a seed that would still move is absorbed by the suppression of centres within bw), but that is a
+search, not a proof. `x_mean_shift__mutmut_1` (default max_iter 301) is not killed under mutmut either: only a
+seed still moving after 300 moves would show it, and the test that reads the default with inspect sees the
+trampoline's original signature; the same edit made in the source is killed (hand-written mutant below).
+"""
+
+
 def verdict(name: str, entry: dict) -> str | None:
     """Why a not-killed mutant cannot change a result, or None (a gap in the tests)."""
     return EQUIVALENT.get(name) or entry.get("equivalent")
@@ -352,6 +391,7 @@ def report() -> str:
              "new tests*: a survivor that a test written for it fails on (named below). *equivalent*: a survivor",
              "that cannot change a result, with the reason. A mutant whose tests ran past mutmut's time limit",
              "(an endless loop) counts as killed first run. Score = killed / (mutants − equivalent).", "",
+             *NOTES.strip("\n").splitlines(), "",
              "| file | mutants | killed first run | killed by new tests | equivalent | not killed | killed % | score % |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     tot = [0] * 5

@@ -122,7 +122,7 @@ def mml_args(argv):
     return parser.parse_args(argv)
 
 
-def test_mml_flags_build_the_heads_and_eliminator_asked_for():
+def test_mml_flags_build_the_heads_and_eliminator_asked_for(capsys):
     """The paper's Alg. 1 constants as defaults (K_elim = 1000 steps), and each flag reaching the object."""
     args = mml_args([])
     assert (args.method, args.heads, args.head_reduction, args.eliminate_every, args.min_bandwidth) == ("mml", None, "sum", 1000, 0.05), \
@@ -138,6 +138,17 @@ def test_mml_flags_build_the_heads_and_eliminator_asked_for():
         heads, eliminator = mml.from_args(mml_args(["--method", method]), 8, 2)
         assert eliminator is None and heads.dropout.p == dropout, \
             f"--method {method}: no elimination and dropout {dropout} (Malkiel & Wolf §4.1), got {eliminator}, {heads.dropout.p}"
+    args = mml_args(["--heads", "1", "--eliminate_every", "1", "--head_reduction", "mean", "--min_bandwidth", "0"])
+    assert (args.heads, args.eliminate_every, args.head_reduction, args.min_bandwidth) == (1, 1, "mean", 0.0), \
+        f"the smallest valid values (1 head, a round every step, bandwidth floor 0) and 'mean' must parse: {args}"
+    parser = argparse.ArgumentParser()
+    mml.add_args(parser)
+    for ok in (["--method", "bert"], ["--method", "bert-drop", "--heads", "1"], ["--method", "mml", "--heads", "3"]):
+        mml.check_args(parser.parse_args(ok), parser)
+    for bad in (["--method", "bert", "--heads", "3"], ["--method", "bert-drop", "--heads", "2"]):
+        with pytest.raises(SystemExit):
+            mml.check_args(parser.parse_args(bad), parser)
+        assert f"--method {bad[1]} has one head; drop --heads" in capsys.readouterr().err, "mml.check_args: say what to drop"
     for bad in (["--method", "MML"], ["--heads", "0"], ["--eliminate_every", "0"], ["--min_bandwidth", "-1"], ["--head_reduction", "avg"]):
         with pytest.raises((SystemExit, argparse.ArgumentError)):
             mml_args(bad)
