@@ -339,7 +339,7 @@ def test_a_draw_past_the_last_cumulative_probability_is_the_last_task():
 
 
 # ---------------------------------------------------------------------------- checkpoints and resume
-def test_run_folder_flags_and_predict_only_needs_resume():
+def test_run_folder_flags_and_predict_only_needs_resume(capsys):
     parser = argparse.ArgumentParser()
     checkpoint.add_args(parser, out_dir="runs/here")
     args = parser.parse_args([])
@@ -348,6 +348,7 @@ def test_run_folder_flags_and_predict_only_needs_resume():
     checkpoint.check_args(parser.parse_args(["--predict_only", "--resume", "x.pt"]), parser)   # fine
     with pytest.raises(SystemExit):
         checkpoint.check_args(parser.parse_args(["--predict_only"]), parser)
+    assert "--predict_only needs --resume CHECKPOINT (e.g. runs/here/best.pt)" in capsys.readouterr().err
 
 
 def test_save_makes_the_folders_and_save_last_retires_interrupted_pt(tmp_path):
@@ -404,3 +405,32 @@ def test_loop_position_is_the_running_step_and_restore_skips_parts_that_are_off(
     checkpoint.restore(ck, {"off": None, "on": on, "absent": Part()}, loop)
     assert on.loaded == {"y": 2} and (loop.epoch, loop.step, loop.best) == (2, 3, 0.5)
     assert "resumed at epoch 2, step 3, best 0.5000" in capsys.readouterr().out
+
+
+def test_load_asks_torch_for_weights_only_and_the_device_and_names_the_file(tmp_path, monkeypatch):
+    """torch < 2.6 (requirements.txt allows 2.1) loads pickles unless weights_only=True is passed, so
+    load() must pass it, and the map_location it was given; every failure names the file."""
+    checkpoint.save(tmp_path / "ok.pt", {"n": 1})
+    seen, real_load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: seen.append(k) or real_load(*a, **k))
+    assert checkpoint.load(tmp_path / "ok.pt", map_location="meta") == {"n": 1}
+    assert seen == [{"map_location": "meta", "weights_only": True}], f"checkpoint.load called torch.load with {seen}"
+    monkeypatch.undo()
+    with pytest.raises(UserError, match=rf"^{tmp_path / 'missing.pt'}: no such checkpoint file$"):
+        checkpoint.load(tmp_path / "missing.pt")
+    (tmp_path / "cut.pt").write_bytes((tmp_path / "ok.pt").read_bytes()[:40])
+    with pytest.raises(UserError, match=rf"^{tmp_path / 'cut.pt'}: not a readable minbert checkpoint \("):
+        checkpoint.load(tmp_path / "cut.pt")
+
+
+class Payload:
+    """A pickled object in a checkpoint (what weights-only loading refuses)."""
+
+
+def test_a_pickled_object_is_refused_with_the_whole_message(tmp_path):
+    torch.save({"model": {}, "payload": Payload()}, tmp_path / "shared.pt")
+    with pytest.raises(UserError) as e:
+        checkpoint.load(tmp_path / "shared.pt")
+    assert str(e.value) == (f"{tmp_path / 'shared.pt'}: holds pickled Python objects, not only tensors and numbers; "
+                            "minbert never writes those, and loading them could run someone else's code, so it is "
+                            "refused. Use checkpoints written by this version of minbert."), str(e.value)
