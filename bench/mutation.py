@@ -117,6 +117,8 @@ CPU = "device= only: the same tensor on a CPU-only machine (tests run on CPU; a 
 RETAIN = "retain_graph=True on the last task too: the graph is kept until the losses go out of scope; memory only"
 DEAD_ZERO = ("the branch runs only when every stored gradient of a used param has weight exactly 0, which PCGrad "
              "cannot produce (its c_ik ≥ 0 with c_kk = 1) and GradVac only at an exact float cancellation")
+FAST = ("which step runs where the fused one is allowed (only with fused=True, never in reference mode): the fused "
+        "and readable steps compute the same update (tests/run/test_fast_paths.py), so only speed changes")
 SQUARE = "the Gram matrix is square (K, K): shape[1] == shape[0]"
 SEED_DEFAULT = "the default seed's value is arbitrary; the scripts always pass seed= (from_args, tested)"
 P, G, MS, MM = "minbert.methods.pcgrad.", "minbert.methods.gradvac.", "minbert.methods.meanshift.", "minbert.methods.mml."
@@ -190,6 +192,16 @@ EQUIVALENT: dict[str, str] = {
     "minbert.bert.dropout.x_dropout__mutmut_28": "this branch runs only for x on the CPU, where device=None is the same",
     "minbert.bert.dropout.x_dropout__mutmut_31": "this branch runs only for x on the CPU, where device=None is the same",
     MM + "x_add_args__mutmut_29": "default=None is argparse's own default",
+    C + "x_add_args__mutmut_18": "default=None is argparse's own default",
+    A + "x_fused_applies__mutmut_5": FAST, A + "x_fused_applies__mutmut_7": FAST,
+    A + "x_fused_applies__mutmut_11": FAST, A + "x_fused_applies__mutmut_12": FAST,
+    A + "x_fused_step__mutmut_1": CPU, A + "x_fused_step__mutmut_6": CPU, A + "x_fused_step__mutmut_9": CPU,
+    A + "x_fused_step__mutmut_5": "an int64 step count: the kernel's bias correction reads the same integer",
+    A + "x_fused_step__mutmut_8": "an int64 step count: the kernel's bias correction reads the same integer",
+    A + "x_linear_warmup_decay__mutmut_12": "max(2, w) differs from max(1, w) only for w ≤ 1, where the warm-up branch "
+                                          "sees step 0 alone (0/anything = 0) or never runs",
+    "minbert.bert.dropout.x_dropout__mutmut_20": "F.dropout's training defaults to True",
+    "minbert.bert.dropout.x_dropout__mutmut_57": "addcmul promotes the bool mask to x's dtype: the same numbers",
     MM + "x_from_args__mutmut_6": "label_mean is read only for K = 1 (reset_parameters), so setting it for classification changes nothing",
 }
 

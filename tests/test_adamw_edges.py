@@ -51,3 +51,18 @@ def test_argument_checks_match_torch():
             adamw.AdamW([w], **kw)
     with pytest.raises(ValueError, match=r"^need 0 <= warmup_steps <= total_steps, got 6, 5$"):
         adamw.linear_warmup_decay(torch.optim.SGD([w], lr=1.0), 6, 5)
+
+
+def test_fused_step_on_a_single_parameter_equals_torchs_adamw():
+    """A group of one tensor (the smallest model) through the fused step: torch.optim.AdamW's numbers."""
+    torch.manual_seed(0)
+    w, ref = torch.nn.Parameter(torch.randn(5)), None
+    ref = torch.nn.Parameter(w.detach().clone())
+    ours, theirs = adamw.AdamW([w], lr=0.1, fused=True), torch.optim.AdamW([ref], lr=0.1)
+    for step in range(3):
+        g = torch.randn(5)
+        w.grad, ref.grad = g.clone(), g.clone()
+        ours.step()
+        theirs.step()
+    torch.testing.assert_close(w.detach(), ref.detach(), atol=1e-6, rtol=1e-6,
+                               msg=lambda m: f"minbert.adamw.AdamW(fused=True) on one parameter vs torch.optim.AdamW: {m}")

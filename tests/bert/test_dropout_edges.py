@@ -38,3 +38,19 @@ def test_mask_follows_the_documented_16_bit_rule_call_after_call():
         assert torch.equal(got[call], want), (f"minbert.bert.dropout.dropout, call {call + 1}: the keep mask differs from "
                                               f"'keep iff lane >= -32768 + k' on ceil(N/4) int64 draws "
                                               f"({int((got[call] != want).sum())} of {n} lanes)")
+
+
+def test_set_fast_mask_switches_which_kernel_runs(monkeypatch):
+    """set_fast_mask(True) must make dropout take the fast kernel (_ScaledMask), False the readable
+    one (_MaskedScale): the fast path's equality test passes either way, so this checks the switch."""
+    calls = []
+    monkeypatch.setattr(D._ScaledMask, "apply", staticmethod(lambda x, mask, scale: calls.append("fast") or x))
+    monkeypatch.setattr(D._MaskedScale, "apply", staticmethod(lambda x, mask, scale: calls.append("readable") or x))
+    try:
+        D.set_fast_mask(True)
+        D.dropout(torch.ones(8), 0.5)
+        D.set_fast_mask(False)
+        D.dropout(torch.ones(8), 0.5)
+    finally:
+        D.set_fast_mask(False)
+    assert calls == ["fast", "readable"], f"minbert.bert.dropout.set_fast_mask: kernels used {calls}, expected ['fast', 'readable']"

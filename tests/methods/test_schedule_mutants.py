@@ -138,6 +138,7 @@ def test_mml_flags_build_the_heads_and_eliminator_asked_for(capsys):
         heads, eliminator = mml.from_args(mml_args(["--method", method]), 8, 2)
         assert eliminator is None and heads.dropout.p == dropout, \
             f"--method {method}: no elimination and dropout {dropout} (Malkiel & Wolf §4.1), got {eliminator}, {heads.dropout.p}"
+    assert mml_args(["--head_reduction", "sum"]).head_reduction == "sum", "--head_reduction sum must parse"
     args = mml_args(["--heads", "1", "--eliminate_every", "1", "--head_reduction", "mean", "--min_bandwidth", "0"])
     assert (args.heads, args.eliminate_every, args.head_reduction, args.min_bandwidth) == (1, 1, "mean", 0.0), \
         f"the smallest valid values (1 head, a round every step, bandwidth floor 0) and 'mean' must parse: {args}"
