@@ -269,10 +269,21 @@ def test_gradvac_arguments_and_their_errors():
 
 # ---------------------------------------------------------------------------- the flags build the right object
 def parse(argv):
+    """The surgery flags as the training script has them (--surgery may live in pcgrad or gradvac)."""
     parser = argparse.ArgumentParser(exit_on_error=False)
-    gradvac.add_args(parser)
-    gradient_compromise.add_args(parser)
+    for module in (pcgrad, gradvac, gradient_compromise):
+        if hasattr(module, "add_args"):
+            module.add_args(parser)
     return parser.parse_args(argv)
+
+
+def build(args, model, params, seed):
+    """The surgery object as train_multitask.py builds it: PCGrad's from_args (where it has one), else GradVac's."""
+    if hasattr(pcgrad, "from_args"):
+        built = pcgrad.from_args(args, params, seed)
+        if built is not None:
+            return built
+    return gradvac.from_args(args, model, params, seed)
 
 
 def test_surgery_flags_build_the_surgery_asked_for():
@@ -283,13 +294,13 @@ def test_surgery_flags_build_the_surgery_asked_for():
     args = parse([])
     assert (args.surgery, args.gradvac_groups, args.gradvac_beta) == ("none", "model", 0.01), \
         f"defaults: --surgery none, --gradvac_groups model, --gradvac_beta 0.01 (Wang et al. 2021's β), got {args}"
-    assert gradvac.from_args(args, model, [w, v], seed=3) is None, "--surgery none builds no surgery"
-    pc = gradvac.from_args(parse(["--surgery", "pcgrad"]), model, [w, v], seed=3)
+    assert build(args, model, [w, v], seed=3) is None, "--surgery none builds no surgery"
+    pc = build(parse(["--surgery", "pcgrad"]), model, [w, v], seed=3)
     assert type(pc) is surgery_class("PCGrad") and pc.params == [w, v], f"--surgery pcgrad built {type(pc).__name__}"
     assert torch.equal(pc.generator.get_state(), torch.Generator().manual_seed(3).get_state()), "from_args must pass seed="
     for argv in (["--surgery", "gradvac", "--gradvac_beta", "0.3", "--gradvac_groups", "matrix"],
                  ["--grad_compromise", "3", "--gradvac_beta", "0.3", "--gradvac_groups", "matrix"]):
-        gv = gradvac.from_args(parse(argv), model, [w, v], seed=3)
+        gv = build(parse(argv), model, [w, v], seed=3)
         assert type(gv) is surgery_class("GradVac"), f"{argv} built {type(gv).__name__}"
         assert (gv.params, gv.beta, gv.groups) == ([w, v], 0.3, [[0], [1]]), f"{argv}: beta {gv.beta}, groups {gv.groups}"
         assert torch.equal(gv.generator.get_state(), torch.Generator().manual_seed(3).get_state()), "from_args must pass seed="
@@ -299,7 +310,7 @@ def test_surgery_flags_build_the_surgery_asked_for():
     net.encoder = torch.nn.Module()
     net.encoder.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)])
     net.head = torch.nn.Linear(2, 1)
-    gv = gradvac.from_args(parse(["--surgery", "gradvac", "--gradvac_groups", "layer"]), net, list(net.parameters()), seed=0)
+    gv = build(parse(["--surgery", "gradvac", "--gradvac_groups", "layer"]), net, list(net.parameters()), seed=0)
     assert gv.groups == [[0, 1], [2, 3], [4, 5]], f"--gradvac_groups layer: groups {gv.groups}, expected [[0, 1], [2, 3], [4, 5]]"
     for bad in (["--gradvac_beta", "0"], ["--gradvac_beta", "1.5"], ["--surgery", "PCGRAD"], ["--gradvac_groups", "layers"]):
         with pytest.raises((SystemExit, argparse.ArgumentError)):
