@@ -402,7 +402,7 @@ seed still moving after 300 moves would show it, and the test that reads the def
 trampoline's original signature; the same edit made in the source is killed (hand-written mutant below).
 The six `minbert/run/checkpoint.py` survivors change only the wording of two error messages (XX around a
 phrase, its case): the tests check each message's facts (the file, the reason, every differing flag) but not
-its exact text, because main rewrites these messages (the checkpoint errors of issue 38's item 3).
+its exact text: the wording of the checkpoint errors is the messages' to improve, the facts are the test's.
 """
 
 
