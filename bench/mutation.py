@@ -17,7 +17,7 @@ mutant against the tests that call its function (pytest -x). The result per muta
 bench/results/mutation/<file>.json (with the diff of each survivor), and --report rebuilds
 bench/results/mutation.md from those files and the verdicts in EQUIVALENT below.
 
-Left out on purpose: minbert/classroom/ (the grader and its results parsing; being rewritten) and
+Left out on purpose: minbert/classroom/ (the grader and its results parsing: not run yet; its parser has its own forgery tests, tests/classroom/test_results_wire.py) and
 the scripts' bodies (mutmut mutates functions in a package; train_multitask.py's loop is covered
 by hand-written mutants, see the report).
 """
@@ -389,7 +389,7 @@ NOTES = """
 Tool: mutmut 3.8.1 (`pip install -r requirements-dev.txt`), one file at a time, `--max-children 1`, under
 `OMP_NUM_THREADS=1 nice -n 19` on a 2-vCPU AMD EPYC (Zen 5) shared with five other jobs (load about 5); the
 minutes column is wall time there. Not in the table: `minbert/classroom/` (the grader and its results
-parsing, being rewritten), and the files listed under "Not run yet" (same command, one line each).
+parsing: not run yet), and the files listed under "Not run yet" (same command, one line each).
 The first runs of `minbert/run/checkpoint.py`, `optimizer_step.py`, `adamw.py` and `bert/dropout.py` started
 after `tests/test_loop_mechanics.py` existed in an early form, so their "killed first run" includes what that
 early version killed (optimizer_step.py has no unit test of its own in the suite before this work; the
