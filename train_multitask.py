@@ -105,7 +105,8 @@ def train(args, stop):
     device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
     print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
-    set_threads(args.threads, device)   # --threads, OMP_NUM_THREADS, or the cores free now; one line
+    set_threads(args.threads, device, resumed=checkpoint.saved_args(ck).get("threads", 0) if ck else 0)   # one line
+    args.threads = torch.get_num_threads()   # what the checkpoints record: a resume keeps it, so it is exact
     fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
     print(f"fast paths: {fast}")
     for note in args.data_notes:

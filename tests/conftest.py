@@ -30,6 +30,11 @@ from pathlib import Path
 import pytest
 import torch
 
+# The training runs the tests start as child processes use the thread count of this one, whatever the load: a CPU's
+# sums depend on how many threads split them, and the scripts would otherwise choose from the cores free at start
+# (minbert/core/device.py, set_threads), so two runs compared for equality could differ by a rounding.
+os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+
 # References a user cannot follow (tests/test_no_internal_references.py): a number of this project's tracker, a
 # notes file outside the repository, a folder of the machine the code was written on. The scan skips this line.
 UNFOLLOWABLE = re.compile(r"\bissues? #?\d+|REFERENCE-NOTES|\.\./shared\b|/work/|\bNOTES-[\w-]+\.md", re.IGNORECASE)

@@ -131,10 +131,12 @@ def choose_threads(cores: int, load: float | None) -> int:
 
 
 def set_threads(threads: int = THREADS, device=None, environ=None, load: float | None = None,
-                cores: int | None = None) -> str | None:
+                cores: int | None = None, resumed: int = 0) -> str | None:
     """Set torch's CPU threads and print (and return) the one line that says how many and why: --threads N,
-    else OMP_NUM_THREADS when set (torch read it at import), else `choose_threads` from the cores free now.
-    A run on a GPU (`device` cuda/mps) without --threads keeps torch's default and prints nothing."""
+    else OMP_NUM_THREADS when set (torch read it at import), else `resumed` (the count the run being resumed used:
+    a CPU's sums depend on how many threads split them, so a resume keeps the count to continue exactly), else
+    `choose_threads` from the cores free now. A run on a GPU (`device` cuda/mps) without --threads keeps torch's
+    default and prints nothing."""
     environ = os.environ if environ is None else environ
     if threads:
         torch.set_num_threads(threads)
@@ -143,6 +145,9 @@ def set_threads(threads: int = THREADS, device=None, environ=None, load: float |
         line = f"threads: {torch.get_num_threads()} (OMP_NUM_THREADS={environ['OMP_NUM_THREADS']})"
     elif device is not None and getattr(device, "type", str(device)) != "cpu":
         return None
+    elif resumed:
+        torch.set_num_threads(resumed)
+        line = f"threads: {resumed} (as the run it resumes, which then continues exactly; --threads N to choose)"
     else:
         cores = cores or usable_cores()
         load = current_load() if load is None else load

@@ -140,6 +140,26 @@ def test_training_script_prints_the_threads_line_once(keep_threads, monkeypatch,
     assert torch.get_num_threads() == 1, "train_multitask.py must run on the 1 free core"
 
 
+def test_a_resume_keeps_the_thread_count_its_run_started_with(keep_threads, monkeypatch, capsys, tmp_path):
+    """A CPU's sums depend on how many threads split them: a run that started on 1 thread and is resumed on an idle
+    machine chose 2 and its predictions differed from the uninterrupted run's. The count is recorded in the
+    checkpoint (args.threads) and a resume without --threads or OMP_NUM_THREADS takes it back, whatever the load."""
+    from test_run_dir import run
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(dev, "usable_cores", lambda: 2)
+    monkeypatch.setattr(dev, "current_load", lambda: 1.0)                 # started beside another job: 1 thread
+    setup = _tiny(tmp_path)
+    run(setup, tmp_path / "r", "--epochs", "1", "--keep_resume_state")
+    capsys.readouterr()
+    monkeypatch.setattr(dev, "current_load", lambda: 0.0)                 # resumed on an idle machine
+    run(setup, tmp_path / "r", "--epochs", "1", "--resume", str(tmp_path / "r" / "last.pt"))
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("threads:")]
+    assert lines == ["threads: 1 (as the run it resumes, which then continues exactly; --threads N to choose)"], \
+        f"a resume must keep the thread count its run started with: {lines}"
+    line = dev.set_threads(2, CPU, environ={}, resumed=1)
+    assert line == "threads: 2 (--threads)", "an explicit --threads still wins over the resumed count"
+
+
 def _tiny(tmp_path):
     from conftest import save_tiny_model, write_task_files
     data = tmp_path / "data"
