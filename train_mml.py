@@ -62,7 +62,8 @@ def parser():
                    help="hub name, local model folder, or 'minilm-l6' (offline)")
     g.add_argument("--epochs", type=flags.at_least(1), default=None,
                    help="default: the paper's rule, 10 / 30 / 100 for >= 100k / >= 10k / fewer train examples")
-    g.add_argument("--lr", type=flags.positive, default=2e-5, help="constant learning rate: the paper's 2e-5, which the README's MiniLM line uses too")
+    g.add_argument("--lr", type=flags.positive, default=2e-5,
+                   help="constant learning rate: the paper's 2e-5, which the README's MiniLM line uses too")
     g.add_argument("--weight_decay", type=flags.at_least(0.0, float), default=0.0,
                    help="decoupled decay; 0 makes AdamW the paper's Adam")
     g.add_argument("--batch_size", type=flags.at_least(1), default=32, help="examples per optimizer step")

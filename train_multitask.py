@@ -35,9 +35,7 @@ from minbert.bert.tokenizer import Tokenizer
 from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything, set_threads
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
-from minbert.core.interrupt import EXIT_STATUS, Interrupted
 from minbert.core.report import markdown_table, plot_panels
-from minbert.methods.loss_scaling import scaled_task_loss
 from minbert.run.optimizer_step import OptimizerStep
 from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores, to_device
 
@@ -191,7 +189,7 @@ def train(args, stop):
                             loss = task_loss(task, out, batch["labels"])
                             # 3) each enabled method's term
                             if args.scale_losses:
-                                loss = scaled_task_loss(task, loss)
+                                loss = loss_scaling.scaled_task_loss(task, loss)
                             if ranking and v is not None:   # MNR (Benton): on a batch of positive pairs
                                 loss = ranking.loss(task, u, v, batch, loss,
                                                     features=lambda b: model.features(task, to_device(b, device)))
@@ -290,10 +288,10 @@ def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source)
     except OSError as e:
         raise UserError(f"could not write the predictions ({e}). Nothing is lost: the model is in {source}; fix the "
                         f"path and run the same command plus --predict_only --resume {source}") from None
-    except Interrupted:
+    except interrupt.Interrupted:
         print(f"\ninterrupted while writing predictions; the model is in {source}: "
               f"the same command plus --predict_only --resume {source} writes them")
-        raise SystemExit(EXIT_STATUS) from None
+        raise SystemExit(interrupt.EXIT_STATUS) from None
     return outputs
 
 
