@@ -9,7 +9,6 @@ CAP_DAC_OVERRIDE), and a disk that refuses the first checkpoint (a file-size lim
 cut short, foreign or not a checkpoint at all is a message of at most 3 lines without torch's advice.
 """
 
-import ctypes
 import json
 import os
 import resource
@@ -19,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import meet_file_modes
 import torch
 
 import train_mml
@@ -314,14 +314,6 @@ def test_train_mml_bad_flag_value_prints_two_lines(capsys):
 # Root writes to read-only folders (CAP_DAC_OVERRIDE), so these run the script as a user who meets file modes:
 # as root, the child drops that capability from its bounding set before exec (what
 # `setpriv --inh-caps=-dac_override --bounding-set=-dac_override` does); as anyone else, nothing to drop.
-PR_CAPBSET_DROP, CAP_DAC_OVERRIDE = 24, 1   # <linux/prctl.h>, <linux/capability.h>
-
-
-def meet_file_modes():
-    if os.geteuid() == 0 and ctypes.CDLL(None, use_errno=True).prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0):
-        os._exit(99)
-
-
 def script(argv, tmp_path, preexec=meet_file_modes):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, str(ROOT / "train_multitask.py"), *argv], capture_output=True, text=True,
