@@ -161,11 +161,3 @@ def link_tree() -> str:
             _TREE = root
         return _TREE
 
-
-def readable_by_others(path: Path) -> bool:
-    """Whether a user who is neither the owner nor in the group could reach and read `path` (mode bits)."""
-    path = Path(path).resolve()
-    for parent in reversed(path.parents):
-        if not os.stat(parent).st_mode & 0o001:
-            return False
-    return bool(os.stat(path).st_mode & 0o004)

@@ -155,7 +155,7 @@ def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple
             Message("the outputs are not a dict of tensors") if r is wire.NOT_TENSORS else r for r in results], ""
 
 
-def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str):
+def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str, secrets: list):
     """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
     job.mkdir(parents=True)
     for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "wire.py", "_minbert_grader_wire.py"),
@@ -170,14 +170,14 @@ def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: flo
     box = sandbox.BOX
     argv = [sys.executable, "-I", f"{box}job/child.py", f"{box}template", key, f"{box}job/inputs.pt", f"{box}job"]
     outcome = sandbox.run(argv, env, {"template": str(template_dir), "job": str(job)},
-                          sandbox.Limits(wall_s=timeout), level, secrets=secrets_of(C.ROOT))
+                          sandbox.Limits(wall_s=timeout), level, secrets=secrets)
     files = {str(p.relative_to(template_dir)): p.read_text(encoding="utf-8", errors="replace").splitlines()
              for p in (template_dir / "minbert").rglob("*.py")}
     results, why = outputs_of(outcome, len(cases), files, key)
     return results, why, outcome.layers
 
 
-def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, level) -> list[dict]:
+def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, level, secrets) -> list[dict]:
     number = C.ASSIGNMENTS.index(a) + 1
     share = [round(a.points / len(cases), 4)] * len(cases)
     share[-1] = round(a.points - sum(share[:-1]), 4)
@@ -185,7 +185,7 @@ def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, lev
     if problems:
         outcome, why, layers = None, " | ".join(problems), []
     else:
-        outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, level)
+        outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, level, secrets)
     entries = []
     for i, (case, want) in enumerate(zip(cases, wants)):
         visible = i < CASES.VISIBLE
@@ -254,8 +254,9 @@ def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, sal
         drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
         wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child
         hide = [C.ROOT] if level == "user" else []       # no chroot: the checkout is hidden by file modes
+        instructors = secrets_of(C.ROOT)                 # what each box's user must fail to open
         with sandbox.hidden(hide, keep=sandbox.box_root().runtime_paths()), \
                 ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             futures = [pool.submit(grade_assignment, a, drawn[a.key], wants[a.key], template, tmp / "jobs",
-                                   problems[a.key], timeout, level) for a in chosen]
+                                   problems[a.key], timeout, level, instructors) for a in chosen]
             return Grade([e for f in futures for e in f.result()], salt, flagged)

@@ -375,6 +375,22 @@ def test_without_a_chroot_the_checkout_is_hidden_by_file_modes_and_checked_befor
     assert {p: p.stat().st_mode for p in modes} == modes, "the checkout's modes must be put back"
 
 
+def test_every_box_checks_that_its_user_cannot_open_the_instructors_files(student, tmp_path, monkeypatch):
+    """The launcher refuses a box whose user could open a secret (test above); the grade must hand every box the
+    grader, its references and every solution file, or the check guards nothing."""
+    given, run = [], sandbox.run
+
+    def recording_run(argv, env, box, limits, level, **kwargs):
+        given.append({str(p) for p in kwargs.get("secrets", ())})
+        return run(argv, env, box, limits, level, **kwargs)
+    monkeypatch.setattr(sandbox, "run", recording_run)
+    grade(submission(student, tmp_path, restore=["meanshift.py"]), {"meanshift", "adamw"})
+    must = {str(ROOT / "minbert" / "classroom" / f) for f in ("references.py", "grade.py")}
+    must |= {str(ROOT / package_file(f)) for f in ("meanshift.py", "adamw.py", "attention.py", "pcgrad.py")}
+    assert len(given) == 2 and all(must <= g for g in given), \
+        f"a box was not given the instructor's files to check: missing {sorted(must - set().union(*given))[:3]}"
+
+
 # ---------------------------------------------------------------------- isolation missing
 
 def test_without_isolation_every_output_says_self_check_and_require_isolation_refuses(student, tmp_path, monkeypatch):
