@@ -17,8 +17,8 @@ mutant against the tests that call its function (pytest -x). The result per muta
 bench/results/mutation/<file>.json (with the diff of each survivor), and --report rebuilds
 bench/results/mutation.md from those files and the verdicts in EQUIVALENT below.
 
-Left out on purpose: minbert/classroom/ (the grader and its results parsing: not run yet; its parser has its
-own forgery tests, tests/classroom/test_results_wire.py) and
+Left out on purpose: the sandbox's isolation (minbert/classroom/sandbox.py, box_root.py: its
+attacks are tests of their own, tests/classroom/test_sandbox_attacks.py, each run as a student would) and
 the scripts' bodies (mutmut mutates functions in a package; train_multitask.py's loop is covered
 by hand-written mutants, see the report).
 """
@@ -27,6 +27,7 @@ import argparse
 import ast
 import difflib
 import functools
+import hashlib
 import json
 import os
 import re
@@ -75,6 +76,9 @@ TARGETS = {
     "minbert/bert/config.py": [T + "bert/test_config.py"],
     "minbert/bert/dropout.py": [T + "bert/test_dropout.py", T + "bert/test_dropout_edges.py", T + "run/test_fast_paths.py"],
     "minbert/bert/tokenizer.py": [T + "bert/test_tokenizer.py"],
+    "minbert/classroom/wire.py": [T + "classroom/test_results_wire.py"],
+    "minbert/classroom/results.py": [T + "classroom/test_results_wire.py"],
+    "minbert/classroom/grade.py": [T + "classroom/test_results_wire.py"],
 }
 
 # Hand-written mutants for what mutmut does not reach (the training script's loop is one long main())
@@ -217,6 +221,14 @@ EQUIVALENT: dict[str, str] = {
     "minbert.bert.dropout.x_dropout__mutmut_20": "F.dropout's training defaults to True",
     "minbert.bert.dropout.x_dropout__mutmut_57": "addcmul promotes the bool mask to x's dtype: the same numbers",
     MM + "x_from_args__mutmut_6": "label_mean is read only for K = 1 (reset_parameters), so setting it for classification changes nothing",
+    # methods: gradient_compromise, pals, smart, r3f, mnr, simcse, loss_scaling, head_pretraining
+
+    # tasks: metrics, pair_heads, multitask, data, glue, embedding_eval
+
+    # bert: attention, layers, model, config, tokenizer
+
+    # classroom: wire, results, grade
+
 }
 
 # The test files written for survivors: --check always runs them (a first run may have had an early version).
@@ -239,6 +251,11 @@ def scratch_copy(scratch: Path) -> None:
         if src.is_file() and not name.startswith("bench/results/"):
             (scratch / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, scratch / name)
+
+
+def sha(test: str, root: Path = ROOT) -> str:
+    """A test file's content hash: --check reruns a survivor against the test files changed since its run."""
+    return hashlib.sha256((root / test).read_bytes()).hexdigest()[:16]
 
 
 def run_one(target: str, scratch_root: Path, collect_only: bool = False) -> dict:
@@ -267,7 +284,8 @@ def collect(target: str, scratch: Path, tests: list[str], minutes) -> dict:
     if not meta.exists():
         raise SystemExit(f"mutmut did not run on {target}: see {scratch / 'mutmut.log'}")
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    result = {"file": target, "tests": tests, "minutes": minutes, "mutants": {}}
+    result = {"file": target, "tests": tests, "minutes": minutes, "mutants": {},
+              "test_sha": {t: sha(t, scratch) for t in tests}}
     for name, code in sorted(codes.items(), key=lambda kv: natural(kv[0])):
         status = STATUS.get(code, "suspicious")
         entry = {"status": status}
@@ -289,8 +307,9 @@ def check_survivors(target: str, scratch_root: Path) -> dict:
     result = json.loads(path.read_text())
     mutants_dir = scratch_root / target.replace("/", "_") / "mutants"
     shutil.copytree(ROOT / "tests", mutants_dir / "tests", dirs_exist_ok=True)   # the tests as they are now
-    # only the test files the first run did not have: the survivors passed all of those
-    tests = [t for t in TARGETS[target] if (ROOT / t).exists() and (t not in result["tests"] or t in NEW_TESTS)]
+    # only the test files that are new or changed since the run: the survivors passed the others
+    tests = [t for t in TARGETS[target] if (ROOT / t).exists() and (t not in result["tests"] or t in NEW_TESTS
+                                                                     or sha(t) != result.get("test_sha", {}).get(t))]
     result["check_tests"] = sorted(set(result.get("check_tests", [])) | set(tests))
     if not tests:
         return result
