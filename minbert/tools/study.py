@@ -39,6 +39,7 @@ Left out: running seeds in parallel (one run at a time; two studies with disjoin
 test-set scores.
 """
 
+import argparse
 import json
 import math
 import os
@@ -63,11 +64,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "--head_lr", "1e-3",
                   "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2",
                   "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
-# Task batches per optimizer step where it is not 1, so that every configuration sees the same examples per epoch.
 # An example read with the encoder frozen (one forward under no_grad) costs 1/3 of a fine-tuning example (forward
 # and backward): the usual 2N vs 6N FLOPs per token of a model with N parameters (Kaplan et al. 2020, §2.1).
 FROZEN_EXAMPLE_COST = 1 / 3
-BATCHES_PER_STEP = {"pcgrad": 3, "gradvac": 3, "grad_compromise": 4, "grad_compromise_normalize": 4, "baseline_accum4": 4}
 
 CONFIGS = {
     "baseline": [],
@@ -168,8 +167,23 @@ def steps_per_epoch(name: str, budget: list[str], examples: int) -> list[str]:
         return []
     if name == "head_pretraining_charged":
         examples -= head_pass_cost(budget) / budget_epochs(budget)
-    per_step = int(budget_value(budget, "--batch_size", "8")) * int(budget_value(budget, "--grad_accum", "1"))
-    return ["--steps_per_epoch", str(max(1, math.ceil(examples / (per_step * BATCHES_PER_STEP.get(name, 1)))))]
+    return ["--steps_per_epoch", str(max(1, math.ceil(examples / examples_per_step(name, budget))))]
+
+
+def examples_per_step(name: str, budget: list[str]) -> int:
+    """Training examples one optimizer step of configuration `name` reads: --batch_size x --grad_accum x the task
+    batches of a micro-batch, by the training script's own rule (sampling.batches_per_step), so that every
+    configuration sees the same examples per epoch. The flags as train_command orders them: the last one wins."""
+    from minbert.tasks.data import READERS
+    from minbert.tasks.sampling import batches_per_step
+    command = budget + CONFIGS[name]
+
+    def last(flag: str, default: str) -> str:
+        values = [command[i + 1] for i, token in enumerate(command[:-1]) if token == flag]
+        return values[-1] if values else default
+    args = argparse.Namespace(grad_compromise=int(last("--grad_compromise", "0")), surgery=last("--surgery", "none"),
+                              heterogeneous="--heterogeneous" in command)
+    return int(last("--batch_size", "8")) * int(last("--grad_accum", "1")) * batches_per_step(args, len(READERS))
 
 
 def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str) -> list[str]:

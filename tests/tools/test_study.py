@@ -163,6 +163,19 @@ def test_every_configuration_gets_the_same_examples_per_epoch():
     assert study.steps_per_epoch("baseline", budget, 0) == [], "0 examples per epoch: the script's one pass"
 
 
+def test_a_new_configuration_is_charged_its_batches_per_step_by_the_training_scripts_rule(monkeypatch):
+    """Muppet's heterogeneous steps read K = 3 task sub-batches per update (Aghajanyan et al. 2021, §3.2, §5.2), so a study
+    configuration with --heterogeneous gets 6000 / (32 x 3) -> 63 steps, as PCGrad does; a table of known names
+    would give it the baseline's 188. With --grad_accum 2 as well: 6000 / (32 x 2 x 3) -> 32."""
+    monkeypatch.setitem(study.CONFIGS, "muppet", ["--heterogeneous"])
+    monkeypatch.setitem(study.CONFIGS, "muppet_accum2", ["--heterogeneous", "--grad_accum", "2"])
+    budget = ["--batch_size", "32"]
+    assert study.steps_per_epoch("muppet", budget, 6000) == ["--steps_per_epoch", "63"], \
+        f"{MOD}.steps_per_epoch: --heterogeneous reads 3 task batches per step (minbert/tasks/sampling.batches_per_step)"
+    assert study.steps_per_epoch("muppet_accum2", budget, 6000) == ["--steps_per_epoch", "32"], \
+        f"{MOD}.steps_per_epoch: a configuration's own --grad_accum counts too"
+
+
 def test_controls_differ_from_their_method_only_in_what_they_control():
     """cosine = mnr without its MNR flags (MNR's effect is mnr − cosine); baseline_accum4 makes Gradient Compromise's
     47 updates of 4 batches (6000 examples at batch 32) with no other flag, so grad_compromise − baseline_accum4
