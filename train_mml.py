@@ -45,7 +45,6 @@ from minbert.core.atomic import atomic_write
 from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything, set_threads
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, export
-from minbert.core.interrupt import EXIT_STATUS, Interrupted
 from minbert.core.report import markdown_table, plot_heads, write_jsonl
 from minbert.methods.mml import LAMBDA, METHODS
 from minbert.tools.mml_protocol import PAPER_METRIC, paper_epochs
@@ -185,11 +184,13 @@ def train(args, stop):
     # ------------------------------------------------------------------ training loop
     t0, headline = time.time(), PAPER_METRIC[args.task]   # the best epoch by the paper's metric
     with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
-        for epoch in loop.epochs(args.epochs):   # Ctrl-C: finish the step, save interrupted.pt, exit (above)
-            bar = progress.bar(loop.steps(steps_per_epoch, stop), epoch, args.epochs, steps_per_epoch, loop.step,
+        for epoch in loop.epochs(args.epochs):
+            bar = progress.bar(range(loop.step, steps_per_epoch), epoch, args.epochs, steps_per_epoch, loop.step,
                                disable=not distributed.is_main(), args=args,
                                examples_per_step=args.batch_size * distributed.world_size())
             for step in bar:
+                loop.step = step   # where a resume starts
+                stop.check()       # 0) Ctrl-C/SIGTERM during the last step stops here: interrupted.pt, exit (above)
                 global_step = (epoch - 1) * steps_per_epoch + step + 1
                 # 1) forward and loss: Eq. 3's task loss over the heads, plus λ·L_mv (Eq. 4) for mml/mv
                 batch = to_device(stream.next(), device)
@@ -212,6 +213,7 @@ def train(args, stop):
                     loop.running = {"task": loop.running["task"] + loss.item(), "mv": loop.running["mv"] + mv.item(),
                                     "n": loop.running["n"] + 1}
                 progress.show(bar, loss=loop.running["task"] / max(loop.running["n"], 1), active=trace[-1][1])
+            loop.step = steps_per_epoch
 
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
@@ -284,10 +286,10 @@ def cross_dataset(args, stop, run, load, source, dev) -> None:
                     cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)),
                                           "f1": float(metrics.f1(pred, gold)), "n": len(data)}
                     print(f"cross-dataset {args.task} -> {task}/{split}: {cross[task][split]}")
-    except Interrupted:
+    except interrupt.Interrupted:
         print(f"\ninterrupted while scoring; the model is in {source}: the same command plus --predict_only "
               f"--resume {source} scores it")
-        raise SystemExit(EXIT_STATUS) from None
+        raise SystemExit(interrupt.EXIT_STATUS) from None
     if args.eval_tasks:
         report = {"train_task": args.task, "method": args.method, "results": cross}
         text = json.dumps(report, indent=1)

@@ -6,8 +6,8 @@ nanoGPT's checkpoint dict built in its loop):
 - `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last(out_dir, dict)`
   is save to last.pt plus removing the now older interrupted.pt; `save_weights` writes best.pt.
 - `LoopState`: where the loop is (epoch, step), the best score so far, the per-epoch history, this epoch's
-  running loss sums and a script's own lists (`extra`). `loop.epochs(n)` and `loop.steps(n, stop)` yield
-  the positions still to run and remember them, so a resume starts where the save was made.
+  running loss sums and a script's own lists (`extra`). `loop.epochs(n)` yields the epochs still to run; the
+  script's step loop sets `loop.step` as it goes, so a resume starts where the save was made.
 - `state_dicts(parts)` / `rng_states()` / `restore(ck, parts, loop)`: the script names its objects with
   a state_dict once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams) and builds
   the resume dict in sight: `{**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": ...}`.
@@ -234,14 +234,6 @@ class LoopState:
         """The epochs still to run; the caller ends each with next_epoch()."""
         while self.epoch <= num_epochs:
             yield self.epoch
-
-    def steps(self, num_steps: int, stop):
-        """The steps of this epoch still to run; a signal during a step stops at the next (stop.check())."""
-        for step in range(self.step, num_steps):
-            self.step = step
-            stop.check()
-            yield step
-        self.step = num_steps
 
     def improved(self, score: float) -> bool:
         """True (and `score` kept as the best) when `score` beats every earlier epoch's."""
