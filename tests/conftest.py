@@ -28,8 +28,13 @@ import signal
 import warnings
 from pathlib import Path
 
-import pytest
-import torch
+# The suite runs on the CPU even where a GPU is present: its pinned outputs, and the references the training scripts
+# are compared with, are CPU numbers, and `--device auto` would otherwise train on the GPU. Set before torch first
+# looks for CUDA; the child processes inherit it. The GPU is checked by bench/gpu_check.sh.
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 # The training runs the tests start as child processes use the thread count of this one, whatever the load: a CPU's
 # sums depend on how many threads split them, and the scripts would otherwise choose from the cores free at start

@@ -59,6 +59,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from minbert.core.device import pick_device
+from minbert.core.errors import UserError
 from minbert.tasks.sampling import BatchStream
 
 
@@ -89,6 +90,10 @@ def setup(device_name: str) -> torch.device:
         return pick_device(device_name)
     device = pick_device(device_name)
     if device.type == "cuda":   # one GPU per process, chosen by torchrun's LOCAL_RANK
+        local_ranks, gpus = int(os.environ.get("LOCAL_WORLD_SIZE", 1)), torch.cuda.device_count()
+        if local_ranks > gpus:   # every rank says so and exits; else rank 0 would wait for the others for an hour
+            raise UserError(f"torchrun started {local_ranks} processes on this machine but it has {gpus} GPU(s), and "
+                            f"each process trains on its own GPU: use --nproc_per_node {gpus}, or --device cpu")
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
     if not active():

@@ -293,3 +293,19 @@ def test_ddp_resume_after_interrupt_equals_uninterrupted_2_process_run(script_hi
     full, cut = (torch.load(root / name / "last.pt", weights_only=True)["model"] for name in ("mml_full", "mml_cut"))
     assert all(torch.equal(full[k], cut[k]) for k in full), "train_mml 2-process resume: final weights/β/moving averages differ"
     assert got == want, f"train_multitask 2-process resume: final record {got} differs from the uninterrupted run's {want}"
+
+
+def test_more_processes_than_gpus_is_one_clear_error_on_every_rank(monkeypatch):
+    """torchrun --nproc_per_node 2 on a one-GPU machine: rank 1 has no GPU of its own. Each rank must stop with the
+    fix (--nproc_per_node 1 or --device cpu) before joining the process group, where rank 0 would otherwise wait for
+    rank 1 until the group's timeout (seen: an hour-long hang on an H100)."""
+    from minbert.core.errors import UserError
+    monkeypatch.setattr(distributed, "pick_device", lambda name: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(distributed, "active", lambda: pytest.fail("joined the process group before checking the GPUs"))
+    for rank in ("0", "1"):
+        for k, v in {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "RANK": rank, "LOCAL_RANK": rank}.items():
+            monkeypatch.setenv(k, v)
+        with pytest.raises(UserError, match=r"2 processes on this machine but it has 1 GPU.*--nproc_per_node 1"):
+            distributed.setup("auto")
+
