@@ -69,7 +69,7 @@ TARGETS = {
     "minbert/tasks/multitask.py": [T + "tasks/test_multitask.py", T + "tasks/test_head_variants.py"],
     "minbert/tasks/data.py": [T + "tasks/test_data.py"],
     "minbert/tasks/glue.py": [T + "tasks/test_glue.py"],
-    "minbert/tasks/embedding_eval.py": [T + "methods/test_simcse.py"],
+    "minbert/tasks/embedding_eval.py": [T + "methods/test_simcse.py", T + "tasks/test_embedding_eval.py"],
     "minbert/bert/attention.py": [T + "bert/test_attention.py"],
     "minbert/bert/layers.py": [T + "bert/test_layers.py", T + "bert/test_model.py"],
     "minbert/bert/model.py": [T + "bert/test_model.py"],
@@ -141,6 +141,9 @@ SQUARE = "the Gram matrix is square (K, K): shape[1] == shape[0]"
 SEED_DEFAULT = "the default seed's value is arbitrary; the scripts always pass seed= (from_args, tested)"
 P, G, MS, MM = "minbert.methods.pcgrad.", "minbert.methods.gradvac.", "minbert.methods.meanshift.", "minbert.methods.mml."
 S, C, O, A = "minbert.tasks.sampling.", "minbert.run.checkpoint.", "minbert.run.optimizer_step.", "minbert.adamw."
+MT, PH, EE = "minbert.tasks.metrics.", "minbert.tasks.pair_heads.", "minbert.tasks.embedding_eval."
+TWO_D = ("pooled vectors are (B, C) (the heads' documented input): dim 1 is dim −1 (also torch's default dim), "
+         "and unsqueeze(1) of a (B,) is unsqueeze(−1)")
 EQUIVALENT: dict[str, str] = {
     P + "x_pcgrad_coefficients__mutmut_2": SQUARE,
     P + "x_pcgrad_coefficients__mutmut_12": "gram[j, j] = 0 means g_j = 0, so its column is 0, dot = 0 and nothing is "
@@ -224,6 +227,16 @@ EQUIVALENT: dict[str, str] = {
     # methods: gradient_compromise, pals, smart, r3f, mnr, simcse, loss_scaling, head_pretraining
 
     # tasks: metrics, pair_heads, multitask, data, glue, embedding_eval
+    **dict.fromkeys([MT + "x__ranks__mutmut_3", MT + "x__ranks__mutmut_5"],
+                    "ranks read only the order and the ties of x, which float64 keeps for every float and every int "
+                    "below 2^53 (scores, labels); the ranks array is float64 either way"),
+    **dict.fromkeys([MT + "x__ranks__mutmut_8", MT + "x__ranks__mutmut_10", MT + "x__ranks__mutmut_12"],
+                    "another sort (or 'STABLE', which numpy reads as 'stable') only reorders tied values, whose ranks "
+                    "are then averaged: the same sum per tie"),
+    **dict.fromkeys([PH + "xǁConcatHeadǁforward__mutmut_6", PH + "xǁSiameseHeadǁfeatures__mutmut_7",
+                     PH + "xǁDotHeadǁforward__mutmut_6", PH + "xǁCosineHeadǁforward__mutmut_9",
+                     PH + "xǁCosineHeadǁforward__mutmut_11", PH + "xǁCosineHeadǁforward__mutmut_14"], TWO_D),
+    PH + "xǁCosineHeadǁforward__mutmut_10": "eps=1e-8 is F.cosine_similarity's default",
 
     # bert: attention, layers, model, config, tokenizer
 
