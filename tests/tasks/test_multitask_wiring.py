@@ -274,3 +274,35 @@ def test_para_head_cross_tanh_is_refused_with_the_sts_flag_to_use(capsys):
         multitask.check_args(p.parse_args(["--para_head", "cross_tanh"]), p)
     assert "--para_head cross_tanh: the tanh-scaled head is for STS scores; use --sts_head cross_tanh" in capsys.readouterr().err
     multitask.check_args(p.parse_args(["--sts_head", "cross_tanh"]), p)   # accepted
+
+
+def test_pals_of_the_task_reach_the_encoder_and_only_that_task():
+    """Oracle: the model without PALs (pals=None) on the same weights, and properties: each task has its own PALs,
+    so sst and para vectors differ; with zeroed up-projections V_D (TS(h) = GELU(0) = 0) the PALs add nothing;
+    padding still changes nothing (the mask reaches the PALs); a frozen encoder with PALs keeps the graph."""
+    from minbert.bert.config import BertConfig
+    from minbert.bert.model import BertModel
+    from minbert.methods.pals import PALs
+    torch.manual_seed(0)
+    cfg = BertConfig.tiny()
+    pals = PALs(cfg, list(multitask.TASKS), size=12, heads=3)
+    model = MultitaskBert(BertModel(cfg), pals=pals, pair_heads={"sts": "cosine"}, frozen_encoder=True).eval()
+    b, pair = make_batch("sst"), pair_batch()
+    with torch.no_grad():
+        sst, para, (_, v) = model.features("sst", b)[0], model.features("para", b)[0], model.features("sts", pair)
+        model.pals = None
+        plain, (plain_u, plain_v) = model.features("sst", b)[0], model.features("sts", pair)
+        model.pals = pals
+    assert not torch.allclose(sst, para, atol=1e-6), "the sst and para PALs differ, so their vectors must differ"
+    assert not torch.allclose(sst, plain, atol=1e-6), "MultitaskBert.pooled: the task's PALs must reach the encoder"
+    assert not torch.allclose(v, plain_v, atol=1e-6), "bi-encoder: sentence b must go through the task's PALs too"
+    alone = {k: t[:1, :8] for k, t in b.items() if k != "labels"}
+    with torch.no_grad():
+        torch.testing.assert_close(model.features("sst", b)[0][:1], model.features("sst", alone)[0], rtol=0, atol=1e-5,
+                                   msg="MultitaskBert.pooled with PALs: pads changed the vector (the PALs need the mask)")
+        pals.V_D["sts"].weight.zero_()
+        pals.V_D["sts"].bias.zero_()
+        u0, v0 = model.features("sts", pair)
+    torch.testing.assert_close((u0, v0), (plain_u, plain_v), rtol=0, atol=1e-6,
+                               msg="PALs whose V_D is zero add GELU(0) = 0: the vectors of the model without PALs")
+    assert model.features("sst", b)[0].requires_grad, "a frozen encoder with PALs must keep the graph for the PALs"
