@@ -716,3 +716,21 @@ def test_glue_flags_refuse_unknown_and_cross_category_tasks(argv, message, capsy
         glue.check_args(parser.parse_args(argv), parser)
     import re
     assert re.search(message, capsys.readouterr().err), capsys.readouterr().err
+
+
+def test_a_missing_subfolder_is_not_answered_with_its_parent(tmp_path):
+    """glue_data/X does not exist: its siblings are glue_data's task folders, none close to 'X', so no suggestion;
+    stripping more than the trailing '/' (the 'X' too) would wrongly suggest glue_data itself."""
+    write(tmp_path / "glue_data/RTE/train.tsv", FILES["RTE/train.tsv"])
+    with pytest.raises(DataError) as e:
+        read_glue(tmp_path / "glue_data" / "X", "RTE", "train")
+    assert "Did you mean" not in str(e.value), f"suggested a folder for glue_data/X: {e.value}"
+
+
+def test_a_missing_folder_is_compared_with_its_own_siblings_only(tmp_path):
+    """a/XX/ is missing and a/ is empty: no suggestion, although a/'s own sibling XXX is close to 'XX'."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "XXX").mkdir()
+    with pytest.raises(DataError) as e:
+        read_glue(f"{tmp_path}/a/XX/", "RTE", "train")
+    assert "Did you mean" not in str(e.value), f"suggested a folder outside a/: {e.value}"

@@ -263,6 +263,8 @@ def test_model_flags_reach_the_model():
     sst = model.heads["sst"]
     assert sum(isinstance(m, nn.ReLU) for m in sst) == 2 and all(m.p == 0.2 for m in sst if isinstance(m, nn.Dropout))
     assert all(not q.requires_grad for q in model.encoder.parameters())
+    pals = nn.Identity()   # any module: from_args hands the PALs it is given to the model
+    assert multitask.from_args(args, BertModel(BertConfig.tiny()), pals=pals).pals is pals
     args.max_seq_len = 129
     with pytest.raises(UserError, match=r"--max_seq_len 129: tiny has only 128 positions"):
         multitask.from_args(args, BertModel(BertConfig.tiny()))
