@@ -259,6 +259,7 @@ EQUIVALENT: dict[str, str] = {
                      D + "x_write_predictions__mutmut_32"], POSIX_UTF8),
     **dict.fromkeys([D + "x__read_rows__mutmut_15", D + "x_write_predictions__mutmut_36", GL + "x__read_rows__mutmut_9"],
                     "codec names are case-insensitive: 'UTF-8' is 'utf-8'"),
+    **dict.fromkeys([D + "x_add_args__mutmut_23", D + "x_add_output_args__mutmut_8"], "default=None is argparse's own default"),
     D + "x__number__mutmut_9": "float('NAN') is float('nan'): case-insensitive",
     **dict.fromkeys([D + "x_did_you_mean__mutmut_32", D + "x_did_you_mean__mutmut_35", GL + "x__close_folder__mutmut_33",
                      GL + "x__close_folder__mutmut_40"],

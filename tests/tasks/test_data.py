@@ -579,10 +579,11 @@ def test_an_empty_sts_sentence_error_names_path_and_line(tmp_path):
         read_sts(path)
 
 
-@pytest.mark.parametrize("n, shown", [(11, "lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 1 more"),
+@pytest.mark.parametrize("n, shown", [(10, "lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11"),
+                                      (11, "lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 1 more"),
                                       (12, "lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more")])
 def test_quora_skipped_rows_list_ten_lines_then_how_many_more(tmp_path, capsys, n, shown):
-    """Oracle: hand-written lines. The note shows the first 10 line numbers, then 'and N more'."""
+    """Oracle: hand-written lines. The note shows the first 10 line numbers, then 'and N more' (none for exactly 10)."""
     path = write_tsv(tmp_path / "q.csv", [PAIR_HEADER + ["is_duplicate"]] + [[str(i), f"q{i}", "A?", "B?", ""]
                                                                           for i in range(n)] + [["99", "ok", "A?", "B?", "1.0"]])
     read_quora(path)
