@@ -279,8 +279,11 @@ EQUIVALENT: dict[str, str] = {
     MB + "xǁMultitaskBertǁpooled__mutmut_27": MASK_PROMOTION,
     **dict.fromkeys([MB + "x_gradvac_groups__mutmut_23", MB + "x_gradvac_groups__mutmut_34"],
                     "the keys are only compared with each other: another separator keeps distinct name prefixes distinct"),
-    **dict.fromkeys([MB + "xǁMultitaskBertǁfeatures__mutmut_28", MB + "xǁMultitaskBertǁfeatures__mutmut_30"],
+    **dict.fromkeys([MB + "xǁMultitaskBertǁfeatures__mutmut_28", MB + "xǁMultitaskBertǁfeatures__mutmut_30",
+                     MB + "xǁMultitaskBertǁinputs__mutmut_7", MB + "xǁMultitaskBertǁinputs__mutmut_9"],
                     "sentence b's token types are all 0 (TaskData encodes it alone), which is what None gives (layers.py)"),
+    **dict.fromkeys([MB + "x_to_device__mutmut_4", MB + "x_to_device__mutmut_6", MB + "x_to_device__mutmut_7"],
+                    "non_blocking= changes whether a host-to-GPU copy may overlap, not the values that arrive"),
     MB + "xǁMultitaskBertǁ__init____mutmut_68": "TanhScaledHead's default scale_to is (0.0, 5.0), STS_RANGE",
     **dict.fromkeys([GL + "x__read_rows__mutmut_2", GL + "x__read_rows__mutmut_5"],
                     "with csv.QUOTE_NONE no field is quoted, so no field holds a line break: csv ends a record at "

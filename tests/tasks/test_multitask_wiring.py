@@ -55,6 +55,14 @@ def test_sts_heads_score_on_the_label_range_and_para_heads_give_logits():
     torch.testing.assert_close(para, torch.full((4,), 3.0), rtol=0, atol=1e-4,
                                msg="MultitaskBert(para_head='cosine'): a logit s·cos + b, not a score on a range")
     assert ((other >= 0) & (other <= 5)).all(), f"cosine STS scores must stay in [0, 5], got {other}"
+    C = model.encoder.config.hidden_size
+    e = torch.eye(C)
+    u, v = e[[0, 0, 0]], torch.stack([e[0], -e[0], e[1]])   # cos = 1, −1, 0
+    with torch.no_grad():
+        torch.testing.assert_close(model.head("sts", u, v), torch.tensor([5.0, 0.0, 2.5]), rtol=0, atol=1e-6,
+                                   msg="MultitaskBert(sts_head='cosine'): cos 1, −1, 0 must score 5, 0, 2.5 (STS's 0-5 range)")
+        torch.testing.assert_close(model.head("para", u, v), torch.tensor([3.0, -7.0, -2.0]), rtol=0, atol=1e-6,
+                                   msg="MultitaskBert(para_head='cosine'): the logit 5·cos − 2, unbounded by any range")
     tanh = tiny_multitask(pair_heads={"sts": "cross_tanh"}).eval()
     C = tanh.encoder.config.hidden_size
     with torch.no_grad():
@@ -238,6 +246,14 @@ def test_model_flags_defaults_build_the_handout_model():
                           "pooling": "pooler", "para_head": "cross", "sts_head": "cross", "fast_attention": False}, vars(args)
 
 
+def test_model_flags_accept_every_documented_choice():
+    p = parser()
+    for argv in (["--option", "finetune", "--head", "linear", "--head_layers", "1"],
+                 ["--option", "pretrain", "--head", "mlp", "--head_layers", "3"]):
+        args = p.parse_args(argv)
+        assert (args.option, args.head, args.head_layers) == (argv[1], argv[3], int(argv[5])), vars(args)
+
+
 @pytest.mark.parametrize("argv", [["--option", "frozen"], ["--head", "deep"], ["--head_layers", "0"],
                                   ["--head_activation", "tanh"], ["--pooling", "max"], ["--para_head", "bogus"],
                                   ["--sts_head", "bogus"]])
@@ -265,6 +281,8 @@ def test_model_flags_reach_the_model():
     assert all(not q.requires_grad for q in model.encoder.parameters())
     pals = nn.Identity()   # any module: from_args hands the PALs it is given to the model
     assert multitask.from_args(args, BertModel(BertConfig.tiny()), pals=pals).pals is pals
+    args.max_seq_len = 128   # every position of the table may be used
+    assert multitask.from_args(args, BertModel(BertConfig.tiny())).encoder.config.max_position_embeddings == 128
     args.max_seq_len = 129
     with pytest.raises(UserError, match=r"--max_seq_len 129: tiny has only 128 positions"):
         multitask.from_args(args, BertModel(BertConfig.tiny()))
@@ -274,7 +292,8 @@ def test_para_head_cross_tanh_is_refused_with_the_sts_flag_to_use(capsys):
     p = parser()
     with pytest.raises(SystemExit):
         multitask.check_args(p.parse_args(["--para_head", "cross_tanh"]), p)
-    assert "--para_head cross_tanh: the tanh-scaled head is for STS scores; use --sts_head cross_tanh" in capsys.readouterr().err
+    assert "error: --para_head cross_tanh: the tanh-scaled head is for STS scores; use --sts_head cross_tanh\n" \
+        in capsys.readouterr().err
     multitask.check_args(p.parse_args(["--sts_head", "cross_tanh"]), p)   # accepted
 
 
