@@ -66,10 +66,11 @@ TARGETS = {
     "minbert/methods/head_pretraining.py": [T + "methods/test_head_pretraining.py"],
     "minbert/tasks/metrics.py": [T + "tasks/test_metrics.py"],
     "minbert/tasks/pair_heads.py": [T + "tasks/test_pair_heads.py"],
-    "minbert/tasks/multitask.py": [T + "tasks/test_multitask.py", T + "tasks/test_head_variants.py"],
+    "minbert/tasks/multitask.py": [T + "tasks/test_multitask.py", T + "tasks/test_head_variants.py",
+                                   T + "tasks/test_multitask_wiring.py"],
     "minbert/tasks/data.py": [T + "tasks/test_data.py"],
     "minbert/tasks/glue.py": [T + "tasks/test_glue.py"],
-    "minbert/tasks/embedding_eval.py": [T + "methods/test_simcse.py"],
+    "minbert/tasks/embedding_eval.py": [T + "methods/test_simcse.py", T + "tasks/test_embedding_eval.py"],
     "minbert/bert/attention.py": [T + "bert/test_attention.py"],
     "minbert/bert/layers.py": [T + "bert/test_layers.py", T + "bert/test_model.py"],
     "minbert/bert/model.py": [T + "bert/test_model.py"],
@@ -141,6 +142,14 @@ SQUARE = "the Gram matrix is square (K, K): shape[1] == shape[0]"
 SEED_DEFAULT = "the default seed's value is arbitrary; the scripts always pass seed= (from_args, tested)"
 P, G, MS, MM = "minbert.methods.pcgrad.", "minbert.methods.gradvac.", "minbert.methods.meanshift.", "minbert.methods.mml."
 S, C, O, A = "minbert.tasks.sampling.", "minbert.run.checkpoint.", "minbert.run.optimizer_step.", "minbert.adamw."
+MT, PH, EE = "minbert.tasks.metrics.", "minbert.tasks.pair_heads.", "minbert.tasks.embedding_eval."
+D, GL, MB = "minbert.tasks.data.", "minbert.tasks.glue.", "minbert.tasks.multitask."
+MASK_PROMOTION = ("a 0/1 long mask: type promotion casts it (and its count) to the states' dtype at the multiply "
+                  "and the divide, the same numbers as casting it first")
+POSIX_UTF8 = ("open()'s default encoding / newline: the same bytes on a POSIX machine with a UTF-8 locale (tests "
+              "run there; Windows would tell)")
+TWO_D = ("pooled vectors are (B, C) (the heads' documented input): dim 1 is dim −1 (also torch's default dim), "
+         "and unsqueeze(1) of a (B,) is unsqueeze(−1)")
 EQUIVALENT: dict[str, str] = {
     P + "x_pcgrad_coefficients__mutmut_2": SQUARE,
     P + "x_pcgrad_coefficients__mutmut_12": "gram[j, j] = 0 means g_j = 0, so its column is 0, dot = 0 and nothing is "
@@ -224,6 +233,61 @@ EQUIVALENT: dict[str, str] = {
     # methods: gradient_compromise, pals, smart, r3f, mnr, simcse, loss_scaling, head_pretraining
 
     # tasks: metrics, pair_heads, multitask, data, glue, embedding_eval
+    **dict.fromkeys([MT + "x__ranks__mutmut_3", MT + "x__ranks__mutmut_5"],
+                    "ranks read only the order and the ties of x, which float64 keeps for every float and every int "
+                    "below 2^53 (scores, labels); the ranks array is float64 either way"),
+    **dict.fromkeys([MT + "x__ranks__mutmut_8", MT + "x__ranks__mutmut_10", MT + "x__ranks__mutmut_12"],
+                    "another sort (or 'STABLE', which numpy reads as 'stable') only reorders tied values, whose ranks "
+                    "are then averaged: the same sum per tie"),
+    **dict.fromkeys([PH + "xǁConcatHeadǁforward__mutmut_6", PH + "xǁSiameseHeadǁfeatures__mutmut_7",
+                     PH + "xǁDotHeadǁforward__mutmut_6", PH + "xǁCosineHeadǁforward__mutmut_9",
+                     PH + "xǁCosineHeadǁforward__mutmut_11", PH + "xǁCosineHeadǁforward__mutmut_14"], TWO_D),
+    PH + "xǁCosineHeadǁforward__mutmut_10": "eps=1e-8 is F.cosine_similarity's default",
+    **dict.fromkeys([EE + "x_alignment__mutmut_5", EE + "x_alignment__mutmut_6", EE + "x_alignment__mutmut_11",
+                     EE + "x_alignment__mutmut_12", EE + "x_alignment__mutmut_18", EE + "x_uniformity__mutmut_5",
+                     EE + "x_uniformity__mutmut_6"],
+                    "embeddings are (N, C): dim 1 is dim -1, and F.normalize's default dim is 1"),
+    **dict.fromkeys([EE + "x_sts_report__mutmut_10", EE + "x_sts_report__mutmut_15", EE + "x_sts_report__mutmut_21",
+                     EE + "x_sts_report__mutmut_26"], "embed()'s own default device is 'cpu': " + CPU),
+    **dict.fromkeys([EE + "x_sts_report__mutmut_33", EE + "x_sts_report__mutmut_34"],
+                    "a, b are (N, C): F.cosine_similarity's default dim 1 is dim -1"),
+    EE + "x_pool__mutmut_9": MASK_PROMOTION,
+    EE + "x_sts_report__mutmut_59": "with no positive pair alignment() of two empty (0, C) tensors is the mean of nothing: NaN too",
+    EE + "x_sts_report__mutmut_66": "float('NAN') is float('nan'): case-insensitive",
+    **dict.fromkeys([D + "x__read_rows__mutmut_9", D + "x__read_rows__mutmut_12", D + "x_write_predictions__mutmut_27",
+                     D + "x_write_predictions__mutmut_28", D + "x_write_predictions__mutmut_31",
+                     D + "x_write_predictions__mutmut_32"], POSIX_UTF8),
+    **dict.fromkeys([D + "x__read_rows__mutmut_15", D + "x_write_predictions__mutmut_36", GL + "x__read_rows__mutmut_9"],
+                    "codec names are case-insensitive: 'UTF-8' is 'utf-8'"),
+    **dict.fromkeys([D + "x_add_args__mutmut_23", D + "x_add_output_args__mutmut_8"], "default=None is argparse's own default"),
+    D + "x__number__mutmut_9": "float('NAN') is float('nan'): case-insensitive",
+    **dict.fromkeys([D + "x_did_you_mean__mutmut_32", D + "x_did_you_mean__mutmut_35", GL + "x__close_folder__mutmut_33",
+                     GL + "x__close_folder__mutmut_40"],
+                    "only close[0] is read, and get_close_matches lists the best match first whatever n"),
+    **dict.fromkeys([D + "x_is_stand_in__mutmut_3", D + "x_is_stand_in__mutmut_4"],
+                    "--para_test none equals --para_dev only if --para_dev is none too, and then no run gets past "
+                    "load_split (it reads a file named none)"),
+    **dict.fromkeys([D + "x_read_quora__mutmut_76", D + "x_read_quora__mutmut_78", D + "x_read_quora__mutmut_79"],
+                    "flush= changes when the printed line leaves the buffer, not what it says"),
+    D + "x_read_sts__mutmut_30": "integer=None is falsy like integer=False: the same branch",
+    **dict.fromkeys([D + "xǁTaskDataǁ_collate__mutmut_27", D + "xǁTaskDataǁ_collate__mutmut_29"],
+                    "torch.tensor of Python ints is int64 (torch.long) without dtype="),
+    **dict.fromkeys([MB + "xǁMultitaskBertǁhead__mutmut_10", MB + "xǁMultitaskBertǁhead__mutmut_13",
+                     MB + "xǁMultitaskBertǁhead__mutmut_14", MB + "xǁMultitaskBertǁhead__mutmut_16"],
+                    "sst's (B, 5) has no size-1 last dim, so squeeze(-1) leaves it as is; squeeze(1) of a (B, 1) is squeeze(-1)"),
+    MB + "x_predictions__mutmut_5": "sst logits are (B, 5): argmax over dim 1 is over dim -1",
+    MB + "xǁMultitaskBertǁpooled__mutmut_27": MASK_PROMOTION,
+    **dict.fromkeys([MB + "x_gradvac_groups__mutmut_23", MB + "x_gradvac_groups__mutmut_34"],
+                    "the keys are only compared with each other: another separator keeps distinct name prefixes distinct"),
+    **dict.fromkeys([MB + "xǁMultitaskBertǁfeatures__mutmut_28", MB + "xǁMultitaskBertǁfeatures__mutmut_30",
+                     MB + "xǁMultitaskBertǁinputs__mutmut_7", MB + "xǁMultitaskBertǁinputs__mutmut_9"],
+                    "sentence b's token types are all 0 (TaskData encodes it alone), which is what None gives (layers.py)"),
+    **dict.fromkeys([MB + "x_to_device__mutmut_4", MB + "x_to_device__mutmut_6", MB + "x_to_device__mutmut_7"],
+                    "non_blocking= changes whether a host-to-GPU copy may overlap, not the values that arrive"),
+    MB + "xǁMultitaskBertǁ__init____mutmut_68": "TanhScaledHead's default scale_to is (0.0, 5.0), STS_RANGE",
+    **dict.fromkeys([GL + "x__read_rows__mutmut_2", GL + "x__read_rows__mutmut_5"],
+                    "with csv.QUOTE_NONE no field is quoted, so no field holds a line break: csv ends a record at "
+                    "\\r, \\n or \\r\\n whether open() translates them (newline=None) or not (newline='')"),
 
     # bert: attention, layers, model, config, tokenizer
 

@@ -191,7 +191,10 @@ def _close_folder(path: str) -> str | None:
     data/glue_data), or None."""
     parent = os.path.dirname(path.rstrip("/")) or "."
     siblings = [os.path.join(parent, d) for d in sorted(os.listdir(parent))] if os.path.isdir(parent) else []
-    folders = {os.path.basename(d): d for d in siblings + [DEFAULT_GLUE_DIR] if os.path.isdir(d)}
+    folders = {}
+    for d in siblings + [DEFAULT_GLUE_DIR]:   # a sibling wins over the shipped folder of the same name
+        if os.path.isdir(d):
+            folders.setdefault(os.path.basename(d), d)
     close = difflib.get_close_matches(os.path.basename(path.rstrip("/")), list(folders), n=1, cutoff=0.75)
     return folders[close[0]] if close else None
 

@@ -519,3 +519,222 @@ def test_stand_in_quora_test_predictions_are_named_so():
     args = Namespace(out_dir="runs/x", **paths | {"para_test": "q-test.csv"}, **dict.fromkeys(PREDICTION_FILES))
     resolve_outputs(args)
     assert args.para_test_out == "runs/x/predictions/para-test-output.csv", "a real Quora test file keeps its name"
+
+
+# ----------------------------------------------------------------------------------------------
+# Edges found by mutation testing (bench/mutation.py): each test below failed on a changed data.py
+
+
+def test_an_empty_file_and_a_header_only_file_are_data_errors_that_name_the_file(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(DataError, match=r"empty.csv:1: found an empty file, expected a tab-separated header with "
+                                        r"columns \['id', 'sentence', 'sentiment'\]"):
+        read_sst(empty)
+    header_only = write_tsv(tmp_path / "header.csv", [SST_HEADER])
+    with pytest.raises(DataError, match=r"header.csv: found a header and no data rows, expected at least one example"):
+        read_sst(header_only)
+
+
+def test_a_file_that_is_not_utf8_is_a_data_error_that_names_the_file(tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(b"\tid\tsentence\tsentiment\n0\ta1\tcaf\xe9\t1\n")
+    with pytest.raises(DataError, match=r"latin1.csv: found bytes that are not UTF-8 text \(byte \d+"):
+        read_sst(path)
+
+
+def test_malformed_csv_is_a_data_error_with_the_line(tmp_path):
+    """csv raises on a field longer than its limit (131072 characters): reported as path:line."""
+    path = write_tsv(tmp_path / "huge.csv", [SST_HEADER, ["0", "a1", "fine.", "1"], ["1", "a2", "x" * 140_000, "1"]])
+    with pytest.raises(DataError, match=r"huge.csv:3: found malformed csv \(field larger than field limit"):
+        read_sst(path)
+
+
+def test_a_blank_line_in_the_middle_of_a_file_is_skipped_not_the_end(tmp_path):
+    path = tmp_path / "sst.csv"
+    path.write_text("\tid\tsentence\tsentiment\n0\ta1\tgood.\t4\n\n1\ta2\tbad.\t0\n", encoding="utf-8")
+    assert read_sst(path) == [Example("a1", "good.", None, 4), Example("a2", "bad.", None, 0)]
+
+
+def test_a_quoted_field_keeps_its_line_break_exactly(tmp_path):
+    """Oracle: the csv module's documented contract (open with newline=''): a line break inside a quoted field
+    is part of the field, byte for byte, also when it is \\r\\n."""
+    path = tmp_path / "sst.csv"
+    path.write_bytes(b'\tid\tsentence\tsentiment\n0\ta1\t"two\r\nlines"\t1\n')
+    assert read_sst(path) == [Example("a1", "two\r\nlines", None, 1)]
+
+
+def test_sst_labels_are_python_ints_so_taskdata_makes_them_long(tmp_path):
+    """'3' and '3.0' are read as int 3, not float 3.0: TaskData's default label dtype is float32 as soon as one
+    label is a float, which would turn SST's class indices into regression targets."""
+    path = write_tsv(tmp_path / "sst.csv", [SST_HEADER, ["0", "a1", "good.", "3"], ["1", "a2", "bad.", "1.0"]])
+    labels = [e.label for e in read_sst(path)]
+    assert labels == [3, 1] and all(type(y) is int for y in labels), f"read_sst labels {labels!r}: expected ints"
+    assert TaskData(read_sst(path), WordTokenizer(), 16).labels.dtype == torch.long
+
+
+def test_an_empty_sts_sentence_error_names_path_and_line(tmp_path):
+    path = write_tsv(tmp_path / "sts.csv", [PAIR_HEADER + ["similarity"], ["0", "t1", " ", "b", "2.0"]])
+    with pytest.raises(DataError, match=r"sts.csv:2: found an empty sentence1, expected non-empty text"):
+        read_sts(path)
+
+
+@pytest.mark.parametrize("n, shown", [(10, "lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11"),
+                                      (11, "lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 1 more"),
+                                      (12, "lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more")])
+def test_quora_skipped_rows_list_ten_lines_then_how_many_more(tmp_path, capsys, n, shown):
+    """Oracle: hand-written lines. The note shows the first 10 line numbers, then 'and N more' (none for exactly 10)."""
+    path = write_tsv(tmp_path / "q.csv", [PAIR_HEADER + ["is_duplicate"]] + [[str(i), f"q{i}", "A?", "B?", ""]
+                                                                          for i in range(n)] + [["99", "ok", "A?", "B?", "1.0"]])
+    read_quora(path)
+    assert capsys.readouterr().out == f"data: skipped {n} rows of {path}: empty is_duplicate ({shown})\n"
+
+
+def test_missing_bare_file_name_does_not_claim_its_folder_is_missing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError) as e:
+        read_sst("quora-nothing-like-it.csv")
+    assert "does not exist either" not in str(e.value), f"the current folder exists: {e.value}"
+
+
+def test_did_you_mean_names_the_file_in_its_own_folder_and_only_close_names(tmp_path, monkeypatch):
+    """Oracle: difflib ratios. 'ids-sst-trian.csv' is 0.94 close to 'ids-sst-train.csv' in the same folder;
+    'ssx-dwz.csv' (ratio 0.73 to 'sst-dev.csv') is below the 0.75 cutoff: no suggestion."""
+    from minbert.tasks.data import did_you_mean
+    write_tsv(tmp_path / "ids-sst-train.csv", [SST_HEADER, ["0", "s0", "fine.", "3"]])
+    (tmp_path / "sst-dev.csv").write_text("")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert did_you_mean(str(tmp_path / "ids-sst-trian.csv"), str(empty)) == str(tmp_path / "ids-sst-train.csv")
+    assert did_you_mean(str(tmp_path / "ssx-dwz.csv"), str(empty)) is None
+    assert did_you_mean(str(tmp_path / "zzz.csv"), str(empty)) is None
+    monkeypatch.chdir(tmp_path)   # a bare name: looked for in the current folder
+    assert did_you_mean("ids-sst-trian.csv", str(empty)) == "./ids-sst-train.csv"
+
+
+def test_default_paths_in_a_folder_with_and_without_the_full_quora_files(tmp_path):
+    """Oracle: the handout's file names (CS224N_FILES) and the shipped sample's, joined to data_dir."""
+    from minbert.tasks.data import default_paths
+    d = str(tmp_path)
+    (tmp_path / "quora-train-sample.csv").write_text("x")
+    paths, notes = default_paths(d)
+    assert paths == {**{k: f"{d}/{v}" for k, v in CS224N_FILES.items()}, "para_train": f"{d}/quora-train-sample.csv",
+                     "para_dev": f"{d}/quora-dev-sample.csv", "para_test": f"{d}/quora-dev-sample.csv"}, paths
+    assert notes == [f"Quora: quora-train.csv is not in {d}/, so the shipped sample trains (quora-train-sample.csv, "
+                     f"16k pairs; dev quora-dev-sample.csv, 2k)",
+                     "Quora test: stand-in = quora-dev-sample.csv read without labels",
+                     "the full Quora files: python -m minbert download cs224n"], notes
+    (tmp_path / "quora-train.csv").write_text("x")   # the full files are there: they win, with no note
+    assert default_paths(d) == ({k: f"{d}/{v}" for k, v in CS224N_FILES.items()}, [])
+
+
+def data_parser():
+    import argparse
+    from minbert.tasks import data
+    parser = argparse.ArgumentParser()
+    data.add_args(parser)
+    parser.add_argument("--out_dir", default="runs/x")
+    return parser, data
+
+
+def test_data_flags_default_to_the_handout_files_and_headers(tmp_path):
+    parser, data = data_parser()
+    args = parser.parse_args(["--data_dir", str(tmp_path), "--sts_dev", "mine.csv"])
+    assert args.handout_headers is True and data.prediction_headers(args) == PREDICTION_HEADERS
+    data.resolve_paths(args)
+    assert args.sst_train == str(tmp_path / "ids-sst-train.csv") and args.sts_dev == "mine.csv", vars(args)
+    assert args.para_test == str(tmp_path / "quora-test-student.csv") and args.data_notes == []
+    assert args.sts_test_out == "runs/x/predictions/sts-test-output.csv", args.sts_test_out
+    args = parser.parse_args(["--no-handout_headers", "--sst_dev_out", "p.csv"])
+    assert data.prediction_headers(args)["sts"] == "Predicted_Similarity" and args.sst_dev_out == "p.csv"
+    assert parser.parse_args([]).data_dir == "data"
+    from argparse import Namespace
+    assert data.prediction_headers(Namespace()) == PREDICTION_HEADERS, "no --handout_headers flag: the handout's"
+
+
+def test_default_paths_notes_reach_args_with_the_output_notes(tmp_path):
+    parser, data = data_parser()
+    (tmp_path / "quora-train-sample.csv").write_text("x")
+    args = parser.parse_args(["--data_dir", str(tmp_path)])
+    data.resolve_paths(args)
+    assert len(args.data_notes) == 4 and "do not submit" in args.data_notes[-1], args.data_notes
+
+
+def test_load_split_reads_each_task_as_the_flags_say(tmp_path):
+    """Oracle: the files written (conftest.write_task_files: 24 rows each). sst long labels, para and sts float32;
+    --limit keeps the first rows; a test file 'none' is left out; test splits carry no labels."""
+    from argparse import Namespace
+    from conftest import write_task_files
+    from minbert.tasks.data import load_split
+    write_task_files(tmp_path)
+    files = {k: str(tmp_path / v) for k, v in CS224N_FILES.items()}
+    args = Namespace(**files, limit=5, max_seq_len=32)
+    dev = load_split(args, "dev", WordTokenizer(), {"sts": "separate"})
+    assert sorted(dev) == ["para", "sst", "sts"] and all(len(d) == 5 for d in dev.values())
+    assert (dev["sst"].labels.dtype, dev["para"].labels.dtype, dev["sts"].labels.dtype) == (torch.long, torch.float32, torch.float32)
+    assert dev["sts"].pair_mode == "separate" and dev["para"].pair_mode == "cross"
+    assert dev["sst"].ids == ["sd0", "sd1", "sd2", "sd3", "sd4"]
+    test = load_split(Namespace(**files | {"para_test": "none"}, limit=0, max_seq_len=32), "test", WordTokenizer(), {})
+    assert sorted(test) == ["sst", "sts"] and test["sst"].labels is None and len(test["sts"]) == 24
+
+
+def test_write_predictions_refuses_a_tab_or_a_newline_alone_in_the_header(tmp_path):
+    for header in ("id \t Predicted_Sentiment", "Predicted_Sentiment \n"):
+        with pytest.raises(ValueError, match="column title"):
+            write_predictions(tmp_path / "out.csv", header, ["a"], [1])
+
+
+def test_write_predictions_creates_missing_folders_and_nothing_else(tmp_path, monkeypatch):
+    write_predictions(tmp_path / "new" / "deeper" / "out.csv", "Predicted_Sentiment", ["a"], [1])
+    assert (tmp_path / "new" / "deeper" / "out.csv").read_bytes() == b"id \t Predicted_Sentiment \na , 1 \n"
+    monkeypatch.chdir(tmp_path / "new")
+    write_predictions("bare.csv", "Predicted_Sentiment", ["a"], [1])
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["bare.csv", "deeper"], "a stray folder was made"
+
+
+def test_an_interrupted_write_keeps_its_error_and_leaves_no_temporary_file(tmp_path):
+    class Boom:
+        def __format__(self, spec):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_predictions(tmp_path / "out.csv", "Predicted_Sentiment", ["a", "b"], [1, Boom()])
+    assert list(tmp_path.iterdir()) == [], "the temporary file must be removed and nothing written"
+
+
+def test_task_data_error_messages_say_what_is_wrong():
+    with pytest.raises(ValueError, match=r"^TaskData: got no examples$"):
+        TaskData([], WordTokenizer(), 32)
+    with pytest.raises(ValueError, match=r"^TaskData: examples mix single sentences and pairs \(some text2 are None\)$"):
+        TaskData(make_examples(2) + make_examples(2, pairs=True), WordTokenizer(), 32)
+    mixed = make_examples(3)
+    mixed[1] = Example("x", "a b", None, None)
+    with pytest.raises(ValueError, match=r"^TaskData: some examples have labels and some do not$"):
+        TaskData(mixed, WordTokenizer(), 32)
+
+
+def test_single_sentences_ignore_pair_mode_separate():
+    """Oracle: the docstring ('Single-sentence tasks ignore pair_mode')."""
+    data = TaskData(make_examples(4), WordTokenizer(), 32, pair_mode="separate")
+    batch = next(data.batches(4, shuffle=False))
+    assert data.pair_mode is None and "input_ids_b" not in batch, sorted(batch)
+
+
+def test_separate_pairs_are_sorted_by_the_sum_of_both_lengths():
+    """Oracle: hand-counted lengths ([CLS] w.. [SEP] per sentence): padded cost ~ longest a + longest b."""
+    examples = [Example("0", "w " * 9, "w", 0), Example("1", "w w", "w w w", 1), Example("2", "w", "w " * 6, 2)]
+    data = TaskData(examples, WordTokenizer(), 32, pair_mode="separate")
+    assert data.lengths == [11 + 3, 4 + 5, 3 + 8], data.lengths
+    assert next(data.batches(3, shuffle=False))["ids"] == ["1", "2", "0"]
+
+
+def test_float_labels_are_float32_whatever_torch_default_dtype():
+    """The docstring: float labels default to float32 (the handout's float64 breaks MSE against float32 outputs),
+    also when a user has set torch's default dtype to float64."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        data = TaskData([Example("a", "x", "y", 2.5), Example("b", "x", "z", 4.0)], WordTokenizer(), 16)
+    finally:
+        torch.set_default_dtype(old)
+    assert data.labels.dtype == torch.float32, data.labels.dtype

@@ -544,3 +544,193 @@ def test_a_glue_dir_typo_gets_did_you_mean(glue_dir):
     typo = str(glue_dir) + "x"
     with pytest.raises(DataError, match=f"Did you mean --glue_dir {glue_dir}"):
         read_glue(typo, "RTE", "train")
+
+
+# ----------------------------------------------------------------------------------------------
+# Edges found by mutation testing (bench/mutation.py): each test below failed on a changed glue.py
+
+
+def test_glue_layout_split_files_are_train_dev_test_tsv():
+    """Oracle: GLUE's glue_data layout (TASK/train.tsv, dev.tsv, test.tsv; MNLI: dev_matched.tsv ...). TASKS is
+    built once at import, so the helper that spells the layout is checked where it is called as well."""
+    from minbert.tasks.glue import _splits
+    assert _splits() == {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    assert _splits(extra="x.tsv") == {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv", "extra": "x.tsv"}
+    for task in ("CoLA", "SST-2", "MRPC", "QQP", "STS-B", "QNLI", "RTE", "WNLI", "STS-B*"):
+        assert TASKS[task].splits == _splits(), f"TASKS[{task!r}].splits: expected GLUE's train/dev/test.tsv"
+
+
+def test_a_blank_line_in_the_middle_of_a_file_is_skipped_not_the_end(tmp_path):
+    """Oracle: the file's rows. A blank line between rows is skipped; the rows after it are still read."""
+    write(tmp_path / "RTE/train.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n\n"
+          "1\tc\td\tnot_entailment\n")
+    assert read_glue(tmp_path, "RTE", "train") == [Example("0", "a", "b", 0), Example("1", "c", "d", 1)]
+
+
+def test_a_file_with_a_header_and_no_rows_names_the_file(tmp_path):
+    write(tmp_path / "RTE/train.tsv", "index\tsentence1\tsentence2\tlabel\n")
+    with pytest.raises(DataError, match=r"train.tsv: found no data rows, expected at least one example"):
+        read_glue(tmp_path, "RTE", "train")
+
+
+def test_a_file_that_is_not_utf8_names_the_file(tmp_path):
+    (tmp_path / "RTE").mkdir()
+    (tmp_path / "RTE/train.tsv").write_bytes(b"index\tsentence1\tsentence2\tlabel\n0\t\xff\xfe\tb\tentailment\n")
+    with pytest.raises(DataError, match=r"train.tsv: found bytes that are not UTF-8 text \(byte \d+"):
+        read_glue(tmp_path, "RTE", "train")
+
+
+def test_an_unparseable_stsb_score_is_a_data_error(tmp_path):
+    """'abc' is no number: a DataError with path:line, not a TypeError from comparing None with 0."""
+    write(tmp_path / "STS-B/train.tsv", STSB_COLUMNS + "\tscore\n" + stsb_row(0, "a", "b", "abc"))
+    with pytest.raises(DataError, match=r"train.tsv:2: found score 'abc', expected a number 0-5"):
+        read_glue(tmp_path, "STS-B", "train")
+
+
+def test_mnli_rows_without_gold_label_are_dropped_with_a_warning(tmp_path):
+    """Oracle: the docstring (a raw MultiNLI file marks no-majority rows with '-', as SNLI does)."""
+    write(tmp_path / "MNLI/train.tsv", T.join(MNLI_COLUMNS + ["label1", "gold_label"]) + "\n"
+          + mnli_row(0, "p0", "h0", "neutral", "neutral") + mnli_row(1, "p1", "h1", "neutral", "-"))
+    with pytest.warns(UserWarning, match=r"dropped 1 rows with gold_label '-'.*lines 3"):
+        examples = read_glue(tmp_path, "MNLI", "train")
+    assert examples == [Example("0", "p0", "h0", 1)]
+
+
+def test_data_warnings_point_at_the_callers_line(tmp_path):
+    """A warning is reported at the line that called read_glue (stacklevel), not inside glue.py, so a
+    user sees which of their reads dropped or kept rows."""
+    write(tmp_path / "MNLI/train.tsv", T.join(MNLI_COLUMNS + ["label1", "gold_label"]) + "\n"
+          + mnli_row(0, "p0", "h0", "neutral", "-") + mnli_row(1, "p1", "", "neutral", "neutral"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        read_glue(tmp_path, "MNLI", "train")
+    assert len(caught) == 2, [str(w.message) for w in caught]
+    for w in caught:
+        assert w.filename == __file__, f"warning {str(w.message)[:60]!r} points at {w.filename}:{w.lineno}, not the caller"
+
+
+@pytest.mark.parametrize("n, shown", [(20, ", ".join(str(i) for i in range(2, 22))),
+                                      (21, ", ".join(str(i) for i in range(2, 22)) + ", ...")])
+def test_warnings_list_at_most_20_lines_then_an_ellipsis(tmp_path, n, shown):
+    """Oracle: hand-written line lists. 20 empty rows: all 20 lines (2-21); 21: the first 20, then ', ...'."""
+    write(tmp_path / "QQP/train.tsv", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+          + "".join(f"{i}\t1\t2\tq?\t\t0\n" for i in range(n)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        read_glue(tmp_path, "QQP", "train")
+    assert str(caught[0].message) == f"{tmp_path / 'QQP/train.tsv'}: {n} rows have an empty sentence, kept as '': lines {shown}"
+
+
+def test_trailing_columns_may_be_missing_only_in_snli(tmp_path):
+    """Oracle: the docstring. SNLI rows may lack the annotator columns label2-label5, nothing else may be
+    missing; an MNLI dev file has label1-label5 too, but there a short row is an error."""
+    write(tmp_path / "SNLI/snli_1.0/snli_1.0_train.txt", SNLI_HEADER + "neutral\t( a )\t( b )\t(ROOT a)\tA dog.\n")
+    with pytest.raises(DataError, match=r"snli_1.0_train.txt:2: found 5 tab-separated fields, expected 14"):
+        read_glue(tmp_path, "SNLI", "train")
+    header = T.join(MNLI_COLUMNS + ["label1", "label2", "label3", "label4", "label5", "gold_label"])
+    write(tmp_path / "MNLI/dev_matched.tsv", header + "\n" + mnli_row(7, "p", "h", "entailment", "entailment"))
+    with pytest.raises(DataError, match=r"dev_matched.tsv:2: found 12 tab-separated fields, expected 16"):
+        read_glue(tmp_path, "MNLI", "dev")
+
+
+def test_quora_test_split_reads_without_labels(tmp_path):
+    """TASKS['Quora'].unlabeled: the CS224N test file has no is_duplicate column; its labels are None."""
+    write(tmp_path / "Quora/quora-test-student.csv", "\tid\tsentence1\tsentence2\n0\tq1\tHow?\tWhy?\n")
+    assert read_glue(tmp_path, "Quora", "test") == [Example("q1", "How?", "Why?", None)]
+
+
+def test_glue_dir_typos_with_a_trailing_slash_or_no_parent_get_did_you_mean(tmp_path, monkeypatch):
+    write(tmp_path / "glue_data/RTE/train.tsv", FILES["RTE/train.tsv"])
+    with pytest.raises(DataError, match=f"Did you mean --glue_dir {tmp_path / 'glue_data'}\\?"):
+        read_glue(f"{tmp_path}/glue_dat/", "RTE", "train")   # the shipped data/glue_data has the same name: the sibling wins
+    monkeypatch.chdir(tmp_path)   # a bare folder name: its siblings are those of the current directory
+    with pytest.raises(DataError, match=r"Did you mean --glue_dir \./glue_data\?"):
+        read_glue("glue_dat", "RTE", "train")
+
+
+def test_glue_dir_suggestions_need_a_close_name_and_survive_a_missing_parent(tmp_path):
+    """difflib ratio of 'glu_dxx' to 'glue_data' is 0.625: below the 0.75 cutoff, so no suggestion. A glue_dir
+    whose parent does not exist either still gets the download advice, not a FileNotFoundError."""
+    write(tmp_path / "glue_data/RTE/train.tsv", FILES["RTE/train.tsv"])
+    with pytest.raises(DataError) as e:
+        read_glue(tmp_path / "glu_dxx", "RTE", "train")
+    assert "Did you mean" not in str(e.value), f"a far name got a suggestion: {e.value}"
+    with pytest.raises(DataError, match="file not found"):
+        read_glue(tmp_path / "no" / "such" / "glue", "RTE", "train")
+
+
+def test_category_errors_list_the_tasks_that_have_one():
+    with pytest.raises(ValueError, match="mapping exists only for MRPC, QQP, MNLI, QNLI, RTE, SNLI, STS-B\\*, Quora$"):
+        to_category_labels("CoLA", [0])
+
+
+def test_to_category_labels_of_a_tensor_reports_bad_labels_as_numbers():
+    """A tensor of labels is read as numbers: a bad one is shown as 3, not tensor(3); at most five are shown."""
+    with pytest.raises(ValueError, match=r"found \[3\]$"):
+        to_category_labels("MNLI", torch.tensor([0, 3, 1]))
+    with pytest.raises(ValueError, match=r"found \[3, 4, 5, 6, 7\]$"):
+        to_category_labels("MNLI", [3, 4, 5, 6, 7, 8])
+
+
+def test_category_prediction_accepts_zeros_and_rounding_but_not_other_sums():
+    """Probabilities may be exactly 0 (one-hot) and rows may miss 1 by float rounding (atol 1e-3); a row summing
+    to 1.5 is refused, with the hint to pass softmax outputs."""
+    torch.testing.assert_close(category_prediction("MNLI", torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])),
+                               torch.tensor([1, 0]), rtol=0, atol=0)
+    torch.testing.assert_close(category_prediction("RTE", torch.tensor([[0.6, 0.3995]])), torch.tensor([1]), rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"^category_prediction: probs must be >= 0 with rows summing to 1; "
+                                         r"pass logits.softmax\(dim=-1\), not logits$"):
+        category_prediction("RTE", torch.tensor([[1.0, 0.5]]))
+
+
+def glue_parser():
+    import argparse
+    from minbert.tasks import glue
+    parser = argparse.ArgumentParser()
+    glue.add_args(parser)
+    return parser, glue
+
+
+def test_glue_flags_defaults_and_eval_tasks_in_any_case():
+    parser, glue = glue_parser()
+    args = parser.parse_args(["--task", "rte"])
+    glue.check_args(args, parser)
+    assert (args.task, args.glue_dir, args.eval_tasks) == ("RTE", "data/glue_data", []), vars(args)
+    args = parser.parse_args(["--task", "mnli", "--eval_tasks", "qnli,RTE,"])
+    glue.check_args(args, parser)
+    assert (args.task, args.eval_tasks) == ("MNLI", ["QNLI", "RTE"]), vars(args)
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "the following arguments are required: --task"),
+    (["--task", "BoolQ"], "argument --task: invalid choice: 'BoolQ'"),
+    (["--task", "RTE", "--eval_tasks", "MRPC"],
+     r"--eval_tasks MRPC: must be a task of RTE's category \(nli\); candidates: \['MNLI', 'QNLI', 'RTE', 'SNLI'\]"),
+    (["--task", "RTE", "--eval_tasks", "WNLI"], r"--eval_tasks WNLI: must be a task of RTE's category"),
+    (["--task", "RTE", "--eval_tasks", "BoolQ"], r"--eval_tasks BoolQ: must be a task of RTE's category"),
+    (["--task", "CoLA", "--eval_tasks", "CoLA"], r"--eval_tasks CoLA: must be a task of CoLA's category \(None\); candidates: \[\]"),
+])
+def test_glue_flags_refuse_unknown_and_cross_category_tasks(argv, message, capsys):
+    parser, glue = glue_parser()
+    with pytest.raises(SystemExit):
+        glue.check_args(parser.parse_args(argv), parser)
+    import re
+    assert re.search(message, capsys.readouterr().err), capsys.readouterr().err
+
+
+def test_a_missing_subfolder_is_not_answered_with_its_parent(tmp_path):
+    """glue_data/X does not exist: its siblings are glue_data's task folders, none close to 'X', so no suggestion;
+    stripping more than the trailing '/' (the 'X' too) would wrongly suggest glue_data itself."""
+    write(tmp_path / "glue_data/RTE/train.tsv", FILES["RTE/train.tsv"])
+    with pytest.raises(DataError) as e:
+        read_glue(tmp_path / "glue_data" / "X", "RTE", "train")
+    assert "Did you mean" not in str(e.value), f"suggested a folder for glue_data/X: {e.value}"
+
+
+def test_a_missing_folder_is_compared_with_its_own_siblings_only(tmp_path):
+    """a/XX/ is missing and a/ is empty: no suggestion, although a/'s own sibling XXX is close to 'XX'."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "XXX").mkdir()
+    with pytest.raises(DataError) as e:
+        read_glue(f"{tmp_path}/a/XX/", "RTE", "train")
+    assert "Did you mean" not in str(e.value), f"suggested a folder outside a/: {e.value}"

@@ -99,3 +99,25 @@ def test_cs224n_overall_maps_pearson_to_unit_interval():
     close(metrics.cs224n_overall(0.5, 0.8, 0.6), (0.5 + 0.8 + 0.8) / 3, "cs224n_overall")
     close(metrics.cs224n_overall(1.0, 1.0, 1.0), 1.0, "cs224n_overall")
     close(metrics.cs224n_overall(0.0, 0.0, -1.0), 0.0, "cs224n_overall")
+
+
+def test_correlations_of_a_constant_first_input_are_zero_not_nan():
+    """Oracle: property (documented: a constant prediction carries no correlation). The constant may be
+    either argument: pearson(c, x) as well as pearson(x, c)."""
+    x, c = np.arange(5.0), np.full(5, 2.0)
+    for fn in ("pearson", "spearman"):
+        got = getattr(metrics, fn)(c, x)
+        assert got == 0.0, f"minbert.tasks.metrics.{fn}: a constant FIRST input must give 0.0, got {got!r}"
+
+
+def test_pearson_of_constant_float32_predictions_is_zero_not_nan():
+    """Oracle: property. A collapsed head's float32 outputs (all 2.9) are constant, but their float32 std is
+    not 0 (the float32 mean of seven 2.9s rounds: numpy gives 2.4e-07), so the constant check must look at
+    the float64 values, where np.corrcoef would divide by a zero std and give NaN."""
+    c32 = np.full(7, 2.9, dtype=np.float32)
+    assert c32.std() != 0, "test premise: numpy's float32 std of a constant array is not exactly 0"
+    gold = np.arange(7.0)
+    for got, where in ((metrics.pearson(c32, gold), "pearson(const_float32, gold)"),
+                       (metrics.pearson(gold, c32), "pearson(gold, const_float32)")):
+        assert got == 0.0, (f"minbert.tasks.metrics.{where}: a constant float32 prediction must give 0.0, got "
+                            f"{got!r}: convert to float64 before checking the std")

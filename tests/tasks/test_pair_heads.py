@@ -201,3 +201,58 @@ def test_tanh_scaled_head_maps_the_logit_onto_the_label_range():
                                msg="minbert.tasks.pair_heads.TanhScaledHead.forward: expected 2.5·(tanh(z) + 1)")
     with pytest.raises(ValueError, match="lo < hi"):
         TanhScaledHead(lin, scale_to=(5.0, 5.0))
+
+
+# ---------------------------------------------------------------------------- output ranges and defaults
+def test_heads_reject_a_range_of_zero_width():
+    """Oracle: property. lo == hi is no range either (every score would be lo): both scaled heads refuse it."""
+    with pytest.raises(ValueError, match="lo < hi"):
+        CosineHead((5.0, 5.0))
+    with pytest.raises(ValueError, match="lo < hi"):
+        TanhScaledHead(torch.nn.Linear(1, 1), scale_to=(2.0, 2.0))
+
+
+def test_tanh_scaled_head_range_with_a_nonzero_lower_end():
+    """Oracle: hand computation. On [1, 3]: z = 0 -> the middle 2; z = atanh(0.5) -> 1 + 2·1.5/2 = 2.5;
+    large |z| -> the ends 1 and 3. (With lo = 0, as for STS, hi − lo and hi + lo agree; here they do not.)"""
+    lin = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        lin.weight.fill_(1.0)
+    head = TanhScaledHead(lin, scale_to=(1.0, 3.0))
+    z = torch.tensor([[0.0], [math.atanh(0.5)], [50.0], [-50.0]])
+    torch.testing.assert_close(head(z), torch.tensor([[2.0], [2.5], [3.0], [1.0]]), rtol=0, atol=1e-5,
+                               msg="minbert.tasks.pair_heads.TanhScaledHead.forward: expected lo + (hi − lo)·(tanh(z) + 1)/2 on [1, 3]")
+
+
+def test_cosine_head_range_with_a_nonzero_lower_end():
+    """Oracle: hand computation. On [1, 3]: cos = 1 -> 3, cos = −1 -> 1, cos = 0 -> 2, cos = 0.6 -> 1 + 2·1.6/2 = 2.6."""
+    head = CosineHead((1.0, 3.0))
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
+    v = torch.tensor([[2.0, 0.0], [-1.0, 0.0], [0.0, 5.0], [3.0, 4.0]])
+    torch.testing.assert_close(head(u, v), torch.tensor([[3.0], [1.0], [2.0], [2.6]]), rtol=0, atol=1e-6,
+                               msg="minbert.tasks.pair_heads.CosineHead.forward: expected lo + (hi − lo)·(cos + 1)/2 on [1, 3]")
+
+
+def test_cosine_logit_head_default_init_is_scale_5_bias_0():
+    """Oracle: the docstring's init (s = 5, so σ(s) = 0.993 at cos = 1; b = 0, so cos = 0 is the threshold).
+    u = v gives the top logit s + b = 5; orthogonal vectors give b = 0."""
+    head = CosineHead(None)
+    e = torch.eye(2)
+    torch.testing.assert_close(head(e[:1], e[:1]), torch.tensor([[5.0]]), rtol=0, atol=1e-6,
+                               msg="minbert.tasks.pair_heads.CosineHead(None): default init must be s = 5 (logit 5 at cos = 1)")
+    torch.testing.assert_close(head(e[:1], e[1:]), torch.tensor([[0.0]]), rtol=0, atol=1e-6,
+                               msg="minbert.tasks.pair_heads.CosineHead(None): default init must be b = 0 (logit 0 at cos = 0)")
+
+
+def test_dot_head_gives_one_dot_product_per_row():
+    """Oracle: hand computation. Rows (1, 2)·(3, 4) = 11 and (−1, 0)·(5, 6) = −5: (B, 1) = [[11], [−5]], never
+    a sum over the batch."""
+    u, v = torch.tensor([[1.0, 2.0], [-1.0, 0.0]]), torch.tensor([[3.0, 4.0], [5.0, 6.0]])
+    torch.testing.assert_close(DotHead()(u, v), torch.tensor([[11.0], [-5.0]]), rtol=0, atol=0,
+                               msg="minbert.tasks.pair_heads.DotHead.forward: expected u_i · v_i per row, (B, 1)")
+
+
+def test_siamese_head_default_dropout_is_bert_hidden_dropout():
+    """Oracle: BERT's hidden dropout 0.1 (Devlin et al. 2019, §A.2) is the default of SiameseHead(C, out)."""
+    head = SiameseHead(C, 1)
+    assert head.mlp[2].p == 0.1, f"minbert.tasks.pair_heads.SiameseHead: default dropout must be 0.1, got {head.mlp[2].p}"
