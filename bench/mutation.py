@@ -226,6 +226,7 @@ EQUIVALENT: dict[str, str] = {
     # tasks: metrics, pair_heads, multitask, data, glue, embedding_eval
 
     # bert: attention, layers, model, config, tokenizer
+    "minbert.bert.attention.xǁSelfAttentionǁforward__mutmut_32": "k is 4-D (B, H, T, D): transpose(+2, -1) is transpose(-2, -1)",
 
     # classroom: wire, results, grade
 

@@ -78,3 +78,106 @@ def test_attention_dropout_only_in_training():
         t1, t2 = attn(x, mask), attn(x, mask)
     assert torch.equal(e1, e2), "minbert.bert.attention.SelfAttention.forward: eval mode must be deterministic (no dropout)"
     assert not torch.equal(t1, t2), "minbert.bert.attention.SelfAttention.forward: train mode must drop attention probabilities"
+
+
+# ---------------------------------------------------------------------- each path against the equation
+# Written for survivors of bench/mutation.py: the fast path was only ever compared with the explicit one
+# in eval mode, so a fast path that ignored its flag, or dropped no probabilities, passed.
+
+def equation(attn, x, mask):
+    """Oracle (a): Vaswani et al. Eq. 1 per head, softmax(Q Kᵀ/√D + M) V, written with torch ops on the
+    module's own weights. Returns the probabilities (B, H, T, T) and V (B, H, T, D)."""
+    B, T, C = x.shape
+    H = attn.num_heads
+    heads = lambda lin: lin(x).view(B, T, H, C // H).transpose(1, 2)           # (B, T, C) -> (B, H, T, D)
+    q, k, v = heads(attn.query), heads(attn.key), heads(attn.value)
+    scores = torch.einsum("bhtd,bhsd->bhts", q, k) / (C // H) ** 0.5 + mask     # (B, H, T, T)
+    return torch.softmax(scores, dim=-1), v
+
+
+def merge(y):
+    B, H, T, D = y.shape
+    return y.transpose(1, 2).reshape(B, T, H * D)                              # (B, H, T, D) -> (B, T, C)
+
+
+def test_each_path_matches_the_equation_in_eval_mode():
+    for fast in (False, True):
+        attn, cfg = make(fast=fast)
+        x, am = batch(cfg)
+        mask = extended_attention_mask(am, x.dtype)
+        with torch.no_grad():
+            probs, v = equation(attn, x, mask)
+            torch.testing.assert_close(attn(x, mask), merge(probs @ v), atol=ATOL, rtol=RTOL, msg=lambda m:
+                f"minbert.bert.attention.SelfAttention.forward (fast_attention={fast}) differs from "
+                f"softmax(Q Kᵀ/√D + M) V:\n{m}")
+
+
+def test_fast_path_in_training_is_torch_sdpa_with_dropout_on_the_probabilities():
+    """Oracle (b): torch's scaled_dot_product_attention with dropout_p on the CPU draws torch's dropout
+    mask on the probabilities, so the same seed gives softmax(...) -> F.dropout(p) -> @ V exactly
+    (up to rounding). A fast path that drops nothing, or ignores fast_attention=True (the written-out
+    path draws minbert's own mask, another one), differs."""
+    p = 0.3
+    attn, cfg = make(fast=True, attention_probs_dropout_prob=p)
+    attn.train()
+    x, am = batch(cfg)
+    mask = extended_attention_mask(am, x.dtype)
+    with torch.no_grad():
+        probs, v = equation(attn, x, mask)
+        torch.manual_seed(5)
+        want = merge(torch.nn.functional.dropout(probs, p) @ v)
+        torch.manual_seed(5)
+        got = attn(x, mask)
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL, msg=lambda m:
+        f"minbert.bert.attention.SelfAttention.forward (fast_attention=True, train, p={p}): expected "
+        f"scaled_dot_product_attention's dropout_p={p} on the probabilities (torch's mask for this seed):\n{m}")
+    attn.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, mask), merge(probs @ v), atol=ATOL, rtol=RTOL, msg=lambda m:
+            f"minbert.bert.attention.SelfAttention.forward (fast_attention=True, eval): no dropout in eval mode:\n{m}")
+
+
+
+def test_mask_comes_in_the_dtype_asked_for():
+    """The mask is added to scores of the compute dtype: extended_attention_mask(am, dtype) returns `dtype`."""
+    am = torch.tensor([[1, 1, 0]])
+    for dtype in (torch.float64, torch.bfloat16, torch.float16):
+        m = extended_attention_mask(am, dtype)
+        assert m.dtype == dtype, f"minbert.bert.attention.extended_attention_mask(am, {dtype}): got {m.dtype}"
+        want = torch.tensor([0.0, 0.0, -10000.0]).to(dtype).view(1, 1, 1, 3)   # -10000 rounds to -9984 in bf16
+        assert torch.equal(m, want), f"minbert.bert.attention.extended_attention_mask(am, {dtype}): got {m.tolist()}"
+
+
+def test_explicit_path_drops_probabilities_in_the_compute_dtype_under_autocast(monkeypatch):
+    """Step 3's comment: the softmax runs in fp32 under autocast, and its probabilities go back to V's
+    dtype (bf16) before the dropout and the last matmul. A spy on the dropout sees the dtype."""
+    import minbert.bert.attention as A
+    seen = []
+    real = A.dropout
+    monkeypatch.setattr(A, "dropout", lambda x, p, training: seen.append(x.dtype) or real(x, p, training))
+    attn, cfg = make()
+    attn.train()
+    x, am = batch(cfg)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        attn(x, extended_attention_mask(am, x.dtype))
+    assert seen == [torch.bfloat16], (f"minbert.bert.attention.SelfAttention.forward under bf16 autocast: the "
+                                      f"probabilities reach the dropout as {seen}, expected [torch.bfloat16] (.to(v.dtype))")
+
+
+def test_fast_path_hands_sdpa_the_mask_in_q_dtype_under_autocast(monkeypatch):
+    """Under autocast q is bf16 while the model's mask is fp32 (built from the fp32 LayerNorm output).
+    The fast path casts the mask to q's dtype: on CUDA, torch 2.11 sends bf16 q with an fp32 mask to
+    cuDNN attention, whose output on a padded sentence was off by 1.4 (an H100; the same inputs with a
+    bf16 mask were right), and the memory-efficient kernel refuses the pair. On the CPU both dtypes give
+    the same numbers, so a spy on the call is what can see it here."""
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, k, v, attn_mask, **kw: seen.append((q.dtype, attn_mask.dtype)) or real(q, k, v, attn_mask, **kw))
+    attn, cfg = make(fast=True)
+    x, am = batch(cfg)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        attn(x, extended_attention_mask(am, x.dtype))
+    assert seen == [(torch.bfloat16, torch.bfloat16)], \
+        (f"minbert.bert.attention.SelfAttention.forward (fast, bf16 autocast): (q, mask) dtypes given to "
+         f"scaled_dot_product_attention were {seen}; the mask must be cast to q's dtype")
