@@ -227,6 +227,7 @@ EQUIVALENT: dict[str, str] = {
 
     # bert: attention, layers, model, config, tokenizer
     "minbert.bert.attention.xǁSelfAttentionǁforward__mutmut_32": "k is 4-D (B, H, T, D): transpose(+2, -1) is transpose(-2, -1)",
+    **dict.fromkeys(["minbert.bert.layers.xǁEmbeddingsǁforward__mutmut_9", "minbert.bert.layers.xǁEmbeddingsǁforward__mutmut_11"], CPU),
 
     # classroom: wire, results, grade
 
