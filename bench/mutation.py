@@ -227,7 +227,21 @@ EQUIVALENT: dict[str, str] = {
 
     # bert: attention, layers, model, config, tokenizer
     "minbert.bert.attention.xǁSelfAttentionǁforward__mutmut_32": "k is 4-D (B, H, T, D): transpose(+2, -1) is transpose(-2, -1)",
-    **dict.fromkeys(["minbert.bert.layers.xǁEmbeddingsǁforward__mutmut_9", "minbert.bert.layers.xǁEmbeddingsǁforward__mutmut_11"], CPU),
+    **dict.fromkeys([f"minbert.bert.layers.xǁEmbeddingsǁforward__mutmut_{n}" for n in (9, 11)], CPU),
+    **dict.fromkeys(["minbert.bert.tokenizer.xǁTokenizerǁ__init____mutmut_25",
+                     "minbert.bert.tokenizer.xǁTokenizerǁ__init____mutmut_26"],
+                    "tokenizers' WordPiece defaults are unk_token '[UNK]' and max_input_chars_per_word 100 (the same ids "
+                    "on words of 99, 100, 101 and 200 characters)"),
+    **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁ__init____mutmut_{n}" for n in (34, 35, 36)],
+                    "BertNormalizer's documented defaults: clean_text=True, handle_chinese_chars=True, strip_accents=None"),
+    "minbert.bert.tokenizer.xǁTokenizerǁdecode__mutmut_4": "tokenizers' Tokenizer.decode skips special tokens by default",
+    "minbert.bert.tokenizer.xǁTokenizerǁencode__mutmut_9": "enable_truncation's strategy defaults to 'longest_first'",
+    **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁpad__mutmut_{n}" for n in (10, 13)],
+                    "torch.full with an int fill value (pad_id) is int64"),
+    **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁpad__mutmut_{n}" for n in (35, 37, 42, 44)],
+                    "torch.tensor of Python ints is int64, and the row is written into an int64 tensor anyway"),
+    **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁsave_pretrained__mutmut_{n}" for n in (35, 37, 38)],
+                    "the JSON's indentation only: the same keys and values to every reader"),
 
     # classroom: wire, results, grade
 
