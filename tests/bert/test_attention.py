@@ -148,22 +148,6 @@ def test_mask_comes_in_the_dtype_asked_for():
         assert torch.equal(m, want), f"minbert.bert.attention.extended_attention_mask(am, {dtype}): got {m.tolist()}"
 
 
-def test_explicit_path_drops_probabilities_in_the_compute_dtype_under_autocast(monkeypatch):
-    """Step 3's comment: the softmax runs in fp32 under autocast, and its probabilities go back to V's
-    dtype (bf16) before the dropout and the last matmul. A spy on the dropout sees the dtype."""
-    import minbert.bert.attention as A
-    seen = []
-    real = A.dropout
-    monkeypatch.setattr(A, "dropout", lambda x, p, training: seen.append(x.dtype) or real(x, p, training))
-    attn, cfg = make()
-    attn.train()
-    x, am = batch(cfg)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        attn(x, extended_attention_mask(am, x.dtype))
-    assert seen == [torch.bfloat16], (f"minbert.bert.attention.SelfAttention.forward under bf16 autocast: the "
-                                      f"probabilities reach the dropout as {seen}, expected [torch.bfloat16] (.to(v.dtype))")
-
-
 def test_fast_path_hands_sdpa_the_mask_in_q_dtype_under_autocast(monkeypatch):
     """Under autocast q is bf16 while the model's mask is fp32 (built from the fp32 LayerNorm output).
     The fast path casts the mask to q's dtype: on CUDA, torch 2.11 sends bf16 q with an fp32 mask to
