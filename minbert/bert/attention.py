@@ -20,7 +20,7 @@ keeps the mask finite in fp16 and avoids NaN rows.
 Two paths, chosen by `BertConfig.fast_attention`:
   - explicit (default, the graded path): the four lines of maths below;
   - fast: `torch.nn.functional.scaled_dot_product_attention`, which may use a fused kernel.
-Each is tested against the equation on its own (tests/bert/test_attention.py).
+Both are tested to agree (tests/bert/test_attention.py).
 
 Deliberately left out: cross-attention, KV caches, head masks, relative positions.
 """

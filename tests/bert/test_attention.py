@@ -80,63 +80,9 @@ def test_attention_dropout_only_in_training():
     assert not torch.equal(t1, t2), "minbert.bert.attention.SelfAttention.forward: train mode must drop attention probabilities"
 
 
-# ---------------------------------------------------------------------- each path against the equation
-# Written for survivors of bench/mutation.py: the fast path was only ever compared with the explicit one
-# in eval mode, so a fast path that ignored its flag, or dropped no probabilities, passed.
-
-def equation(attn, x, mask):
-    """Oracle (a): Vaswani et al. Eq. 1 per head, softmax(Q Kᵀ/√D + M) V, written with torch ops on the
-    module's own weights. Returns the probabilities (B, H, T, T) and V (B, H, T, D)."""
-    B, T, C = x.shape
-    H = attn.num_heads
-    heads = lambda lin: lin(x).view(B, T, H, C // H).transpose(1, 2)           # (B, T, C) -> (B, H, T, D)
-    q, k, v = heads(attn.query), heads(attn.key), heads(attn.value)
-    scores = torch.einsum("bhtd,bhsd->bhts", q, k) / (C // H) ** 0.5 + mask     # (B, H, T, T)
-    return torch.softmax(scores, dim=-1), v
-
-
-def merge(y):
-    B, H, T, D = y.shape
-    return y.transpose(1, 2).reshape(B, T, H * D)                              # (B, H, T, D) -> (B, T, C)
-
-
-def test_each_path_matches_the_equation_in_eval_mode():
-    for fast in (False, True):
-        attn, cfg = make(fast=fast)
-        x, am = batch(cfg)
-        mask = extended_attention_mask(am, x.dtype)
-        with torch.no_grad():
-            probs, v = equation(attn, x, mask)
-            torch.testing.assert_close(attn(x, mask), merge(probs @ v), atol=ATOL, rtol=RTOL, msg=lambda m:
-                f"minbert.bert.attention.SelfAttention.forward (fast_attention={fast}) differs from "
-                f"softmax(Q Kᵀ/√D + M) V:\n{m}")
-
-
-def test_fast_path_in_training_is_torch_sdpa_with_dropout_on_the_probabilities():
-    """Oracle (b): torch's scaled_dot_product_attention with dropout_p on the CPU draws torch's dropout
-    mask on the probabilities, so the same seed gives softmax(...) -> F.dropout(p) -> @ V exactly
-    (up to rounding). A fast path that drops nothing, or ignores fast_attention=True (the written-out
-    path draws minbert's own mask, another one), differs."""
-    p = 0.3
-    attn, cfg = make(fast=True, attention_probs_dropout_prob=p)
-    attn.train()
-    x, am = batch(cfg)
-    mask = extended_attention_mask(am, x.dtype)
-    with torch.no_grad():
-        probs, v = equation(attn, x, mask)
-        torch.manual_seed(5)
-        want = merge(torch.nn.functional.dropout(probs, p) @ v)
-        torch.manual_seed(5)
-        got = attn(x, mask)
-    torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL, msg=lambda m:
-        f"minbert.bert.attention.SelfAttention.forward (fast_attention=True, train, p={p}): expected "
-        f"scaled_dot_product_attention's dropout_p={p} on the probabilities (torch's mask for this seed):\n{m}")
-    attn.eval()
-    with torch.no_grad():
-        torch.testing.assert_close(attn(x, mask), merge(probs @ v), atol=ATOL, rtol=RTOL, msg=lambda m:
-            f"minbert.bert.attention.SelfAttention.forward (fast_attention=True, eval): no dropout in eval mode:\n{m}")
-
-
+# ---------------------------------------------------------------------- the given code's dtypes
+# Written for survivors of bench/mutation.py. Each path against the equation on its own (eval and, for the fast
+# path, training) is instructor-only: tests/classroom/test_grader_references_bert.py.
 
 def test_mask_comes_in_the_dtype_asked_for():
     """The mask is added to scores of the compute dtype: extended_attention_mask(am, dtype) returns `dtype`."""
