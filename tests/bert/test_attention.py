@@ -96,10 +96,11 @@ def test_mask_comes_in_the_dtype_asked_for():
 
 def test_fast_path_hands_sdpa_the_mask_in_q_dtype_under_autocast(monkeypatch):
     """Under autocast q is bf16 while the model's mask is fp32 (built from the fp32 LayerNorm output).
-    The fast path casts the mask to q's dtype: on CUDA, torch 2.11 sends bf16 q with an fp32 mask to
-    cuDNN attention, whose output on a padded sentence was off by 1.4 (an H100; the same inputs with a
-    bf16 mask were right), and the memory-efficient kernel refuses the pair. On the CPU both dtypes give
-    the same numbers, so a spy on the call is what can see it here."""
+    The fast path casts the mask to q's dtype whatever the caller passed: on CUDA (an H100, torch 2.11),
+    bf16 q, k, v with an fp32 mask, called outside autocast, went to cuDNN attention and a padded sentence's
+    output was off by 1.4 (with a bf16 mask, or under autocast, it was right), and the memory-efficient
+    kernel refuses the pair. On the CPU both dtypes give the same numbers, so a spy on the call is what
+    can see the cast here."""
     seen = []
     real = torch.nn.functional.scaled_dot_product_attention
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
