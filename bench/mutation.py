@@ -71,9 +71,9 @@ TARGETS = {
     "minbert/tasks/data.py": [T + "tasks/test_data.py"],
     "minbert/tasks/glue.py": [T + "tasks/test_glue.py"],
     "minbert/tasks/embedding_eval.py": [T + "methods/test_simcse.py", T + "tasks/test_embedding_eval.py"],
-    "minbert/bert/attention.py": [T + "bert/test_attention.py"],
+    "minbert/bert/attention.py": [T + "bert/test_attention.py", T + "classroom/test_grader_references_bert.py"],
     "minbert/bert/layers.py": [T + "bert/test_layers.py", T + "bert/test_model.py"],
-    "minbert/bert/model.py": [T + "bert/test_model.py"],
+    "minbert/bert/model.py": [T + "bert/test_model.py", T + "classroom/test_grader_references_bert.py"],
     "minbert/bert/config.py": [T + "bert/test_config.py"],
     "minbert/bert/dropout.py": [T + "bert/test_dropout.py", T + "bert/test_dropout_edges.py", T + "run/test_fast_paths.py"],
     "minbert/bert/tokenizer.py": [T + "bert/test_tokenizer.py"],
@@ -290,6 +290,40 @@ EQUIVALENT: dict[str, str] = {
                     "\\r, \\n or \\r\\n whether open() translates them (newline=None) or not (newline='')"),
 
     # bert: attention, layers, model, config, tokenizer
+    "minbert.bert.attention.xǁSelfAttentionǁforward__mutmut_32": "k is 4-D (B, H, T, D): transpose(+2, -1) is transpose(-2, -1)",
+    **dict.fromkeys([f"minbert.bert.layers.xǁEmbeddingsǁforward__mutmut_{n}" for n in (9, 11)], CPU),
+    **dict.fromkeys(["minbert.bert.tokenizer.xǁTokenizerǁ__init____mutmut_25",
+                     "minbert.bert.tokenizer.xǁTokenizerǁ__init____mutmut_26"],
+                    "tokenizers' WordPiece defaults are unk_token '[UNK]' and max_input_chars_per_word 100 (the same ids "
+                    "on words of 99, 100, 101 and 200 characters)"),
+    **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁ__init____mutmut_{n}" for n in (34, 35, 36)],
+                    "BertNormalizer's documented defaults: clean_text=True, handle_chinese_chars=True, strip_accents=None"),
+    "minbert.bert.tokenizer.xǁTokenizerǁdecode__mutmut_4": "tokenizers' Tokenizer.decode skips special tokens by default",
+    "minbert.bert.tokenizer.xǁTokenizerǁencode__mutmut_9": "enable_truncation's strategy defaults to 'longest_first'",
+    **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁpad__mutmut_{n}" for n in (10, 13)],
+                    "torch.full with an int fill value (pad_id) is int64"),
+    **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁpad__mutmut_{n}" for n in (35, 37, 42, 44)],
+                    "torch.tensor of Python ints is int64, and the row is written into an int64 tensor anyway"),
+    **dict.fromkeys([f"minbert.bert.tokenizer.xǁTokenizerǁsave_pretrained__mutmut_{n}" for n in (35, 37, 38)],
+                    "the JSON's indentation only: the same keys and values to every reader"),
+    "minbert.bert.model.x_from_checkpoint_names__mutmut_20": "every tensor BertModel loads is floating point (no integer "
+                                                            "buffers; position_ids is dropped first): .float() on all is the same",
+    **dict.fromkeys([f"minbert.bert.model.x_read_state_dict__mutmut_{n}" for n in (2, 3)],
+                    "torch.load (2.13, as tested) hands a path ending .safetensors to safetensors' load_file itself: the "
+                    "same call (a torch without that fails on every .safetensors, which the loading tests would show)"),
+    **dict.fromkeys([f"minbert.bert.model.x_read_state_dict__mutmut_{n}" for n in (7, 10)],
+                    "map_location='cpu' matters only for a .bin of CUDA tensors, which a CPU-only machine cannot make "
+                    "(tests run on CPU; a GPU run would tell)"),
+    **dict.fromkeys([f"minbert.bert.model.x_read_state_dict__mutmut_{n}" for n in (8, 11)],
+                    "weights_only left to torch.load's default: True since torch 2.6 (tested on 2.13); under torch < 2.6, "
+                    "which requirements.txt allows, test_a_bin_checkpoint_cannot_run_code_while_loading would fail"),
+    "minbert.bert.model.xǁBertModelǁ_init_weights__mutmut_6": "nn.init.normal_'s mean defaults to 0.0",
+    **dict.fromkeys([f"minbert.bert.model.xǁBertModelǁencode__mutmut_{n}" for n in (4, 7)],
+                    "the all-ones mask is read only by extended_attention_mask, which casts it to x's dtype: float ones "
+                    "give the same mask"),
+    **dict.fromkeys([f"minbert.bert.model.xǁBertModelǁencode__mutmut_{n}" for n in (5, 8)], CPU),
+    **dict.fromkeys([f"minbert.bert.model.xǁBertModelǁsave_pretrained__mutmut_{n}" for n in (32, 34, 35)],
+                    "config.json's indentation only: the same keys and values to every reader"),
 
     # classroom: wire, results, grade
 

@@ -43,7 +43,8 @@ class BertConfig:
 
     @classmethod
     def tiny(cls, **overrides) -> "BertConfig":
-        """A 2-layer, 32-wide model for tests and smoke runs (same vocab, so real tokenizers work)."""
+        """A 2-layer, 32-wide model (2 heads, FFN 64, 128 positions) for tests and smoke runs (same
+        vocab, so real tokenizers work)."""
         sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=64, max_position_embeddings=128)
         return cls(**{**sizes, **overrides})

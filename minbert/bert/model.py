@@ -76,7 +76,7 @@ class BertModel(nn.Module):
         `layer_extra(i, h, mask)`, when given, is called with layer i's input h (B, T, C) and
         returns a (B, T, C) term added before that layer's second LayerNorm, or None
         (PALs: `layer_extra=lambda i, h, m: pals(task, i, h, m)`)."""
-        # Hint: build the additive (B, 1, 1, T) mask once (attention.extended_attention_mask; all
+        # Hint: build the additive (B, 1, 1, T) mask once, in x's dtype (attention.extended_attention_mask; all
         # ones when attention_mask is None), run every layer in order (passing layer_extra's term
         # as `extra`), and return both outputs; the pooler reads the last hidden state.
         ### BEGIN SOLUTION layer

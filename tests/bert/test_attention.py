@@ -78,3 +78,37 @@ def test_attention_dropout_only_in_training():
         t1, t2 = attn(x, mask), attn(x, mask)
     assert torch.equal(e1, e2), "minbert.bert.attention.SelfAttention.forward: eval mode must be deterministic (no dropout)"
     assert not torch.equal(t1, t2), "minbert.bert.attention.SelfAttention.forward: train mode must drop attention probabilities"
+
+
+# ---------------------------------------------------------------------- the given code's dtypes
+# Written for survivors of bench/mutation.py. Each path against the equation on its own (eval and, for the fast
+# path, training) is instructor-only: tests/classroom/test_grader_references_bert.py.
+
+def test_mask_comes_in_the_dtype_asked_for():
+    """The mask is added to scores of the compute dtype: extended_attention_mask(am, dtype) returns `dtype`."""
+    am = torch.tensor([[1, 1, 0]])
+    for dtype in (torch.float64, torch.bfloat16, torch.float16):
+        m = extended_attention_mask(am, dtype)
+        assert m.dtype == dtype, f"minbert.bert.attention.extended_attention_mask(am, {dtype}): got {m.dtype}"
+        want = torch.tensor([0.0, 0.0, -10000.0]).to(dtype).view(1, 1, 1, 3)   # -10000 rounds to -9984 in bf16
+        assert torch.equal(m, want), f"minbert.bert.attention.extended_attention_mask(am, {dtype}): got {m.tolist()}"
+
+
+def test_fast_path_hands_sdpa_the_mask_in_q_dtype_under_autocast(monkeypatch):
+    """Under autocast q is bf16 while the model's mask is fp32 (built from the fp32 LayerNorm output).
+    The fast path casts the mask to q's dtype whatever the caller passed: on CUDA (an H100, torch 2.11),
+    bf16 q, k, v with an fp32 mask, called outside autocast, went to cuDNN attention and a padded sentence's
+    output was off by 1.4 (with a bf16 mask, or under autocast, it was right), and the memory-efficient
+    kernel refuses the pair. On the CPU both dtypes give the same numbers, so a spy on the call is what
+    can see the cast here."""
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, k, v, attn_mask, **kw: seen.append((q.dtype, attn_mask.dtype)) or real(q, k, v, attn_mask, **kw))
+    attn, cfg = make(fast=True)
+    x, am = batch(cfg)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        attn(x, extended_attention_mask(am, x.dtype))
+    assert seen == [(torch.bfloat16, torch.bfloat16)], \
+        (f"minbert.bert.attention.SelfAttention.forward (fast, bf16 autocast): (q, mask) dtypes given to "
+         f"scaled_dot_product_attention were {seen}; the mask must be cast to q's dtype")

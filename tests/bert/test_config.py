@@ -53,8 +53,11 @@ def test_tiny_is_two_layers_32_wide_with_the_same_vocabulary_and_takes_overrides
     t = BertConfig.tiny()
     got = (t.num_hidden_layers, t.hidden_size, t.num_attention_heads, t.intermediate_size)
     assert got == (2, 32, 2, 64), f"minbert.bert.config.BertConfig.tiny: (L, C, H, F) = {got}, expected (2, 32, 2, 64)"
+    # the seeded tiny model is pinned (tests compare runs on it byte for byte), and the position table's size
+    # decides how much of the seeded init it takes, so every weight drawn after it: exactly 128, as documented
+    assert t.max_position_embeddings == 128, \
+        f"minbert.bert.config.BertConfig.tiny: max_position_embeddings {t.max_position_embeddings}, documented 128"
     assert t.vocab_size == BertConfig().vocab_size, "BertConfig.tiny must keep BERT's vocabulary (real tokenizers)"
-    assert t.max_position_embeddings >= 128, "BertConfig.tiny must cover the tests' sequence lengths (128)"
     o = BertConfig.tiny(hidden_dropout_prob=0.0, num_hidden_layers=3, fast_attention=True)
     assert (o.hidden_dropout_prob, o.num_hidden_layers, o.fast_attention, o.hidden_size) == (0.0, 3, True, 32), \
         "BertConfig.tiny(**overrides): overrides must replace the tiny sizes and keep the others"
@@ -78,17 +81,19 @@ def test_config_json_round_trip_is_exact_and_transformers_reads_it(tmp_path):
 
 @pytest.mark.parametrize("text, expected", [
     ('{"hidden_size": 32,\n "num_attention_heads": 2,,\n}', ["config.json:2:", "not valid JSON"]),
-    ('[1, 2]', ["config.json", "expected a JSON object"]),
-    ('{"model_type": "roberta"}', ["config.json", "model_type='roberta'", "BERT only"]),
+    ('[1, 2]', ["config.json", "expected a JSON object", "got list"]),
+    ('{"model_type": "roberta"}', ["config.json", "model_type='roberta'", "BERT only", "bert-base-uncased or minilm-l6"]),
     ('{"model_type": "distilbert", "dim": 768}', ["config.json", "model_type='distilbert'"]),
     ('{"hidden_act": "relu"}', ["config.json", "hidden_act='relu'"]),
-    ('{"position_embedding_type": "relative_key"}', ["config.json", "position_embedding_type='relative_key'"]),
+    ('{"position_embedding_type": "relative_key"}', ["config.json", "position_embedding_type='relative_key'",
+                                                     "only 'absolute'"]),
     ('{"hidden_size": "768"}', ["config.json", "hidden_size='768'", "expected an integer"]),
     ('{"num_hidden_layers": 12.0}', ["config.json", "num_hidden_layers=12.0", "expected an integer"]),
     ('{"hidden_dropout_prob": true}', ["config.json", "hidden_dropout_prob=True", "expected a number"]),
+    ('{"fast_attention": 1}', ["config.json", "fast_attention=1", "expected true or false"]),
     ('{"hidden_size": 100, "num_attention_heads": 12}', ["config.json", "not divisible"]),
 ], ids=["bad-json", "not-an-object", "roberta", "distilbert", "relu", "relative-positions", "string-size",
-        "float-layers", "bool-rate", "indivisible-heads"])
+        "float-layers", "bool-rate", "int-flag", "indivisible-heads"])
 def test_malformed_config_json_is_refused_with_file_and_key(tmp_path, text, expected):
     path = tmp_path / "config.json"
     path.write_text(text)
@@ -140,3 +145,29 @@ def test_train_multitask_refuses_a_non_bert_model_with_one_line(tmp_path, capsys
         f"train_multitask --model <an ELECTRA folder>: expected exit 2 and one line naming model_type, " \
         f"got {e.value.code}:\n{text}"
     assert not (tmp_path / "run" / "last.pt").exists(), "train_multitask trained a non-BERT model"
+
+
+def test_a_bool_field_reads_from_json_true_and_false():
+    """fast_attention is the one bool field: JSON true/false must read as True/False (1 is refused above)."""
+    for value in (True, False):
+        got = BertConfig.from_dict({"fast_attention": value}).fast_attention
+        assert got is value, f"minbert.bert.config.BertConfig.from_dict({{'fast_attention': {value}}}): got {got!r}"
+
+
+def test_to_hf_dict_uses_the_keys_and_values_hugging_face_writes(tmp_path):
+    """Oracle (a), the published bert-base-uncased config.json: every key we write is one of its keys, and
+    model_type, hidden_act and position_embedding_type are there with its values. Oracle (b), live: the
+    architectures entry is what transformers' BertModel.save_pretrained writes."""
+    ours = BertConfig().to_hf_dict()
+    foreign = sorted(set(ours) - set(BERT_BASE_UNCASED))
+    assert not foreign, f"minbert.bert.config.BertConfig.to_hf_dict: keys {foreign} are not in a BERT config.json"
+    for key in ("model_type", "hidden_act", "position_embedding_type"):
+        assert ours.get(key) == BERT_BASE_UNCASED[key], \
+            f"minbert.bert.config.BertConfig.to_hf_dict: {key}={ours.get(key)!r}, bert-base-uncased has {BERT_BASE_UNCASED[key]!r}"
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.BertConfig(**{k: v for k, v in asdict(BertConfig.tiny()).items() if k in FIELDS})
+    transformers.BertModel(hf).save_pretrained(tmp_path)
+    theirs = json.loads((tmp_path / "config.json").read_text())
+    assert ours["architectures"] == theirs["architectures"], \
+        (f"minbert.bert.config.BertConfig.to_hf_dict: architectures {ours['architectures']}, "
+         f"transformers' BertModel.save_pretrained writes {theirs['architectures']}")

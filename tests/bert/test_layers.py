@@ -153,3 +153,36 @@ def test_bert_layer_adds_the_pal_term_inside_the_second_layer_norm():
     assert diff < 1e-5, (f"minbert.bert.layers.BertLayer.forward with extra: max abs diff {diff:.3g} from "
                          "LN2(a + FFN(a) + extra): the PAL term goes into the second residual sum, before LayerNorm 2 "
                          "(not after it, not into the attention residual)")
+
+
+# ---------------------------------------------------------------------- edges (written for mutation survivors)
+
+def test_embeddings_take_exactly_max_position_embeddings_tokens_and_refuse_one_more():
+    """The position table has rows 0..P-1: T = P tokens fit (the last uses row P-1), T = P + 1 cannot."""
+    ref, model = reference()
+    P = model.config.max_position_embeddings
+    ids = torch.ones(1, P + 1, dtype=torch.long)
+    with torch.no_grad():
+        out = model.embeddings(ids[:, :P])
+    assert out.shape == (1, P, model.config.hidden_size), f"{EMB}: T = max_position_embeddings = {P} must fit"
+    try:
+        model.embeddings(ids)
+    except ValueError as e:
+        assert f"{P + 1}" in str(e) and f"max_position_embeddings {P}" in str(e), \
+            f"{EMB}: the error must name the length {P + 1} and max_position_embeddings {P}, got {e}"
+    else:
+        raise AssertionError(f"{EMB}: T = {P + 1} > max_position_embeddings = {P} must raise ValueError")
+
+
+def test_pad_row_of_the_word_embedding_starts_at_zero_and_gets_no_gradient():
+    """As Hugging Face's BertEmbeddings (nn.Embedding(..., padding_idx=pad_token_id)): the [PAD] row is 0
+    after init and torch gives it no gradient, so padding never moves it. Checked with pad_token_id 3."""
+    torch.manual_seed(0)
+    cfg = BertConfig.tiny(pad_token_id=3, hidden_dropout_prob=0.0)
+    emb = BertModel(cfg).embeddings
+    w = emb.word_embedding.weight
+    assert torch.equal(w[3], torch.zeros(cfg.hidden_size)), f"{EMB}: the pad_token_id row must start at 0, got {w[3]}"
+    emb(torch.tensor([[5, 7, 3, 3]])).pow(2).sum().backward()
+    assert torch.equal(w.grad[3], torch.zeros(cfg.hidden_size)), \
+        f"{EMB}: the pad_token_id row got a gradient {w.grad[3]}: word_embedding needs padding_idx=config.pad_token_id"
+    assert w.grad[5].abs().sum() > 0, f"{EMB}: a real token's row must get a gradient"

@@ -6,6 +6,10 @@ Hidden-state parity, not "it runs", is what grades the model. Compared: last_hid
 real (non-padded) positions and pooler_output, fp32, eval mode, atol 1e-5.
 """
 
+import json
+import sys
+import warnings
+
 import pytest
 import torch
 
@@ -47,8 +51,12 @@ def test_minilm_matches_hf_on_padded_sentences_and_pairs(minilm_pair, fast):
     ours, theirs, tok = minilm_pair
     for layer in ours.layers:
         layer.self_attention.fast = fast
-    compare(ours, theirs, tok(SENTENCES), "single sentences")
-    compare(ours, theirs, tok([a for a, _ in PAIRS], [b for _, b in PAIRS]), "sentence pairs")
+    try:
+        compare(ours, theirs, tok(SENTENCES), "single sentences")
+        compare(ours, theirs, tok([a for a, _ in PAIRS], [b for _, b in PAIRS]), "sentence pairs")
+    finally:   # the fixture is shared: the tests after this one run the written-out attention, the default
+        for layer in ours.layers:
+            layer.self_attention.fast = False
 
 
 def test_random_bert_base_exported_in_hf_naming_matches_hf(tmp_path):
@@ -126,7 +134,9 @@ def tiny_checkpoint(tmp_path, rename=lambda k: k, drop=(), extra=None, fmt="safe
     from minbert.bert.model import checkpoint_names
     torch.manual_seed(0)
     model = BertModel(BertConfig.tiny()).eval()
-    model.save_pretrained(tmp_path)   # writes config.json (and an HF-named safetensors we replace)
+    with warnings.catch_warnings():   # "gets no vocab.txt": these folders hold weights only
+        warnings.filterwarnings("ignore", "BertModel.save_pretrained", UserWarning)
+        model.save_pretrained(tmp_path)   # writes config.json (and an HF-named safetensors we replace)
     (tmp_path / "model.safetensors").unlink()
     names = checkpoint_names(model.config)
     state = {rename(names[k]): v.clone() for k, v in model.state_dict().items() if names[k] not in drop}
@@ -216,3 +226,209 @@ def test_encode_matches_stored_reference():
         no_mask = model.encode(ref["embeddings"][:1])["last_hidden_state"]
     torch.testing.assert_close(no_mask, ref["hidden_2"][:1], atol=ATOL, rtol=RTOL, msg=lambda m:
         f"{where}: attention_mask=None must mean every token is real\n{m}")
+
+
+# ---------------------------------------------------------------------- written for mutation survivors
+# (bench/mutation.py): the hooks other modules use (word_embeds; layer_extra's wiring is checked against the layers
+# composed by hand in the instructor-only tests/classroom/test_grader_references_bert.py), the init, and the
+# checkpoint files' edges.
+
+def test_embed_with_word_embeds_matches_hf_inputs_embeds(minilm_pair):
+    """Oracle (b): HF BertModel(inputs_embeds=W) puts W where the word lookup was, as embed(word_embeds=W)
+    does (R3F's noise goes there); positions and token types are still added."""
+    ours, theirs, tok = minilm_pair
+    batch = tok([a for a, _ in PAIRS], [b for _, b in PAIRS])
+    g = torch.Generator().manual_seed(0)
+    W = torch.randn(*batch["input_ids"].shape, ours.config.hidden_size, generator=g) * 0.05   # (B, T, C)
+    with torch.no_grad():
+        x = ours.embed(batch["input_ids"], batch["token_type_ids"], word_embeds=W)
+        a = ours.encode(x, batch["attention_mask"])["last_hidden_state"]
+        b = theirs(inputs_embeds=W, attention_mask=batch["attention_mask"],
+                   token_type_ids=batch["token_type_ids"]).last_hidden_state
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(a[real], b[real], atol=ATOL, rtol=RTOL, msg=lambda m:
+        f"minbert.bert.model.BertModel.embed(word_embeds=W): differs from HF's inputs_embeds=W:\n{m}")
+
+
+def test_encode_builds_the_mask_in_the_hidden_states_dtype():
+    """A bf16 model (weights cast, no autocast): the additive mask the layers get is bf16 too, as
+    extended_attention_mask(attention_mask, x.dtype) makes it, so scores + mask stays in bf16."""
+    torch.manual_seed(0)
+    model = BertModel(BertConfig.tiny()).to(torch.bfloat16).eval()
+    seen = []
+    model.layers[0].register_forward_pre_hook(lambda module, args: seen.append(args[1].dtype))
+    x = torch.randn(2, 5, model.config.hidden_size, dtype=torch.bfloat16)
+    with torch.no_grad():
+        model.encode(x, torch.ones(2, 5, dtype=torch.long))
+    assert seen == [torch.bfloat16], f"minbert.bert.model.BertModel.encode: bf16 hidden states got a {seen} mask"
+
+
+def test_fresh_weights_follow_bert_s_init():
+    """BERT's init (Devlin et al. 2019, as HF's _init_weights): Linear and Embedding weights N(0, initializer_range),
+    Linear biases 0, LayerNorm γ = 1 and β = 0, the word embedding's pad row 0. initializer_range 0.05 (not the
+    default) so a hard-coded 0.02 shows. Per tensor: std within 30% (the smallest table has 64 values), mean
+    within 4 standard errors of 0."""
+    torch.manual_seed(0)
+    cfg = BertConfig.tiny(initializer_range=0.05)
+    model = BertModel(cfg)
+    for name, p in model.named_parameters():
+        p = p.detach()
+        where = f"minbert.bert.model.BertModel._init_weights: {name}"
+        if "layer_norm" in name:
+            want = torch.ones_like(p) if name.endswith("weight") else torch.zeros_like(p)
+            assert torch.equal(p, want), f"{where} must start at {'1' if name.endswith('weight') else '0'}"
+        elif name.endswith("bias"):
+            assert torch.equal(p, torch.zeros_like(p)), f"{where} must start at 0"
+        else:
+            if name == "embeddings.word_embedding.weight":
+                assert torch.equal(p[cfg.pad_token_id], torch.zeros(cfg.hidden_size)), f"{where}: the pad row must be 0"
+                p = torch.cat([p[:cfg.pad_token_id], p[cfg.pad_token_id + 1:]])
+            std, mean = p.std().item(), p.mean().item()
+            assert 0.7 * 0.05 < std < 1.3 * 0.05 and abs(mean) < 4 * 0.05 / p.numel() ** 0.5, \
+                f"{where}: expected N(0, 0.05), got mean {mean:.4f}, std {std:.4f}"
+
+
+def test_from_pretrained_applies_the_config_overrides(tmp_path):
+    _, d = tiny_checkpoint(tmp_path)
+    m = BertModel.from_pretrained(d, fast_attention=True, hidden_dropout_prob=0.3)
+    got = (m.config.fast_attention, m.layers[0].self_attention.fast, m.config.hidden_dropout_prob, m.embeddings.dropout.p)
+    assert got == (True, True, 0.3, 0.3), \
+        f"minbert.bert.model.BertModel.from_pretrained(fast_attention=True, hidden_dropout_prob=0.3): got {got}"
+
+
+def test_a_half_precision_checkpoint_loads_as_fp32_weights(tmp_path):
+    """Checkpoints are often stored in fp16; the model trains fp32 master weights (AMP autocasts a copy)."""
+    from safetensors.torch import load_file, save_file
+    model, d = tiny_checkpoint(tmp_path)
+    state = load_file(str(d / "model.safetensors"))
+    save_file({k: v.half() for k, v in state.items()}, str(d / "model.safetensors"))
+    loaded = BertModel.from_pretrained(d)
+    dtypes = {p.dtype for p in loaded.parameters()}
+    assert dtypes == {torch.float32}, f"minbert.bert.model.from_checkpoint_names: an fp16 checkpoint loaded as {dtypes}"
+    ids = torch.tensor([[101, 7592, 2088, 102]])
+    with torch.no_grad():
+        d_max = (loaded.eval()(ids)["last_hidden_state"] - model.eval()(ids)["last_hidden_state"]).abs().max().item()
+    assert d_max < 1e-2, f"an fp16 copy of the weights should give nearly the same outputs (max |Δ| {d_max:.3g})"
+
+
+@pytest.mark.parametrize("problem", ["missing", "unexpected", "shape"])
+def test_each_checkpoint_problem_alone_is_refused_under_a_line_naming_the_file(tmp_path, problem):
+    kw = {"missing": dict(drop=("encoder.layer.1.output.dense.bias",)),
+          "unexpected": dict(extra={"encoder.layer.9.surprise.weight": torch.zeros(1)}),
+          "shape": dict(extra={"pooler.dense.bias": torch.zeros(3)})}[problem]
+    want = {"missing": "  missing: encoder.layer.1.output.dense.bias",
+            "unexpected": "  unexpected: encoder.layer.9.surprise.weight",
+            "shape": "  shape mismatch: pooler.dense.bias: checkpoint (3,), model (32,)"}[problem]
+    _, d = tiny_checkpoint(tmp_path, **kw)
+    from minbert.bert.model import CheckpointError
+    with pytest.raises(CheckpointError) as e:
+        BertModel.from_pretrained(d)
+    lines = str(e.value).splitlines()
+    fn = "minbert.bert.model.from_checkpoint_names"
+    assert lines[0].startswith(str(d / "model.safetensors")) and "2 layers" in lines[0] and "hidden 32" in lines[0], \
+        f"{fn}: the first line must name the weights file and the model (2 layers, hidden 32), got:\n{e.value}"
+    assert lines[1:] == [want], f"{fn}: expected the one line {want!r} under it, got:\n{e.value}"
+
+
+def test_missing_pooler_is_drawn_from_n_0_initializer_range_and_the_warning_names_the_file(tmp_path):
+    """BERT's init for the pooler a checkpoint lacks: weight N(0, 0.02) (1024 values: std within 15%, mean
+    within 4 standard errors), bias 0. The warning names the weights file."""
+    _, d = tiny_checkpoint(tmp_path, drop=("pooler.dense.weight", "pooler.dense.bias"))
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="no pooler weights") as record:
+        loaded = BertModel.from_pretrained(d)
+    fn = "minbert.bert.model.from_checkpoint_names"
+    w, b = loaded.pooler.dense.weight.detach(), loaded.pooler.dense.bias.detach()
+    assert 0.017 < w.std().item() < 0.023 and abs(w.mean().item()) < 4 * 0.02 / 32, \
+        f"{fn}: the missing pooler weight must be N(0, 0.02), got mean {w.mean().item():.4f}, std {w.std().item():.4f}"
+    assert torch.equal(b, torch.zeros(32)), f"{fn}: the missing pooler bias must be 0"
+    warning = next(r for r in record if "no pooler weights" in str(r.message))
+    assert str(d / "model.safetensors") in str(warning.message) and "[CLS] hidden state" in str(warning.message), \
+        f"{fn}: the warning must name the file and advise the [CLS] hidden state, got {warning.message}"
+
+
+def test_a_bin_checkpoint_cannot_run_code_while_loading(tmp_path):
+    """A .bin is a pickle: loaded with weights_only, a pickle that would call open() is refused, as a
+    CheckpointError, and nothing runs."""
+    marker = tmp_path / "code-ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    _, d = tiny_checkpoint(tmp_path / "model", fmt="bin", extra={"payload": Payload()})
+    from minbert.bert.model import CheckpointError
+    with pytest.raises(CheckpointError):
+        BertModel.from_pretrained(d)
+    assert not marker.exists(), "minbert.bert.model.read_state_dict ran code from a .bin (torch.load needs weights_only=True)"
+
+
+def test_an_unreadable_weights_file_names_the_file_and_the_library_s_error(tmp_path):
+    from safetensors.torch import load_file
+    from minbert.bert.model import CheckpointError
+    _, d = tiny_checkpoint(tmp_path)
+    path = d / "model.safetensors"
+    path.write_bytes(b"<html>404 Not Found</html>")
+    try:
+        load_file(str(path))
+    except Exception as err:   # the library's own words for this file
+        error = err
+    with pytest.raises(CheckpointError) as e:
+        BertModel.from_pretrained(d)
+    msg = str(e.value)
+    assert str(path) in msg and type(error).__name__ in msg and str(error)[:40] in msg, \
+        f"minbert.bert.model.read_state_dict: the message must name {path}, {type(error).__name__} and its text, got {msg}"
+
+
+def test_save_pretrained_copies_the_loaded_checkpoint_s_tokenizer_unless_one_is_given(tmp_path):
+    """A model loaded from a folder with vocab.txt saves a complete folder (no warning), into folders it
+    makes; a tokenizer passed in wins over the one it was loaded with."""
+    from conftest import save_tiny_model
+    source = save_tiny_model(tmp_path / "source")          # vocab.txt, no tokenizer_config.json: uncased
+    model = BertModel.from_pretrained(source)
+    out = tmp_path / "runs" / "copy"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.save_pretrained(out)
+    fn = "minbert.bert.model.BertModel.save_pretrained"
+    assert (out / "vocab.txt").read_bytes() == (source / "vocab.txt").read_bytes(), f"{fn}: vocab.txt not copied from the source"
+    assert json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"] is True, f"{fn}: the source's casing is lost"
+    model.save_pretrained(tmp_path / "given", tokenizer=Tokenizer(source / "vocab.txt", lowercase=False))
+    assert json.loads((tmp_path / "given" / "tokenizer_config.json").read_text())["do_lower_case"] is False, \
+        f"{fn}(tokenizer=...): the tokenizer passed in must be the one saved"
+
+
+def test_a_model_with_no_tokenizer_warns_at_the_caller_s_line(tmp_path):
+    with pytest.warns(UserWarning, match="gets no vocab.txt") as record:
+        BertModel(BertConfig.tiny()).save_pretrained(tmp_path)
+    warning = next(r for r in record if "gets no vocab.txt" in str(r.message))
+    fn = "minbert.bert.model.BertModel.save_pretrained"
+    assert "pass tokenizer=" in str(warning.message), f"{fn}: the warning must say how to fix it, got {warning.message}"
+
+
+@pytest.mark.skipif("mutmut" in sys.modules, reason="mutmut's trampolines add stack frames between the caller and the "
+                                                    "function, so no stacklevel can point at the caller under it")
+def test_warnings_point_at_the_line_that_called_minbert(tmp_path):
+    """A warning's stacklevel makes Python report the user's line (from_pretrained(...), save_pretrained(...)),
+    not a line inside model.py."""
+    _, d = tiny_checkpoint(tmp_path / "no-pooler", drop=("pooler.dense.weight", "pooler.dense.bias"))
+    with pytest.warns(UserWarning) as record:
+        BertModel.from_pretrained(d)
+        BertModel(BertConfig.tiny()).save_pretrained(tmp_path / "bare")
+    files = [r.filename for r in record]
+    assert len(files) == 2 and set(files) == {__file__}, \
+        f"minbert.bert.model: the 2 warnings point at {files}, expected this test's lines ({__file__})"
+
+
+def test_saved_safetensors_carry_the_metadata_hf_writes(tmp_path):
+    """Oracle (b): transformers' BertModel.save_pretrained marks its safetensors {"format": "pt"}; loaders check it."""
+    from safetensors import safe_open
+    import transformers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        BertModel(BertConfig.tiny()).save_pretrained(tmp_path / "ours")
+    fields = {k: v for k, v in BertConfig.tiny().to_hf_dict().items() if k not in ("architectures", "model_type")}
+    transformers.BertModel(transformers.BertConfig(**fields)).save_pretrained(tmp_path / "hf")
+    meta = lambda folder: safe_open(str(folder / "model.safetensors"), "pt").metadata()
+    assert meta(tmp_path / "ours") == meta(tmp_path / "hf"), \
+        f"minbert.bert.model.BertModel.save_pretrained: safetensors metadata {meta(tmp_path / 'ours')}, HF writes {meta(tmp_path / 'hf')}"

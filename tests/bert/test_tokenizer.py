@@ -34,6 +34,8 @@ EDGE_CASES = [
     "control\x00chars\x07 and \u200b zero width",
     "emoji 🤗 and symbols © ™ ∑",
     "a" * 150 + " word",  # a word over 100 characters becomes [UNK]
+    "b" * 100 + " word",  # 100 characters: still split into pieces
+    "c" * 101 + " word",  # 101 characters: [UNK]
     "[MASK] is kept whole, [CLS] too",
     "",
     "   ",
@@ -226,3 +228,98 @@ def test_lowercase_rule_from_tokenizer_config_then_name(tmp_path, dirname, token
         assert tok.lowercase == lowercase and ids == expected, \
             (f"minbert.bert.tokenizer.Tokenizer.from_pretrained({name_or_path}): expected lowercase={lowercase} "
              f"and ids {expected}, got lowercase={tok.lowercase} and ids {ids}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Defaults, refusals, saving (written for mutation survivors: bench/mutation.py)
+
+
+def test_default_max_length_is_bert_s_512_positions(ours, hf):
+    """Oracle (b): HF truncates to the checkpoint's model_max_length, 512 (BERT's position table)."""
+    text = "long " * 600
+    want = hf([text], truncation=True)["input_ids"]
+    assert len(want[0]) == 512, f"HF BertTokenizerFast truncated to {len(want[0])}, expected 512"
+    assert ours.encode([text])[0] == want, \
+        f"minbert.bert.tokenizer.Tokenizer.encode: by default {len(ours.encode([text])[0][0])} ids, expected 512 as HF"
+    got = ours(text)["input_ids"]
+    assert got.shape == (1, 512), f"minbert.bert.tokenizer.Tokenizer.__call__: by default (B, T) = {tuple(got.shape)}, expected (1, 512)"
+
+
+def test_a_bare_vocab_file_is_read_uncased_like_hf(minilm_dir, hf):
+    """Oracle (b): BertTokenizerFast's do_lower_case defaults to True, and so does Tokenizer(vocab_file)."""
+    texts = SINGLES[:50] + EDGE_CASES
+    _first_difference("minbert.bert.tokenizer.Tokenizer.__init__ (default lowercase)", "input ids",
+                      Tokenizer(minilm_dir / "vocab.txt").encode(texts)[0], hf(texts, truncation=True)["input_ids"], texts)
+
+
+def test_a_vocab_without_a_special_token_is_refused_by_name(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"]) + "\n")   # no [MASK]
+    with pytest.raises(ValueError) as e:
+        Tokenizer(vocab)
+    assert str(vocab) in str(e.value) and "[MASK]" in str(e.value), \
+        f"minbert.bert.tokenizer.Tokenizer.__init__: the error must name the file and '[MASK]', got {e.value}"
+
+
+def test_a_checkpoint_without_vocab_txt_is_refused_with_its_folder(tmp_path):
+    directory = _fake_checkpoint(tmp_path / "model", None)
+    (directory / "vocab.txt").unlink()
+    with pytest.raises(FileNotFoundError) as e:
+        Tokenizer.from_pretrained(directory)
+    assert str(directory) in str(e.value) and "vocab.txt" in str(e.value), \
+        f"minbert.bert.tokenizer.Tokenizer.from_pretrained: the error must name {directory} and vocab.txt, got {e.value}"
+
+
+def test_lowercase_rule_reads_a_local_folder_s_own_name_and_a_hub_name_as_given(tmp_path, monkeypatch):
+    """A local path is judged by its last folder only (a parent called *-cased says nothing), and a hub
+    name by the name asked for, not by the cache's snapshot folder (a commit hash) it resolves to."""
+    local = _fake_checkpoint(tmp_path / "bert-base-cased-runs" / "model", None)
+    assert Tokenizer.from_pretrained(local).lowercase is True, \
+        f"minbert.bert.tokenizer.Tokenizer.from_pretrained({local}): a folder named 'model' is uncased, whatever its parent"
+    cache = tmp_path / "hub"
+    for name in ("bert-base-cased", "bert-base-uncased"):
+        repo = cache / f"models--{name}"
+        _fake_checkpoint(repo / "snapshots" / "0123abcd", None)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    for name, lowercase in (("bert-base-cased", False), ("bert-base-uncased", True)):
+        got = Tokenizer.from_pretrained(name).lowercase
+        assert got is lowercase, (f"minbert.bert.tokenizer.Tokenizer.from_pretrained({name!r}) from the HF cache: "
+                                  f"lowercase={got}, expected {lowercase} (judge the name asked for)")
+
+
+def test_pad_of_an_empty_batch_is_B0_T0():
+    tok = Tokenizer(resolve("minilm-l6") / "vocab.txt")
+    batch = tok.pad([], [])
+    for key, t in batch.items():
+        assert t.shape == (0, 0) and t.dtype == torch.long, \
+            f"minbert.bert.tokenizer.Tokenizer.pad([], []): {key} is {tuple(t.shape)} {t.dtype}, expected (0, 0) long"
+
+
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_save_pretrained_writes_a_folder_hf_and_we_read_alike(tmp_path, minilm_dir, hf, lowercase):
+    """Oracle (b): HF BertTokenizerFast loaded from the saved folder gives our ids; the tokenizer_config.json
+    keys are ones HF writes, with HF's values (HF's own save of MiniLM's tokenizer, do_lower_case aside);
+    vocab.txt is a byte copy. Saved into a folder that does not exist yet, then again over it."""
+    from transformers import BertTokenizerFast
+    ours = Tokenizer(minilm_dir / "vocab.txt", lowercase=lowercase)
+    folder = tmp_path / "run" / "model"
+    ours.save_pretrained(folder)
+    ours.save_pretrained(folder)   # a second save over the first is fine
+    fn = "minbert.bert.tokenizer.Tokenizer.save_pretrained"
+    assert (folder / "vocab.txt").read_bytes() == (minilm_dir / "vocab.txt").read_bytes(), f"{fn}: vocab.txt is not a byte copy"
+    written = json.loads((folder / "tokenizer_config.json").read_text())
+    hf.save_pretrained(tmp_path / "hf")
+    theirs = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    wrong = {k: (v, theirs.get(k, "(no such key)")) for k, v in written.items() if k != "do_lower_case" and theirs.get(k, ...) != v}
+    assert not wrong and written.get("do_lower_case") is lowercase, \
+        (f"{fn}: tokenizer_config.json differs from what HF writes (ours, HF's): {wrong}; "
+         f"do_lower_case={written.get('do_lower_case')!r}, expected {lowercase}")
+    texts = SINGLES[:50] + EDGE_CASES
+    _first_difference(f"{fn} -> BertTokenizerFast.from_pretrained", "input ids", ours.encode(texts)[0],
+                      BertTokenizerFast.from_pretrained(str(folder))(texts, truncation=True, max_length=512)["input_ids"], texts)
+    (folder / "config.json").write_text("{}")   # hub.resolve wants a model folder
+    (folder / "model.safetensors").write_bytes(b"")
+    back = Tokenizer.from_pretrained(folder)
+    assert back.lowercase is lowercase, f"{fn} -> Tokenizer.from_pretrained: lowercase={back.lowercase}, expected {lowercase}"
