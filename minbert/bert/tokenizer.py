@@ -93,9 +93,10 @@ class Tokenizer:
         directory.mkdir(parents=True, exist_ok=True)
         data = self.vocab_file.read_bytes()
         atomic_write(directory / "vocab.txt", lambda p: Path(p).write_bytes(data))
-        # the keys Hugging Face's BertTokenizer reads; do_lower_case is what from_pretrained reads
+        # the keys Hugging Face's BertTokenizer reads; do_lower_case is what from_pretrained reads, model_max_length
+        # what HF truncates to (BERT's 512 positions, this class's max_length)
         config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase,
-                  "strip_accents": None, "tokenize_chinese_chars": True}
+                  "strip_accents": None, "tokenize_chinese_chars": True, "model_max_length": 512}
         text = json.dumps(config, indent=2)
         atomic_write(directory / "tokenizer_config.json", lambda p: Path(p).write_text(text))
 
