@@ -104,3 +104,25 @@ def test_same_generator_state_replays_the_same_schedule():
     gc = GradientCompromise(TASKS, [100, 800, 100], n_batches=7, num_epochs=3)
     a, b = np.random.default_rng(5), np.random.default_rng(5)
     assert [gc.tasks(2, a) for _ in range(5)] == [gc.tasks(2, b) for _ in range(5)]
+
+
+# ---------------------------------------------------------------------------- flags
+def gc_parser():
+    from minbert.core.flags import ArgumentParser
+    from minbert.methods import gradient_compromise
+    p = ArgumentParser()
+    gradient_compromise.add_args(p)
+    p.add_argument("--surgery", default="none")   # train_multitask.py's flag that check_args reads
+    return p
+
+
+def test_clip_high_flag_takes_inf_as_documented():
+    """Oracle: the documented reading (module docstring, docs/methods.md): `--grad_compromise_clip_high inf` clips
+    at 0 only. It must parse to math.inf, and a zero, negative or non-number value must still stop at parse time."""
+    import math
+    assert gc_parser().parse_args(["--grad_compromise_clip_high", "inf"]).grad_compromise_clip_high == math.inf, \
+        "minbert.methods.gradient_compromise.add_args: --grad_compromise_clip_high inf (clip at 0 only) must be accepted"
+    assert gc_parser().parse_args(["--grad_compromise_clip_high", "0.5"]).grad_compromise_clip_high == 0.5
+    for bad in ("0", "-1", "nan", "-inf", "high"):
+        with pytest.raises(SystemExit):
+            gc_parser().parse_args(["--grad_compromise_clip_high", bad])
