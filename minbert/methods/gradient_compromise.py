@@ -103,7 +103,7 @@ class GradientCompromise:
 # ---------------------------------------------------------------------------------------------- flags
 def clip_high_value(text: str) -> float:
     """type= for --grad_compromise_clip_high: a number > 0, or inf (clip at 0 only; flags.positive refuses inf)."""
-    return math.inf if text.strip().lower() in ("inf", "+inf", "infinity") else flags.positive(text)
+    return math.inf if text == "inf" else flags.positive(text)
 
 
 def add_args(parser) -> None:
