@@ -247,6 +247,9 @@ EQUIVALENT: dict[str, str] = {
                     "the logits here are (B, K): log_softmax's implicit dim for 2-D input (1), dim +1 and sum(+1) are dim −1"),
     "minbert.methods.smart.xǁSMARTǁ__init____mutmut_20": "getattr's default None instead of False: both falsy, the same test",
     **dict.fromkeys([f"minbert.methods.smart.xǁSMARTǁ{f}__mutmut_{i}" for f in ("bregman_loss", "loss") for i in (3, 5)], CPU),
+    **dict.fromkeys([f"minbert.methods.pals.x_add_args__mutmut_{i}" for i in (68, 70, 71)],
+                    "the 'zero' branch of the --pals_init default is never taken: PALs' signature has zero_init=False "
+                    "(tested), so the default is 'random' either way"),
     "minbert.methods.mnr.x_add_args__mutmut_45": "default=None is argparse's own default",
     **dict.fromkeys(["minbert.methods.mnr.x_mnr_loss__mutmut_22", "minbert.methods.mnr.x_mnr_loss__mutmut_24",
                      "minbert.methods.mnr.x_mnr_scores__mutmut_44", "minbert.methods.mnr.xǁMNRObjectiveǁbatch_mnr__mutmut_6",
