@@ -60,7 +60,8 @@ TARGETS = {
     "minbert/methods/pals.py": [T + "methods/test_pals.py"],
     "minbert/methods/smart.py": [T + "methods/test_smart.py"],
     "minbert/methods/r3f.py": [T + "methods/test_r3f.py"],
-    "minbert/methods/mnr.py": [T + "methods/test_mnr.py"],
+    # test_mnr.py trains tiny models (about 3 s a mutant); the survivors' tests are fast unit tests beside it
+    "minbert/methods/mnr.py": [T + "methods/test_mnr.py", T + "methods/test_mnr_mutants.py"],
     "minbert/methods/simcse.py": [T + "methods/test_simcse.py"],
     "minbert/methods/loss_scaling.py": [T + "methods/test_loss_scaling.py"],
     "minbert/methods/head_pretraining.py": [T + "methods/test_head_pretraining.py"],
@@ -244,6 +245,46 @@ EQUIVALENT: dict[str, str] = {
     "minbert.bert.dropout.x_dropout__mutmut_57": "addcmul promotes the bool mask to x's dtype: the same numbers",
     MM + "x_from_args__mutmut_6": "label_mean is read only for K = 1 (reset_parameters), so setting it for classification changes nothing",
     # methods: gradient_compromise, pals, smart, r3f, mnr, simcse, loss_scaling, head_pretraining
+    "minbert.methods.head_pretraining.x_pretrain_heads__mutmut_4":
+        "model.frozen_encoder False while pretraining: the encoder's weights have requires_grad off and model.pals "
+        "is None, so no graph is built through it either way (time and memory only)",
+    "minbert.methods.head_pretraining.x_pretrain_heads__mutmut_7":
+        "encoder.requires_grad_(True) while pretraining: frozen_encoder=True with pals=None runs the encoder under "
+        "no_grad, so it gets no gradient either way, and each parameter's own flag is restored after",
+    "minbert.methods.head_pretraining.x_pretrain_heads__mutmut_22": "float('INF') == float('inf'): float() reads inf in any case",
+    "minbert.methods.head_pretraining.x_pretrain_heads__mutmut_39": CPU,
+    **dict.fromkeys([f"minbert.methods.head_pretraining.x_pretrain_heads__mutmut_{i}" for i in (59, 60)],
+                    "zero_grad to zeros instead of None: every head parameter is used by every forward of its task, so "
+                    "backward gives each a gradient and zeros + g = g (memory only)"),
+    **dict.fromkeys([f"minbert.methods.simcse.x_simcse_loss__mutmut_{i}" for i in (5, 6, 11, 12, 24, 25)],
+                    "h, h_pos, h_neg are (N, C): F.normalize's default dim (1) and dim +1 are dim −1"),
+    **dict.fromkeys([f"minbert.methods.simcse.x_simcse_loss__mutmut_{i}" for i in (30, 32)], CPU),
+    **dict.fromkeys([f"minbert.methods.r3f.x_spectral_norm_heads__mutmut_{i}" for i in (8, 10)],
+                    "is_parametrized(m) without a tensor name asks 'any parametrization on m': spectral_norm_heads "
+                    "parametrizes only a head Linear's weight, and nothing else parametrizes a head"),
+    **dict.fromkeys([f"minbert.methods.r3f.xǁR3Fǁloss__mutmut_{i}" for i in (8, 10)], CPU),
+    **dict.fromkeys([f"minbert.methods.smart.x_divergence__mutmut_{i}" for i in (18, 24)],
+                    "para outputs are (B,): stacking along dim 1 and along dim −1 gives the same (B, 2)"),
+    **dict.fromkeys([f"minbert.methods.smart.x_divergence__mutmut_{i}" for i in (32, 34, 35, 38, 40, 41, 47)],
+                    "the logits here are (B, K): log_softmax's implicit dim for 2-D input (1), dim +1 and sum(+1) are dim −1"),
+    "minbert.methods.smart.xǁSMARTǁ__init____mutmut_20": "getattr's default None instead of False: both falsy, the same test",
+    **dict.fromkeys([f"minbert.methods.smart.xǁSMARTǁ{f}__mutmut_{i}" for f in ("bregman_loss", "loss") for i in (3, 5)], CPU),
+    **dict.fromkeys([f"minbert.methods.pals.x_add_args__mutmut_{i}" for i in (68, 70, 71)],
+                    "the 'zero' branch of the --pals_init default is never taken: PALs' signature has zero_init=False "
+                    "(tested), so the default is 'random' either way"),
+    "minbert.methods.mnr.x_add_args__mutmut_45": "default=None is argparse's own default",
+    **dict.fromkeys(["minbert.methods.mnr.x_mnr_loss__mutmut_22", "minbert.methods.mnr.x_mnr_loss__mutmut_24",
+                     "minbert.methods.mnr.x_mnr_scores__mutmut_44", "minbert.methods.mnr.xǁMNRObjectiveǁbatch_mnr__mutmut_6",
+                     "minbert.methods.mnr.xǁMNRObjectiveǁbatch_mnr__mutmut_12"], CPU),
+    "minbert.methods.mnr.x_mnr_loss__mutmut_25": "S is (B, B): shape[1] == shape[0]",
+    **dict.fromkeys([f"minbert.methods.mnr.x_mnr_scores__mutmut_{i}" for i in (27, 28, 33, 34)],
+                    "a and p are (B, C) (mnr_scores checks a.dim() == 2): F.normalize's default dim (1) and dim +1 are dim −1"),
+    "minbert.methods.mnr.x_mnr_scores__mutmut_51": "float('-INF') == float('-inf'): float() reads inf in any case",
+    **dict.fromkeys([f"minbert.methods.mnr.xǁMNRObjectiveǁattach__mutmut_{i}" for i in (30, 32, 34)],
+                    "another fixed offset of the positives streams' seeds: still one seed per task, distinct from each "
+                    "other and from the run's seed (tested), so only which equally random batches come out changes"),
+    "minbert.methods.mnr.xǁMNRObjectiveǁloss__mutmut_10": "mnr_batch reads its batch argument only for a task without a "
+                                                          "stream, and this line runs only for a task with one",
 
     # tasks: metrics, pair_heads, multitask, data, glue, embedding_eval
     **dict.fromkeys([MT + "x__ranks__mutmut_3", MT + "x__ranks__mutmut_5"],

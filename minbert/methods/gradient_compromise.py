@@ -26,6 +26,8 @@ Left out: the report's gradient accumulation over several "batches of batches" (
 script's --grad_accum) and its AMP details.
 """
 
+import math
+
 import numpy as np
 
 from minbert.core import flags
@@ -99,12 +101,17 @@ class GradientCompromise:
 
 
 # ---------------------------------------------------------------------------------------------- flags
+def clip_high_value(text: str) -> float:
+    """type= for --grad_compromise_clip_high: a number > 0, or inf (clip at 0 only; flags.positive refuses inf)."""
+    return math.inf if text == "inf" else flags.positive(text)
+
+
 def add_args(parser) -> None:
     d = flags.defaults(GradientCompromise)
     g = parser.add_argument_group("Gradient Compromise (Pritsky et al., CS224N report, Alg. 1)")
     g.add_argument("--grad_compromise", type=flags.at_least(0), default=0,
                    help="N batches per GradVac update: each task once, the rest by the corrected PAL schedule (0 = off)")
-    g.add_argument("--grad_compromise_clip_high", type=flags.positive, default=d["clip_high"],
+    g.add_argument("--grad_compromise_clip_high", type=clip_high_value, default=d["clip_high"],
                    help="upper clip of the corrected probabilities p_b (1: a probability; inf: clip at 0 only)")
     g.add_argument("--grad_compromise_normalize", action="store_true",
                    help="divide losses by (S/ΣS)^β instead of S^β (same direction; keeps gradients above AdamW's ε)")

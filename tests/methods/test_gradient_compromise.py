@@ -6,6 +6,8 @@ draws equal the PAL schedule's p·n). The script-level check is in tests/test_tr
 Run: python -m pytest -q tests/methods/test_gradient_compromise.py   (offline, CPU, under a second)
 """
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -104,3 +106,111 @@ def test_same_generator_state_replays_the_same_schedule():
     gc = GradientCompromise(TASKS, [100, 800, 100], n_batches=7, num_epochs=3)
     a, b = np.random.default_rng(5), np.random.default_rng(5)
     assert [gc.tasks(2, a) for _ in range(5)] == [gc.tasks(2, b) for _ in range(5)]
+
+
+# ---------------------------------------------------------------------------- flags
+def gc_parser():
+    from minbert.core.flags import ArgumentParser
+    from minbert.methods import gradient_compromise
+    p = ArgumentParser()
+    gradient_compromise.add_args(p)
+    p.add_argument("--surgery", default="none")   # train_multitask.py's flag that check_args reads
+    return p
+
+
+def test_clip_high_flag_takes_inf_as_documented():
+    """Oracle: the documented reading (module docstring, docs/methods.md): `--grad_compromise_clip_high inf` clips
+    at 0 only. It must parse to math.inf, and a zero, negative or non-number value must still stop at parse time."""
+    import math
+    assert gc_parser().parse_args(["--grad_compromise_clip_high", "inf"]).grad_compromise_clip_high == math.inf, \
+        "minbert.methods.gradient_compromise.add_args: --grad_compromise_clip_high inf (clip at 0 only) must be accepted"
+    assert gc_parser().parse_args(["--grad_compromise_clip_high", "0.5"]).grad_compromise_clip_high == 0.5
+    for bad in ("0", "-1", "nan", "-inf", "high"):
+        with pytest.raises(SystemExit):
+            gc_parser().parse_args(["--grad_compromise_clip_high", bad])
+
+
+def test_default_clip_is_to_one_in_the_function_and_the_class():
+    """Oracle: hand computation of Alg. 1 line 3 with the default clip to [0, 1]. p = (0.6, 0.3, 0.1), n = 4:
+    p_b = 4p − 1 = (1.4, 0.2, −0.6) -> clip -> (1, 0.2, 0) -> (5/6, 1/6, 0). (Clipping at 2 or not at all would give
+    (1.4, 0.2, 0)/1.6 = (7/8, 1/8, 0).) The class: sizes (6, 3, 1), one epoch (α = 1) gives the same p."""
+    np.testing.assert_allclose(sampling_correction(np.array([0.6, 0.3, 0.1]), 4), [5 / 6, 1 / 6, 0.0], atol=1e-12,
+                               err_msg="minbert.methods.gradient_compromise.sampling_correction: the default clip is to [0, 1]")
+    np.testing.assert_allclose(GradientCompromise(TASKS, [6, 3, 1], n_batches=4, num_epochs=1).probs(1), [5 / 6, 1 / 6, 0.0],
+                               atol=1e-12, err_msg="GradientCompromise(clip_high default).probs: expected the [0, 1] clip")
+    np.testing.assert_allclose(GradientCompromise(TASKS, [6, 3, 1], n_batches=4, num_epochs=1, clip_high=2.0).probs(1),
+                               [7 / 8, 1 / 8, 0.0], atol=1e-12, err_msg="GradientCompromise.probs must use its clip_high")
+
+
+def test_float32_inputs_are_computed_in_float64():
+    """Oracle: the same computation written here in float64 (numpy), tolerance 1e-13: a float32 p or float32 sizes
+    must not make Alg. 1 round at float32's 1e-7."""
+    p32 = np.array([0.2, 0.5, 0.3], dtype=np.float32)
+    p = p32.astype(np.float64)
+    expected = (p * 7 - 1) / 4
+    expected = np.clip(expected, 0, 1) / np.clip(expected, 0, 1).sum()
+    np.testing.assert_allclose(sampling_correction(p32, 7), expected, rtol=0, atol=1e-13,
+                               err_msg="minbert.methods.gradient_compromise.sampling_correction: compute in float64")
+    sizes32 = np.array([3, 70, 11], dtype=np.float32)
+    s = np.array([3, 70, 11], dtype=np.float64) ** 0.6
+    s = s / s.sum()
+    b = np.clip((s * 7 - 1) / 4, 0, 1)
+    np.testing.assert_allclose(GradientCompromise(TASKS, sizes32, n_batches=7, num_epochs=3).probs(2), b / b.sum(), rtol=0,
+                               atol=1e-13, err_msg="GradientCompromise: S_data^α must be computed in float64")
+
+
+def test_bad_sizes_or_n_say_what_is_wrong():
+    """Oracle: the documented preconditions: one size > 0 per task (a size of 1 is a valid dataset), and
+    sampling_correction needs n > K random-slot room (n = K would divide by n − K = 0)."""
+    GradientCompromise(TASKS, [1, 1, 1], n_batches=4, num_epochs=2)   # one example per task is allowed
+    for sizes in ([100, 800], [100, 800, 100, 5], [100, 0, 100], [100, -3, 100]):
+        with pytest.raises(ValueError, match=r"^GradientCompromise: need one positive size per task \['sst', 'para', 'sts'\], "
+                                             rf"got {re.escape(str(sizes))}$"):
+            GradientCompromise(TASKS, sizes, n_batches=4, num_epochs=2)
+    for n in (3, 2):
+        with pytest.raises(ValueError, match=rf"^sampling_correction: n_batches must exceed the number of tasks \(3\), got {n}$"):
+            sampling_correction(np.array([0.2, 0.5, 0.3]), n)
+
+
+def test_flags_defaults_and_values():
+    """Oracle: the flags' contract: off (0), clip to 1 (a probability), raw sizes; 0 is off, not an error."""
+    args = gc_parser().parse_args([])
+    assert (args.grad_compromise, args.grad_compromise_clip_high, args.grad_compromise_normalize) == (0, 1.0, False), \
+        f"minbert.methods.gradient_compromise.add_args defaults: {args}"
+    args = gc_parser().parse_args(["--grad_compromise", "8", "--grad_compromise_clip_high", "2", "--grad_compromise_normalize"])
+    assert (args.grad_compromise, args.grad_compromise_clip_high, args.grad_compromise_normalize) == (8, 2.0, True), \
+        f"minbert.methods.gradient_compromise.add_args: {args}"
+    assert gc_parser().parse_args(["--grad_compromise", "0"]).grad_compromise == 0
+    for bad in (["--grad_compromise", "-1"], ["--grad_compromise", "2.5"], ["--grad_compromise_normalize", "1"]):
+        with pytest.raises(SystemExit):
+            gc_parser().parse_args(bad)
+
+
+@pytest.mark.parametrize("argv, error", [
+    ([], None), (["--grad_compromise", "3"], None), (["--grad_compromise", "0", "--surgery", "pcgrad"], None),
+    (["--grad_compromise", "2"], "--grad_compromise must be at least the number of tasks (3)"),
+    (["--grad_compromise", "1"], "--grad_compromise must be at least the number of tasks (3)"),
+    (["--grad_compromise", "5", "--surgery", "gradvac"], "--grad_compromise already combines the task gradients with GradVac: drop --surgery"),
+])
+def test_check_args(argv, error, capsys):
+    """Oracle: the rules: n ≥ K = 3 (each task once per update), and GradVac is already inside (no --surgery)."""
+    from minbert.methods import gradient_compromise
+    p = gc_parser()
+    if error is None:
+        gradient_compromise.check_args(p.parse_args(argv), p)
+        return
+    with pytest.raises(SystemExit):
+        gradient_compromise.check_args(p.parse_args(argv), p)
+    assert f": error: {error}\n" in capsys.readouterr().err, f"minbert.methods.gradient_compromise.check_args({argv}): expected {error!r}"
+
+
+def test_from_args_passes_every_flag():
+    """Oracle: the flag -> constructor map written out by hand; off (0) builds nothing."""
+    import argparse
+    from minbert.methods import gradient_compromise
+    args = argparse.Namespace(grad_compromise=0, epochs=4, grad_compromise_clip_high=2.0, grad_compromise_normalize=True)
+    assert gradient_compromise.from_args(args, TASKS, [5, 6, 7]) is None
+    args.grad_compromise = 9
+    gc = gradient_compromise.from_args(args, TASKS, [5, 6, 7])
+    assert (gc.task_names, gc.sizes.tolist(), gc.n_batches, gc.num_epochs, gc.clip_high, gc.normalize) == \
+        (list(TASKS), [5.0, 6.0, 7.0], 9, 4, 2.0, True), f"minbert.methods.gradient_compromise.from_args: {vars(gc)}"

@@ -82,3 +82,35 @@ def test_invalid_arguments_raise():
         uninformed_loss(5, (0.0, 5.0))
     with pytest.raises(ValueError, match="lo < hi"):
         uninformed_loss(1, (5.0, 5.0))
+
+
+@pytest.mark.parametrize("lo, hi", [(1.0, 4.0), (-1.0, 1.0), (2.0, 2.5)])
+def test_regression_divisor_uses_the_width_of_a_range_that_does_not_start_at_zero(lo, hi):
+    """Oracle: the variance of U(lo, hi) is (hi − lo)² / 12 (a textbook fact): (1, 4) -> 9/12, (−1, 1) -> 4/12,
+    (2, 2.5) -> 0.25/12. Only the width matters; a range starting at 0 cannot tell hi − lo from hi + lo."""
+    assert uninformed_loss(1, (lo, hi)) == pytest.approx((hi - lo) ** 2 / 12, rel=1e-12), (
+        f"minbert.methods.loss_scaling.uninformed_loss(1, ({lo}, {hi})): the MSE of the midpoint predictor on "
+        f"U({lo}, {hi}) labels is (hi - lo)**2 / 12 = {(hi - lo) ** 2 / 12}, got {uninformed_loss(1, (lo, hi))}")
+
+
+def test_regression_without_label_range_says_how_to_fix_it():
+    """Oracle: documented rule. The error tells the user what to pass and what it divides by, in those words."""
+    with pytest.raises(ValueError) as raised:
+        uninformed_loss(1)
+    message = str(raised.value)
+    for phrase in ("num_labels=1 (regression): ln 1 = 0 cannot scale a loss; pass label_range=(lo, hi) to divide the MSE",
+                   "(hi - lo)**2 / 12, e.g. LABEL_RANGES['sts'] = (0.0, 5.0)"):
+        assert phrase in message, f"minbert.methods.loss_scaling.uninformed_loss: the n = 1 error should say {phrase!r}, got {message!r}"
+    assert message.startswith("num_labels=1") and message.endswith("(0.0, 5.0)"), \
+        f"minbert.methods.loss_scaling.uninformed_loss: unexpected text around the n = 1 error: {message!r}"
+
+
+def test_scale_losses_flag_is_off_by_default_and_on_when_given():
+    """Oracle: the flag's contract (Muppet §3.3, Eq. 1 is opt-in here): store_true, default off."""
+    from minbert.core.flags import ArgumentParser
+    from minbert.methods import loss_scaling
+    parser = ArgumentParser()
+    loss_scaling.add_args(parser)
+    assert parser.parse_args([]).scale_losses is False, "minbert.methods.loss_scaling.add_args: --scale_losses must default to off"
+    assert parser.parse_args(["--scale_losses"]).scale_losses is True, \
+        "minbert.methods.loss_scaling.add_args: --scale_losses (no value) must turn scaling on"

@@ -274,3 +274,95 @@ def test_pals_after_fine_tuning_refuse_pals_that_change_the_outputs():
     model = MultitaskBert(BertModel(cfg), pals=PALs(cfg, TASKS, size=12, heads=3, zero_init=False))
     with pytest.raises(UserError, match="zero_init"):
         freeze_for_pals_after(model)
+
+
+def test_freeze_for_pals_after_freezes_the_heads_by_default():
+    """Oracle: the documented default (train_heads=False: only the PALs train, Pritsky et al. §3.3.2), read from
+    requires_grad of every parameter."""
+    from minbert.methods.pals import freeze_for_pals_after
+    from minbert.tasks.multitask import MultitaskBert
+    torch.manual_seed(0)
+    cfg = BertConfig.tiny()
+    model = MultitaskBert(BertModel(cfg), pals=PALs(cfg, TASKS, size=12, heads=3, zero_init=True))
+    freeze_for_pals_after(model)
+    trainable = {n.split(".")[0] for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {"pals"}, f"minbert.methods.pals.freeze_for_pals_after(model): only the PALs should train, got {trainable}"
+
+
+def test_freeze_for_pals_after_errors_say_how_to_build_the_pals():
+    """Oracle: the documented errors, word for word: no PALs, or PALs whose V_D is not zero."""
+    from minbert.core.errors import UserError
+    from minbert.methods.pals import freeze_for_pals_after
+    from minbert.tasks.multitask import MultitaskBert
+    torch.manual_seed(0)
+    cfg = BertConfig.tiny()
+    with pytest.raises(ValueError, match=r"^minbert\.methods\.pals\.freeze_for_pals_after: the model has no PALs; "
+                                         r"build it with pals=PALs\(\.\.\., zero_init=True\)$"):
+        freeze_for_pals_after(MultitaskBert(BertModel(cfg)))
+    with pytest.raises(UserError, match=r"^minbert\.methods\.pals\.freeze_for_pals_after: V_D is not zero, so the PALs would "
+                                        r"change the fine-tuned model's outputs at step 0; build them with zero_init=True "
+                                        r"\(--pals_init zero\)$"):
+        freeze_for_pals_after(MultitaskBert(BertModel(cfg), pals=PALs(cfg, TASKS, size=12, heads=3, zero_init=False)))
+
+
+def test_default_init_is_the_reference_random_one():
+    """Oracle: Stickland & Murray's reference code initialises V_D like every BERT Linear, N(0, 0.02²), not zero
+    (zero_init is this codebase's opt-in): 32·12 = 384 draws, sample std within [0.016, 0.024]."""
+    torch.manual_seed(0)
+    pals = PALs(BertConfig.tiny(), TASKS, size=12, heads=3)
+    std = pals.V_D["sst"].weight.std().item()
+    assert 0.016 < std < 0.024, f"minbert.methods.pals.PALs(zero_init default): V_D weight std {std:.4f}, expected ~0.02"
+
+
+def pals_parser():
+    from minbert.core.flags import ArgumentParser
+    from minbert.methods import pals
+    p = ArgumentParser()
+    pals.add_args(p)
+    return p
+
+
+def test_flags_defaults_types_and_bounds():
+    """Oracle: the flags' contract: off, the paper's d_s = 204 with BERT's 12 heads, random init (the reference's);
+    1 is the smallest size/head count, 0 stops at parse time."""
+    args = pals_parser().parse_args([])
+    assert (args.pals, args.pals_size, args.pals_heads, args.pals_init) == (False, 204, 12, "random"), \
+        f"minbert.methods.pals.add_args defaults: {args}"
+    args = pals_parser().parse_args(["--pals", "--pals_size", "132", "--pals_heads", "6", "--pals_init", "zero"])
+    assert (args.pals, args.pals_size, args.pals_heads, args.pals_init) == (True, 132, 6, "zero"), f"minbert.methods.pals.add_args: {args}"
+    args = pals_parser().parse_args(["--pals_size", "1", "--pals_heads", "1", "--pals_init", "random"])
+    assert (args.pals_size, args.pals_heads) == (1, 1)
+    for bad in (["--pals_size", "0"], ["--pals_heads", "0"], ["--pals_init", "normal"], ["--pals", "1"]):
+        with pytest.raises(SystemExit):
+            pals_parser().parse_args(bad)
+
+
+@pytest.mark.parametrize("argv, error", [
+    ([], None), (["--pals"], None), (["--pals", "--pals_size", "132", "--pals_heads", "6"], None),
+    (["--pals_size", "205"], None),                                  # PALs off: the size is not used
+    (["--pals", "--pals_heads", "7"], "--pals_size 204 must be divisible by --pals_heads 7"),
+])
+def test_check_args_needs_heads_that_divide_the_size(argv, error, capsys):
+    """Oracle: S / H must be a whole head width (204 = 12 × 17)."""
+    from minbert.methods import pals
+    p = pals_parser()
+    if error is None:
+        pals.check_args(p.parse_args(argv), p)
+        return
+    with pytest.raises(SystemExit):
+        pals.check_args(p.parse_args(argv), p)
+    assert f": error: {error}\n" in capsys.readouterr().err
+
+
+def test_from_args_builds_the_pals_the_flags_describe():
+    """Oracle: the flag -> constructor map by hand: tasks, S, H, zero V_D only with --pals_init zero."""
+    from minbert.methods import pals
+    cfg = BertConfig.tiny()
+    assert pals.from_args(pals_parser().parse_args(["--pals_size", "12"]), cfg, TASKS) is None
+    for init in ("zero", "random"):
+        built = pals.from_args(pals_parser().parse_args(["--pals", "--pals_size", "12", "--pals_heads", "4", "--pals_init", init]),
+                               cfg, ["sst", "sts"])
+        assert (built.tasks, built.size, built.hidden_size, built.attention["sst"][0].num_heads) == (["sst", "sts"], 12, 32, 4), \
+            f"minbert.methods.pals.from_args: built PALs for {built.tasks}, S={built.size}, H={built.attention['sst'][0].num_heads}"
+        assert (not built.V_D["sst"].weight.any()) == (init == "zero"), \
+            f"minbert.methods.pals.from_args(--pals_init {init}): V_D zero = {not built.V_D['sst'].weight.any()}"

@@ -147,3 +147,89 @@ def test_smart_teacher_follows_a_model_with_r4f_heads():
     teacher = smart.teacher.state_dict()
     diff = max((v - teacher[k]).abs().max().item() for k, v in model.state_dict().items())
     assert diff == 0.0, f"minbert.methods.smart.SMART.update_teacher: teacher differs from the R4F student by {diff:.2e}"
+
+
+def test_default_lambda_is_one_and_bad_noise_names_the_choices():
+    """Oracle: the documented defaults (the --r3f help quotes the paper's λ = 1, ε = 1e-5, uniform noise):
+    R3F(model) gives exactly 1·KL_S of the same draws; an unknown noise raises naming both choices."""
+    model, batch = tiny_multitask().train(), make_batch("sst")
+    clean = model("sst", batch)
+    torch.manual_seed(1)
+    default = R3F(model).loss("sst", batch, clean).item()
+    torch.manual_seed(1)
+    one = R3F(model, lambda_=1.0, epsilon=1e-5, noise="uniform").loss("sst", batch, clean).item()
+    assert default == one > 0, f"{LOSS}: R3F(model) gave {default:.6e}, λ=1, ε=1e-5, uniform gave {one:.6e}"
+    with pytest.raises(ValueError, match=r"^minbert\.methods\.r3f\.R3F: noise must be 'uniform' or 'normal', got 'gauss'$"):
+        R3F(model, noise="gauss")
+
+
+def test_cosine_head_error_says_to_leave_it_out():
+    """Oracle: the documented error (a head without a Linear cannot be spectrally normalised)."""
+    torch.manual_seed(0)
+    model = MultitaskBert(BertModel(BertConfig.tiny()), pair_heads={"sts": "cosine"})
+    with pytest.raises(ValueError, match=r"^minbert\.methods\.r3f\.spectral_norm_heads: the sts head has no Linear layer "
+                                         r"\(a parameter-free cosine head\?\); leave it out of `tasks`$"):
+        spectral_norm_heads(model, tasks=("sts",))
+
+
+def r3f_parser():
+    from minbert.core.flags import ArgumentParser
+    from minbert.methods import r3f
+    from minbert.tasks import multitask
+    p = ArgumentParser()
+    multitask.add_args(p)
+    r3f.add_args(p)
+    return p
+
+
+def test_flags_defaults_types_and_bounds():
+    """Oracle: the flags' contract: R3F off (λ = 0), ε = 1e-5, uniform noise (fairseq's defaults), R4F off;
+    λ may be 0 but not negative, ε must be > 0, the noise one of two names."""
+    args = r3f_parser().parse_args([])
+    assert (args.r3f, args.r3f_epsilon, args.r3f_noise, args.r4f) == (0.0, 1e-5, "uniform", False), \
+        f"minbert.methods.r3f.add_args defaults: {args}"
+    args = r3f_parser().parse_args(["--r3f", "0.5", "--r3f_epsilon", "0.001", "--r3f_noise", "normal", "--r4f"])
+    assert (args.r3f, args.r3f_epsilon, args.r3f_noise, args.r4f) == (0.5, 1e-3, "normal", True) \
+        and isinstance(args.r3f, float) and isinstance(args.r3f_epsilon, float), f"minbert.methods.r3f.add_args: {args}"
+    assert r3f_parser().parse_args(["--r3f", "0", "--r3f_noise", "uniform"]).r3f == 0.0
+    for bad in (["--r3f", "-0.1"], ["--r3f_epsilon", "0"], ["--r3f_noise", "gauss"], ["--r4f", "1"]):
+        with pytest.raises(SystemExit):
+            r3f_parser().parse_args(bad)
+
+
+@pytest.mark.parametrize("argv, ok", [
+    ([], True), (["--para_head", "cosine"], True),                          # off: any pair head
+    (["--r3f", "1"], True), (["--r4f"], True),
+    (["--r3f", "1", "--sts_head", "cross_tanh"], True),                     # both cross-encoders
+    (["--r3f", "1", "--para_head", "cosine"], False), (["--r4f", "--sts_head", "siamese"], False),
+    (["--r3f", "1", "--r4f", "--para_head", "concat"], False),
+])
+def test_check_args_needs_cross_encoder_pair_heads(argv, ok, capsys):
+    """Oracle: the rule (the noise goes on ONE input sequence, so a bi-encoder pair has nothing to perturb as one)."""
+    from minbert.methods import r3f
+    p = r3f_parser()
+    if ok:
+        r3f.check_args(p.parse_args(argv), p)
+        return
+    with pytest.raises(SystemExit):
+        r3f.check_args(p.parse_args(argv), p)
+    assert ": error: --r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads\n" in capsys.readouterr().err
+
+
+def test_from_args_builds_r3f_and_normalises_heads_only_when_asked():
+    """Oracle: the flag -> object map written out by hand; R4F = spectral norm on every head's final Linear."""
+    from minbert.methods import r3f
+    from torch.nn.utils.parametrize import is_parametrized
+
+    def final_linears(model):
+        return [[m for m in model.heads[t].modules() if isinstance(m, torch.nn.Linear)][-1] for t in ("sst", "para", "sts")]
+    model = tiny_multitask()
+    assert r3f.from_args(r3f_parser().parse_args([]), model) is None
+    built = r3f.from_args(r3f_parser().parse_args(["--r3f", "0.5", "--r3f_epsilon", "0.01", "--r3f_noise", "normal"]), model)
+    assert (built.model, built.lambda_, built.epsilon, built.noise) == (model, 0.5, 0.01, "normal"), \
+        f"minbert.methods.r3f.from_args: flags not passed: {vars(built)}"
+    assert not any(is_parametrized(m) for m in final_linears(model)), "minbert.methods.r3f.from_args: --r3f alone must not normalise heads"
+    built = r3f.from_args(r3f_parser().parse_args(["--r4f"]), model)
+    assert built is not None and built.model is model, "minbert.methods.r3f.from_args: --r4f must return an R3F"
+    assert all(is_parametrized(m, "weight") for m in final_linears(model)), \
+        "minbert.methods.r3f.from_args: --r4f must spectral-normalise every head's final Linear"

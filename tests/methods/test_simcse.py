@@ -121,3 +121,96 @@ def test_keep_mlp_makes_the_pooler_the_training_representation(tiny):
     pooled = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
     torch.testing.assert_close(pooled, model(batch), msg="minbert.methods.simcse.SimCSE.keep_mlp: the pooler output must equal MLP([CLS])")
     model.train()
+
+
+# ---------------------------------------------------------------------------- the module, against torch by hand
+def cls_reference(model, batch):
+    """SimCSE §3 / App. A written out with torch: tanh(W·h_[CLS] + b) of the last layer's [CLS] state."""
+    h = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["last_hidden_state"]
+    return torch.tanh(h[:, 0] @ model.mlp[0].weight.T + model.mlp[0].bias)
+
+
+def test_forward_is_tanh_of_a_linear_map_of_the_cls_state_with_the_batch_segments(tiny):
+    """Oracle: App. A's training head, MLP = Linear(C, C) + tanh, computed here with torch; the batch's token types
+    (a sentence pair, segment 1 after its [SEP]) reach the encoder, so [CLS] sees them."""
+    model, tok = tiny
+    model.eval()
+    batch = tok(["a good movie", "the plot was dull"], ["it was fun", "bored"])
+    assert batch["token_type_ids"].any(), "test setup: the pair batch should have segment-1 tokens"
+    torch.testing.assert_close(model(batch), cls_reference(model, batch), rtol=0, atol=1e-6,
+                               msg="minbert.methods.simcse.SimCSE.forward: expected tanh(Linear([CLS])) of the encoder run "
+                                   "on the batch's input_ids, attention_mask AND token_type_ids")
+    model.train()
+
+
+def test_mean_pooling_averages_the_real_tokens_only():
+    """Oracle: the masked mean written with torch: Σ_t mask_t·h_t / Σ_t mask_t on a padded batch (padding must not
+    change a sentence's vector), then the MLP."""
+    torch.manual_seed(0)
+    model, tok = SimCSE(BertModel(BertConfig.tiny()), pooling="mean").eval(), Tokenizer.from_pretrained("minilm-l6")
+    batch = tok(["fun", "the plot was dull and the actors bored"])
+    assert not batch["attention_mask"].all(), "test setup: the batch should be padded"
+    h = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["last_hidden_state"]
+    m = batch["attention_mask"].unsqueeze(-1).float()
+    mean = (h * m).sum(1) / m.sum(1)
+    torch.testing.assert_close(model(batch), torch.tanh(mean @ model.mlp[0].weight.T + model.mlp[0].bias), rtol=0, atol=1e-6,
+                               msg="minbert.methods.simcse.SimCSE.forward(pooling='mean'): expected the mean over real tokens (mask 1) only")
+
+
+def test_mlp_weight_starts_at_bert_init_std_and_zero_bias():
+    """Oracle: BERT's initialiser N(0, initializer_range²) = N(0, 0.02²), bias 0 (as every BERT Linear). 1,024 draws:
+    the sample std of N(0, 0.02²) lies in [0.018, 0.022] with overwhelming probability; N(0, 1) would give ~1."""
+    torch.manual_seed(0)
+    model = SimCSE(BertModel(BertConfig.tiny()))
+    std = model.mlp[0].weight.std().item()
+    assert 0.018 < std < 0.022, f"minbert.methods.simcse.SimCSE.__init__: the MLP weight should be drawn with std " \
+                                f"config.initializer_range = 0.02, got sample std {std:.4f}"
+    assert not model.mlp[0].bias.any(), "minbert.methods.simcse.SimCSE.__init__: the MLP bias should start at 0"
+
+
+def test_supervised_loss_uses_the_given_positive_and_hard_negative(tiny):
+    """Oracle: Eq. 5 via the float64 loop above (reference_loss) on the three views computed here with torch;
+    also Eq. 4 with a given positive (no negative)."""
+    model, tok = tiny
+    model.eval()
+    anchor, positive, negative = (tok(s) for s in (["a good movie", "a bad movie", "an awful film"],
+                                                   ["a fine film", "a poor film", "a terrible movie"],
+                                                   ["a bad movie", "a great movie", "a wonderful film"]))
+    h, hp, hn = (cls_reference(model, b).detach().double() for b in (anchor, positive, negative))
+    for tau in (0.05, 0.5):
+        model.temperature = tau
+        sup = model.loss(anchor, positive, negative).item()
+        unsup = model.loss(anchor, positive).item()
+        assert abs(sup - reference_loss(h, hp, hn, tau)) < 1e-4, \
+            f"minbert.methods.simcse.SimCSE.loss(batch, positive, negative), τ={tau}: expected Eq. 5 {reference_loss(h, hp, hn, tau):.6f}, got {sup:.6f}"
+        assert abs(unsup - reference_loss(h, hp, tau=tau)) < 1e-4, \
+            f"minbert.methods.simcse.SimCSE.loss(batch, positive), τ={tau}: expected Eq. 4 {reference_loss(h, hp, tau=tau):.6f}, got {unsup:.6f}"
+    model.temperature = TEMPERATURE
+    model.train()
+
+
+def test_bad_pooling_temperature_or_keep_mlp_on_mean_say_what_is_wrong():
+    """Oracle: the documented errors: a pooling outside POOLINGS, τ ≤ 0 (τ = 0 divides by zero in Eq. 4), and
+    keep_mlp with mean pooling (the pooler reads [CLS])."""
+    encoder = BertModel(BertConfig.tiny())
+    with pytest.raises(ValueError, match=r"^minbert\.methods\.simcse\.SimCSE: pooling must be one of \('cls', 'mean'\), got 'max'$"):
+        SimCSE(encoder, pooling="max")
+    for tau in (0.0, -0.05):
+        with pytest.raises(ValueError, match=rf"^minbert\.methods\.simcse\.SimCSE: temperature must be > 0, got {tau}$"):
+            SimCSE(encoder, temperature=tau)
+    with pytest.raises(ValueError, match=r"^minbert\.methods\.simcse\.SimCSE\.keep_mlp: the pooler reads \[CLS\]; "
+                                         r"an MLP on mean pooling cannot be kept$"):
+        SimCSE(encoder, pooling="mean").keep_mlp()
+
+
+@pytest.mark.parametrize("test_mlp, supervised, pooling, kept", [
+    ("auto", True, "cls", True), ("auto", False, "cls", False),      # App. A: supervised keeps it, unsupervised drops it
+    ("keep", False, "cls", True), ("keep", True, "cls", True),
+    ("drop", True, "cls", False), ("drop", False, "cls", False),
+    ("auto", True, "mean", False), ("keep", True, "mean", False),     # mean pooling has no pooler to hold the MLP
+])
+def test_keeps_mlp_follows_appendix_a_unless_overridden(test_mlp, supervised, pooling, kept):
+    """Oracle: SimCSE App. A (Table 6): the MLP is kept at test time for supervised SimCSE only; keep/drop override."""
+    from minbert.methods.simcse import keeps_mlp
+    assert keeps_mlp(test_mlp, supervised, pooling) is kept, \
+        f"minbert.methods.simcse.keeps_mlp({test_mlp!r}, supervised={supervised}, {pooling!r}): expected {kept}"

@@ -446,3 +446,153 @@ def test_smart_trains_with_a_concat_pair_head_and_perturbs_sentence_b():
     assert seen == [2 * batch["input_ids"].shape[1]], f"{ADV}: the ascent perturbed {seen} tokens, expected both sentences' 24"
     args = train_multitask.parse_args(["--smart", "1", "--para_head", "concat", "--sts_head", "concat", "--limit", "4"])
     assert args.smart == 1 and args.para_head == "concat", "train_multitask.py: --smart 1 with concat pair heads must be accepted"
+
+
+# ---------------------------------------------------------------------------- Algorithm 1 written out by hand
+def torch_sym_kl(task, p, q):
+    """ℓ_s written independently of divergence(): Σ_k (P_k − Q_k)(log P_k − log Q_k) for sst; the Bernoulli closed
+    form (σ(z_p) − σ(z_q))(z_p − z_q) for para; squared error for sts. Mean over the batch, float64."""
+    p, q = p.double(), q.double()
+    if task == "sts":
+        return ((p - q) ** 2).mean()
+    if task == "para":
+        return ((torch.sigmoid(p) - torch.sigmoid(q)) * (p - q)).mean()
+    return ((p.softmax(-1) - q.softmax(-1)) * (p.log_softmax(-1) - q.log_softmax(-1))).sum(-1).mean()
+
+
+@pytest.mark.parametrize("task", ["sst", "para"])
+def test_loss_is_lambda_times_smoothness_plus_mu_times_bregman_by_hand(task):
+    """Oracle: Jiang et al. Alg. 1 (one ascent step, ∞-norm, S = 1) written out here with torch.autograd in float64,
+    eval mode (no dropout), the student nudged away from its teacher θ̃ = θ_0 so D_Breg ≠ 0:
+        δ_0 ~ N(0, σ²) (same seed);  g = ∇_δ ℓ_s(f(x + δ_0), f(x));  δ = clamp(δ_0 + η·g/‖g_i‖∞, ±ε)
+        loss = λ_s·ℓ_s(f(x + δ), f(x)) + μ·ℓ_s(f(x), f(x; θ̃)).
+    ε = 0.3 is large, so the side x + δ (not x − δ, not x) is visible in R_s. Tolerance rel 1e-4: ℓ_s runs in fp32.
+    """
+    model = make_model().double().eval()
+    lam, mu, eps, sigma, eta = 0.7, 0.3, 0.3, 1e-3, 1.0
+    smart = SMART(model, lambda_s=lam, epsilon=eps, sigma=sigma, eta=eta, steps=1, mu=mu)
+    nudge(model, scale=0.05)
+    batch = make_batch(task)
+    clean = model(task, batch)
+    torch.manual_seed(7)
+    got = smart.loss(task, batch, clean).item()
+    # the same steps by hand
+    x = model.inputs(task, batch).detach()
+    torch.manual_seed(7)
+    delta0 = (torch.randn_like(x) * sigma).requires_grad_(True)
+    (g,) = torch.autograd.grad(torch_sym_kl(task, model(task, batch, embeds=x + delta0), clean.detach()), delta0)
+    delta = (delta0.detach() + eta * g / g.abs().amax(dim=(1, 2), keepdim=True)).clamp(-eps, eps)
+    with torch.no_grad():
+        r_s = torch_sym_kl(task, model(task, batch, embeds=x + delta), clean)
+        d_breg = torch_sym_kl(task, clean, smart.teacher(task, batch))
+    expected = (lam * r_s + mu * d_breg).item()
+    assert r_s > 0 and d_breg > 0, "test setup: both terms should be non-zero"
+    assert got == pytest.approx(expected, rel=1e-4), \
+        f"minbert.methods.smart.SMART.loss[{task}]: got {got:.8e}, Alg. 1 by hand gives λ_s·R_s + μ·D_Breg = " \
+        f"{lam}·{r_s.item():.6e} + {mu}·{d_breg.item():.6e} = {expected:.8e}"
+
+
+def test_reference_mode_step_is_mt_dnn_raw_gradient_then_per_token_rescale():
+    """Oracle: mt-dnn's perturbation written out here (float64, eval mode, a given δ_0):
+    δ = δ_0 + η·g with the raw g = ∇_δ ℓ_s, then δ / (max_C |δ| + 1e-6) per token (B, T, 1)."""
+    model = make_model().double().eval()
+    smart = SMART(model, eta=0.5, mode="reference")
+    batch = make_batch("sst")
+    with torch.no_grad():
+        clean = model("sst", batch)
+        x = model.embed(batch)
+    delta0 = torch.randn(x.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 1e-2
+    got = smart.perturb("sst", batch, x, clean, delta=delta0)
+    d = delta0.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(torch_sym_kl("sst", model("sst", batch, embeds=x + d), clean), d)
+    step = delta0 + 0.5 * g
+    expected = step / (step.abs().amax(-1, keepdim=True) + 1e-6)          # (B, T, C) / (B, T, 1)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-9,
+                               msg=lambda m: f"{PERTURB}[reference]: expected (δ_0 + η·g) / (max_C|·| + 1e-6) per token:\n{m}")
+
+
+def test_defaults_are_the_papers():
+    """Oracle: Jiang et al.'s settings as the module docstring quotes them: λ_s = 1, ε = 1e-5, σ = 1e-5, η = 1e-3,
+    one ascent step, μ = 1 (a teacher), paper mode, β = 0.999 from the start when total_steps is unknown (0)."""
+    smart = SMART(make_model())
+    got = (smart.lambda_s, smart.epsilon, smart.sigma, smart.eta, smart.steps, smart.mu, smart.mode, smart.current_beta)
+    assert got == (1.0, 1e-5, 1e-5, 1e-3, 1, 1.0, "paper", 0.999), f"minbert.methods.smart.SMART defaults: {got}"
+    assert smart.teacher is not None
+
+
+def test_mu_zero_means_no_teacher_and_lambda_zero_no_ascent():
+    """Oracle: the documented switches ('0 = no teacher' for μ; λ_s = 0 turns R_s off): μ = 0 keeps no teacher (in
+    the state too) and its D_Breg is a 0-d zero; λ_s = 0 runs no student forward at all (only the teacher's)."""
+    model, batch = make_model().eval(), make_batch("sst")
+    clean = model("sst", batch)
+    smart = SMART(model, mu=0.0)
+    assert smart.teacher is None and smart.state_dict() == {"teacher": None, "updates": 0}, \
+        f"minbert.methods.smart.SMART(mu=0): expected no teacher, state {smart.state_dict()}"
+    zero = smart.bregman_loss("sst", batch, clean)
+    assert zero.shape == () and zero.item() == 0.0, f"{BREG}: without a teacher expected a 0-d zero, got {zero}"
+    smart = SMART(model, lambda_s=0.0)
+    calls = []
+    hook = model.register_forward_hook(lambda *a: calls.append(1))     # the student's forwards, not the teacher's copy
+    try:
+        smart.loss("sst", batch, clean)
+    finally:
+        hook.remove()
+    assert calls == [], f"minbert.methods.smart.SMART(lambda_s=0).loss: ran the student {len(calls)} times, expected 0"
+
+
+def test_error_messages_say_what_to_change():
+    """Oracle: the documented errors, word for word (mode, frozen encoder, unknown task, state mismatch). The frozen
+    check reads only the two attributes, so any model object without PALs and with frozen_encoder=True is refused."""
+    from types import SimpleNamespace
+    with pytest.raises(ValueError, match=r"^minbert\.methods\.smart\.SMART: mode must be 'paper' or 'reference', got 'mtdnn'$"):
+        SMART(make_model(), mode="mtdnn")
+    frozen = r"^minbert\.methods\.smart\.SMART: the encoder is frozen \(--option pretrain\), so the ascent cannot " \
+             r"differentiate through it; fine-tune the encoder or use R3F$"
+    with pytest.raises(ValueError, match=frozen):
+        SMART(SimpleNamespace(frozen_encoder=True))
+    with pytest.raises(ValueError, match=r"^minbert\.methods\.smart\.divergence: unknown task 'qqp' \(expected sst, para or sts\)$"):
+        divergence("qqp", torch.zeros(2, 3), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"^minbert\.methods\.smart\.SMART\.load_state_dict: the saved state and this SMART "
+                                         r"disagree on having a teacher \(mode/mu differ\)$"):
+        SMART(make_model(), mu=0.0).load_state_dict(SMART(make_model()).state_dict())
+
+
+def smart_parser():
+    from minbert.core.flags import ArgumentParser
+    from minbert.methods import smart
+    p = ArgumentParser()
+    smart.add_args(p)
+    return p
+
+
+def test_flags_defaults_types_and_bounds():
+    """Oracle: the flags' contract: SMART off (λ_s = 0), the rest at the paper's values (from SMART's signature);
+    λ_s and μ may be 0 or fractional, ε, σ, η must be > 0, at least one ascent step, mode one of two names."""
+    args = smart_parser().parse_args([])
+    got = (args.smart, args.smart_epsilon, args.smart_sigma, args.smart_eta, args.smart_mu, args.smart_steps, args.smart_mode)
+    assert got == (0.0, 1e-5, 1e-5, 1e-3, 1.0, 1, "paper"), f"minbert.methods.smart.add_args defaults: {got}"
+    args = smart_parser().parse_args(["--smart", "0.5", "--smart_epsilon", "1e-6", "--smart_sigma", "2e-6", "--smart_eta", "0.01",
+                                      "--smart_mu", "0.02", "--smart_steps", "2", "--smart_mode", "reference"])
+    got = (args.smart, args.smart_epsilon, args.smart_sigma, args.smart_eta, args.smart_mu, args.smart_steps, args.smart_mode)
+    assert got == (0.5, 1e-6, 2e-6, 0.01, 0.02, 2, "reference") and all(isinstance(v, float) for v in got[:5]), \
+        f"minbert.methods.smart.add_args: {got}"
+    args = smart_parser().parse_args(["--smart", "0", "--smart_mu", "0", "--smart_steps", "1", "--smart_mode", "paper"])
+    assert (args.smart, args.smart_mu, args.smart_steps) == (0.0, 0.0, 1)
+    for bad in (["--smart", "-1"], ["--smart_mu", "-0.1"], ["--smart_epsilon", "0"], ["--smart_sigma", "0"],
+                ["--smart_eta", "0"], ["--smart_steps", "0"], ["--smart_mode", "mtdnn"]):
+        with pytest.raises(SystemExit):
+            smart_parser().parse_args(bad)
+
+
+def test_from_args_passes_every_flag():
+    """Oracle: the flag -> constructor map written out by hand; --smart 0 builds nothing."""
+    from minbert.methods import smart
+    model = make_model()
+    assert smart.from_args(smart_parser().parse_args([]), model, 100) is None
+    built = smart.from_args(smart_parser().parse_args(["--smart", "0.5", "--smart_epsilon", "1e-6", "--smart_sigma", "2e-6",
+                                                       "--smart_eta", "0.01", "--smart_mu", "0.02", "--smart_steps", "2",
+                                                       "--smart_mode", "paper"]), model, 100)
+    got = (built.model, built.lambda_s, built.epsilon, built.sigma, built.eta, built.mu, built.steps, built.total_steps, built.mode)
+    assert got == (model, 0.5, 1e-6, 2e-6, 0.01, 0.02, 2, 100, "paper"), f"minbert.methods.smart.from_args: {got[1:]}"
+    built = smart.from_args(smart_parser().parse_args(["--smart", "1", "--smart_mode", "reference"]), model, 100)
+    assert built.mode == "reference" and built.teacher is None
