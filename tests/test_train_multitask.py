@@ -136,7 +136,7 @@ METHOD_FLAGS = {
     "smart": ["--smart", "1"],
     "smart_reference": ["--smart", "1", "--smart_mode", "reference"],
     "r3f": ["--r3f", "1"],
-    "r4f": ["--r4f"],
+    "r4f": ["--r3f", "1", "--r4f"],
     "pcgrad_fp16": ["--surgery", "pcgrad", "--amp", "fp16"],
     "gradvac_bf16": ["--surgery", "gradvac", "--amp", "bf16"],
     "grad_compromise": ["--grad_compromise", "5"],

@@ -81,10 +81,12 @@ def add_args(parser) -> None:
     g.add_argument("--r3f_epsilon", type=flags.positive, default=d["epsilon"], help="noise size ε")
     g.add_argument("--r3f_noise", choices=["uniform", "normal"], default=d["noise"],
                    help="U(−ε, ε) (fairseq's default) or N(0, ε²)")
-    g.add_argument("--r4f", action="store_true", help="R3F plus spectral norm on each head's final linear layer")
+    g.add_argument("--r4f", action="store_true", help="R4F: R3F (needs --r3f λ) plus spectral norm on each head's final linear layer")
 
 
 def check_args(args, parser) -> None:
+    if args.r4f and not args.r3f:
+        parser.error("--r4f is R3F plus spectral norm on the heads: give R3F's weight too, e.g. --r3f 1 --r4f")
     if (args.r3f or args.r4f) and not {args.para_head, args.sts_head} <= {"cross", "cross_tanh"}:
         parser.error("--r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads")
 
@@ -93,6 +95,6 @@ def from_args(args, model):
     """R3F for `model` (R4F: its heads spectrally normalised first), or None when off."""
     if args.r4f:
         spectral_norm_heads(model)
-    if not (args.r3f or args.r4f):
+    if not args.r3f:
         return None
     return R3F(model, lambda_=args.r3f, epsilon=args.r3f_epsilon, noise=args.r3f_noise)

@@ -199,9 +199,9 @@ def test_flags_defaults_types_and_bounds():
 
 @pytest.mark.parametrize("argv, ok", [
     ([], True), (["--para_head", "cosine"], True),                          # off: any pair head
-    (["--r3f", "1"], True), (["--r4f"], True),
+    (["--r3f", "1"], True), (["--r3f", "1", "--r4f"], True),
     (["--r3f", "1", "--sts_head", "cross_tanh"], True),                     # both cross-encoders
-    (["--r3f", "1", "--para_head", "cosine"], False), (["--r4f", "--sts_head", "siamese"], False),
+    (["--r3f", "1", "--para_head", "cosine"], False), (["--r3f", "1", "--r4f", "--sts_head", "siamese"], False),
     (["--r3f", "1", "--r4f", "--para_head", "concat"], False),
 ])
 def test_check_args_needs_cross_encoder_pair_heads(argv, ok, capsys):
@@ -214,6 +214,17 @@ def test_check_args_needs_cross_encoder_pair_heads(argv, ok, capsys):
     with pytest.raises(SystemExit):
         r3f.check_args(p.parse_args(argv), p)
     assert ": error: --r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads\n" in capsys.readouterr().err
+
+
+def test_r4f_without_r3f_is_refused_not_a_silent_lambda_0(capsys):
+    """R4F is R3F with spectrally normalised heads (Aghajanyan et al. 2020, the R3F/R4F objectives of its method
+    section): --r4f alone used to build an R3F
+    with λ = 0, paying the noisy forward pass for a term weighted 0."""
+    from minbert.methods import r3f
+    p = r3f_parser()
+    with pytest.raises(SystemExit):
+        r3f.check_args(p.parse_args(["--r4f"]), p)
+    assert "--r4f is R3F plus spectral norm on the heads: give R3F's weight too" in capsys.readouterr().err
 
 
 def test_from_args_builds_r3f_and_normalises_heads_only_when_asked():
@@ -229,7 +240,7 @@ def test_from_args_builds_r3f_and_normalises_heads_only_when_asked():
     assert (built.model, built.lambda_, built.epsilon, built.noise) == (model, 0.5, 0.01, "normal"), \
         f"minbert.methods.r3f.from_args: flags not passed: {vars(built)}"
     assert not any(is_parametrized(m) for m in final_linears(model)), "minbert.methods.r3f.from_args: --r3f alone must not normalise heads"
-    built = r3f.from_args(r3f_parser().parse_args(["--r4f"]), model)
+    built = r3f.from_args(r3f_parser().parse_args(["--r3f", "1", "--r4f"]), model)
     assert built is not None and built.model is model, "minbert.methods.r3f.from_args: --r4f must return an R3F"
     assert all(is_parametrized(m, "weight") for m in final_linears(model)), \
         "minbert.methods.r3f.from_args: --r4f must spectral-normalise every head's final Linear"
