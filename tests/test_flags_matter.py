@@ -59,7 +59,7 @@ NEEDS = {
     **{f: ["--pals", "--pals_size", "8", "--pals_heads", "2"] for f in ("pals_heads", "pals_init")},
     "pals_size": ["--pals", "--pals_heads", "4"], "pals": ["--pals_size", "8", "--pals_heads", "2"],
     **{f: ["--smart", "1"] for f in ("smart_epsilon", "smart_sigma", "smart_eta", "smart_mu", "smart_steps", "smart_mode")},
-    **{f: ["--r3f", "1"] for f in ("r3f_epsilon", "r3f_noise")},
+    **{f: ["--r3f", "1"] for f in ("r3f_epsilon", "r3f_noise", "r4f")},
     **{f: ["--para_head", "cosine", "--mnr", "1", "--schedule", "round_robin", "--steps_per_epoch", "9"]
        for f in ("mnr_score", "mnr_scale", "mnr_schedule", "mnr_batches")},
     "heterogeneous_mix": ["--heterogeneous"],
