@@ -77,8 +77,8 @@ TARGETS = {
     "minbert/bert/dropout.py": [T + "bert/test_dropout.py", T + "bert/test_dropout_edges.py", T + "run/test_fast_paths.py"],
     "minbert/bert/tokenizer.py": [T + "bert/test_tokenizer.py"],
     "minbert/classroom/wire.py": [T + "classroom/test_results_wire.py"],
-    "minbert/classroom/results.py": [T + "classroom/test_results_wire.py"],
-    "minbert/classroom/grade.py": [T + "classroom/test_results_wire.py"],
+    "minbert/classroom/results.py": [T + "classroom/test_results_wire.py", T + "classroom/test_results.py"],
+    "minbert/classroom/grade.py": [T + "classroom/test_results_wire.py", T + "classroom/test_grade_reporting.py"],
 }
 
 # Hand-written mutants for what mutmut does not reach (the training script's loop is one long main())
@@ -228,6 +228,9 @@ EQUIVALENT: dict[str, str] = {
     # bert: attention, layers, model, config, tokenizer
 
     # classroom: wire, results, grade
+    **dict.fromkeys(["minbert.classroom.results.x_results_json__mutmut_25", "minbert.classroom.results.x_results_json__mutmut_35"],
+                    "every entry's score is grade_assignment's 4-place share and its time a 3-place round: their float "
+                    "sum rounded to one more place is the same number"),
 
 }
 
