@@ -231,6 +231,14 @@ EQUIVALENT: dict[str, str] = {
     **dict.fromkeys(["minbert.classroom.results.x_results_json__mutmut_25", "minbert.classroom.results.x_results_json__mutmut_35"],
                     "every entry's score is grade_assignment's 4-place share and its time a 3-place round: their float "
                     "sum rounded to one more place is the same number"),
+    **dict.fromkeys(["minbert.classroom.wire.x__raw__mutmut_8", "minbert.classroom.wire.x__raw__mutmut_10"],
+                    "a bool tensor holds one byte per element: its bytes as they are or cast to uint8 are read back "
+                    "the same (the parent takes any non-zero byte as True)"),
+    **dict.fromkeys(["minbert.classroom.wire.x__str8__mutmut_7", "minbert.classroom.wire.xǁ_Readerǁtext__mutmut_10"],
+                    '"ASCII" and "ascii" name the same codec'),
+    "minbert.classroom.wire.x__tensors__mutmut_40": "torch.bool's element_size() is 1: the same size either way",
+    "minbert.classroom.wire.x_encode__mutmut_7": '"=i" and "=I" pack a count below 2**31 to the same four bytes',
+    "minbert.classroom.wire.x_encode__mutmut_48": CPU,
 
 }
 
