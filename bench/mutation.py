@@ -78,7 +78,8 @@ TARGETS = {
     "minbert/bert/tokenizer.py": [T + "bert/test_tokenizer.py"],
     "minbert/classroom/wire.py": [T + "classroom/test_results_wire.py"],
     "minbert/classroom/results.py": [T + "classroom/test_results_wire.py", T + "classroom/test_results.py"],
-    "minbert/classroom/grade.py": [T + "classroom/test_results_wire.py", T + "classroom/test_grade_reporting.py"],
+    "minbert/classroom/grade.py": [T + "classroom/test_results_wire.py", T + "classroom/test_grade_reporting.py",
+                                     T + "classroom/test_grade_wiring.py"],
 }
 
 # Hand-written mutants for what mutmut does not reach (the training script's loop is one long main())

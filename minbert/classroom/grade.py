@@ -97,11 +97,11 @@ def compare(got, want: dict) -> str:
             if g.dim() != w.dim():          # the submission's shape is its to choose: quote a bounded part of it
                 return f"{name}: expected shape {tuple(w.shape)} ({w.dim()} dimensions), got {min(g.dim(), 99)} dimensions"
             return f"{name}: expected shape {tuple(w.shape)}, got {tuple(min(int(n), 10**6) for n in g.shape)}"
-        if not torch.is_floating_point(w):
-            g = torch.as_tensor(g, dtype=w.dtype)
+        if not torch.is_floating_point(w):  # equal values, whatever the dtype: a float 2.7 is not the label 2
             if not torch.equal(g, w):
                 i = tuple(int(x) for x in torch.unravel_index(torch.argmax((g != w).int()), w.shape)) if w.dim() else ()
-                return f"{name}: expected {w.tolist()}, first difference at index {i} (got {int(g[i])})"
+                got = f"{float(g[i]):.6g}" if torch.is_floating_point(g) else int(g[i])
+                return f"{name}: expected {w.tolist()}, first difference at index {i} (got {got})"
             continue
         g = torch.as_tensor(g, dtype=torch.float64)
         if not torch.all(torch.isfinite(g)) and torch.all(torch.isfinite(w)):
