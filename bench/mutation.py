@@ -240,6 +240,21 @@ EQUIVALENT: dict[str, str] = {
     "minbert.classroom.wire.x__tensors__mutmut_40": "torch.bool's element_size() is 1: the same size either way",
     "minbert.classroom.wire.x_encode__mutmut_7": '"=i" and "=I" pack a count below 2**31 to the same four bytes',
     "minbert.classroom.wire.x_encode__mutmut_48": CPU,
+    "minbert.classroom.grade.x_compare__mutmut_11": "a rank read from the wire is at most 8 (wire.MAX_RANK): min(rank, 99) and min(rank, 100) are the rank",
+    **dict.fromkeys(["minbert.classroom.grade.x_compare__mutmut_31", "minbert.classroom.grade.x_compare__mutmut_72"],
+                    "for a 0-dim output, unravel_index over the empty shape gives () as well"),
+    **dict.fromkeys(["minbert.classroom.grade.x_grade__mutmut_2", "minbert.classroom.grade.x_grade__mutmut_114", "minbert.classroom.grade.x_grade__mutmut_119"],
+                    "the thread pool's size: the entries are gathered in course order (each future's result in "
+                    "submission order) whatever runs at once"),
+    "minbert.classroom.grade.x_grade__mutmut_7": "a 49-bit random salt instead of 48: as secret, printed and hashed the same way; only its range changes",
+    **dict.fromkeys(["minbert.classroom.grade.x_grade__mutmut_31", "minbert.classroom.grade.x_grade__mutmut_32"],
+                    "the template folder's name inside the grade's own temporary folder: nothing reads it (the box sees "
+                    "it as /box/template, messages name paths relative to it)"),
+    "minbert.classroom.grade.x_grade_assignment__mutmut_25": "points minus a sum of 4-place shares is a 4-place number: rounded to 4 or 5 "
+                                          "places it is the same float",
+    "minbert.classroom.grade.x_run_child__mutmut_86": '"UTF-8" and "utf-8" name the same codec',
+    "minbert.classroom.grade.x_seed_of__mutmut_16": "int.from_bytes's byteorder defaults to 'big' on Python >= 3.11 (on 3.10 it raises, "
+                                 "which every grade test would show)",
 
 }
 

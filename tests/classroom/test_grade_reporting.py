@@ -13,6 +13,7 @@ test runs in milliseconds.
 
 import hashlib
 import json
+import os
 import struct
 import sys
 
@@ -66,6 +67,8 @@ def test_compare_passes_an_integer_output_only_when_equal_never_after_rounding_a
         "n: expected [2, 0, 5], first difference at index (0,) (got 2.7)"), "2.7 is not the label 2"
     assert compare({"n": torch.tensor([2.0, -0.5, 5.0])}, want) == (
         "n: expected [2, 0, 5], first difference at index (1,) (got -0.5)")
+    assert compare({"n": torch.tensor([2, 1234567, 5])}, want) == (
+        "n: expected [2, 0, 5], first difference at index (1,) (got 1234567)"), "an integer answer is quoted whole"
 
 
 def test_compare_quotes_only_a_bounded_part_of_a_wrong_shape():
@@ -210,15 +213,21 @@ def test_the_first_two_cases_are_visible_and_the_rest_hidden_until_the_due_date(
 
 
 def test_a_missed_case_scores_zero_with_its_message_and_the_known_mistakes_hint(monkeypatch):
-    monkeypatch.setattr(G.HINTS, "recognise", lambda key, case, got: "the scale is 1/sqrt(D)" if key == "attention" else "")
     outputs = right(3)
     outputs[1] = {"y": torch.tensor([1.0, 2.0])}
+    asked = []
+
+    def recognise(key, case, got):                       # the known mistake: only this case's wrong answer
+        asked.append((key, case["x"].shape, got))
+        return "the scale is 1/sqrt(D)" if key == "attention" and case["x"].shape == (2, 2) and got is outputs[1] else ""
+    monkeypatch.setattr(G.HINTS, "recognise", recognise)
     outputs[2] = Message("raised KeyError" + RUN)
     entries, _ = grade_one(monkeypatch, "attention", outputs, 3)
     assert [(e["score"], e["max_score"], e["output"]) for e in entries] == [
         (3.3333, 3.3333, "passed"),
         (0.0, 3.3333, f"y: max abs difference 1 at index (1,) (expected 1, got 2; {TOL}) (hint: the scale is 1/sqrt(D))"),
         (0.0, 3.3334, "raised KeyError" + RUN)], "a hint is added to a wrong answer, never to an exception's message"
+    assert asked == [("attention", (2, 2), outputs[1])], "hints are looked for in wrong answers only"
 
 
 def test_a_case_the_grader_cannot_compare_costs_that_case_only(monkeypatch):
@@ -334,7 +343,16 @@ def test_every_solution_file_and_the_grader_are_secrets_of_the_box(tmp_path):
 
 # ---------------------------------------------------------------------- run_child: what the box is given
 
-def test_run_child_gives_the_box_its_job_folder_read_only_and_reads_lines_of_the_students_files(tmp_path, monkeypatch):
+@pytest.fixture
+def private_umask():
+    """Files made private by default (umask 077), so the modes a test reads are the ones the grader set."""
+    old = os.umask(0o077)
+    yield
+    os.umask(old)
+
+
+def test_run_child_gives_the_box_its_job_folder_read_only_and_reads_lines_of_the_students_files(tmp_path, monkeypatch,
+                                                                                                  private_umask):
     template = tmp_path / "template"
     (template / "minbert" / "bert").mkdir(parents=True)
     (template / "minbert" / "bert" / "attention.py").write_bytes(
@@ -346,16 +364,17 @@ def test_run_child_gives_the_box_its_job_folder_read_only_and_reads_lines_of_the
         seen.update(argv=argv, env=env, box=box, limits=limits, level=level, secrets=secrets,
                     files={p.name: (p.read_bytes(), p.stat().st_mode & 0o777) for p in job.iterdir()},
                     mode=job.stat().st_mode & 0o777, inputs=torch.load(job / "inputs.pt", weights_only=True))
-        where = b"minbert/bert/attention.py:2"
-        result = wire.MAGIC + struct.pack("=I", 1) + b"E" + bytes([19]) + b"NotImplementedError" + \
-            bytes([len(where)]) + where + bytes([0])
+        where, op = b"minbert/bert/attention.py:2", b"_scaled_dot_product_attention_math"
+        result = wire.MAGIC + struct.pack("=I", 2) + b"E" + bytes([19]) + b"NotImplementedError" + \
+            bytes([len(where)]) + where + bytes([0]) + b"E" + bytes([12]) + b"RuntimeError" + bytes([0, len(op)]) + op
         return sandbox.Outcome(0, b"", result, layers=["rlimits"])
     monkeypatch.setattr(sandbox, "run", stand_in)
-    sent = [{"x": torch.arange(3.0)}]
+    sent = [{"x": torch.arange(3.0)}, {"x": torch.ones(2)}]
     results, why, layers = G.run_child(template, "attention", sent, tmp_path / "jobs" / "attention", 9.0, "user", ["s"])
     assert (results, why, layers) == ([
-        "not written yet: the stub at minbert/bert/attention.py:2 still raises NotImplementedError (assignment attention)"],
-        "", ["rlimits"])
+        "not written yet: the stub at minbert/bert/attention.py:2 still raises NotImplementedError (assignment attention)",
+        "called _scaled_dot_product_attention_math, which assignment attention does not allow (write the softmax "
+        "attention yourself, not F.scaled_dot_product_attention)"], "", ["rlimits"])
     assert seen["argv"] == [sys.executable, "-I", "/box/job/child.py", "/box/template", "attention", "/box/job/inputs.pt",
                             "/box/job"]
     assert seen["env"] == {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -369,4 +388,4 @@ def test_run_child_gives_the_box_its_job_folder_read_only_and_reads_lines_of_the
     assert seen["files"]["_minbert_grader_wire.py"][0] == (here / "wire.py").read_bytes()
     assert seen["files"]["child.py"][0] == (here / "child.py").read_bytes()
     assert json.loads(seen["files"]["fence.json"][0]) == C.BY_KEY["attention"].fence
-    assert len(seen["inputs"]) == 1 and torch.equal(seen["inputs"][0]["x"], torch.arange(3.0))
+    assert len(seen["inputs"]) == 2 and torch.equal(seen["inputs"][0]["x"], torch.arange(3.0))

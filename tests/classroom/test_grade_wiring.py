@@ -62,6 +62,14 @@ def stub_of(text, key):
 
 
 def test_grade_gives_each_selected_assignment_its_drawn_cases_references_and_the_laid_over_template(tmp_path, monkeypatch):
+    old = G.os.umask(0o077)                 # files private by default: the template's modes are the ones grade set
+    try:
+        check_one_grade(tmp_path, monkeypatch)
+    finally:
+        G.os.umask(old)
+
+
+def check_one_grade(tmp_path, monkeypatch):
     run = Grading(monkeypatch)
     got = G.grade(loose(tmp_path, "bert/attention.py", "adamw.py"), selected=["adamw", "attention"], salt=7,
                   timeout=3.5, workers=0, require_isolation=False)
@@ -145,3 +153,20 @@ def test_grade_without_a_selection_grades_every_assignment_even_as_a_self_check_
     assert {c["level"] for c in run.calls} == {"self-check"} and run.hidden == [([], ["RT"])]
     assert run.calls[0]["work"].parent.name.startswith("minbert-grade-")
     assert set(got.integrity) == set(C.BY_KEY)
+
+
+def test_grade_lays_over_a_single_uploaded_file(tmp_path, monkeypatch):
+    run = Grading(monkeypatch)
+    G.grade(loose(tmp_path, "adamw.py") / "adamw.py", selected=["adamw"], salt=7, require_isolation=False)
+    assert run.calls[0]["problems"] == [] and \
+        run.calls[0]["files"]["minbert/adamw.py"] == (C.ROOT / "minbert/adamw.py").read_text()
+
+
+def test_grade_of_a_partial_hand_out_accepts_the_students_own_copy_of_a_shared_file(tmp_path, monkeypatch):
+    # layers.py holds the embeddings and the layer blocks; a hand-out of embeddings alone gives the layer in the clear
+    run = Grading(monkeypatch)
+    sub = tmp_path / "copy"
+    sub.mkdir()
+    (sub / "layers.py").write_text(G.submission.graded_files({"embeddings"}, handout={"embeddings"})["minbert/bert/layers.py"])
+    G.grade(sub, selected=["embeddings"], handout=["embeddings"], salt=7, require_isolation=False)
+    assert run.calls[0]["problems"] == [], run.calls[0]["problems"]
