@@ -252,7 +252,7 @@ EQUIVALENT: dict[str, str] = {
                     "it as /box/template, messages name paths relative to it)"),
     "minbert.classroom.grade.x_grade_assignment__mutmut_25": "points minus a sum of 4-place shares is a 4-place number: rounded to 4 or 5 "
                                           "places it is the same float",
-    "minbert.classroom.grade.x_run_child__mutmut_86": '"UTF-8" and "utf-8" name the same codec',
+    "minbert.classroom.grade.x_source_lines__mutmut_8": '"UTF-8" and "utf-8" name the same codec',
     "minbert.classroom.grade.x_seed_of__mutmut_16": "int.from_bytes's byteorder defaults to 'big' on Python >= 3.11 (on 3.10 it raises, "
                                  "which every grade test would show)",
 

@@ -343,6 +343,31 @@ def test_every_solution_file_and_the_grader_are_secrets_of_the_box(tmp_path):
 
 # ---------------------------------------------------------------------- run_child: what the box is given
 
+@pytest.mark.parametrize("data, lines", [
+    (b"a\x0cb\nc\n", ["a\x0cb", "c"]),            # a form feed or U+2028 is not a line break to Python
+    ("a\u2028b\n".encode(), ["a\u2028b"]),
+    (b"a\r\nb\rc", ["a", "b", "c"]),                # \r\n and \r are
+    (b"a\n\n", ["a", ""]),
+    (b"", []),
+    (b"\xff\n", ["\ufffd"]),
+])
+def test_source_lines_numbers_lines_as_python_does(tmp_path, data, lines):
+    (tmp_path / "x.py").write_bytes(data)
+    assert G.source_lines(tmp_path / "x.py") == lines
+
+
+def test_source_lines_reads_utf_8_whatever_the_machines_locale(tmp_path):
+    import locale
+    (tmp_path / "x.py").write_bytes("# é\n".encode())
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")             # an ASCII locale, as a bare container may have
+    try:
+        assert G.source_lines(tmp_path / "x.py") == ["# é"]
+    finally:
+        locale.setlocale(locale.LC_CTYPE, old)
+
+
+
 @pytest.fixture
 def private_umask():
     """Files made private by default (umask 077), so the modes a test reads are the ones the grader set."""
@@ -351,12 +376,12 @@ def private_umask():
     os.umask(old)
 
 
-def test_run_child_gives_the_box_its_job_folder_read_only_and_reads_lines_of_the_students_files(tmp_path, monkeypatch,
+def test_run_child_gives_the_box_its_job_folder_read_only_and_numbers_lines_as_python_does(tmp_path, monkeypatch,
                                                                                                   private_umask):
     template = tmp_path / "template"
     (template / "minbert" / "bert").mkdir(parents=True)
     (template / "minbert" / "bert" / "attention.py").write_bytes(
-        b"# \xff not utf-8\n" + FILES["minbert/bert/attention.py"][1].encode() + b"\n")
+        b"# \xff not utf-8, \x0c a form feed\n" + FILES["minbert/bert/attention.py"][1].encode() + b"\n")
     seen = {}
 
     def stand_in(argv, env, box, limits, level, secrets=()):
