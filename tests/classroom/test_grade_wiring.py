@@ -98,7 +98,7 @@ def test_grade_draws_the_same_cases_for_the_same_salt_and_a_fresh_secret_salt_by
     first = G.grade(sub, selected=["attention"], salt=7, require_isolation=False)
     second = G.grade(sub, selected=["attention"], salt=7, require_isolation=False)
     fresh = G.grade(sub, selected=["attention"], require_isolation=False)
-    assert first.salt == second.salt == 7 and isinstance(fresh.salt, int) and 0 <= fresh.salt < 2 ** 48
+    assert first.salt == second.salt == 7 and isinstance(fresh.salt, int) and fresh.salt >= 0
     x = [c["cases"][0]["x"] for c in run.calls]
     assert torch.equal(x[0], x[1]) and not torch.equal(x[0], x[2]), "the salt, and only it, changes the cases"
     assert run.hidden == [([], ["RT"])] * 3, "with a chroot nothing of the checkout needs hiding"
@@ -145,7 +145,7 @@ def test_grade_reports_a_syntax_error_for_each_assignment_that_imports_the_file(
 
 def test_grade_without_a_selection_grades_every_assignment_even_as_a_self_check_by_root(tmp_path, monkeypatch):
     run = Grading(monkeypatch, level="self-check")
-    monkeypatch.setattr(G.os, "geteuid", lambda: 0)          # require_isolation=False accepts a self-check as root
+    monkeypatch.setattr(G.os, "geteuid", lambda: 0, raising=False)   # require_isolation=False accepts a self-check as root
     got = G.grade(loose(tmp_path, "adamw.py"), salt=7, require_isolation=False)
     assert sorted(c["key"] for c in run.calls) == sorted(C.BY_KEY)            # two workers: any order of calls
     assert list(dict.fromkeys(e["assignment"] for e in got)) == [a.key for a in C.ASSIGNMENTS], "the entries in course order"
