@@ -97,11 +97,11 @@ def compare(got, want: dict) -> str:
             if g.dim() != w.dim():          # the submission's shape is its to choose: quote a bounded part of it
                 return f"{name}: expected shape {tuple(w.shape)} ({w.dim()} dimensions), got {min(g.dim(), 99)} dimensions"
             return f"{name}: expected shape {tuple(w.shape)}, got {tuple(min(int(n), 10**6) for n in g.shape)}"
-        if not torch.is_floating_point(w):
-            g = torch.as_tensor(g, dtype=w.dtype)
+        if not torch.is_floating_point(w):  # equal values, whatever the dtype: a float 2.7 is not the label 2
             if not torch.equal(g, w):
                 i = tuple(int(x) for x in torch.unravel_index(torch.argmax((g != w).int()), w.shape)) if w.dim() else ()
-                return f"{name}: expected {w.tolist()}, first difference at index {i} (got {int(g[i])})"
+                got = f"{float(g[i]):.6g}" if torch.is_floating_point(g) else int(g[i])
+                return f"{name}: expected {w.tolist()}, first difference at index {i} (got {got})"
             continue
         g = torch.as_tensor(g, dtype=torch.float64)
         if not torch.all(torch.isfinite(g)) and torch.all(torch.isfinite(w)):
@@ -155,6 +155,13 @@ def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple
             Message("the outputs are not a dict of tensors") if r is wire.NOT_TENSORS else r for r in results], ""
 
 
+def source_lines(path: Path) -> list[str]:
+    """A file's lines as Python numbers them, at \\n, \\r\\n or \\r (read_text makes those \\n): str.splitlines would
+    also break at a form feed or U+2028, and a line named by an exception would be looked for on the wrong line."""
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    return lines[:-1] if lines[-1] == "" else lines          # the text after the last \n, if any, is a line
+
+
 def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str, secrets: list):
     """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
     job.mkdir(parents=True)
@@ -171,8 +178,7 @@ def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: flo
     argv = [sys.executable, "-I", f"{box}job/child.py", f"{box}template", key, f"{box}job/inputs.pt", f"{box}job"]
     outcome = sandbox.run(argv, env, {"template": str(template_dir), "job": str(job)},
                           sandbox.Limits(wall_s=timeout), level, secrets=secrets)
-    files = {str(p.relative_to(template_dir)): p.read_text(encoding="utf-8", errors="replace").splitlines()
-             for p in (template_dir / "minbert").rglob("*.py")}
+    files = {str(p.relative_to(template_dir)): source_lines(p) for p in (template_dir / "minbert").rglob("*.py")}
     results, why = outputs_of(outcome, len(cases), files, key)
     return results, why, outcome.layers
 

@@ -128,3 +128,82 @@ def test_nan_and_inf_in_a_frame_fail_the_comparison(bad):
 def test_a_wrong_shape_claim_is_compared_as_sent():
     got, _ = read(frame(tensors(output("y", torch.float32, (3, 2), Y.numpy().tobytes()))))
     assert compare(got[0], {"y": Y.double()}) == "y: expected shape (2, 3), got (3, 2)"
+
+
+# ---------------------------------------------------------------------- the exact one-line reasons, and the caps
+
+def refused(data: bytes, n: int = 1) -> str:
+    got, message = read(data, n)
+    assert got is None, f"minbert.classroom.wire.decode accepted {data[:60]!r}..."
+    return message.removeprefix("the outputs could not be read: ")
+
+
+OUT = output("y", torch.float32, (3,), b"\0" * 12)
+ERR = b"E" + s8("KeyError") + s8("minbert/bert/attention.py:3") + s8("")
+
+
+@pytest.mark.parametrize("cut, where", [
+    (wire.MAGIC[:5], "the header"),
+    (wire.MAGIC + b"\2\0", "the case count"),
+    (frame(count=2), "a case's kind"),
+    (frame(b"T", count=2), "an output count"),
+    (frame(b"T\1", count=2), "an output's name"),                      # its length byte
+    (frame(b"T\1\1", count=2), "an output's name"),                    # its letters
+    (frame(b"T\1" + s8("y"), count=2), "a dtype"),
+    (frame(b"T\1" + s8("y") + b"\0", count=2), "a rank"),
+    (frame(b"T\1" + s8("y") + b"\0\1\3\0", count=2), "a shape"),
+    (frame(tensors(OUT), count=2)[:-5], "output 'y''s data"),
+    (frame(tensors(OUT), b"E", count=2), "an error's type"),
+    (frame(tensors(OUT), b"E" + s8("KeyError"), count=2), "an error's place"),
+    (frame(tensors(OUT), ERR[:-1], count=2), "an error's blocked op"),
+])
+def test_a_frame_that_ends_early_names_the_field_it_ends_in(cut, where):
+    assert frame(tensors(OUT), ERR).startswith(cut)
+    assert refused(cut, 2) == f"the results end early (in {where})"
+
+
+@pytest.mark.parametrize("data, n, why", [
+    (b"minbert-results-0\n" + b"\0" * 8, 1, "the results do not start with the grader's header"),
+    (frame(b"Z"), 1, "a case of an unknown kind"),
+    (frame(b"X") + b"\0" * 8, 1, "8 bytes follow the last case"),
+    (frame(b"X", count=1 << 30), 1, "the results hold 1000000 cases, expected 1"),
+    (frame(b"X", count=0xFFFFFFFF), 1, "the results hold 1000000 cases, expected 1"),    # an unsigned count
+    (frame(b"X", count=3), 2, "the results hold 3 cases, expected 2"),
+    (frame(*[b"X"] * 65), 65, "the results hold 65 cases, expected 65"),
+    (frame(tensors(*[output(f"y{i}", torch.uint8, (1,), b"\0") for i in range(65)])), 1, "more than 64 outputs in a case"),
+    (frame(tensors(output("y", torch.uint8, (0xFFFFFFFF,), b""))), 1, "output 'y': more than 4194304 elements"),
+    (frame(tensors(output("y", torch.uint8, ((1 << 22) + 1,), b""))), 1, "output 'y': more than 4194304 elements"),
+    (frame(tensors(output("y", torch.uint8, (1,) * 9, b"\0"))), 1, "output 'y': more than 8 dimensions"),
+])
+def test_each_refusal_is_one_exact_line(data, n, why):
+    assert refused(data, n) == why
+
+
+def test_the_caps_are_inclusive_64_cases_64_outputs_8_dimensions_4m_elements():
+    got, why = read(frame(*[b"X"] * 64), 64)
+    assert why == "" and len(got) == 64, why
+    got, why = read(frame(tensors(*[output(f"y{i}", torch.uint8, (1,), bytes([i])) for i in range(64)])))
+    assert why == "" and [int(got[0][f"y{i}"]) for i in range(64)] == list(range(64)), why
+    got, why = read(frame(tensors(output("y", torch.int8, (1,) * 8, b"\xff"))))
+    assert why == "" and got[0]["y"].shape == (1,) * 8 and int(got[0]["y"].flatten()[0]) == -1, why
+    got, why = read(frame(tensors(output("y", torch.uint8, (1 << 22,), b"\1" * (1 << 22)))))
+    assert why == "" and got[0]["y"].shape == (1 << 22,) and int(got[0]["y"].sum()) == 1 << 22, why
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.float16])
+def test_an_empty_output_keeps_its_dtype(dtype):
+    got, why = read(frame(tensors(output("e", dtype, (0, 2), b""))))
+    assert why == "" and got[0]["e"].dtype == dtype and got[0]["e"].shape == (0, 2), (why, got)
+
+
+def test_the_child_writes_the_frame_of_the_docstring_byte_for_byte():
+    where, op = "minbert/bert/attention.py:3", "aten::_scaled_dot_product_attention_math"
+    assert wire.encode([{"e": torch.zeros(0, 3, dtype=torch.int32)},
+                        {"error": "KeyError", "where": where, "banned": op}, {"error": "ValueError"}]) == frame(
+        tensors(output("e", torch.int32, (0, 3), b"")),
+        b"E" + s8("KeyError") + s8(where) + s8(op), b"E" + s8("ValueError") + s8("") + s8(""))
+
+
+def test_the_child_cuts_text_at_255_bytes_and_replaces_what_is_not_ascii():
+    assert wire.encode([{"error": "x" * 300, "where": "minbert/é.py:1"}]) == frame(
+        b"E" + bytes([255]) + b"x" * 255 + s8("minbert/?.py:1") + s8(""))

@@ -1,0 +1,172 @@
+"""What grade() gives each assignment (minbert/classroom/grade.py): the cases drawn for the submission's seed,
+the references computed on them, the template with the submission laid over it (a zip unpacked, a hostile one
+refused, a syntax error named for every assignment importing the file), the level and the deadline.
+
+Oracles: (c) properties and hand-worked expectations from docs/classroom.md: the same salt draws the same cases,
+a fresh one other cases; the references are the instructor's scenarios run on exactly the cases given; a graded
+file the student uploads is laid over the template unchanged; an assignment not handed out keeps its solution.
+The box is replaced by a stand-in for grade_assignment (monkeypatch), so no child starts: a few seconds in all
+(the template is written and the references computed for real).
+"""
+
+import zipfile
+
+import torch
+
+from minbert.classroom import assignments as C, grade as G, sandbox
+
+
+# ---------------------------------------------------------------------- grade: what each assignment is given
+
+class Grading:
+    """grade() with stand-ins for the box (grade_assignment), the hiding of the checkout and the runtime list:
+    records what each assignment is given, and the template as it is while the assignment runs."""
+
+    def __init__(self, monkeypatch, level="user"):
+        self.calls, self.hidden = [], []
+        monkeypatch.setattr(G, "_ISOLATION", (level, "why"))
+        monkeypatch.setattr(sandbox, "box_root", lambda: type("Root", (), {"runtime_paths": staticmethod(lambda: ["RT"])}))
+
+        class Hidden:
+            def __init__(inner, folders, keep):
+                self.hidden.append((folders, keep))
+
+            def __enter__(inner):
+                return inner
+
+            def __exit__(inner, *exc):
+                return False
+        monkeypatch.setattr(sandbox, "hidden", Hidden)
+        monkeypatch.setattr(G, "grade_assignment", self.assignment)
+
+    def assignment(self, a, cases, wants, template, work, problems, timeout, level, secrets):
+        files = {str(p.relative_to(template)): p.read_text() for p in (template / "minbert").rglob("*.py")}
+        modes = {p.stat().st_mode & 0o777 for p in (template, *template.rglob("*"))}
+        self.calls.append(dict(key=a.key, cases=cases, wants=wants, template=template, work=work, problems=problems,
+                               timeout=timeout, level=level, secrets=secrets, files=files, modes=modes,
+                               seed=G.seed_of(template, 7)))
+        return [{"assignment": a.key, "case": i} for i in range(len(cases))]
+
+
+def loose(tmp_path, *names):
+    """A submission of loose graded files, as Gradescope's upload gives them: the instructor's own (correct) files."""
+    sub = tmp_path / "upload"
+    sub.mkdir(exist_ok=True)
+    for name in names:
+        (sub / G.Path(name).name).write_bytes((C.ROOT / "minbert" / name).read_bytes())
+    return sub
+
+
+def stub_of(text, key):
+    return any(f"({key})" in m.group(0) for m in [C.STUB_LINE.search(line) for line in text.splitlines()] if m)
+
+
+def test_grade_gives_each_selected_assignment_its_drawn_cases_references_and_the_laid_over_template(tmp_path, monkeypatch):
+    old = G.os.umask(0o077)                 # files private by default: the template's modes are the ones grade set
+    try:
+        check_one_grade(tmp_path, monkeypatch)
+    finally:
+        G.os.umask(old)
+
+
+def check_one_grade(tmp_path, monkeypatch):
+    run = Grading(monkeypatch)
+    got = G.grade(loose(tmp_path, "bert/attention.py", "adamw.py"), selected=["adamw", "attention"], salt=7,
+                  timeout=3.5, workers=0, require_isolation=False)
+    assert sorted(c["key"] for c in run.calls) == ["adamw", "attention"]
+    assert list(got) == [{"assignment": "attention", "case": i} for i in range(6)] + \
+        [{"assignment": "adamw", "case": i} for i in range(8)], "the entries in course order, whatever order was asked"
+    assert got.salt == 7 and got.integrity == {"attention": [], "adamw": []}
+    for c in run.calls:
+        drawn = G.CASES.draw(c["key"], c["seed"])
+        assert len(c["cases"]) == len(drawn) and all(
+            torch.equal(x[k], y[k]) for x, y in zip(c["cases"], drawn) for k in y if isinstance(y[k], torch.Tensor))
+        assert len(c["wants"]) == len(c["cases"]) and all(
+            torch.equal(w[k], r[k]) for w, case in zip(c["wants"], c["cases"]) for r in [G.scenarios.run(c["key"], case)]
+            for k in r), f"{c['key']}: the references are scenarios.run on the same cases"
+        assert (c["problems"], c["timeout"], c["level"], c["work"]) == ([], 3.5, "user", c["template"].parent / "jobs")
+        assert c["secrets"] == G.secrets_of(C.ROOT) and c["modes"] == {0o755, 0o644}
+        assert c["files"]["minbert/bert/attention.py"] == (C.ROOT / "minbert/bert/attention.py").read_text()
+        assert c["files"]["minbert/adamw.py"] == (C.ROOT / "minbert/adamw.py").read_text()
+        assert stub_of(c["files"]["minbert/methods/smart.py"], "smart"), "an assignment not graded keeps its stub"
+    assert run.hidden == [([C.ROOT], ["RT"])], "at the 'user' level the checkout is hidden by file modes"
+
+
+def test_grade_draws_the_same_cases_for_the_same_salt_and_a_fresh_secret_salt_by_default(tmp_path, monkeypatch):
+    run = Grading(monkeypatch, level="user+chroot")
+    sub = loose(tmp_path, "bert/attention.py")
+    first = G.grade(sub, selected=["attention"], salt=7, require_isolation=False)
+    second = G.grade(sub, selected=["attention"], salt=7, require_isolation=False)
+    fresh = G.grade(sub, selected=["attention"], require_isolation=False)
+    assert first.salt == second.salt == 7 and isinstance(fresh.salt, int) and fresh.salt >= 0
+    x = [c["cases"][0]["x"] for c in run.calls]
+    assert torch.equal(x[0], x[1]) and not torch.equal(x[0], x[2]), "the salt, and only it, changes the cases"
+    assert run.hidden == [([], ["RT"])] * 3, "with a chroot nothing of the checkout needs hiding"
+
+
+def test_grade_of_a_hand_out_of_some_assignments_keeps_the_other_solutions_in_the_template(tmp_path, monkeypatch):
+    run = Grading(monkeypatch)
+    G.grade(loose(tmp_path, "bert/attention.py"), selected=["attention"], handout=["smart"], salt=7,
+            require_isolation=False)
+    files = run.calls[0]["files"]
+    assert stub_of(files["minbert/methods/smart.py"], "smart"), "smart was handed out: the template has its stub"
+    assert not stub_of(files["minbert/adamw.py"], "adamw"), "adamw was not handed out: its solution stays"
+
+
+def test_grade_unpacks_a_zip_and_refuses_a_hostile_one_for_every_assignment(tmp_path, monkeypatch):
+    run = Grading(monkeypatch)
+    good, bad = tmp_path / "good.zip", tmp_path / "bad.zip"
+    with zipfile.ZipFile(good, "w") as z:
+        z.write(C.ROOT / "minbert/bert/attention.py", "minbert/bert/attention.py")
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("../escape.py", "x = 1\n")
+    G.grade(good, selected=["attention"], salt=7, require_isolation=False)
+    assert run.calls[0]["problems"] == [] and \
+        run.calls[0]["files"]["minbert/bert/attention.py"] == (C.ROOT / "minbert/bert/attention.py").read_text()
+    G.grade(bad, selected=["attention", "adamw"], salt=7, require_isolation=False)
+    assert [len(c["problems"]) for c in run.calls[1:]] == [1, 1] and all(
+        c["problems"][0].startswith("refused: ") for c in run.calls[1:]), [c["problems"] for c in run.calls[1:]]
+
+
+def test_grade_reports_a_syntax_error_for_each_assignment_that_imports_the_file(tmp_path, monkeypatch):
+    run = Grading(monkeypatch)
+    sub = loose(tmp_path, "bert/attention.py", "adamw.py")
+    text = (sub / "attention.py").read_text()
+    marker = "### BEGIN SOLUTION attention\n"
+    line = text[:text.index(marker)].count("\n") + 2                     # the line after the marker
+    indent = text[:text.index(marker)].rsplit("\n", 1)[1]
+    (sub / "attention.py").write_text(text.replace(marker, marker + indent + "x = (\n", 1))
+    G.grade(sub, selected=["attention", "layer", "adamw"], salt=7, require_isolation=False)
+    problems = {c["key"]: c["problems"] for c in run.calls}
+    assert problems["adamw"] == []
+    assert problems["attention"] == problems["layer"] and len(problems["layer"]) == 1, problems
+    assert problems["layer"][0].startswith(f"could not run: your minbert/bert/attention.py has a syntax error at line {line} "), problems
+
+
+def test_grade_without_a_selection_grades_every_assignment_even_as_a_self_check_by_root(tmp_path, monkeypatch):
+    run = Grading(monkeypatch, level="self-check")
+    monkeypatch.setattr(G.os, "geteuid", lambda: 0, raising=False)   # require_isolation=False accepts a self-check as root
+    got = G.grade(loose(tmp_path, "adamw.py"), salt=7, require_isolation=False)
+    assert sorted(c["key"] for c in run.calls) == sorted(C.BY_KEY)            # two workers: any order of calls
+    assert list(dict.fromkeys(e["assignment"] for e in got)) == [a.key for a in C.ASSIGNMENTS], "the entries in course order"
+    assert {c["timeout"] for c in run.calls} == {60.0}, "the default deadline is 60 s per assignment (docs/classroom.md)"
+    assert {c["level"] for c in run.calls} == {"self-check"} and run.hidden == [([], ["RT"])]
+    assert run.calls[0]["work"].parent.name.startswith("minbert-grade-")
+    assert set(got.integrity) == set(C.BY_KEY)
+
+
+def test_grade_lays_over_a_single_uploaded_file(tmp_path, monkeypatch):
+    run = Grading(monkeypatch)
+    G.grade(loose(tmp_path, "adamw.py") / "adamw.py", selected=["adamw"], salt=7, require_isolation=False)
+    assert run.calls[0]["problems"] == [] and \
+        run.calls[0]["files"]["minbert/adamw.py"] == (C.ROOT / "minbert/adamw.py").read_text()
+
+
+def test_grade_of_a_partial_hand_out_accepts_the_students_own_copy_of_a_shared_file(tmp_path, monkeypatch):
+    # layers.py holds the embeddings and the layer blocks; a hand-out of embeddings alone gives the layer in the clear
+    run = Grading(monkeypatch)
+    sub = tmp_path / "copy"
+    sub.mkdir()
+    (sub / "layers.py").write_text(G.submission.graded_files({"embeddings"}, handout={"embeddings"})["minbert/bert/layers.py"])
+    G.grade(sub, selected=["embeddings"], handout=["embeddings"], salt=7, require_isolation=False)
+    assert run.calls[0]["problems"] == [], run.calls[0]["problems"]
