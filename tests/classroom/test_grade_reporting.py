@@ -180,7 +180,7 @@ def right(n):
 def grade_one(monkeypatch, key, outputs, n, level="user", problems=(), why=""):
     stand_in = Box(outputs, why)
     monkeypatch.setattr(G, "run_child", stand_in)
-    entries = G.grade_assignment(C.BY_KEY[key], cases(n), right(n), "TEMPLATE", G.Path("/work"), list(problems),
+    entries = G.grade_assignment(C.BY_KEY[key], cases(n), right(n), "TEMPLATE", G.Path("/grading"), list(problems),
                                  7.5, level, ["secret.py"])
     return entries, stand_in
 
@@ -208,7 +208,7 @@ def test_the_first_two_cases_are_visible_and_the_rest_hidden_until_the_due_date(
     assert {e["assignment"] for e in entries} == {"attention"} and {e["output"] for e in entries} == {"passed"}
     assert all(e["isolation"] == ["a separate user", "rlimits"] for e in entries)
     (template, key, sent, job, timeout, level, secrets), = stand_in.calls
-    assert (template, key, job, timeout, level, secrets) == ("TEMPLATE", "attention", G.Path("/work/attention"), 7.5,
+    assert (template, key, job, timeout, level, secrets) == ("TEMPLATE", "attention", G.Path("/grading/attention"), 7.5,
                                                              "user", ["secret.py"]) and len(sent) == 4
 
 
