@@ -12,6 +12,8 @@ tests/ has no __init__.py, so pytest puts it on sys.path and this module is impo
   write_task_files(folder)            CS224N-format SST / Quora / STS files (train_multitask.py's data)
   write_glue(folder)                  GLUE-format RTE / QNLI / MNLI / MRPC / STS-B files (train_mml.py's data)
   signal_on_call(monkeypatch, ...)    a real SIGINT/SIGTERM delivered inside the n-th call of a function
+  flags_parser(*modules, **plain)     minbert's ArgumentParser with each module's add_args (+ plain --name flags)
+  refusal(module, parser, argv, capsys)  what module.check_args prints when it refuses argv, or None
   real_cs224n_dir / real_glue_dir     where the real data files are: $MINBERT_DATA, else the shipped data/
   needs_cs224n / needs_glue           skip markers naming the files, only when neither place has them
   glue_files(task)                    the full GLUE files if present, else tests/fixtures/glue's slice of them
@@ -190,6 +192,28 @@ REPO = Path(__file__).resolve().parents[1]
 FULL_DATA = [Path(os.environ["MINBERT_DATA"])] if os.environ.get("MINBERT_DATA") else []
 CS224N_PLACES = tuple(d / "cs224n" for d in FULL_DATA) + (REPO / "data",)
 GLUE_PLACES = tuple(d / "glue" for d in FULL_DATA) + (REPO / "data" / "glue_data",)
+
+
+def flags_parser(*modules, **plain):
+    """minbert's ArgumentParser holding each module's flags (module.add_args), plus `--name` flags with the given
+    defaults for the script's own flags a check_args reads (e.g. surgery="none")."""
+    from minbert.core.flags import ArgumentParser
+    p = ArgumentParser()
+    for module in modules:
+        module.add_args(p)
+    for name, default in plain.items():
+        p.add_argument(f"--{name}", default=default)
+    return p
+
+
+def refusal(module, parser, argv, capsys):
+    """The text module.check_args prints when it refuses `argv` (argparse's usage and 'error: ...'), or None."""
+    args = parser.parse_args(argv)
+    try:
+        module.check_args(args, parser)
+    except SystemExit:
+        return capsys.readouterr().err
+    return None
 
 
 def _first_with(places, names):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from minbert.methods.gradient_compromise import GradientCompromise, sampling_correction
+from conftest import flags_parser, refusal
 
 TASKS = ("sst", "para", "sts")
 
@@ -110,12 +111,8 @@ def test_same_generator_state_replays_the_same_schedule():
 
 # ---------------------------------------------------------------------------- flags
 def gc_parser():
-    from minbert.core.flags import ArgumentParser
     from minbert.methods import gradient_compromise
-    p = ArgumentParser()
-    gradient_compromise.add_args(p)
-    p.add_argument("--surgery", default="none")   # train_multitask.py's flag that check_args reads
-    return p
+    return flags_parser(gradient_compromise, surgery="none")   # --surgery: train_multitask.py's, read by check_args
 
 
 def test_clip_high_flag_takes_inf_as_documented():
@@ -195,13 +192,9 @@ def test_flags_defaults_and_values():
 def test_check_args(argv, error, capsys):
     """Oracle: the rules: n ≥ K = 3 (each task once per update), and GradVac is already inside (no --surgery)."""
     from minbert.methods import gradient_compromise
-    p = gc_parser()
-    if error is None:
-        gradient_compromise.check_args(p.parse_args(argv), p)
-        return
-    with pytest.raises(SystemExit):
-        gradient_compromise.check_args(p.parse_args(argv), p)
-    assert f": error: {error}\n" in capsys.readouterr().err, f"minbert.methods.gradient_compromise.check_args({argv}): expected {error!r}"
+    said = refusal(gradient_compromise, gc_parser(), argv, capsys)
+    assert (said is None if error is None else f": error: {error}\n" in (said or "")), \
+        f"minbert.methods.gradient_compromise.check_args({argv}): expected {error!r}, got {said!r}"
 
 
 def test_from_args_passes_every_flag():

@@ -16,6 +16,7 @@ from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.tasks.data import Example, TaskData
 from minbert.tasks.multitask import MultitaskBert
+from conftest import flags_parser
 
 
 def setup(seed=0):
@@ -156,12 +157,8 @@ def test_progress_lines_name_the_epoch_and_the_stop(monkeypatch, capsys):
 
 # ---------------------------------------------------------------------------- flags
 def parser():
-    from minbert.core.flags import ArgumentParser
     from minbert.tasks import multitask
-    p = ArgumentParser()
-    multitask.add_args(p)
-    head_pretraining.add_args(p)
-    return p
+    return flags_parser(multitask, head_pretraining)
 
 
 def test_flags_defaults_types_and_bounds():

@@ -18,6 +18,7 @@ from minbert.core.errors import UserError
 from minbert.methods import mnr
 from minbert.methods.mnr import MNRObjective, PositivePairs, mnr_loss, mnr_scores
 from minbert.tasks.data import Example, TaskData
+from conftest import flags_parser
 
 WORDS = ["good", "bad", "film", "plot", "dull", "fun", "great", "awful", "long", "short", "actors", "story"]
 
@@ -173,12 +174,8 @@ def test_attach_needs_two_positive_pairs(positives, ok):
 
 # ---------------------------------------------------------------------------- flags
 def mnr_parser():
-    from minbert.core.flags import ArgumentParser
     from minbert.tasks import multitask
-    p = ArgumentParser()
-    multitask.add_args(p)
-    mnr.add_args(p)
-    return p
+    return flags_parser(multitask, mnr)
 
 
 def test_flags_defaults_types_and_choices():

@@ -13,6 +13,7 @@ from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.methods.pals import PALs, num_parameters_formula
+from conftest import flags_parser, refusal
 
 ATOL, RTOL = 1e-5, 1e-5
 TASKS = ["sst", "para", "sts"]
@@ -315,11 +316,8 @@ def test_default_init_is_the_reference_random_one():
 
 
 def pals_parser():
-    from minbert.core.flags import ArgumentParser
     from minbert.methods import pals
-    p = ArgumentParser()
-    pals.add_args(p)
-    return p
+    return flags_parser(pals)
 
 
 def test_flags_defaults_types_and_bounds():
@@ -345,13 +343,9 @@ def test_flags_defaults_types_and_bounds():
 def test_check_args_needs_heads_that_divide_the_size(argv, error, capsys):
     """Oracle: S / H must be a whole head width (204 = 12 × 17)."""
     from minbert.methods import pals
-    p = pals_parser()
-    if error is None:
-        pals.check_args(p.parse_args(argv), p)
-        return
-    with pytest.raises(SystemExit):
-        pals.check_args(p.parse_args(argv), p)
-    assert f": error: {error}\n" in capsys.readouterr().err
+    said = refusal(pals, pals_parser(), argv, capsys)
+    assert (said is None if error is None else f": error: {error}\n" in (said or "")), \
+        f"minbert.methods.pals.check_args({argv}): expected {error!r}, got {said!r}"
 
 
 def test_from_args_builds_the_pals_the_flags_describe():

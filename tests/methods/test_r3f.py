@@ -13,7 +13,7 @@ from minbert.bert.model import BertModel
 from minbert.methods.r3f import R3F, spectral_norm_heads
 from minbert.methods.smart import SMART, divergence
 from minbert.tasks.multitask import MultitaskBert, task_loss
-from conftest import make_batch, tiny_multitask
+from conftest import flags_parser, make_batch, tiny_multitask
 
 LOSS = "minbert.methods.r3f.R3F.loss"
 R4F = "minbert.methods.r3f.spectral_norm_heads"
@@ -173,13 +173,9 @@ def test_cosine_head_error_says_to_leave_it_out():
 
 
 def r3f_parser():
-    from minbert.core.flags import ArgumentParser
     from minbert.methods import r3f
     from minbert.tasks import multitask
-    p = ArgumentParser()
-    multitask.add_args(p)
-    r3f.add_args(p)
-    return p
+    return flags_parser(multitask, r3f)
 
 
 def test_flags_defaults_types_and_bounds():

@@ -16,7 +16,7 @@ from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.methods.smart import SMART, divergence
 from minbert.tasks.multitask import TASKS, MultitaskBert, task_loss
-from conftest import B, make_batch
+from conftest import B, flags_parser, make_batch
 
 DIV = "minbert.methods.smart.divergence"
 PERTURB = "minbert.methods.smart.SMART.perturb"
@@ -558,11 +558,8 @@ def test_error_messages_say_what_to_change():
 
 
 def smart_parser():
-    from minbert.core.flags import ArgumentParser
     from minbert.methods import smart
-    p = ArgumentParser()
-    smart.add_args(p)
-    return p
+    return flags_parser(smart)
 
 
 def test_flags_defaults_types_and_bounds():
