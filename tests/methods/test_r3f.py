@@ -13,7 +13,7 @@ from minbert.bert.model import BertModel
 from minbert.methods.r3f import R3F, spectral_norm_heads
 from minbert.methods.smart import SMART, divergence
 from minbert.tasks.multitask import MultitaskBert, task_loss
-from conftest import flags_parser, make_batch, tiny_multitask
+from conftest import flags_parser, refusal, make_batch, tiny_multitask
 
 LOSS = "minbert.methods.r3f.R3F.loss"
 R4F = "minbert.methods.r3f.spectral_norm_heads"
@@ -203,13 +203,9 @@ def test_flags_defaults_types_and_bounds():
 def test_check_args_needs_cross_encoder_pair_heads(argv, ok, capsys):
     """Oracle: the rule (the noise goes on ONE input sequence, so a bi-encoder pair has nothing to perturb as one)."""
     from minbert.methods import r3f
-    p = r3f_parser()
-    if ok:
-        r3f.check_args(p.parse_args(argv), p)
-        return
-    with pytest.raises(SystemExit):
-        r3f.check_args(p.parse_args(argv), p)
-    assert ": error: --r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads\n" in capsys.readouterr().err
+    said = refusal(r3f, r3f_parser(), argv, capsys)
+    error = ": error: --r3f/--r4f perturb one input sequence, so they need cross-encoder pair heads\n"
+    assert (said is None if ok else error in (said or "")), f"minbert.methods.r3f.check_args({argv}): got {said!r}"
 
 
 def test_r4f_without_r3f_is_refused_not_a_silent_lambda_0(capsys):
