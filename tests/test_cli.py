@@ -45,3 +45,12 @@ def test_a_command_that_returns_a_value_still_exits_0(monkeypatch):
     from minbert.tools import ensemble
     monkeypatch.setattr(ensemble, "main", lambda argv: [{"member": "a", "overall": 0.7}])
     assert entry.main(["ensemble", "x"]) == 0
+
+
+def test_no_command_is_an_error_with_the_usage():
+    """`python -m minbert` alone must not look like success: a script running it by mistake (a missing variable in
+    `python -m minbert $CMD`) would carry on. Status 2 (argparse's for a usage error) and the commands listed."""
+    r = minbert()
+    assert r.returncode == 2, f"`python -m minbert` with no command exited {r.returncode}; expected 2 (a usage error)"
+    assert "python -m minbert <command>" in r.stdout + r.stderr and "commands:" in r.stdout + r.stderr, \
+        f"`python -m minbert` with no command must print the usage and the commands:\n{r.stdout}{r.stderr}"

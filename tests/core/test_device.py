@@ -166,3 +166,31 @@ def _tiny(tmp_path):
     data.mkdir()
     write_task_files(data)
     return data, save_tiny_model(tmp_path / "model")
+
+
+def test_the_load_is_the_busiest_of_the_samples_capped_by_the_average(tmp_path, monkeypatch):
+    """current_load reads /proc/loadavg `samples` times, `wait` s apart, and takes the MOST threads running at any
+    read (less this process), capped by the 1-minute average. One read alone sees the other jobs only when they happen
+    to be on a core at that instant; the average alone lags a minute. Here a fake /proc/loadavg changes at every
+    (fake) sleep: the running counts 1, 3, 2, 1, 2 (this process among them) give 2 other threads at the busiest read.
+    The first, the last, the mean or a count that keeps this process would each give another number."""
+    path = tmp_path / "loadavg"
+    running = iter([1, 3, 2, 1, 2])
+    path.write_text(f"2.60 2.00 1.50 {next(running)}/87 4242\n")
+    sleeps = []
+
+    def fake_sleep(seconds):   # the next sample's content appears while current_load waits
+        sleeps.append(seconds)
+        path.write_text(f"2.60 2.00 1.50 {next(running)}/87 4242\n")
+
+    monkeypatch.setattr(dev.time, "sleep", fake_sleep)
+    monkeypatch.setattr(dev.os, "getloadavg", lambda: (2.6, 2.0, 1.5))
+    load = dev.current_load(str(path), samples=5, wait=0.05)
+    assert sleeps == [0.05] * 4, f"minbert.core.device.current_load: 5 samples need 4 waits of 0.05 s, got {sleeps}"
+    assert load == 2.0, (f"minbert.core.device.current_load: samples of 1, 3, 2, 1, 2 running threads (this process "
+                         f"among them) and a 1-minute average of 2.6 must give 2.0 (the busiest sample), got {load}")
+    monkeypatch.setattr(dev.os, "getloadavg", lambda: (0.7, 0.5, 0.5))   # the busiest sample above the average
+    running = iter([3, 3, 3, 3, 3])
+    path.write_text(f"0.70 0.50 0.50 {next(running)}/87 4242\n")
+    assert dev.current_load(str(path), samples=5, wait=0.05) == 0.7, \
+        "minbert.core.device.current_load: the load is capped by the 1-minute average (a burst of threads is brief)"
