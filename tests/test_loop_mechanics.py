@@ -204,6 +204,34 @@ def test_surgery_accumulation_hands_each_task_its_loss_over_grad_accum(tiny_run,
              f"expected each task's loss / grad_accum = {want}")
 
 
+def test_a_non_finite_loss_in_an_earlier_micro_batch_skips_the_whole_update(tiny_run, tmp_path, monkeypatch):
+    """--grad_accum 2: a NaN loss in the FIRST micro-batch of step 1 puts NaN into the accumulated gradients, so the
+    whole update must be skipped, even though the second micro-batch's loss is finite. Through train_multitask.py's
+    own loop: AdamW steps twice in 3 steps (steps 2 and 3), and every weight stays finite."""
+    train_multitask, run = tiny_run
+    from minbert.adamw import AdamW
+    calls, steps, real_loss, real_step = {"n": 0}, [], train_multitask.task_loss, AdamW.step
+
+    def nan_first(task, out, labels):
+        calls["n"] += 1
+        loss = real_loss(task, out, labels)
+        return loss * float("nan") if calls["n"] == 1 else loss   # step 1, micro-batch 1 of 2
+
+    def counted(self, *a, **k):
+        steps.append(calls["n"])   # task losses made before this update
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(train_multitask, "task_loss", nan_first)
+    monkeypatch.setattr(AdamW, "step", counted)
+    run(tmp_path, "--epochs", "1", "--grad_accum", "2", "--steps_per_epoch", "3", "--hidden_dropout_prob", "0.1")
+    assert steps == [4, 6], (f"train_multitask.py --grad_accum 2 with a NaN loss in step 1's first micro-batch: AdamW "
+                             f"stepped after task losses {steps}; expected the updates of steps 2 and 3 only ([4, 6]): "
+                             f"a non-finite loss in ANY micro-batch must skip the update")
+    weights = torch.load(tmp_path / "run" / "last.pt", weights_only=True)["model"]
+    bad = [k for k, v in weights.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    assert not bad, f"train_multitask.py --grad_accum 2: the NaN of an earlier micro-batch reached the weights {bad[:3]}"
+
+
 def test_best_pt_keeps_the_best_epoch_not_the_last(tiny_run, tmp_path, monkeypatch):
     """Dev overall 0.9 after epoch 1 and 0.5 after epoch 2: best.pt must hold epoch 1's weights and scores
     (the weights last.pt held after epoch 1), and the run's record names epoch 1 as the best."""
