@@ -26,9 +26,10 @@ def test_help_lists_every_command_with_one_line():
     assert listed == set(COMMANDS), f"`python -m minbert --help` lists {sorted(listed)}, not {sorted(COMMANDS)}"
 
 
-def test_an_unknown_command_is_one_line_and_status_2():
+def test_an_unknown_command_is_one_line_and_status_2_naming_the_closest():
     r = minbert("donwload")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown command 'donwload'" in r.stderr, r.stderr
+    assert "did you mean download?" in r.stderr, f"a mistyped command must name the closest one: {r.stderr}"
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

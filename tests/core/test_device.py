@@ -61,6 +61,29 @@ def test_forced_bf16_on_a_native_bf16_cpu_is_silent(monkeypatch):
         assert dev.resolve_amp("bf16", CPU) == ("bf16", "as requested")
 
 
+@pytest.mark.parametrize("caps, use", [({}, "--amp off"), ({"amx_bf16": True}, "--amp bf16")])
+def test_fp16_on_a_cpu_is_refused_naming_what_to_use(monkeypatch, caps, use):
+    """--amp fp16 on a CPU ran ~20x slower than fp32 and was accepted: now one line, naming bf16 where the CPU has
+    it natively and off (fp32) elsewhere. On a GPU fp16 stays what it was."""
+    cpu_caps(monkeypatch, **caps)
+    with pytest.raises(UserError) as refused:
+        dev.resolve_amp("fp16", CPU)
+    message = str(refused.value)
+    assert message.startswith("--amp fp16 on a CPU") and use in message and "\n" not in message, \
+        f"minbert.core.device.resolve_amp: --amp fp16 on a CPU ({caps or 'AVX2 only'}) must say to use {use}: {message!r}"
+    assert dev.resolve_amp("fp16", torch.device("cuda")) == ("fp16", "as requested")
+
+
+def test_fp16_on_a_cpu_stops_the_script_before_it_loads_anything(tmp_path, capsys):
+    import train_mml
+    from minbert.core.errors import cli
+    with pytest.raises(SystemExit) as stop:
+        cli(train_mml.main, ["--task", "RTE", "--device", "cpu", "--amp", "fp16", "--out_dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert stop.value.code != 0 and "--amp fp16 on a CPU" in err and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists(), "a refused run must leave no folder behind"
+
+
 @pytest.mark.parametrize("name", ["gpu", "cuda:x", "tpu"])
 def test_bad_device_names_are_user_errors(name):
     with pytest.raises(UserError, match=f"--device {name}"):
