@@ -26,7 +26,6 @@ Resume after Ctrl-C or a crash: the same command plus --resume runs/mml/last.pt 
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import torch
@@ -36,7 +35,7 @@ from tqdm import tqdm
 from minbert.adamw import AdamW
 from minbert.core import flags, interrupt, progress
 from minbert.methods import mml
-from minbert.run import checkpoint, distributed, fast_paths, run_dir
+from minbert.run import checkpoint, distributed, fast_paths, run_dir, step_log
 from minbert.tasks import glue, metrics
 from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
@@ -150,7 +149,8 @@ def train(args, stop):
         """Eq. 5 outputs for a whole split, in file order: (N, K) probabilities or (N,) values."""
         model.eval()
         outs = [None] * len(data)
-        for batch in data.batches(max(64, args.batch_size), shuffle=False):
+        size = max(64, args.batch_size)   # progress: a line as it starts, then a bar (or a line every 30 s in logs)
+        for batch in progress.phase(data.batches(size, shuffle=False), "score", math.ceil(len(data) / size)):
             with autocast(device, args.amp):
                 outputs = forward(to_device(batch, device))                     # (B, M, K)
             out = heads.predict(outputs.float()).cpu()     # Eq. 5 in fp32 (autocast would round the mean to bf16)
@@ -165,9 +165,10 @@ def train(args, stop):
     scaler = grad_scaler(device, args.amp)
     update = OptimizerStep(optimizer, None, scaler, args.out_dir)   # step, skip non-finite (no schedule: the paper's)
     stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch
-    parts = {"model": model, "optimizer": optimizer, "scaler": scaler, "stream": stream}   # what a resume restores
     loop = checkpoint.LoopState(running={"task": 0.0, "mv": 0.0, "n": 0},   # epoch, step, best, history, loss sums
                                 extra={"trace": [], "events": []})   # (step, active heads) per step; eliminations
+    log = step_log.StepLog(args, update, loop, steps_per_epoch, args.batch_size * distributed.world_size())
+    parts = {"model": model, "optimizer": optimizer, "scaler": scaler, "stream": stream, "log": log}   # resume state
     if ck is not None:
         if args.predict_only:
             model.load_state_dict(ck["model"])
@@ -182,12 +183,10 @@ def train(args, stop):
                 "args": json.dumps(vars(args))}
 
     # ------------------------------------------------------------------ training loop
-    t0, headline = time.time(), PAPER_METRIC[args.task]   # the best epoch by the paper's metric
+    headline = PAPER_METRIC[args.task]   # the best epoch by the paper's metric
     with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
         for epoch in loop.epochs(args.epochs):
-            bar = progress.bar(range(loop.step, steps_per_epoch), epoch, args.epochs, steps_per_epoch, loop.step,
-                               disable=not distributed.is_main(), args=args,
-                               examples_per_step=args.batch_size * distributed.world_size())
+            bar = log.bar(epoch)   # tqdm, or log lines (minbert/core/progress.py)
             for step in bar:
                 loop.step = step   # where a resume starts
                 stop.check()       # 0) Ctrl-C/SIGTERM during the last step stops here: interrupted.pt, exit (above)
@@ -212,7 +211,7 @@ def train(args, stop):
                 if finite:
                     loop.running = {"task": loop.running["task"] + loss.item(), "mv": loop.running["mv"] + mv.item(),
                                     "n": loop.running["n"] + 1}
-                progress.show(bar, loss=loop.running["task"] / max(loop.running["n"], 1), active=trace[-1][1])
+                log.step(bar, loss=loop.running["task"] / max(loop.running["n"], 1), active=trace[-1][1])   # 4) log
             loop.step = steps_per_epoch
 
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
@@ -222,8 +221,8 @@ def train(args, stop):
             loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
                                  "loss_task": round(loop.running["task"] / n, 4),
                                  "loss_mv": round(loop.running["mv"] / n, 4),
-                                 "active_heads": int(heads.active.sum()), "elapsed_s": round(time.time() - t0, 1)})
-            progress.log_epoch(loop.history, args.out_dir, write=distributed.is_main())   # console, metrics.jsonl
+                                 "active_heads": int(heads.active.sum()), **log.epoch_times()})
+            log.epoch_end(loop.history)   # console, metrics.jsonl, TensorBoard
             if loop.improved(scores[headline]):   # best.pt: this model's weights and scores
                 checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
             loop.next_epoch()

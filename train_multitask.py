@@ -18,16 +18,15 @@ Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/la
 
 import json
 import os
-import time
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
-from minbert.core import flags, interrupt, progress
+from minbert.core import flags, interrupt
 from minbert.methods import gradient_compromise, gradvac, head_pretraining, loss_scaling, mnr, pals, pcgrad, r3f, smart
-from minbert.run import checkpoint, distributed, fast_paths, run_dir, stages
+from minbert.run import checkpoint, distributed, fast_paths, run_dir, stages, step_log
 from minbert.tasks import data, multitask, sampling
 from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
@@ -151,9 +150,10 @@ def train(args, stop):
     compromise = gradient_compromise.from_args(args, TASKS, sizes)
     trainable = [p for p in model.parameters() if p.requires_grad]
     surgery = pcgrad.from_args(args, trainable, args.seed) or gradvac.from_args(args, model, trainable, args.seed)
-    parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler, "smart": adversary,
-             "surgery": surgery, "sampler": sampler, "streams": streams, "mnr": ranking}   # what a resume restores
     loop = checkpoint.LoopState(running={t: [0.0, 0] for t in TASKS})   # epoch, step, best, history, loss sums
+    log = step_log.StepLog(args, update, loop, steps_per_epoch)   # steps.jsonl, --report_to, time across resumes
+    parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler, "smart": adversary,
+             "surgery": surgery, "sampler": sampler, "streams": streams, "mnr": ranking, "log": log}   # resume state
     if ck is not None:
         checkpoint.restore(ck, parts, loop)   # the parts' states, every RNG, the loop's position
         del ck   # the checkpoint's tensors are in the model and optimizer now
@@ -163,15 +163,12 @@ def train(args, stop):
                 "args": json.dumps(vars(args))}
 
     # ------------------------------------------------------------------ training loop
-    t0 = time.time()
     with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
         for epoch in loop.epochs(args.epochs):
             sampler.set_epoch(epoch)
             if ranking:
                 ranking.set_epoch(epoch)
-            seen, t_epoch = 0, time.time()
-            bar = progress.bar(range(loop.step, steps_per_epoch), epoch, args.epochs, steps_per_epoch, loop.step,
-                               disable=not distributed.is_main(), args=args)
+            bar = log.bar(epoch)   # tqdm, or log lines (minbert/core/progress.py)
             for step in bar:
                 loop.step = step   # where a resume starts
                 stop.check()       # 0) Ctrl-C/SIGTERM during the last step stops here: interrupted.pt, exit (above)
@@ -203,7 +200,7 @@ def train(args, stop):
                                        f"(batch ids {batch['ids'][:3]}...)")
                         losses[task] = losses.get(task, 0.0) + loss
                         loop.running[task] = [loop.running[task][0] + loss.item(), loop.running[task][1] + 1]
-                        seen += len(batch["ids"]) * world
+                        log.seen += len(batch["ids"]) * world
                     if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
                         losses = compromise.scale(losses, epoch)
                     # 4) backward: per task for surgery (local gradients, averaged across ranks in 5), else summed
@@ -222,10 +219,8 @@ def train(args, stop):
                 update(finite)   # 6) the optimizer step and LR schedule; a bad step (non-finite loss) is skipped here
                 if adversary:    # 7) SMART's teacher follows the student
                     adversary.update_teacher()
-                progress.show(bar, **{t: s / max(n, 1) for t, (s, n) in loop.running.items()},
-                              **{"ex/s": f"{seen / (time.time() - t_epoch):.0f}"})
+                log.step(bar, **{t: s / max(n, 1) for t, (s, n) in loop.running.items()})   # 8) steps.jsonl
             loop.step = steps_per_epoch
-            train_time = time.time() - t_epoch
 
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
@@ -233,9 +228,8 @@ def train(args, stop):
             model.train()
             loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
                                  **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in loop.running.items()},
-                                 "train_examples_per_s": round(seen / max(train_time, 1e-9), 1),
-                                 "elapsed_s": round(time.time() - t0, 1)})
-            progress.log_epoch(loop.history, args.out_dir, write=distributed.is_main())   # console, metrics.jsonl
+                                 **log.epoch_times()})   # ex/s and elapsed_s, over every session of the run
+            log.epoch_end(loop.history)   # console, metrics.jsonl, TensorBoard
             if loop.improved(scores["overall"]):   # best.pt: this model's weights and scores
                 checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
             loop.next_epoch()
@@ -257,6 +251,7 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
     """The best model's six prediction files, raw outputs (for ensembles), model folder, table and plot."""
     best_pt = os.path.join(args.out_dir, "best.pt")
     model.load_state_dict(checkpoint.load(best_pt)["model"])
+    print(f"\ntraining done; the best model ({best_pt}) predicts the dev and test sets", flush=True)
     outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, best_pt)
     save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble
     export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
@@ -280,7 +275,7 @@ def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source)
     try:
         with stop.abortable():
             for split, splits in (("dev", dev), ("test", test)):
-                outputs[split] = run_heads(model, splits, eval_bs, device, args.amp)
+                outputs[split] = run_heads(model, splits, eval_bs, device, args.amp, desc=f"predict {split}")
                 for task, (ids, _, out) in outputs[split].items():
                     path = getattr(args, f"{task}_{split}_out")
                     data.write_predictions(path, data.prediction_headers(args)[task], ids, predictions(task, out))

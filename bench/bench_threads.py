@@ -8,8 +8,8 @@ choice is as fast as the best fixed count, on this machine, now:
     as written   the README's quick-start line, no OMP_NUM_THREADS (the script chooses)
     N threads    the same line with OMP_NUM_THREADS=N, for N = 1 .. --max_threads (default: the usable cores)
 
-Each run uses the quick start's flags unchanged (a temporary --out_dir, --log_every 5 so that steps can be
-timed) and is stopped after --steps optimizer steps (or --seconds after step 5). Throughput is taken between
+Each run uses the quick start's flags unchanged (a temporary --out_dir, --log_every 5 so that a step record
+every 5 steps times them) and is stopped after --steps optimizer steps (or --seconds after step 5). Throughput is taken between
 the progress lines at step 5 and the last one (the first steps pay one-off costs), in examples per second
 (batch 32). The time to the first progress line is reported too (what a new user waits before seeing the run
 move). A spinner process (`while True: pass`) keeps one core busy for the whole measurement, standing in for
@@ -33,7 +33,7 @@ from pathlib import Path
 QUICK_START = ("python train_multitask.py --option finetune --model minilm-l6 --pooling mean --lr 1e-4 --head_lr 1e-3 "
                "--batch_size 32 --hidden_dropout_prob 0.1 --epochs 1 --out_dir runs/quickstart")
 BATCH = 32
-LINE = re.compile(r"^epoch \d+/\d+ step (\d+)/\d+")
+LINE = re.compile(r"^(?:epoch \d+/\d+ step (\d+)/\d+|step (\d+) \(epoch \d+\))")   # a progress line or a step record
 
 
 def cpuinfo(keys) -> dict:
@@ -69,7 +69,7 @@ def one_run(repo: Path, threads: int | None, steps: int, seconds: float, out_dir
             m = LINE.match(line)
             if not m:
                 continue
-            now, step = time.monotonic() - start, int(m.group(1))
+            now, step = time.monotonic() - start, int(m.group(1) or m.group(2))
             first = first if first is not None else now
             if step >= 5:
                 marks.append((step, now))

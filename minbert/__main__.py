@@ -41,8 +41,9 @@ def main(argv=None):
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS or not available(COMMANDS[name][0]):
-        print(f"error: unknown command {name!r}; choose from {', '.join(COMMANDS)} (python -m minbert --help)",
-              file=sys.stderr)
+        from minbert.core.flags import unknown
+        print(f"error: {unknown('command', name, [c for c in COMMANDS if available(COMMANDS[c][0])])} "
+              f"(python -m minbert --help)", file=sys.stderr)
         return 2
     from minbert.core.errors import cli
     cli(importlib.import_module(COMMANDS[name][0]).main, rest)   # what main returns is for callers, not the exit status

@@ -26,9 +26,10 @@ def test_help_lists_every_command_with_one_line():
     assert listed == set(COMMANDS), f"`python -m minbert --help` lists {sorted(listed)}, not {sorted(COMMANDS)}"
 
 
-def test_an_unknown_command_is_one_line_and_status_2():
+def test_an_unknown_command_is_one_line_and_status_2_naming_the_closest():
     r = minbert("donwload")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown command 'donwload'" in r.stderr, r.stderr
+    assert "did you mean download?" in r.stderr, f"a mistyped command must name the closest one: {r.stderr}"
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -45,3 +46,12 @@ def test_a_command_that_returns_a_value_still_exits_0(monkeypatch):
     from minbert.tools import ensemble
     monkeypatch.setattr(ensemble, "main", lambda argv: [{"member": "a", "overall": 0.7}])
     assert entry.main(["ensemble", "x"]) == 0
+
+
+def test_no_command_is_an_error_with_the_usage():
+    """`python -m minbert` alone must not look like success: a script running it by mistake (a missing variable in
+    `python -m minbert $CMD`) would carry on. Status 2 (argparse's for a usage error) and the commands listed."""
+    r = minbert()
+    assert r.returncode == 2, f"`python -m minbert` with no command exited {r.returncode}; expected 2 (a usage error)"
+    assert "python -m minbert <command>" in r.stdout + r.stderr and "commands:" in r.stdout + r.stderr, \
+        f"`python -m minbert` with no command must print the usage and the commands:\n{r.stdout}{r.stderr}"

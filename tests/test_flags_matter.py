@@ -43,6 +43,7 @@ NOT_VISIBLE = {
     "overwrite": "lets a run write into a folder another run used: test_run_dir.py",
     "data": "minbert.tools.simcse_stage: points at another sentence file: test_simcse.py",
     "nli": "minbert.tools.simcse_stage: supervised SimCSE on an NLI file: test_simcse.py",
+    "report_to": "needs the optional tensorboard package: test_step_log.py (a stand-in writer; refused without it)",
 }
 
 # A non-default value for flags where the automatic choice (switch on, another choice, double the
@@ -53,7 +54,7 @@ VALUES = {"max_seq_len": "5", "limit": "12", "steps_per_epoch": "2", "warmup": "
           "head_pretrain_epochs": "1", "head_pretrain_patience": "1", "head_pretrain_lr": "0.1",
           "smart_epsilon": "1e-2", "smart_sigma": "1e-2", "smart_eta": "1e-1", "smart_mu": "3", "r3f_epsilon": "1e-1",
           "gradvac_beta": "0.9", "eliminate_every": "3", "min_bandwidth": "0.5", "heads": "8", "lr": "0.05",
-          "head_lr": "0.05", "log_seconds": "1e-9", "attention_dropout": "0.5", "hidden_dropout": "0.5", "batch_size": "6", "epochs": "3", "weight_decay": "0.5", "para_head": "cosine"}
+          "head_lr": "0.05", "log_seconds": "1e-9", "log_every": "1", "attention_dropout": "0.5", "hidden_dropout": "0.5", "batch_size": "6", "epochs": "3", "weight_decay": "0.5", "para_head": "cosine"}
 NEEDS = {
     "head_layers": ["--head", "mlp"], "head_activation": ["--head", "mlp"],
     **{f: ["--pals", "--pals_size", "8", "--pals_heads", "2"] for f in ("pals_heads", "pals_init")},

@@ -88,6 +88,29 @@ def test_backward_scales_the_loss_by_the_grad_scaler():
                                msg=lambda m: f"OptimizerStep with a GradScaler: the step must be taken on unscaled grads: {m}")
 
 
+@pytest.mark.parametrize("scale", [None, 8.0])
+def test_the_measured_gradient_norm_is_the_unscaled_norm_of_the_update_and_the_step_is_unchanged(scale):
+    """measure=True: grad_norm is ‖g‖₂ over every parameter's gradient, g = (3, 4) and (12,) here: 13. Under fp16 the
+    gradients are scaled by the GradScaler's 8 until unscale_: the norm must be 13, not 104, and the step must still
+    be taken once on the unscaled gradients (GradScaler.step does not unscale again). lr is the one the step used."""
+    w, v = torch.nn.Parameter(torch.tensor([1.0, -2.0])), torch.nn.Parameter(torch.tensor([0.5]))
+    optimizer = torch.optim.SGD([{"params": [w]}, {"params": [v], "lr": 0.01}], lr=0.1)
+    scaler = scale and torch.amp.GradScaler("cpu", init_scale=scale)
+    step = optimizer_step.OptimizerStep(optimizer, None, scaler)
+    step.measure = True
+    step.backward((w * torch.tensor([3.0, 4.0])).sum() + 12 * v.sum())
+    assert step(True) is True
+    assert step.grad_norm == pytest.approx(13.0), \
+        f"OptimizerStep.grad_norm: gradients (3, 4) and (12,) have norm 13, got {step.grad_norm} (GradScaler {scale})"
+    torch.testing.assert_close(w.detach(), torch.tensor([1.0 - 0.3, -2.0 - 0.4]),
+                               msg=lambda m: f"OptimizerStep with measure=True (GradScaler {scale}): the step changed: {m}")
+    assert step.last_lr == [0.1, 0.01], f"OptimizerStep.last_lr: the step used lr 0.1 and 0.01, got {step.last_lr}"
+    step.measure = False
+    step.backward((w * torch.tensor([3.0, 4.0])).sum())
+    step(True)
+    assert step.grad_norm is None, "OptimizerStep: with measure=False no norm is computed"
+
+
 # ---------------------------------------------------------------------------- LoopState
 def test_best_is_kept_only_when_beaten():
     loop = checkpoint.LoopState(running={"sst": [0.0, 0]})
@@ -204,6 +227,34 @@ def test_surgery_accumulation_hands_each_task_its_loss_over_grad_accum(tiny_run,
              f"expected each task's loss / grad_accum = {want}")
 
 
+def test_a_non_finite_loss_in_an_earlier_micro_batch_skips_the_whole_update(tiny_run, tmp_path, monkeypatch):
+    """--grad_accum 2: a NaN loss in the FIRST micro-batch of step 1 puts NaN into the accumulated gradients, so the
+    whole update must be skipped, even though the second micro-batch's loss is finite. Through train_multitask.py's
+    own loop: AdamW steps twice in 3 steps (steps 2 and 3), and every weight stays finite."""
+    train_multitask, run = tiny_run
+    from minbert.adamw import AdamW
+    calls, steps, real_loss, real_step = {"n": 0}, [], train_multitask.task_loss, AdamW.step
+
+    def nan_first(task, out, labels):
+        calls["n"] += 1
+        loss = real_loss(task, out, labels)
+        return loss * float("nan") if calls["n"] == 1 else loss   # step 1, micro-batch 1 of 2
+
+    def counted(self, *a, **k):
+        steps.append(calls["n"])   # task losses made before this update
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(train_multitask, "task_loss", nan_first)
+    monkeypatch.setattr(AdamW, "step", counted)
+    run(tmp_path, "--epochs", "1", "--grad_accum", "2", "--steps_per_epoch", "3", "--hidden_dropout_prob", "0.1")
+    assert steps == [4, 6], (f"train_multitask.py --grad_accum 2 with a NaN loss in step 1's first micro-batch: AdamW "
+                             f"stepped after task losses {steps}; expected the updates of steps 2 and 3 only ([4, 6]): "
+                             f"a non-finite loss in ANY micro-batch must skip the update")
+    weights = torch.load(tmp_path / "run" / "last.pt", weights_only=True)["model"]
+    bad = [k for k, v in weights.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    assert not bad, f"train_multitask.py --grad_accum 2: the NaN of an earlier micro-batch reached the weights {bad[:3]}"
+
+
 def test_best_pt_keeps_the_best_epoch_not_the_last(tiny_run, tmp_path, monkeypatch):
     """Dev overall 0.9 after epoch 1 and 0.5 after epoch 2: best.pt must hold epoch 1's weights and scores
     (the weights last.pt held after epoch 1), and the run's record names epoch 1 as the best."""
@@ -243,14 +294,15 @@ def test_epoch_record_holds_the_mean_training_loss_of_each_task(tiny_run, tmp_pa
         log.append((task, loss.item()))
         return loss
 
-    ends, real_log_epoch = [], train_multitask.progress.log_epoch
+    from minbert.core import progress
+    ends, real_log_epoch = [], progress.log_epoch
 
     def marking(history, *a, **k):
         ends.append(len(log))
         return real_log_epoch(history, *a, **k)
 
     monkeypatch.setattr(train_multitask, "task_loss", logged)
-    monkeypatch.setattr(train_multitask.progress, "log_epoch", marking)
+    monkeypatch.setattr(progress, "log_epoch", marking)
     history = run(tmp_path, "--epochs", "2", "--steps_per_epoch", "4", "--surgery", "pcgrad")
     for epoch, (start, end) in enumerate(zip([0] + ends[:-1], ends)):
         for task in ("sst", "para", "sts"):

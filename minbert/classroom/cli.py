@@ -13,6 +13,7 @@ from pathlib import Path
 from minbert.classroom.assignments import BY_KEY, ROOT, student
 from minbert.classroom.results import results_json, table, write_json
 from minbert.classroom.sandbox import LEVELS
+from minbert.core import flags
 from minbert.core.errors import UserError, cli
 
 def main(argv=None):
@@ -45,7 +46,7 @@ def main(argv=None):
     keys = None if args.assignments is None else {k.strip() for k in args.assignments.split(",") if k.strip()}
     unknown = sorted((keys or set()) - set(BY_KEY))
     if unknown:
-        raise UserError(f"--assignments: unknown {unknown}; choose from {','.join(BY_KEY)}")
+        raise UserError(f"--assignments: {flags.unknown('assignment', unknown[0], BY_KEY)}")
     if args.command == "student":
         removed = student(args.out, keys)
         print(f"wrote {args.out}: {sum(map(len, removed.values()))} solution lines removed from "
@@ -62,7 +63,7 @@ def main(argv=None):
         raise UserError(f"grade: {args.dir} does not exist; pass a repository, a minbert/ folder or the graded files")
     handout = None if not getattr(args, "handout", None) else {k.strip() for k in args.handout.split(",") if k.strip()}
     if handout and handout - set(BY_KEY):
-        raise UserError(f"--handout: unknown {sorted(handout - set(BY_KEY))}; choose from {','.join(BY_KEY)}")
+        raise UserError(f"--handout: {flags.unknown('assignment', sorted(handout - set(BY_KEY))[0], BY_KEY)}")
     entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout,
                       require_isolation=args.require_isolation, salt=args.salt)
     print(table(entries))

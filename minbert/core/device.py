@@ -16,7 +16,8 @@
                                            (MiniLM train step 30.1 s vs 1.1 s, AMD EPYC AVX2)
     MPS                                    off: autocast there gains little for training, and
                                            fp16 without a tested GradScaler path is not safe
-  An explicit `--amp bf16|fp16` on a CPU without native support still runs, with a warning.
+  An explicit `--amp bf16` on a CPU without native bf16 still runs, with a warning. `--amp fp16` on a CPU is
+  refused, naming what to use: CPUs do not accelerate fp16 matmuls (a MiniLM quick start took ~20x fp32's time).
 - `--threads N` sets torch's CPU threads. Left at 0 with OMP_NUM_THREADS unset, `set_threads` takes the cores
   free now (`choose_threads`: usable cores less the other jobs' current load, at least 1) and says so in one
   line. torch's default, one thread per core, fights other jobs for the cores: on a 2-core EPYC with one core
@@ -181,7 +182,8 @@ def keep_freed_memory(on: bool = True) -> bool:
 
 
 def resolve_amp(amp: str, device: torch.device) -> tuple[str, str]:
-    """--amp as given -> (off|bf16|fp16, the reason, printed at start). Warns on a slow explicit choice."""
+    """--amp as given -> (off|bf16|fp16, the reason, printed at start). Warns on a slow explicit choice, refuses
+    fp16 on a CPU (a UserError naming bf16 where the CPU has it natively, else off)."""
     cpu_bf16 = device.type == "cpu" and cpu_has_native_bf16()
     if amp != "auto":
         if device.type == "cpu" and amp == "bf16" and not cpu_bf16:
@@ -189,9 +191,10 @@ def resolve_amp(amp: str, device: torch.device) -> tuple[str, str]:
                           "runs about 30x SLOWER than fp32 (MiniLM train step 30.1 s vs 1.1 s on an AVX2 EPYC). "
                           "Use --amp off (or auto).", stacklevel=2)
         if device.type == "cpu" and amp == "fp16":
-            warnings.warn("--amp fp16 on a CPU: fp16 matmuls are not what CPUs accelerate, and a GradScaler is needed; "
-                          "expect it to be slower than fp32. Use --amp auto (bf16 where the CPU has it, else off).",
-                          stacklevel=2)
+            use = ("--amp bf16 (this CPU has native bf16)" if cpu_bf16 else
+                   "--amp off (fp32: this CPU has no native bf16, where bf16 is ~30x slower too)")
+            raise UserError(f"--amp fp16 on a CPU: CPUs do not accelerate fp16 (a run takes ~20x fp32's time); use "
+                            f"{use}, or --amp auto, which picks it")
         return amp, "as requested"
     if device.type == "cuda":
         if torch.cuda.is_bf16_supported():

@@ -3,7 +3,10 @@
 `at_least(lo)`, `between(lo, hi)` and `positive` are argparse `type=` functions: a bad value
 stops at parse time with argparse's own message ("argument --batch_size: expected an integer
 >= 1, got 0") and exit status 2, before data or a model is loaded. `BriefParser.error` (every parser here) prints
-that message and "--help for all flags", not argparse's full usage block first. `writable_dir` and
+that message and "--help for all flags", not argparse's full usage block first. A mistyped flag or choice gets
+the closest known one (`suggest`, difflib, as a mistyped data file does): "unrecognized arguments: --epoch_s 3;
+did you mean --epochs?", "argument --task: invalid choice: 'RTF'; did you mean 'RTE'? (choose from ...)";
+`unknown(what, value, choices)` words the same for the lists a module checks itself (--configs, --tasks). `writable_dir` and
 `writable_file` check output paths the same early way, by creating (and removing) a scratch
 file where the output will go: that catches a missing permission, a read-only disk, and a path
 whose parent is a file, which os.access alone would not. An unwritable prediction path then
@@ -16,10 +19,12 @@ prints the resolved configuration instead of running, else applies each module's
 """
 
 import argparse
+import difflib
 import inspect
 import math
 import os
 import re
+import sys
 import tempfile
 
 from minbert.core import recipes
@@ -33,7 +38,40 @@ class BriefParser(argparse.ArgumentParser):
         """A bad flag or value: one line naming it and what was expected, one pointing to --help, exit 2.
         argparse's own error() prints the whole usage first (57 lines for train_multitask.py), which
         pushes the one line that matters off the screen."""
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):   # the closest known flag for each unknown one
+            known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+            message += "".join(suggest(t.split("=")[0], known) for t in message[len(prefix):].split()
+                               if t.startswith("--"))
         self.exit(2, f"{self.prog}: error: {message}\n{self.prog}: --help for all flags\n")
+
+    def _check_value(self, action, value):
+        """argparse's choices check, with the closest choice named."""
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{suggest(str(value), action.choices, repr)} "
+                                                 f"(choose from {choices})")
+
+
+def closest(word: str, choices):
+    """The choice closest to `word` (difflib's ratio >= 0.6, ignoring case), else None."""
+    by_lower = {str(c).lower(): c for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
+
+
+def suggest(word: str, choices, show=str) -> str:
+    """'; did you mean X?' for the choice closest to `word`, else ''."""
+    close = closest(word, choices)
+    return "" if close is None else f"; did you mean {show(close)}?"
+
+
+def unknown(what: str, value: str, choices) -> str:
+    """The one line for a value outside a fixed vocabulary:
+    "unknown task 'RTF'; did you mean RTE? Choose from CoLA, SST-2, ..." (no guess when none is close)."""
+    close = closest(value, choices)
+    then = "; choose from" if close is None else f"; did you mean {close}? Choose from"
+    return f"unknown {what} {value!r}{then} {', '.join(map(str, choices))}"
 
 
 class ArgumentParser(BriefParser):
@@ -43,14 +81,24 @@ class ArgumentParser(BriefParser):
         kwargs.setdefault("fromfile_prefix_chars", "@")
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
-        self.add_argument("--dry_run", action="store_true",
-                          help="print the resolved configuration (every flag: value and source) as JSON and exit")
+        self.add_argument("--dry_run", nargs="?", const="table", choices=recipes.DRY_RUN, default=None,
+                          help="print what would run and exit: a short table (the flags changed from their defaults, "
+                               "the model and whether it must be downloaded, data sizes, steps); --dry_run json: "
+                               "every flag, its value and source")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, but a bare --dry_run never takes the next word as its format unless it is one (table,
+        json): `python -m minbert ensemble --dry_run runs/a` keeps runs/a a run folder."""
+        args = list(sys.argv[1:] if args is None else args)
+        args = [a + "=table" if a == "--dry_run" and (i + 1 == len(args) or args[i + 1] not in recipes.DRY_RUN)
+                else a for i, a in enumerate(args)]
+        return super().parse_known_args(args, namespace)
 
     def parse(self, argv=None, *modules):
-        """parse_args; with --dry_run print the configuration and exit (minbert/core/recipes.py); then each module's
-        combination rules (check_args)."""
+        """parse_args; with --dry_run print what would run and exit (minbert/core/recipes.py; the modules'
+        describe(args) add rows); then each module's combination rules (check_args)."""
         args = self.parse_args(argv)
-        recipes.dry_run(self, argv, args)
+        recipes.dry_run(self, argv, args, modules)
         check(args, self, *modules)
         return args
 

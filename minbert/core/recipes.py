@@ -4,8 +4,20 @@ A recipe is an argparse `@file` (minbert.core.flags.ArgumentParser): `python tra
 @recipes/pritsky-best.args --seed 2`, one `--flag value  # paper section` per line. Later arguments
 override earlier ones (argparse's rule), so flags after the recipe change it for one run.
 
-`--dry_run` (every entry point) prints the resolved configuration as JSON and exits with status 0
-before any data, model or output folder is touched:
+`--dry_run` (every entry point) prints what a command would run and exits with status 0 before any data, model
+or output folder is touched: a short table by default, the flags that differ from their defaults grouped by the
+method (argument group) that owns them, the model (and whether it must be downloaded first), and what the
+parsing modules add through a `describe(args)` function (train_multitask.py's training examples and steps,
+minbert/tasks/sampling.py; train_mml.py's, minbert/tasks/glue.py):
+
+    train_multitask.py --dry_run  no model loaded, nothing written; --dry_run json: every flag, its value and source
+    model                         bert-base-uncased: NOT downloaded yet: the run downloads it first (~440 MB ...)
+    changed                       model and optimisation: --lr 2e-05 (recipe), --epochs 5 (recipe)
+                                  PALs: --pals (recipe)
+    train data                    sst 8,544, para 15,998, sts 6,040 examples
+    steps                         956 per epoch x 5 epochs = 4,780 optimizer steps
+
+`--dry_run json` prints every flag, its value and its source as JSON:
 
     {"entry": "train_multitask.py", "argv": [...], "recipes": ["recipes/x.args"],
      "flags": {"lr": {"value": 1e-05, "source": "recipe"}, "epochs": {"value": 10, "source": "default"}, ...}}
@@ -74,13 +86,63 @@ def configuration(parser, argv: list[str], args) -> dict:
             "flags": {k: {"value": v, "source": src.get(k, "default")} for k, v in sorted(values.items())}}
 
 
-def dry_run(parser, argv, args) -> None:
-    """With --dry_run: print the configuration (JSON) and exit 0. Otherwise nothing."""
-    if not getattr(args, "dry_run", False):
+DRY_RUN = ("table", "json")   # --dry_run's formats; a bare --dry_run is the table
+
+
+def dry_run(parser, argv, args, modules=()) -> None:
+    """With --dry_run: print the table (or, with --dry_run json, the configuration as JSON) and exit 0; `modules`
+    with a describe(args) add their rows to the table. Without --dry_run: nothing."""
+    if not getattr(args, "dry_run", None):
         return
     argv = list(sys.argv[1:] if argv is None else argv)
-    print(json.dumps(configuration(parser, argv, args), indent=1, default=str))
+    config = configuration(parser, argv, args)
+    if args.dry_run == "json":
+        print(json.dumps(config, indent=1, default=str))
+    else:
+        rows = [(f"{config['entry']} --dry_run", "no model loaded, nothing written; --dry_run json: every flag, its "
+                                                 "value and source")]
+        if isinstance(getattr(args, "model", None), str):
+            rows.append(("model", model_note(args.model)))
+        changed = changed_flags(parser, config)
+        rows += [("changed" if i == 0 else "", f"{group}: {', '.join(items)}") for i, (group, items)
+                 in enumerate(changed.items())] or [("changed", "nothing: every flag at its default")]
+        for module in modules:
+            rows += module.describe(args) if hasattr(module, "describe") else []
+        width = max(len(label) for label, _ in rows)
+        print("\n".join(f"{label:<{width}}  {text}" for label, text in rows))
     raise SystemExit(0)
+
+
+def changed_flags(parser, config: dict) -> dict[str, list[str]]:
+    """{argument group's short title: ["--lr 2e-05 (recipe)", "--pals", ...]}: the flags whose value differs from
+    the parser's default, grouped as --help groups them (one group per method)."""
+    changed = {}
+    for group in parser._action_groups:
+        for action in group._group_actions:
+            flag = config["flags"].get(action.dest)
+            if flag is None or flag["value"] == action.default or action.dest == "dry_run":
+                continue
+            name = action.option_strings[-1] if action.option_strings else action.dest
+            value = flag["value"]
+            shown = name if value is True else f"{name} {' '.join(map(str, value)) if isinstance(value, list) else value}"
+            changed.setdefault(group.title.split(" (")[0], []).append(
+                shown + (" (recipe)" if flag["source"] == "recipe" else ""))
+    return changed
+
+
+def model_note(name: str) -> str:
+    """The model a run loads, and whether it must be downloaded first (minbert/core/hub.py; nothing is fetched)."""
+    from minbert.core import hub
+    try:
+        found = hub.resolve(name, download=False)
+    except UserError as e:   # a bad path or a missing package: what the run itself would say
+        return f"{name}: the run would stop: {str(e).splitlines()[0]}"
+    if found is not None:
+        return f"{name} ({found})"
+    if hub.offline():
+        return f"{name}: NOT downloaded, and HF_HUB_OFFLINE is set: the run would stop; run once online first"
+    size = " (about 440 MB)" if "bert-base" in name else " (about 1.3 GB)" if "bert-large" in name else ""
+    return f"{name}: NOT downloaded yet: the run downloads it first{size} into {hub.cache_dir()}"
 
 
 RECIPE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "recipes")

@@ -16,7 +16,8 @@ nanoGPT's checkpoint dict built in its loop):
 - `resume_note(loop)`: the line a resumed run prints ("resuming at epoch 1, step 86; no epoch finished yet").
 
 The progress bar lives in minbert/core/progress.py, Ctrl-C in minbert/core/interrupt.py (`stop.saving`),
-metrics.jsonl in progress.log_epoch; none of them is part of the state.
+metrics.jsonl in progress.log_epoch; none of them is part of the state. The step log (minbert/run/step_log.py) is
+a part: its clock (the run's seconds so far, the epoch's training seconds and examples) continues on resume.
 
 On disk (unchanged since the single TrainState object, so older last.pt/interrupted.pt/best.pt load): one
 key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
@@ -46,7 +47,8 @@ from minbert.core.errors import UserError
 
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
 WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
-         "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "handout_headers",
+         "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "report_to",
+         "handout_headers",
          "fast_paths", "threads",
          *(f"{t}_{s}{o}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test") for o in ("", "_out"))}
 

@@ -11,6 +11,13 @@ finite, and under torchrun all ranks skip it together (a rank stepping alone wou
 identical weights). Ten skipped steps in a row stop the run with advice: that is a diverged run,
 not a bad batch. The schedule moves on either way, so a resumed run and an uninterrupted one
 see the same learning rates.
+
+For the step log (minbert/run/step_log.py) each update keeps `last_lr`, the learning rates it used, and, when
+`measure` was set before it, `grad_norm`: the L2 norm over all gradients it applies. That is the place where the
+norm is cheap and right: once per update, after every micro-batch of gradient accumulation, after DDP averaged the
+gradients across ranks (in the last backward) and PCGrad/GradVac combined them, and after fp16's unscale
+(`GradScaler.unscale_`, which the scaler's step then does not repeat), so it is the norm of the gradient the
+optimizer sees. Clipping would read the same number (torch.nn.utils.clip_grad_norm_'s total norm).
 """
 
 import torch
@@ -26,6 +33,7 @@ class OptimizerStep:
         self.optimizer, self.scheduler, self.scaler, self.out_dir = optimizer, scheduler, scaler, out_dir
         self.bad_steps = 0
         self.world = distributed.world_size()   # build it after distributed.setup()
+        self.measure, self.grad_norm, self.last_lr = False, None, [g["lr"] for g in optimizer.param_groups]
 
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
@@ -34,6 +42,8 @@ class OptimizerStep:
         """Update the weights (unless a loss of this step was not finite on any rank); returns whether it did."""
         if self.world > 1:      # every rank skips together: a rank stepping alone would break DDP's identical weights
             finite = not distributed.any_rank(not finite)
+        self.last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        self.grad_norm = self.gradient_norm() if self.measure else None
         if self.scaler:         # skips the step itself when the scaled gradients overflowed
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -47,3 +57,13 @@ class OptimizerStep:
             raise UserError(f"{MAX_BAD_STEPS} optimizer steps in a row had a non-finite loss: lower --lr or use "
                             f"--amp off; {self.out_dir}/last.pt holds the last finished epoch")
         return finite
+
+    def gradient_norm(self) -> float:
+        """‖g‖₂ over every gradient of the optimizer's parameters, unscaled first under fp16."""
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        if not grads:
+            return 0.0
+        norms = torch.stack([torch.linalg.vector_norm(g.detach().float()) for g in grads])   # (P,) one per tensor
+        return float(torch.linalg.vector_norm(norms))

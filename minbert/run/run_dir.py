@@ -43,8 +43,9 @@ MARKER = "run.json"
 RESUME_STATE = ("last.pt", "interrupted.pt")
 # Every name a minbert run writes into its folder. A folder holding any of them (other than the marker and
 # stage.json, which a run writes before it has trained anything) is another run's.
-ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "curves.png", "outputs.pt", "model",
-             "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json", "stage.json", MARKER)
+ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "steps.jsonl", "tensorboard", "curves.png",
+             "outputs.pt", "model", "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json", "stage.json",
+             MARKER)
 SETUP_ONLY = {MARKER, "stage.json"}   # what a run that failed before training may have written
 # errors that mean "the disk refused a write" (full, over quota, over the file size limit, read-only), and those
 # that do when the file is in the run folder (no permission)
@@ -55,12 +56,12 @@ NO_PERMISSION = {errno.EACCES, errno.EPERM}
 def add_run_args(parser, out_dir: str, seed: int) -> None:
     """The flags both training scripts share, each group from the module that owns it: the machine (device, amp,
     compile, seed), the run folder and resume, progress in logs, fast paths."""
-    from minbert.run import checkpoint, fast_paths   # here: importing run_dir alone stays light
-    from minbert.core import device, progress
+    from minbert.run import checkpoint, fast_paths, step_log   # here: importing run_dir alone stays light
+    from minbert.core import device
     device.add_args(parser, seed=seed)
     checkpoint.add_args(parser, out_dir=out_dir)
     add_args(parser)
-    progress.add_args(parser)
+    step_log.add_args(parser)
     fast_paths.add_args(parser)
 
 

@@ -333,6 +333,18 @@ def category_prediction(task: str, probs: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------- flags
+def describe(args) -> list[tuple[str, str]]:
+    """--dry_run's rows for train_mml.py: --task's train and dev examples (read as the run reads them, --limit
+    applied; nothing tokenized) and the steps per epoch they make."""
+    try:
+        rows = {split: len(read_glue(args.glue_dir, args.task, split)[: args.limit or None]) for split in ("train", "dev")}
+    except DataError as e:
+        return [("data", f"the run would stop: {e}")]
+    epochs = f"x {args.epochs} epochs" if args.epochs else "(--epochs: the paper's 10/30/100 by training size)"
+    return [("data", f"{args.task} train {rows['train']:,}, dev {rows['dev']:,} examples"),
+            ("steps", f"{math.ceil(rows['train'] / args.batch_size):,} per epoch {epochs}")]
+
+
 def add_args(parser) -> None:
     g = parser.add_argument_group("GLUE data")
     g.add_argument("--task", required=True, type=task_name, choices=list(TASKS),

@@ -43,12 +43,12 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
 from minbert.core import flags
 from minbert.bert.model import BertModel
 from minbert.core.device import autocast
 from minbert.core.errors import UserError
+from minbert.core.progress import phase
 from minbert.tasks.metrics import accuracy, cs224n_overall, pearson
 from minbert.tasks.pair_heads import ConcatHead, CosineHead, DotHead, SiameseHead, TanhScaledHead
 
@@ -218,22 +218,21 @@ def to_device(batch: dict, device) -> dict:
 
 
 @torch.inference_mode()
-def run_heads(model: MultitaskBert, splits: dict, batch_size: int, device, amp: str) -> dict:
+def run_heads(model: MultitaskBert, splits: dict, batch_size: int, device, amp: str, desc: str = "eval") -> dict:
     """Head outputs for every example of each split {task: TaskData}, in length-sorted batches
-    (least padding): {task: (ids, positions in the split, outputs)}. Leaves the model in eval mode."""
+    (least padding): {task: (ids, positions in the split, outputs)}. Leaves the model in eval mode.
+    Progress (minbert/core/progress.py phase): a line as it starts, then a bar or a line every 30 s in logs."""
     model.eval()
-    results = {}
-    for task, data in splits.items():
-        ids, index, outs = [], [], []
-        batches = data.batches(batch_size, shuffle=False)
-        # disable=None: a bar on a terminal, nothing in logs and CI
-        for batch in tqdm(batches, desc=f"eval {task}", total=math.ceil(len(data) / batch_size), leave=False, disable=None):
-            with autocast(device, amp):
-                outs.append(model(task, to_device(batch, device)).float().cpu())
-            ids += batch["ids"]
-            index.append(batch["index"])
-        results[task] = (ids, torch.cat(index), torch.cat(outs))
-    return results
+    results = {task: ([], [], []) for task in splits}                # ids, positions, outputs
+    batches = ((task, batch) for task, data in splits.items() for batch in data.batches(batch_size, shuffle=False))
+    total = sum(math.ceil(len(data) / batch_size) for data in splits.values())
+    for task, batch in phase(batches, f"{desc} {', '.join(splits)}", total):
+        ids, index, outs = results[task]
+        with autocast(device, amp):
+            outs.append(model(task, to_device(batch, device)).float().cpu())
+        ids += batch["ids"]
+        index.append(batch["index"])
+    return {task: (ids, torch.cat(index), torch.cat(outs)) for task, (ids, index, outs) in results.items()}
 
 
 def task_scores(results: dict, splits: dict) -> dict:

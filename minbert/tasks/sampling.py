@@ -164,6 +164,24 @@ class BatchStream:
 
 
 # ---------------------------------------------------------------------------------------------- flags
+def describe(args) -> list[tuple[str, str]]:
+    """--dry_run's rows for train_multitask.py: each task's training examples (read as the run reads them, --limit
+    applied; nothing tokenized) and the optimizer steps they make (steps_per_epoch, one process)."""
+    import copy
+    from minbert.core.errors import UserError
+    from minbert.tasks import data
+    resolved = copy.copy(args)
+    data.resolve_paths(resolved)   # the files --data_dir implies, on a copy
+    try:
+        rows = {t: len(read(getattr(resolved, f"{t}_train"))[: args.limit or None]) for t, read in data.READERS.items()}
+    except UserError as e:
+        return [("train data", f"the run would stop: {e}")]
+    _, steps = steps_per_epoch(args, list(rows.values()), rows["sst"])
+    return [("train data", ", ".join(f"{t} {n:,}" for t, n in rows.items()) + " examples"),
+            ("steps", f"{steps:,} per epoch x {args.epochs} epochs = {steps * args.epochs:,} optimizer steps "
+                      f"(batch {args.batch_size} x --grad_accum {args.grad_accum})")]
+
+
 def add_args(parser) -> None:
     g = parser.add_argument_group("task sampling (Stickland & Murray 2019 §4; Muppet, arXiv:2101.11038)")
     g.add_argument("--schedule", choices=SCHEDULES, default="proportional",

@@ -31,6 +31,7 @@ import shutil
 import urllib.error
 import zipfile
 
+from minbert.core import flags
 from minbert.core.errors import UserError, cli
 from minbert.core.flags import BriefParser, writable_dir
 from minbert.core.hub import download_file
@@ -169,7 +170,9 @@ def _task_list(text: str) -> list[str]:
         return GLUE_FOLDERS
     unknown = [n for n in names if n.lower() not in by_lower]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown task(s) {unknown or text!r}: choose from all, {', '.join(TASKS)}")
+        guess = "".join(flags.suggest(n, TASKS) for n in unknown)
+        raise argparse.ArgumentTypeError(f"unknown task(s) {unknown or text!r}: choose from all, "
+                                         f"{', '.join(TASKS)}{guess}")
     return [by_lower[n.lower()] for n in names]
 
 

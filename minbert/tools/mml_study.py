@@ -100,8 +100,8 @@ def check_args(args, p) -> None:
     args.extra_datasets = [t for t in args.extra_datasets.split(",") if t]
     for t in args.extra_datasets:
         if t not in TASKS or TASKS[t].category is None:
-            p.error(f"--extra_datasets: {t!r} is not a dataset of a category; choose from "
-                    f"{', '.join(t for t, i in TASKS.items() if i.category)}")
+            categorised = [t for t, i in TASKS.items() if i.category]
+            p.error(f"--extra_datasets: {flags.unknown('dataset of a category', t, categorised)}")
     try:
         args.seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
@@ -109,7 +109,7 @@ def check_args(args, p) -> None:
     args.tasks = args.tasks.split(",")
     for t in args.tasks:
         if t not in TASKS:
-            p.error(f"--tasks: unknown task {t!r}; choose from {', '.join(TASKS)}")
+            p.error(f"--tasks: {flags.unknown('task', t, TASKS)}")
     args.methods = args.methods.split(",")
     for m in args.methods:
         split_method(m, p.error)
@@ -128,7 +128,7 @@ def split_method(name, error=None):
     match = re.fullmatch(r"(.*?)(\d*)", name)
     method, heads = match.group(1), match.group(2)
     if method not in METHODS:
-        (error or ValueError)(f"unknown method {name!r}: expected one of {', '.join(METHODS)}, optionally + head count")
+        (error or ValueError)(f"--methods: {flags.unknown('method', name, METHODS)} (each optionally + a head count)")
     return method, int(heads) if heads else None
 
 

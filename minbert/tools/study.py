@@ -398,7 +398,7 @@ def parse_args(argv=None):
     args.configs = [c for c in args.configs.split(",") if c]
     for c in args.configs:
         if c not in CONFIGS:
-            p.error(f"--configs: unknown configuration {c!r}; choose from {', '.join(CONFIGS)}")
+            p.error(f"--configs: {flags.unknown('configuration', c, CONFIGS)}")
     if "ensemble" in args.configs and "baseline" not in args.configs:
         p.error("--configs ensemble averages the baseline seeds: add baseline")
     for flag in ("--seed", "--out_dir", "--resume", *(("--steps_per_epoch",) if args.examples_per_epoch else ())):

@@ -61,6 +61,29 @@ def test_forced_bf16_on_a_native_bf16_cpu_is_silent(monkeypatch):
         assert dev.resolve_amp("bf16", CPU) == ("bf16", "as requested")
 
 
+@pytest.mark.parametrize("caps, use", [({}, "--amp off"), ({"amx_bf16": True}, "--amp bf16")])
+def test_fp16_on_a_cpu_is_refused_naming_what_to_use(monkeypatch, caps, use):
+    """--amp fp16 on a CPU ran ~20x slower than fp32 and was accepted: now one line, naming bf16 where the CPU has
+    it natively and off (fp32) elsewhere. On a GPU fp16 stays what it was."""
+    cpu_caps(monkeypatch, **caps)
+    with pytest.raises(UserError) as refused:
+        dev.resolve_amp("fp16", CPU)
+    message = str(refused.value)
+    assert message.startswith("--amp fp16 on a CPU") and use in message and "\n" not in message, \
+        f"minbert.core.device.resolve_amp: --amp fp16 on a CPU ({caps or 'AVX2 only'}) must say to use {use}: {message!r}"
+    assert dev.resolve_amp("fp16", torch.device("cuda")) == ("fp16", "as requested")
+
+
+def test_fp16_on_a_cpu_stops_the_script_before_it_loads_anything(tmp_path, capsys):
+    import train_mml
+    from minbert.core.errors import cli
+    with pytest.raises(SystemExit) as stop:
+        cli(train_mml.main, ["--task", "RTE", "--device", "cpu", "--amp", "fp16", "--out_dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert stop.value.code != 0 and "--amp fp16 on a CPU" in err and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists(), "a refused run must leave no folder behind"
+
+
 @pytest.mark.parametrize("name", ["gpu", "cuda:x", "tpu"])
 def test_bad_device_names_are_user_errors(name):
     with pytest.raises(UserError, match=f"--device {name}"):
@@ -166,3 +189,31 @@ def _tiny(tmp_path):
     data.mkdir()
     write_task_files(data)
     return data, save_tiny_model(tmp_path / "model")
+
+
+def test_the_load_is_the_busiest_of_the_samples_capped_by_the_average(tmp_path, monkeypatch):
+    """current_load reads /proc/loadavg `samples` times, `wait` s apart, and takes the MOST threads running at any
+    read (less this process), capped by the 1-minute average. One read alone sees the other jobs only when they happen
+    to be on a core at that instant; the average alone lags a minute. Here a fake /proc/loadavg changes at every
+    (fake) sleep: the running counts 1, 3, 2, 1, 2 (this process among them) give 2 other threads at the busiest read.
+    The first, the last, the mean or a count that keeps this process would each give another number."""
+    path = tmp_path / "loadavg"
+    running = iter([1, 3, 2, 1, 2])
+    path.write_text(f"2.60 2.00 1.50 {next(running)}/87 4242\n")
+    sleeps = []
+
+    def fake_sleep(seconds):   # the next sample's content appears while current_load waits
+        sleeps.append(seconds)
+        path.write_text(f"2.60 2.00 1.50 {next(running)}/87 4242\n")
+
+    monkeypatch.setattr(dev.time, "sleep", fake_sleep)
+    monkeypatch.setattr(dev.os, "getloadavg", lambda: (2.6, 2.0, 1.5))
+    load = dev.current_load(str(path), samples=5, wait=0.05)
+    assert sleeps == [0.05] * 4, f"minbert.core.device.current_load: 5 samples need 4 waits of 0.05 s, got {sleeps}"
+    assert load == 2.0, (f"minbert.core.device.current_load: samples of 1, 3, 2, 1, 2 running threads (this process "
+                         f"among them) and a 1-minute average of 2.6 must give 2.0 (the busiest sample), got {load}")
+    monkeypatch.setattr(dev.os, "getloadavg", lambda: (0.7, 0.5, 0.5))   # the busiest sample above the average
+    running = iter([3, 3, 3, 3, 3])
+    path.write_text(f"0.70 0.50 0.50 {next(running)}/87 4242\n")
+    assert dev.current_load(str(path), samples=5, wait=0.05) == 0.7, \
+        "minbert.core.device.current_load: the load is capped by the 1-minute average (a burst of threads is brief)"

@@ -224,3 +224,43 @@ def test_sub_parsers_of_python_m_tools_print_two_lines_too(capsys):
     assert e.value.code == 2 and len(err.splitlines()) == 2 and err.splitlines()[1].endswith("--help for all flags"), \
         f"minbert.tools.download: a bad value must print 2 lines (error, --help), got {len(err.splitlines())}:\n{err}"
     assert "argument --tasks" in err and "XX" in err, f"the error must name the flag and the value:\n{err}"
+
+
+# ---------------------------------------------------------------------------- "did you mean"
+def refused(parse_args, argv, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_args(argv)
+    err = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 2 and len(err) == 2, f"{argv}: expected status 2 and two lines, got {stop.value.code}: {err}"
+    return err[0]
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["--task", "RTE", "--epoch_s", "3"], "unrecognized arguments: --epoch_s 3; did you mean --epochs?"),
+    (["--task", "RTE", "--methd=mml"], "unrecognized arguments: --methd=mml; did you mean --method?"),
+    (["--task", "RTF"], "argument --task: invalid choice: 'RTF'; did you mean 'RTE'? (choose from 'CoLA', 'SST-2'"),
+    (["--task", "RTE", "--method", "mlm"], "argument --method: invalid choice: 'mlm'; did you mean 'mml'?"),
+    (["--task", "RTE", "--zzz"], "unrecognized arguments: --zzz"),   # nothing close: no guess
+])
+def test_a_mistyped_flag_or_choice_names_the_closest_one(argv, want, capsys):
+    import train_mml
+    line = refused(train_mml.parse_args, argv, capsys)
+    assert want in line and line.count("did you mean") == want.count("did you mean"), \
+        f"train_mml.py {' '.join(argv)}: expected {want!r} in the error, got {line!r}"
+
+
+@pytest.mark.parametrize("command, argv, want", [
+    ("study", ["--configs", "baseline,palss"], "--configs: unknown configuration 'palss'; did you mean pals? Choose from"),
+    ("mml_study", ["--tasks", "RTE,MRCP"], "--tasks: unknown task 'MRCP'; did you mean MRPC? Choose from"),
+    ("mml_study", ["--methods", "mml,bert_drop"], "--methods: unknown method 'bert_drop'; did you mean bert-drop?"),
+])
+def test_a_mistyped_name_in_a_studys_lists_names_the_closest_one(command, argv, want, capsys):
+    import importlib
+    module = importlib.import_module(f"minbert.tools.{command}")
+    line = refused(module.parse_args, argv, capsys)
+    assert want in line, f"python -m minbert {command} {' '.join(argv)}: expected {want!r}, got {line!r}"
+
+
+def test_unknown_offers_no_guess_when_nothing_is_close():
+    assert flags.unknown("task", "BoolQ", ["RTE", "MRPC"]) == "unknown task 'BoolQ'; choose from RTE, MRPC"
+    assert flags.closest("sts-b", ["STS-B", "SST-2"]) == "STS-B", "case does not count against a guess"

@@ -1,8 +1,9 @@
 """Progress in logs (minbert/core/progress.py).
 
-Oracles: (c) properties. With stdout piped (pytest captures it: not a terminal) a real run prints one progress
+Oracles: (c) properties. With stdout piped (pytest captures it: not a terminal) a real run prints one step record
 line per --log_every steps, counted against the number of steps the run takes; a fake clock shows the time
-rule (--log_seconds) on its own. (The thread count that replaced the busy-machine warning: test_device.py.)
+rule (--log_seconds) and the ETA from the recent rate on their own. (The thread count that replaced the
+busy-machine warning: test_device.py. The step records' numbers: tests/run/test_step_log.py.)
 """
 
 import math
@@ -15,16 +16,17 @@ def progress_lines(text):
     return [line for line in text.splitlines() if line.startswith("epoch ") and " step " in line]
 
 
-def test_piped_run_prints_a_progress_line_every_n_steps(setup, tmp_path, capsys):
-    run(setup, tmp_path / "r", "--epochs", "2", "--log_every", "3")
-    lines = progress_lines(capsys.readouterr().out)
-    steps = math.ceil(3 * 24 / 4)   # 72 training examples, batch 4: 18 steps per epoch
-    # per epoch: the start, step 1, every 3rd step (3, 6, ..., 18) -> 2 + 6 lines
-    assert len(lines) == 2 * (2 + steps // 3), \
-        f"minbert.core.progress: with stdout piped and --log_every 3, expected {2 * (2 + steps // 3)} lines, got {lines}"
-    last = lines[-1]
-    for part in ("epoch 2/2", f"step {steps}/{steps}", "ex/s", "ETA", "sst ", "para ", "sts "):
-        assert part in last, f"a progress line must show {part!r}: {last!r}"
+def test_piped_run_prints_a_step_record_line_every_n_steps(setup, tmp_path, capsys):
+    run(setup, tmp_path / "r", "--epochs", "2", "--log_every", "7", "--head_lr", "1e-2")
+    out = capsys.readouterr().out
+    steps = math.ceil(3 * 24 / 4)   # 72 training examples, batch 4: 18 steps per epoch, 36 in the run
+    records = [line for line in out.splitlines() if line.startswith("step ")]
+    assert [int(r.split()[1]) for r in records] == [7, 14, 21, 28, 35], \
+        f"minbert.run.step_log: with --log_every 7, expected a line at steps 7, 14, ..., 35 of 36, got {records}"
+    for part in ("(epoch 2)", "| loss ", "sst ", "| lr ", "heads", "| grad norm ", " ex/s"):
+        assert part in records[-1], f"a step record line must show {part!r}: {records[-1]!r}"
+    lines = progress_lines(out)   # the progress lines: start, first step, last step of each epoch (fast steps)
+    assert len(lines) == 6 and f"step {steps}/{steps}" in lines[-1] and "ETA" in lines[-1], lines
 
 
 def test_piped_run_with_default_flags_shows_each_epoch_start_and_end(setup, tmp_path, capsys, monkeypatch):
@@ -54,7 +56,7 @@ def test_time_rule_prints_when_log_seconds_have_passed():
         def flush(self):
             pass
 
-    bar = progress.LogBar(range(10), epoch=1, epochs=1, total=10, every=0, seconds=25, stream=Sink(),
+    bar = progress.LogBar(range(10), epoch=1, epochs=1, total=10, seconds=25, stream=Sink(),
                           clock=lambda: next(t))
     assert list(bar) == list(range(10)), "LogBar must yield every item"
     # the start, after step 1, then whenever 25 s passed since the last line, and at the last step
@@ -81,11 +83,53 @@ def test_a_line_is_printed_as_the_epoch_starts_before_the_first_step():
             seen.append(list(lines))   # what the log held when step i began
             yield i
 
-    bar = progress.LogBar(steps(), epoch=1, epochs=2, total=956, initial=86, every=0, seconds=30, stream=Sink(),
+    bar = progress.LogBar(steps(), epoch=1, epochs=2, total=956, initial=86, seconds=30, stream=Sink(),
                           clock=lambda: 0.0)
     list(bar)
     assert seen[0] == ["epoch 1/2 step 86/956 (9%) | starting; a line after the first step, then every 30 s"], \
         f"minbert.core.progress.LogBar: expected one start line before the first step, got {seen[0]}"
+
+
+class Sink:
+    def __init__(self):
+        self.lines = []
+
+    def write(self, text):
+        self.lines.extend(x for x in text.splitlines() if x)
+
+    def flush(self):
+        pass
+
+
+def test_the_eta_follows_the_rate_of_the_last_steps_not_the_average_since_the_start():
+    """100 steps at 1 s, then the machine gets busy: 3 s a step. At step 150 of 200 the 50 steps left take 150 s at
+    the recent rate (the last RATE_WINDOW = 50 steps were all 3 s); the average since the start (250 s / 150 steps)
+    would say 83 s. The next epoch's 200 steps add 600 s to the run's ETA."""
+    from minbert.core import progress
+    assert progress.RATE_WINDOW == 50
+    durations = [1.0] * 100 + [3.0] * 100
+    times = iter([0.0] + [sum(durations[:i + 1]) for i in range(200)])
+    sink = Sink()
+    # lines: the start, step 1 (t = 1 s), then by time: 249 s later, t = 250 s, is step 150 (100 x 1 s + 50 x 3 s)
+    bar = progress.LogBar(range(150), epoch=1, epochs=2, total=200, seconds=249, stream=sink, clock=lambda: next(times))
+    list(bar)
+    assert sink.lines[-1].startswith("epoch 1/2 step 150/200"), sink.lines
+    assert "ETA epoch 2m30s, run 12m30s" in sink.lines[-1], \
+        (f"minbert.core.progress.LogBar: after 50 steps at 3 s, 50 steps left must be ETA 2m30s (the recent rate), "
+         f"and the run 2m30s + 200 x 3 s = 12m30s; got {sink.lines[-1]!r}")
+
+
+def test_recent_rate_counts_only_training_time_and_the_window():
+    from minbert.core import progress
+    rate = progress.RecentRate(window=3)
+    rate.restart(0.0)
+    for now, examples in ((1.0, 10), (2.0, 10), (3.0, 10)):
+        rate.add(now, examples)
+    rate.restart(100.0)                    # an evaluation between epochs: not training time
+    rate.add(104.0, 40)                    # a slow step: the window now holds 1 s, 1 s, 4 s
+    assert rate.steps_per_s() == 3 / 6 and rate.examples_per_s() == 60 / 6, \
+        (f"minbert.core.progress.RecentRate: the last 3 steps took 1, 1, 4 s for 10, 10, 40 examples: expected "
+         f"0.5 steps/s and 10 ex/s, got {rate.steps_per_s()}, {rate.examples_per_s()}")
 
 
 def test_log_epoch_rewrites_metrics_jsonl_only_where_asked(tmp_path, capsys):

@@ -33,7 +33,7 @@ def parse(entry):
 def dry_run(path, capsys, *extra):
     entry = entry_point(path)
     with pytest.raises(SystemExit) as stop:
-        parse(entry)([f"@{path}", "--dry_run", *extra])
+        parse(entry)([f"@{path}", "--dry_run", "json", *extra])
     out = capsys.readouterr().out
     assert stop.value.code in (0, None), f"{path.name}: --dry_run at {entry} exited with {stop.value.code}: {out[-500:]}"
     return json.loads(out)
@@ -62,6 +62,66 @@ def test_command_line_overrides_a_recipe_and_sources_are_reported(capsys, monkey
     assert flags["seed"] == {"value": 5, "source": "command line"}, flags["seed"]
     assert flags["schedule"] == {"value": "annealed", "source": "recipe"}, flags["schedule"]
     assert flags["max_seq_len"]["source"] == "default", flags["max_seq_len"]
+
+
+# ---------------------------------------------------------------------------- --dry_run's table
+def table(parse_args, argv, capsys) -> dict:
+    """--dry_run's table as {label: [texts]} (a row with no label continues the one above)."""
+    with pytest.raises(SystemExit) as stop:
+        parse_args(argv)
+    out = capsys.readouterr().out.splitlines()
+    assert stop.value.code == 0, f"{argv}: --dry_run exited {stop.value.code}"
+    out = out[next(i for i, line in enumerate(out) if "  no model loaded" in line):]   # after the readers' notes
+    width = out[0].index("  no model loaded")
+    rows, label = {}, None
+    for line in out:
+        label = line[:width].strip() or label
+        rows.setdefault(label, []).append(line[width:].strip())
+    return rows
+
+
+def test_dry_run_is_a_short_table_of_the_changes_the_model_the_data_and_the_steps(capsys, monkeypatch, tmp_path):
+    """The recipe's bert-base-uncased is in no cache here (empty caches): the table says the run downloads it first.
+    The rows are counted against the shipped files as the training script reads them (minbert.tasks.data), and
+    the steps against the rule of --steps_per_epoch 0: one pass over all examples in batches of 32, 10 epochs."""
+    import train_multitask
+    from minbert.tasks import data
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "minbert"))
+    rows = table(train_multitask.parse_args, ["@recipes/benton-baseline.args", "--seed", "5", "--steps_per_epoch", "0",
+                                              "--dry_run"], capsys)
+    assert len(sum(rows.values(), [])) <= 12, f"--dry_run must be a short table, got {rows}"
+    assert rows["model"] == [f"bert-base-uncased: NOT downloaded yet: the run downloads it first (about 440 MB) "
+                             f"into {tmp_path / 'minbert'}"], f"--dry_run must warn that the model is downloaded first: {rows}"
+    changed = " ".join(rows["changed"])
+    assert "--lr 1e-05 (recipe)" in changed and "--seed 5" in changed and "--seed 5 (recipe)" not in changed, changed
+    assert "--max_seq_len" not in changed, f"a flag at its default is not a change: {changed}"
+    sizes = {t: len(read(f"data/{name}")) for t, read, name in (("sst", data.read_sst, "ids-sst-train.csv"),
+             ("para", data.read_quora, "quora-train-sample.csv"), ("sts", data.read_sts, "sts-train.csv"))}
+    assert rows["train data"] == [f"sst {sizes['sst']:,}, para {sizes['para']:,}, sts {sizes['sts']:,} examples"], \
+        f"--dry_run's training examples must be what minbert.tasks.data reads: {rows['train data']}"
+    steps = -(-sum(sizes.values()) // 32)
+    assert rows["steps"][0].startswith(f"{steps:,} per epoch x 10 epochs = {10 * steps:,} optimizer steps"), rows["steps"]
+
+
+def test_dry_run_names_a_model_found_locally_and_json_stays_available(capsys, monkeypatch):
+    import train_mml
+    monkeypatch.chdir(ROOT)
+    rows = table(train_mml.parse_args, ["--task", "RTE", "--model", "minilm-l6", "--dry_run"], capsys)
+    assert rows["model"][0].startswith("minilm-l6 (") and "NOT" not in rows["model"][0], rows["model"]
+    assert rows["data"] == ["RTE train 2,490, dev 277 examples"], rows["data"]
+    with pytest.raises(SystemExit):
+        train_mml.parse_args(["--task", "RTE", "--dry_run", "json"])
+    assert json.loads(capsys.readouterr().out)["flags"]["task"] == {"value": "RTE", "source": "command line"}
+
+
+def test_a_bare_dry_run_before_a_positional_leaves_it_a_positional(capsys, tmp_path):
+    from minbert.core import flags
+    parser = flags.ArgumentParser(prog="p")
+    parser.add_argument("runs", nargs="+")
+    args = parser.parse_args(["--dry_run", "runs/a", "runs/b"])
+    assert (args.dry_run, args.runs) == ("table", ["runs/a", "runs/b"]), vars(args)
 
 
 # ---------------------------------------------------------------------------- the papers' values

@@ -192,3 +192,19 @@ def test_two_points_one_bandwidth_apart_meet_halfway():
     centers, labels = mean_shift([0.0, 1.0], 1.0)
     check_centers(centers, [0.5], "[0, 1], bw 1: each point is in the other's (inclusive) window")
     np.testing.assert_array_equal(labels, [0, 0], err_msg=f"{MS}: [0, 1], bw 1: one cluster")
+
+
+@pytest.mark.parametrize("max_iter", [1, 2, 3, 300])
+def test_max_iter_stops_the_seeds_where_sklearn_stops_them(max_iter):
+    """Points spreading out from 0: the seeds near 0 climb one window mean per iteration and need three moves to
+    settle, so a run cut at max_iter 1 or 2 ends elsewhere than one allowed to converge. sklearn computes
+    max_iter + 1 means per seed (its loop breaks after the mean that makes completed_iterations == max_iter);
+    an off-by-one in either direction moves the first centre."""
+    sklearn_cluster = pytest.importorskip("sklearn.cluster")
+    x = np.array([0.0, 0.1, 0.25, 0.45, 0.7, 1.0, 1.35, 1.75, 2.2, 2.7])
+    ref = sklearn_cluster.MeanShift(bandwidth=0.5, max_iter=max_iter).fit(x.reshape(-1, 1))
+    centers, labels = mean_shift(x, 0.5, max_iter=max_iter)
+    check_centers(centers, ref.cluster_centers_.ravel(), f"max_iter={max_iter}")
+    np.testing.assert_array_equal(labels, ref.labels_, err_msg=f"{MS}: max_iter={max_iter}: labels differ from sklearn")
+    firsts = {m: round(float(mean_shift(x, 0.5, max_iter=m)[0][0]), 4) for m in (1, 2, 300)}
+    assert len(set(firsts.values())) == 3, f"test data: the first centre must differ at max_iter 1, 2, 300: {firsts}"

@@ -276,6 +276,22 @@ def test_elimination_stops_below_min_heads():
     assert int(heads.active.sum()) == 4, f"{ELIM}.maybe_eliminate: β changed below the threshold"
 
 
+def test_elimination_still_acts_with_exactly_min_heads_active():
+    """Algorithm 1's condition is Σβ ≥ Threshold (5): a round with exactly 5 active heads still clusters and prunes,
+    and the next round, with 3 left, does not. The boundary is where `>` and `>=` differ."""
+    heads, elim = set_eliminator([0.10, 0.11, 0.12, 0.50, 0.51, 0.90])
+    heads.active[5] = False                                                  # exactly MIN_HEADS = 5 active
+    event = elim.maybe_eliminate(10)
+    assert event is not None and event["eliminated"] == [3, 4], \
+        f"{ELIM}.maybe_eliminate: with exactly Σβ = {MIN_HEADS} active heads a round must run (Σβ ≥ Threshold, " \
+        f"Algorithm 1) and remove heads 3, 4; got {event}"
+    assert heads.active.tolist() == [True, True, True, False, False, False], heads.active.tolist()
+    heads.active[:] = torch.tensor([True, True, True, True, False, False])   # 4 = MIN_HEADS - 1, two blobs
+    elim.moving_avg.copy_(torch.tensor([0.10, 0.11, 0.50, 0.51, 0.9, 0.9]))
+    assert elim.maybe_eliminate(20) is None and int(heads.active.sum()) == 4, \
+        f"{ELIM}.maybe_eliminate: with Σβ = {MIN_HEADS - 1} < Threshold no round may run"
+
+
 def test_elimination_acts_only_every_k_steps():
     heads, elim = set_eliminator([0.1, 0.11, 0.12, 0.5, 0.51, 0.52], every=10)
     for step in [0, 1, 5, 9, 11, 15, 19]:

@@ -15,6 +15,7 @@ scores and bit-identical weights (train_multitask and train_mml, dropout on).
 Run: python -m pytest -q tests/run/test_distributed.py   (offline, CPU, ~40 s on 2 cores)
 """
 
+import contextlib
 import math
 import os
 import signal
@@ -192,6 +193,36 @@ def test_shard_batch_splits_rows_and_trims_padding():
 
 
 # ---------------------------------------------------------------------------- both scripts under 2 processes
+@contextlib.contextmanager
+def counting_all_reduces():
+    """Yields a list that gets, for every backward pass of the script's OptimizerStep, how many gradient buckets
+    DDP all-reduced during it (a communication hook around DDP's own all-reduce counts them)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from minbert.run.optimizer_step import OptimizerStep
+    count, per_backward = [0], []
+    real_init, real_backward = distributed.Sync.__init__, OptimizerStep.backward
+
+    def hook(state, bucket):
+        count[0] += 1
+        return default_hooks.allreduce_hook(state, bucket)
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        if self.ddp is not None:
+            self.ddp.register_comm_hook(None, hook)
+
+    def backward(self, loss):
+        before = count[0]
+        real_backward(self, loss)
+        per_backward.append(count[0] - before)
+
+    distributed.Sync.__init__, OptimizerStep.backward = init, backward
+    try:
+        yield per_backward
+    finally:
+        distributed.Sync.__init__, OptimizerStep.backward = real_init, real_backward
+
+
 def script_runs(rank, root):
     """Each rank runs the scripts as torchrun would start them (same argv except per-rank output
     folders for the smoke runs, so files written by rank 1 would be seen), then the resume check."""
@@ -205,9 +236,12 @@ def script_runs(rank, root):
     histories["multitask"] = run_multitask(paths["multitask"], root / f"mt-rank{rank}", "--epochs", "1", "--surgery", "pcgrad")
     histories["mml"] = run_mml(paths["mml"], root / f"mml-rank{rank}", "--epochs", "1", "--heads", "8", "--eliminate_every", "2")
     # every other method flag under DDP: SMART + PALs + heterogeneous batches + accumulation; R3F + GradVac
-    histories["methods"] = [
-        run_multitask(paths["multitask"], root / "methods1", "--epochs", "1", "--limit", "8", "--smart", "1", "--pals",
-                      "--pals_size", "8", "--pals_heads", "2", "--heterogeneous", "--grad_accum", "2"),
+    with counting_all_reduces() as per_backward:   # which backward passes of --grad_accum 2 average the gradients
+        histories["methods"] = [
+            run_multitask(paths["multitask"], root / "methods1", "--epochs", "1", "--limit", "8", "--smart", "1",
+                          "--pals", "--pals_size", "8", "--pals_heads", "2", "--heterogeneous", "--grad_accum", "2")]
+    histories["all_reduces_per_backward"] = per_backward
+    histories["methods"] += [
         run_multitask(paths["multitask"], root / "methods2", "--epochs", "1", "--limit", "8", "--r3f", "1", "--surgery", "gradvac",
                       "--scale_losses")]
     # resume: full run; run cut by a Ctrl-C on both ranks at the same step; resumed run (shared folders)
@@ -277,6 +311,20 @@ def test_ddp_scripts_finish_and_only_rank_0_writes_files(script_histories):
             assert len(h) == 1 and math.isfinite(h[0]["overall"]), f"train_multitask rank {r}: method run history {h}"
 
 
+def test_ddp_grad_accum_averages_the_gradients_once_at_the_last_micro_batch(script_histories):
+    """train_multitask.py --grad_accum 2 under 2 processes: the first micro-batch's backward accumulates locally
+    (DDP's no_sync), and only the second, last one all-reduces, so each update communicates once. Averaging at every
+    micro-batch gives the same mean gradient, so only the count of DDP's all-reduces shows it."""
+    _, histories = script_histories
+    for r in range(WORLD):
+        got = histories[r]["all_reduces_per_backward"]
+        assert got and len(got) % 2 == 0, f"rank {r}: expected an even number of backward passes, got {got}"
+        assert all(n == 0 for n in got[0::2]) and all(n > 0 for n in got[1::2]), (
+            f"train_multitask.py --grad_accum 2, rank {r}: DDP all-reduced {got} gradient buckets per backward pass; "
+            f"expected none in each first micro-batch (no_sync) and some in each last one "
+            f"(minbert.run.distributed.Sync.before_backward(loss, last=...))")
+
+
 def test_ddp_resume_after_interrupt_equals_uninterrupted_2_process_run(script_histories):
     root, histories = script_histories
     h = histories[0]
@@ -287,8 +335,8 @@ def test_ddp_resume_after_interrupt_equals_uninterrupted_2_process_run(script_hi
     for k in full:
         assert torch.equal(full[k], cut[k]), f"train_multitask 2-process resume: final weight {k} differs from the uninterrupted run's"
     assert h["mml_cut_exit"] == 130, f"train_mml under 2 processes: a Ctrl-C should exit 130, got {h.get('mml_cut_exit')}"
-    strip = [{k: v for k, v in r.items() if k != "elapsed_s"} for r in h["mml_resumed"]]
-    mml_want = [{k: v for k, v in r.items() if k != "elapsed_s"} for r in h["mml_full"]]
+    strip = [{k: v for k, v in r.items() if k not in ("elapsed_s", "train_examples_per_s")} for r in h["mml_resumed"]]
+    mml_want = [{k: v for k, v in r.items() if k not in ("elapsed_s", "train_examples_per_s")} for r in h["mml_full"]]
     assert strip == mml_want, f"train_mml 2-process resume: records {strip} differ from the uninterrupted run's {mml_want}"
     full, cut = (torch.load(root / name / "last.pt", weights_only=True)["model"] for name in ("mml_full", "mml_cut"))
     assert all(torch.equal(full[k], cut[k]) for k in full), "train_mml 2-process resume: final weights/β/moving averages differ"
