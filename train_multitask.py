@@ -198,8 +198,9 @@ def train(args, stop):
                             finite = False
                             tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} "
                                        f"(batch ids {batch['ids'][:3]}...)")
+                        else:   # the epoch's mean loss counts the finite losses (a skipped step's NaN would stick)
+                            loop.running[task] = [loop.running[task][0] + loss.item(), loop.running[task][1] + 1]
                         losses[task] = losses.get(task, 0.0) + loss
-                        loop.running[task] = [loop.running[task][0] + loss.item(), loop.running[task][1] + 1]
                         log.seen += len(batch["ids"]) * world
                     if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
                         losses = compromise.scale(losses, epoch)

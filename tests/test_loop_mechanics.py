@@ -253,6 +253,10 @@ def test_a_non_finite_loss_in_an_earlier_micro_batch_skips_the_whole_update(tiny
     weights = torch.load(tmp_path / "run" / "last.pt", weights_only=True)["model"]
     bad = [k for k, v in weights.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     assert not bad, f"train_multitask.py --grad_accum 2: the NaN of an earlier micro-batch reached the weights {bad[:3]}"
+    epoch = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    nan = [k for k, v in epoch.items() if k.startswith("loss_") and not math.isfinite(v)]
+    assert not nan, (f"train_multitask.py: the skipped step's NaN loss went into the epoch's mean {nan} in "
+                     f"metrics.jsonl; the running loss sums must count finite losses only")
 
 
 def test_best_pt_keeps_the_best_epoch_not_the_last(tiny_run, tmp_path, monkeypatch):
