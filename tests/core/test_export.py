@@ -116,6 +116,10 @@ def test_chained_pipeline_simcse_multitask_pals_after_mml_runs_end_to_end(tmp_pa
     heads2 = load_file(str(run2 / "model" / "task_modules.safetensors"))
     assert all(torch.equal(heads1[k], heads2[k]) for k in heads1), "--pals_after: the heads changed without --pals_after_heads"
     assert any(k.startswith("pals.V_D") and heads2[k].any() for k in heads2), "--pals_after: V_D never left 0 (PALs did not train)"
+    stage_json = (run2 / "stage.json").read_bytes()   # --predict_only leaves the run's record of where it started
+    train_multitask.main(["--pals_after", str(run1), "--pals_size", "12", "--pals_heads", "3", "--out_dir", str(run2),
+                          *common, *preds(run2 / "again"), "--predict_only", "--resume", str(run2 / "best.pt")])
+    assert (run2 / "stage.json").read_bytes() == stage_json, "--predict_only rewrote stage.json (minbert/run/stages.py)"
 
     # 4) MML fine-tuning from the multitask encoder (Muppet's second stage, encoder only)
     glue = tmp_path / "glue"
