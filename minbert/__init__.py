@@ -14,3 +14,11 @@ The folders are the layers, bottom to top; a folder imports only from folders be
 
 `python -m minbert --help` lists the commands; training is `python train_multitask.py` and `python train_mml.py`.
 """
+
+
+def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int = 64):
+    """A finished train_multitask.py or train_mml.py run, ready for new sentences:
+    `run = minbert.load_run("runs/quickstart"); run.sentiment(["A gorgeous film."])` (minbert/run/trained.py;
+    torch is imported here, on the first call, so `import minbert` stays instant)."""
+    from minbert.run.trained import load_run as load
+    return load(path, device=device, amp=amp, batch_size=batch_size)

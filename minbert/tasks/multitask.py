@@ -59,6 +59,7 @@ CROSS_HEADS = ("cross", "cross_tanh")   # pair heads that read one joint sequenc
 HEAD_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 POOLINGS = ("pooler", "mean")
 STS_RANGE = (0.0, 5.0)
+SST_LABELS = ("negative", "somewhat negative", "neutral", "somewhat positive", "positive")   # the handout's names
 
 
 def make_head(kind: str, C: int, out: int, dropout: float, hidden_layers: int = 1,
