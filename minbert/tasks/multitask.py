@@ -59,7 +59,6 @@ CROSS_HEADS = ("cross", "cross_tanh")   # pair heads that read one joint sequenc
 HEAD_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 POOLINGS = ("pooler", "mean")
 STS_RANGE = (0.0, 5.0)
-SST_LABELS = ("negative", "somewhat negative", "neutral", "somewhat positive", "positive")   # the handout's names
 
 
 def make_head(kind: str, C: int, out: int, dropout: float, hidden_layers: int = 1,
@@ -200,6 +199,10 @@ def task_loss(task: str, output: torch.Tensor, labels: torch.Tensor) -> torch.Te
         return F.binary_cross_entropy_with_logits(output, labels.float())
     return F.mse_loss(output, labels.float())
     ### END SOLUTION
+
+
+# SST-5's classes 0-4 as the CS224N handout names them
+SST_LABELS = ("negative", "somewhat negative", "neutral", "somewhat positive", "positive")
 
 
 def predictions(task: str, output: torch.Tensor) -> list:
