@@ -10,7 +10,9 @@ PyTorch Lightning's checkpoint retention. What this module does, for both traini
    writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt,
    best.pt with --predict_only) continues the same run and is always allowed: "same run" means the checkpoint
    lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end times and
-   the files written outside the folder (so a resume may rewrite those).
+   the files written outside the folder (so a resume may rewrite those). `--predict_only` never replaces a
+   prediction file: where predictions/ holds any, its files go to a new predictions-2/ (-3, ...; `fresh_path`),
+   and an explicit --*_out that exists is refused. The commands around runs refuse likewise (`refuse_to_replace`).
 2. **No litter.** A run that fails before it saved anything (a wrong --model, a bad data file) leaves no folder
    behind when it created the folder itself.
 3. **Lean checkpoints.** `checkpoint.save_last` writes last.pt and then deletes interrupted.pt: once a
@@ -194,8 +196,9 @@ class RunDir:
         root.mkdir(parents=True, exist_ok=True)
         now = datetime.datetime.now().isoformat(timespec="seconds")
         sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
+        outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _outputs(self.args)}   # every session's
         self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
-                           "sessions": sessions, "outputs": sorted(set(marker.get("outputs", [])) | {str(p.resolve()) for p in _outputs(self.args)})})
+                           "sessions": sessions, "outputs": sorted(outputs)})
 
     def fresh_predictions(self) -> None:
         """--predict_only: when the default prediction folder already holds any of this command's files, every

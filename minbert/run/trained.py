@@ -211,8 +211,8 @@ class MultitaskRun(TrainedRun):
         elif self.args.head != "linear":
             why = "an MLP head (--head mlp); BertForSequenceClassification's classifier is one linear layer"
         if why:
-            raise UserError(f"{self.folder}: the {task} head does not fit Hugging Face's BertForSequenceClassification: "
-                            f"{why}")
+            raise UserError(f"{self.folder}: the {task} head does not fit Hugging Face's "
+                            f"BertForSequenceClassification: {why}")
         linear = self.model.heads[task][-1]   # Dropout -> Linear; R4F's weight is read spectrally normalised
         labels, problem = {"sst": (SST_LABELS, "single_label_classification"),
                            "para": (("paraphrase",), "multi_label_classification"),   # BCE: a sigmoid, as trained
@@ -237,7 +237,8 @@ class MMLRun(TrainedRun):
         """Eq. 5 for each input (a pair, or a sentence for CoLA and SST-2): {"label", "name", "probabilities"};
         STS-B: {"score"}."""
         data = self.data(inputs, glue.is_pair_task(self.task), self.task)
-        out = self.in_order(data, lambda batch: self.heads(self.pooled(batch)), after=self.heads.predict)  # Eq. 5 in fp32
+        # (B, M, K) outputs of every head under --amp; Eq. 5 (heads.predict) in fp32, as train_mml.py scores them
+        out = self.in_order(data, lambda batch: self.heads(self.pooled(batch)), after=self.heads.predict)
         if not self.labels:
             return [{"score": float(y)} for y in out]
         return [{"label": int(p.argmax()), "name": self.labels[int(p.argmax())], "probabilities": p.tolist()}
@@ -255,8 +256,8 @@ class MMLRun(TrainedRun):
         return [r | answer for r, answer in zip(records, self.classify(rows))]
 
     def hf_head(self, task: str) -> dict:
-        """Eq. 5 averages logits, and a mean of linear maps is one linear map: ŷ = (Σ β_j F_j / Σβ) d + Σ β_j b_j / Σβ,
-        so the active heads' mean weight and bias are BertForSequenceClassification's classifier."""
+        """Eq. 5 averages logits, and a mean of linear maps is one linear map:
+        ŷ = (Σ β_j F_j / Σβ) d + Σ β_j b_j / Σβ, so the active heads' mean weight and bias are HF's classifier."""
         self.check_tasks([task], ())
         w = self.heads.active.float() / self.heads.active.sum()                         # (M,) β_j / Σβ
         return {"weight": torch.einsum("m,mkd->kd", w, self.heads.weight.detach().float()),   # (K, D)
@@ -267,7 +268,7 @@ class MMLRun(TrainedRun):
 
 # ---------------------------------------------------------------------------------------------- loading, checked
 def _model_folder(path: Path) -> Path:
-    """`path` (a run's --out_dir or its model/) -> the model folder, checking it holds every file, each a regular file."""
+    """`path` (a run's --out_dir or its model/) -> the model folder, checked to hold every file (regular files)."""
     if not path.is_dir():
         raise UserError(f"{path}: no such folder; pass the --out_dir of a finished train_multitask.py or "
                         f"train_mml.py run (or its {MODEL_DIR}/ folder)")
@@ -348,12 +349,12 @@ def _load_strict(modules: dict, tensors: dict, source: Path) -> None:
               for k, v in m.state_dict().items()}
     missing = sorted(set(wanted) - set(tensors))
     extra = sorted(set(tensors) - set(wanted))
-    shapes = [f"{k} {tuple(tensors[k].shape)}, expected {tuple(wanted[k][2])}" for k in sorted(set(wanted) & set(tensors))
-              if tensors[k].shape != wanted[k][2]]
-    if missing or extra or shapes:
-        problem = (f"missing {missing[0]}" if missing else f"unexpected {extra[0]}" if extra else f"shape of {shapes[0]}")
-        raise UserError(f"{source}: does not fit the model its stage.json describes ({problem}"
-                        f"{f' and {len(missing) + len(extra) + len(shapes) - 1} more' if len(missing) + len(extra) + len(shapes) > 1 else ''})")
+    shapes = [f"{k} {tuple(tensors[k].shape)}, expected {tuple(wanted[k][2])}"
+              for k in sorted(set(wanted) & set(tensors)) if tensors[k].shape != wanted[k][2]]
+    problems = [f"missing {k}" for k in missing] + [f"unexpected {k}" for k in extra] + [f"shape of {s}" for s in shapes]
+    if problems:
+        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise UserError(f"{source}: does not fit the model its stage.json describes ({problems[0]}{more})")
     for prefix, module in modules.items():
         if module is not None:
             state = {k: tensors[f"{prefix}.{k}"] for k in module.state_dict()}

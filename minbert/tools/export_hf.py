@@ -2,7 +2,8 @@
 
     python -m minbert export-hf runs/mml runs/mml-hf                 # a train_mml.py run: its GLUE task
     python -m minbert export-hf runs/bert-base runs/sst-hf --task sst
-    python -c 'from transformers import pipeline; print(pipeline("text-classification", model="runs/sst-hf")("A gorgeous film."))'
+
+and in Python: `transformers.pipeline("text-classification", model="runs/sst-hf")("A gorgeous film.")`.
 
 BertForSequenceClassification classifies BERT's pooler output through dropout and one linear layer. A head of
 that shape exports exactly (minbert/run/trained.py, hf_head): train_multitask.py's linear heads on the pooler

@@ -64,7 +64,10 @@ def main(argv=None):
     with redirect_stdout(sys.stderr):   # stdout is for the results: the threads line goes to stderr
         set_threads(args.threads)
         run = load_run(args.run_dir, device=args.device, amp=args.amp, batch_size=args.batch_size)
-    ids, inputs = read_file(args) if args.file else (None, read_lines(args.sentences or stdin_lines(), bool(args.sentences)))
+    if args.file:
+        ids, inputs = read_file(args)
+    else:
+        ids, inputs = None, read_lines(args.sentences or stdin_lines(), bool(args.sentences))
     records = run.predict(inputs, args.task.split(",") if args.task else None)
     if ids is not None:
         records = [{"id": i} | r for i, r in zip(ids, records)]
