@@ -290,9 +290,9 @@ def cross_dataset(args, stop, run, load, source, dev) -> None:
               f"--resume {source} scores it")
         raise SystemExit(interrupt.EXIT_STATUS) from None
     if args.eval_tasks:
-        report = {"train_task": args.task, "method": args.method, "results": cross}
-        text = json.dumps(report, indent=1)
-        atomic_write(Path(args.out_dir) / "cross_dataset.json", lambda tmp: Path(tmp).write_text(text))
+        text = json.dumps({"train_task": args.task, "method": args.method, "results": cross}, indent=1)
+        path = (run_dir.fresh_path if args.predict_only else Path)(Path(args.out_dir) / "cross_dataset.json")
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text))   # --predict_only: beside the run's, not over it
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ COMMANDS = {                # command: (module with main(argv), one line for --h
     "mml-study": ("minbert.tools.mml_study", "the MML study on GLUE: methods x tasks x seeds, and its tables"),
     "ensemble": ("minbert.tools.ensemble", "combine finished train_multitask.py runs and score the ensemble"),
     "simcse": ("minbert.tools.simcse_stage", "unsupervised SimCSE: contrastive sentence embeddings, before fine-tuning"),
+    "predict": ("minbert.tools.predict", "a finished run's heads on your sentences: SST, paraphrase, STS, a GLUE task"),
+    "export-hf": ("minbert.tools.export_hf", "a run's task head as a Hugging Face BertForSequenceClassification folder"),
     "classroom": ("minbert.classroom.cli", "instructor: student copy, grade, Gradescope autograder, check"),
 }
 

@@ -148,12 +148,11 @@ def parses(argv, monkeypatch):
                 pytest.raises(SystemExit) as e:
             module.main(flags)
         return None if e.value.code == 0 else err.getvalue().strip() or f"exit {e.value.code}"
-    parse_args = argparse.ArgumentParser.parse_args
-
-    def parse_then_stop(self, args=None, namespace=None):
-        parse_args(self, args, namespace)
-        raise Parsed
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    for name in ("parse_args", "parse_intermixed_args"):   # predict takes flags between its sentences (intermixed)
+        def parse_then_stop(self, args=None, namespace=None, parse=getattr(argparse.ArgumentParser, name)):
+            parse(self, args, namespace)
+            raise Parsed
+        monkeypatch.setattr(argparse.ArgumentParser, name, parse_then_stop)
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             status = entry.main(flags)

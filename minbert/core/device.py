@@ -242,15 +242,20 @@ def set_rng_state(state: dict) -> None:
 # ---------------------------------------------------------------------------------------------- flags
 def add_args(parser, seed: int) -> None:
     g = parser.add_argument_group("machine")
-    g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
-    g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
-                   help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off "
-                        "elsewhere (bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
+    add_device_args(g)
     g.add_argument("--compile", action="store_true",
                    help="torch.compile the encoder blocks and heads: faster steps after a one-off compile "
                         "(needs a C++ compiler on CPU)")
-    add_threads_arg(g)
     g.add_argument("--seed", type=int, default=seed, help="seeds heads, dropout and batch order; report several")
+
+
+def add_device_args(group) -> None:
+    """--device, --amp and --threads: every command that runs a model, training or predicting."""
+    group.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
+    group.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                       help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off "
+                            "elsewhere (bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
+    add_threads_arg(group)
 
 
 def add_threads_arg(group) -> None:

@@ -22,6 +22,9 @@ PALs after fine-tuning. Heads or PALs the source lacks stay freshly initialised;
 shape differs (another --head or --pals_size) is an error naming the flag, never silently
 dropped. What was loaded, kept fresh or left unused is printed and recorded in stage.json.
 
+`export_hf_classifier` writes one task head with the encoder as a Hugging Face
+BertForSequenceClassification folder (`python -m minbert export-hf`), for `transformers.pipeline`.
+
 Deliberately left out: optimizer state (a new stage starts a new optimizer, as in the
 papers), and exporting the training-only SimCSE MLP (the paper drops it at test time).
 """
@@ -114,6 +117,37 @@ def summarise(report: dict) -> str:
         return sorted({".".join(n.split(".")[:2]) for n in names})
     return (f"started from {report['from']}: loaded {groups(report['loaded'])}, "
             f"fresh {groups(report['fresh'])}, unused {groups(report['unused'])}")
+
+
+# ---------------------------------------------------------------------- a head for Hugging Face's tools
+
+
+def export_hf_classifier(directory, model_folder, weight: torch.Tensor, bias: torch.Tensor, labels,
+                         problem_type: str, max_length: int) -> Path:
+    """Write a Hugging Face BertForSequenceClassification folder: `model_folder`'s encoder (config.json and
+    model.safetensors in HF naming, here under `bert.`), `weight` (K, C) and `bias` (K,) as its `classifier`
+    (pooler output -> dropout -> classifier, HF's shape), id2label from `labels`, `problem_type` (which loss HF
+    trains it with and which function `pipeline("text-classification")` applies: softmax for
+    single_label_classification, sigmoid for multi_label_classification, none for regression), and the
+    tokenizer files with model_max_length = `max_length` (the run's --max_seq_len: `truncation=True` then cuts
+    as the run did). Plain files: minbert itself never imports transformers."""
+    from safetensors.torch import load_file, save_file
+    source, directory = Path(model_folder), Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {f"bert.{k}": v for k, v in load_file(str(source / "model.safetensors")).items()}
+    state |= {"classifier.weight": weight.detach().float().cpu().contiguous(),
+              "classifier.bias": bias.detach().float().cpu().contiguous()}
+    atomic_write(directory / "model.safetensors", lambda p: save_file(state, p, metadata={"format": "pt"}))
+    config = json.loads((source / "config.json").read_text())
+    config |= {"architectures": ["BertForSequenceClassification"], "problem_type": problem_type,
+               "id2label": {str(i): name for i, name in enumerate(labels)},
+               "label2id": {name: i for i, name in enumerate(labels)}}
+    write_json(directory / "config.json", config)
+    vocab = (source / "vocab.txt").read_bytes()
+    atomic_write(directory / "vocab.txt", lambda p: Path(p).write_bytes(vocab))
+    tokenizer = json.loads((source / "tokenizer_config.json").read_text()) | {"model_max_length": max_length}
+    write_json(directory / "tokenizer_config.json", tokenizer)
+    return directory
 
 
 # ---------------------------------------------------------------------- raw outputs for ensembles

@@ -58,7 +58,8 @@ def add_args(parser, out_dir: str) -> None:
     g.add_argument("--out_dir", default=out_dir, help="where the run writes: checkpoints, metrics.jsonl, model/, plots")
     g.add_argument("--resume", default=None, help="continue from OUT_DIR/last.pt or interrupted.pt of this script")
     g.add_argument("--predict_only", action="store_true",
-                   help="no training: write the predictions/scores of the model in --resume (best.pt or last.pt)")
+                   help="no training: write the predictions/scores of the model in --resume (best.pt or last.pt), "
+                        "beside the run's own files, never over them; your own sentences: python -m minbert predict")
 
 
 def check_args(args, parser) -> None:

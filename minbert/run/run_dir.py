@@ -10,7 +10,9 @@ PyTorch Lightning's checkpoint retention. What this module does, for both traini
    writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt,
    best.pt with --predict_only) continues the same run and is always allowed: "same run" means the checkpoint
    lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end times and
-   the files written outside the folder (so a resume may rewrite those).
+   the files written outside the folder (so a resume may rewrite those). `--predict_only` never replaces a
+   prediction file: where predictions/ holds any, its files go to a new predictions-2/ (-3, ...; `fresh_path`),
+   and an explicit --*_out that exists is refused. The commands around runs refuse likewise (`refuse_to_replace`).
 2. **No litter.** A run that fails before it saved anything (a wrong --model, a bad data file) leaves no folder
    behind when it created the folder itself.
 3. **Lean checkpoints.** `checkpoint.save_last` writes last.pt and then deletes interrupted.pt: once a
@@ -32,6 +34,7 @@ import datetime
 import errno
 import json
 import os
+import re
 import shutil
 import sys
 import zipfile
@@ -46,6 +49,7 @@ RESUME_STATE = ("last.pt", "interrupted.pt")
 ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "steps.jsonl", "tensorboard", "curves.png",
              "outputs.pt", "model", "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json", "stage.json",
              MARKER)
+PREDICT_ONLY = re.compile(r"predictions-\d+|cross_dataset-\d+\.json")   # what --predict_only adds (fresh_path)
 SETUP_ONLY = {MARKER, "stage.json"}   # what a run that failed before training may have written
 # errors that mean "the disk refused a write" (full, over quota, over the file size limit, read-only), and those
 # that do when the file is in the run folder (no permission)
@@ -94,13 +98,39 @@ def human(n: float) -> str:
 
 
 def _artefacts(folder: Path) -> list[str]:
-    return [n for n in ARTEFACTS if (folder / n).exists()] if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return ([n for n in ARTEFACTS if (folder / n).exists()]
+            + sorted(p.name for p in folder.iterdir() if PREDICT_ONLY.fullmatch(p.name)))
 
 
 def _outputs(args) -> list[Path]:
     """The prediction files this run will write (every --X_out whose input X is not 'none')."""
-    return [Path(v) for k, v in sorted(vars(args).items())
-            if k.endswith("_out") and isinstance(v, str) and getattr(args, k[:-4], None) != "none"]
+    return list(_output_flags(args).values())
+
+
+def _output_flags(args) -> dict[str, Path]:
+    """{flag: path} of the prediction files this run will write."""
+    return {k: Path(v) for k, v in sorted(vars(args).items())
+            if k.endswith("_out") and isinstance(v, str) and getattr(args, k[:-4], None) != "none"}
+
+
+def fresh_path(path) -> Path:
+    """`path` if nothing is there yet, else the first free `name-2`, `name-3`, ... beside it (before any suffix):
+    where a command that never replaces a file writes instead."""
+    path = Path(path)
+    candidate, n = path, 2
+    while candidate.exists():
+        candidate, n = path.with_name(f"{path.stem}-{n}{path.suffix}"), n + 1
+    return candidate
+
+
+def refuse_to_replace(paths, flag: str = "--out_dir") -> None:
+    """A UserError naming the first of `paths` that exists: a command that writes them would replace it."""
+    there = next((Path(p) for p in paths if Path(p).exists()), None)
+    if there is not None:
+        raise UserError(f"{there} already exists; nothing was changed. Choose another {flag}, or add --overwrite "
+                        f"to replace it")
 
 
 class RunDir:
@@ -133,10 +163,18 @@ class RunDir:
             hint = f", --resume {root / resume[0]} to continue it" if resume else ""
             raise UserError(f"--out_dir {root} already holds {what} ({', '.join(used)}); nothing was changed. "
                             f"Choose another --out_dir{hint}, or add --overwrite to replace it")
-        ours = set(marker.get("outputs", [])) if same else set()
-        clash = [p for p in _outputs(args) if p.exists() and not self._inside(p) and str(p.resolve()) not in ours]
+        predict_only = getattr(args, "predict_only", False)
+        if predict_only and not args.overwrite:
+            self.fresh_predictions()
+        ours = set(marker.get("outputs", [])) if same and not predict_only else set()
+        clash = {f: p for f, p in _output_flags(args).items()
+                 if p.exists() and (predict_only or not self._inside(p)) and str(p.resolve()) not in ours}
         if clash and not args.overwrite:
-            raise UserError(f"{clash[0]} already exists (from another run); nothing was changed. Leave the --*_out "
+            flag, path = next(iter(clash.items()))
+            if predict_only:   # a file the user named: never replaced without asking
+                raise UserError(f"{path} already exists; --predict_only never replaces a prediction file, nothing "
+                                f"was changed. Give --{flag} another path, or add --overwrite to replace it")
+            raise UserError(f"{path} already exists (from another run); nothing was changed. Leave the --*_out "
                             f"flags out (the files then go to {root / 'predictions'}), choose other paths, "
                             f"or add --overwrite")
         if _is_main():
@@ -159,8 +197,21 @@ class RunDir:
         root.mkdir(parents=True, exist_ok=True)
         now = datetime.datetime.now().isoformat(timespec="seconds")
         sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
+        outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _outputs(self.args)}   # every session's
         self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
-                           "sessions": sessions, "outputs": sorted(str(p.resolve()) for p in _outputs(self.args))})
+                           "sessions": sessions, "outputs": sorted(outputs)})
+
+    def fresh_predictions(self) -> None:
+        """--predict_only: when the default prediction folder already holds any of this command's files, every
+        default path moves to a new folder beside it (predictions-2, -3, ...), so the run's files stay as they are."""
+        default = self.root / "predictions"
+        moved = {f: p for f, p in _output_flags(self.args).items() if p.parent == default}
+        if not any(p.exists() for p in moved.values()):
+            return
+        folder = fresh_path(default)
+        for flag, path in moved.items():
+            setattr(self.args, flag, str(folder / path.name))
+        print(f"--predict_only: {default} holds the run's predictions, which stay as they are; these go to {folder}")
 
     def _inside(self, path: Path) -> bool:
         return self.root.resolve() in path.resolve().parents

@@ -144,6 +144,12 @@ def task_name(text: str) -> str:
     return {t.lower(): t for t in TASKS}.get(text.strip().lower(), text)
 
 
+def is_pair_task(task: str) -> bool:
+    """True for the tasks whose examples are sentence pairs (all but CoLA and SST-2)."""
+    task = task_name(task)
+    return task == "Quora" or _FORMATS[TASKS[task].folder].text2 is not None
+
+
 def _task(task: str) -> TaskInfo:
     task = task_name(task)
     if task not in TASKS:

@@ -51,6 +51,7 @@ import torch
 from minbert.core import flags
 from minbert.core.errors import UserError, cli
 from minbert.core.export import load_outputs, write_json
+from minbert.run.run_dir import refuse_to_replace
 from minbert.core.report import markdown_table
 from minbert.tasks.data import PREDICTION_HEADERS, STAND_IN_PARA_TEST, write_predictions
 from minbert.tasks.metrics import accuracy, cs224n_overall, pearson
@@ -250,6 +251,8 @@ def add_args(p) -> None:
                         "ranked_overall: one pass ranked by dev overall; uniform; or one number per run, e.g. 2,1,1")
     g.add_argument("--prior", default=None, help="with --weights ranked: Algorithm 1's prior weight of each run, e.g. 2,1,1 (default 1 each)")
     g.add_argument("--out_dir", default="runs/ensemble", help="predictions/ (the handout's six files), members.md, members.json")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the predictions/, members.md and members.json already in --out_dir (default: refuse)")
 
 
 def check_args(args, p) -> None:
@@ -262,6 +265,8 @@ def main(argv=None):
     add_args(p)
     args = p.parse(argv)
     check_args(args, p)
+    if not args.overwrite:   # e.g. --out_dir of a run: its own predictions/ are never replaced without asking
+        refuse_to_replace([os.path.join(args.out_dir, n) for n in ("predictions", "members.md", "members.json")])
 
     runs = [load_outputs(r) for r in args.runs]
     dev, test = aligned(runs, "dev"), aligned(runs, "test")

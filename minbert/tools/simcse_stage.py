@@ -42,6 +42,7 @@ from minbert.core.export import MODEL_DIR, export, write_json
 from minbert.methods.simcse import TEMPERATURE, SimCSE, keeps_mlp
 from minbert.tasks.data import CS224N_FILES, DEFAULT_DATA_DIR, default_paths, read_quora, read_sst, read_sts
 from minbert.tasks.embedding_eval import POOLINGS, sts_report
+from minbert.run.run_dir import refuse_to_replace
 
 
 # ---------------------------------------------------------------------- inputs
@@ -109,6 +110,7 @@ def add_args(p) -> None:
     add_threads_arg(g)
     g.add_argument("--seed", type=int, default=42)
     g.add_argument("--out_dir", default="runs/simcse", help="model/ (the encoder for --model of the next stage) and metrics.json")
+    g.add_argument("--overwrite", action="store_true", help="replace the model/ and metrics.json already in --out_dir (default: refuse)")
 
 
 def check_args(args, p) -> None:
@@ -131,6 +133,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if not args.overwrite:   # before any work: another stage's encoder (or a run's model/) is never replaced unasked
+        refuse_to_replace([os.path.join(args.out_dir, n) for n in (MODEL_DIR, "metrics.json")])
     seed_everything(args.seed)
     device = pick_device(args.device)
     args.amp, amp_reason = resolve_amp(args.amp, device)

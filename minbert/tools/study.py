@@ -318,7 +318,8 @@ def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir:
             command = [sys.executable, "-m", "minbert", "simcse", "--model", budget_value(budget, "--model", "bert-base-uncased"),
                        "--data_dir", budget_value(budget, "--data_dir", "data"), "--pooling",
                        "mean" if budget_value(budget, "--pooling", "pooler") == "mean" else "cls",
-                       *SIMCSE_ARGS, "--max_steps", str(simcse_steps), "--seed", str(seed), "--out_dir", encoder]
+                       *SIMCSE_ARGS, "--max_steps", str(simcse_steps), "--seed", str(seed), "--out_dir", encoder,
+                       "--overwrite"]   # the study's own folder: a stage cut short is redone
             runner.run(command, os.path.join(run_dir, "simcse-log.txt"))
         runner.train(budget, ["--model", os.path.join(encoder, "model")], seed, run_dir)
     elif name == "pals_after":
@@ -349,7 +350,7 @@ def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
     members = [os.path.join(out_dir, "baseline", f"seed{s}") for s in seeds]
     if not os.path.isfile(result):
         runner.run([sys.executable, "-m", "minbert", "ensemble", *members, "--method", "average", "--weights", "uniform",
-                    "--out_dir", folder], os.path.join(folder, "log.txt"))
+                    "--out_dir", folder, "--overwrite"], os.path.join(folder, "log.txt"))   # redone if cut short
     with open(result) as f:
         row = json.load(f)["rows"][-1]
     # A paired bootstrap over the dev examples (the only thing one ensemble can be resampled over): dev overall of

@@ -9,6 +9,7 @@ loading the previous stage's folder and recording where it started.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,6 +117,10 @@ def test_chained_pipeline_simcse_multitask_pals_after_mml_runs_end_to_end(tmp_pa
     heads2 = load_file(str(run2 / "model" / "task_modules.safetensors"))
     assert all(torch.equal(heads1[k], heads2[k]) for k in heads1), "--pals_after: the heads changed without --pals_after_heads"
     assert any(k.startswith("pals.V_D") and heads2[k].any() for k in heads2), "--pals_after: V_D never left 0 (PALs did not train)"
+    stage_json = (run2 / "stage.json").read_bytes()   # --predict_only leaves the run's record of where it started
+    train_multitask.main(["--pals_after", str(run1), "--pals_size", "12", "--pals_heads", "3", "--out_dir", str(run2),
+                          *common, *preds(run2 / "again"), "--predict_only", "--resume", str(run2 / "best.pt")])
+    assert (run2 / "stage.json").read_bytes() == stage_json, "--predict_only rewrote stage.json (minbert/run/stages.py)"
 
     # 4) MML fine-tuning from the multitask encoder (Muppet's second stage, encoder only)
     glue = tmp_path / "glue"
@@ -124,3 +129,27 @@ def test_chained_pipeline_simcse_multitask_pals_after_mml_runs_end_to_end(tmp_pa
                     "--out_dir", str(tmp_path / "mml"), "--epochs", "1", "--batch_size", "4", "--limit", "8"])
     assert all((tmp_path / "mml" / "model" / f).is_file() for f in FILES), "train_mml.py: exported folder incomplete"
     assert BertModel.from_pretrained(tmp_path / "mml" / "model") is not None
+
+
+def test_the_docs_transformers_lines_load_a_run_folder_as_minbert_does(tmp_path):
+    """docs/predict.md shows the `transformers` lines that load RUN_DIR/model; run as written (on a run folder of a
+    tiny model with heads), their last_hidden_state equals minbert's encoder output at the real tokens to 1e-5."""
+    pytest.importorskip("transformers")
+    import re
+    from conftest import save_tiny_model
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "predict.md").read_text()
+    block = re.search(r"```python\n(from transformers import AutoModel.*?)```", doc, re.S)
+    assert block, "docs/predict.md must show the transformers lines that load RUN_DIR/model (a python block)"
+    model = tiny_multitask(seed=3)
+    folder = save_tiny_model(tmp_path / "base")
+    export.export(tmp_path / "run" / "model", BertModel.from_pretrained(folder), Tokenizer.from_pretrained(folder),
+                  {"heads": model.heads})
+    scope = {}
+    exec(block.group(1).replace("runs/quickstart/model", str(tmp_path / "run" / "model")), scope)
+    ours = BertModel.from_pretrained(tmp_path / "run" / "model").eval()
+    batch = scope["batch"]
+    with torch.no_grad():
+        want = ours(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["last_hidden_state"]
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(scope["hidden"].detach()[real], want[real], atol=1e-5, rtol=0,
+                               msg=lambda m: f"docs/predict.md's transformers lines: HF's encoder differs from ours\n{m}")

@@ -7,6 +7,7 @@ folder, best.pt, outputs, metrics, plots and predictions (no resume state unless
 that fails before training leaves no folder; lowercase GLUE task names are accepted.
 """
 
+import hashlib
 
 import pytest
 
@@ -124,3 +125,52 @@ def test_lowercase_task_names_are_accepted(mml_setup):
     args = train_mml.parse_args(["--task", "rte", "--eval_tasks", "qnli,mnli", "--model", "x"])
     assert args.task == "RTE" and args.eval_tasks == ["QNLI", "MNLI"], \
         f"train_mml.py --task rte must mean RTE (Hugging Face run_glue users type lowercase), got {args.task}"
+
+
+def sha256s(folder):
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_predict_only_on_new_sentences_never_replaces_the_runs_predictions(setup, tmp_path, capsys):
+    """The documented `--predict_only --resume RUN/best.pt --sst_test my-sst.csv` once replaced the run's
+    predictions/sst-test-output.csv (2,210 test predictions became 3), status 0, no warning."""
+    out = tmp_path / "run"
+    run(setup, out, "--epochs", "1")
+    before = sha256s(out)
+    mine = tmp_path / "my-sst.csv"
+    mine.write_text("\tid\tsentence\n0\tm0\tA gorgeous, witty film.\n1\tm1\tDull.\n2\tm2\tIt is a movie.\n")
+    capsys.readouterr()
+    run(setup, out, "--epochs", "1", "--predict_only", "--resume", str(out / "best.pt"), "--sst_test", str(mine))
+    after = sha256s(out)
+    changed = sorted(name for name, digest in before.items() if after.get(name) != digest and name != "run.json")
+    assert not changed, f"minbert.run.run_dir: --predict_only changed the run's own files {changed} (sha256 differs)"
+    new = out / "predictions-2" / "sst-test-output.csv"
+    assert new.is_file() and len(new.read_text().splitlines()) == 4, \
+        f"--predict_only must write its 3 predictions to a new folder, {new.parent}"
+    assert str(out / "predictions-2") in capsys.readouterr().out, "it must say where the new predictions went"
+
+
+def test_predict_only_refuses_an_existing_explicit_prediction_file(setup, tmp_path):
+    out = tmp_path / "run"
+    run(setup, out, "--epochs", "1", "--sst_test_out", str(tmp_path / "sub.csv"))
+    before = (tmp_path / "sub.csv").read_bytes()
+    with pytest.raises(UserError, match="--sst_test_out") as refused:
+        run(setup, out, "--epochs", "1", "--sst_test_out", str(tmp_path / "sub.csv"), "--predict_only", "--resume",
+            str(out / "best.pt"))
+    assert "--overwrite" in str(refused.value), f"the refusal must name the way on: {refused.value}"
+    assert (tmp_path / "sub.csv").read_bytes() == before, "a refused --predict_only must not touch the file"
+
+
+def test_mml_predict_only_keeps_the_runs_cross_dataset_scores(mml_setup, tmp_path):
+    glue, model = mml_setup
+    argv = ["--task", "RTE", "--method", "bert", "--model", str(model), "--glue_dir", str(glue), "--out_dir",
+            str(tmp_path), "--epochs", "1", "--batch_size", "8", "--amp", "off"]
+    train_mml.main(argv + ["--eval_tasks", "QNLI"])
+    before = sha256s(tmp_path)
+    train_mml.main(argv + ["--eval_tasks", "MNLI", "--predict_only", "--resume", str(tmp_path / "best.pt")])
+    after = sha256s(tmp_path)
+    changed = sorted(name for name, digest in before.items() if after.get(name) != digest and name != "run.json")
+    assert not changed, f"train_mml.py --predict_only changed the run's own files {changed}"
+    assert "MNLI" in (tmp_path / "cross_dataset-2.json").read_text(), \
+        "train_mml.py --predict_only must write its scores beside the run's, to cross_dataset-2.json"

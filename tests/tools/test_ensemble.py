@@ -8,6 +8,7 @@ train_multitask.py reproduces that run's six prediction files byte for byte.
 
 import math
 
+import pytest
 import torch
 
 from minbert.tools import ensemble
@@ -273,3 +274,20 @@ def test_bootstrap_is_paired_so_a_member_against_itself_differs_by_exactly_zero(
     boot = ensemble.bootstrap_overall(bootstrap_members(), [[0.0, 1.0, 0.0], [0.0, 2.0, 0.0]], resamples=200)
     assert torch.equal(boot[:, 0], boot[:, 1]), "minbert.tools.ensemble.bootstrap_overall: resamples are not shared (paired)"
     assert boot[:, 0].std() > 0, "minbert.tools.ensemble.bootstrap_overall: every resample gave the same score (no resampling?)"
+
+
+def test_ensemble_never_replaces_prediction_files_without_overwrite(tmp_path):
+    """`ensemble RUN --out_dir FOLDER` wrote FOLDER/predictions/*.csv over whatever was there: a run's own files
+    (here the tiny run's, which sit in tmp_path/predictions) were silently replaced."""
+    import hashlib
+    from minbert.core.errors import UserError
+    from test_train_multitask import run
+    data, model = tiny_run_inputs(tmp_path)
+    run((data, model), tmp_path, "--epochs", "1", "--limit", "12")
+    digest = lambda: {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "predictions").iterdir()}
+    before = digest()
+    with pytest.raises(UserError, match="already exists.*--overwrite"):
+        ensemble.main([str(tmp_path / "run"), "--weights", "uniform", "--out_dir", str(tmp_path)])
+    assert digest() == before, "minbert.tools.ensemble.main: a refused ensemble changed the prediction files there"
+    ensemble.main([str(tmp_path / "run"), "--weights", "uniform", "--out_dir", str(tmp_path), "--overwrite"])
+    assert (tmp_path / "members.md").is_file(), "minbert.tools.ensemble.main --overwrite must write the ensemble"

@@ -98,3 +98,14 @@ def test_cs224n_sentences_use_the_shipped_quora_sample(tmp_path):
     texts = simcse_stage.read_sentences("cs224n", str(tmp_path))
     quora = [e.text for e in simcse_stage.read_quora(str(tmp_path / "quora-train-sample.csv"))]
     assert set(quora) <= set(texts), "minbert.tools.simcse_stage.read_sentences(cs224n): the Quora sample's sentences are missing"
+
+
+def test_a_second_stage_into_the_same_folder_is_refused_unless_overwrite(stage_inputs, tmp_path):
+    """`python -m minbert simcse --out_dir X` replaced X/model/ (another stage's encoder, or a run's model) silently."""
+    run_stage(stage_inputs, tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out" / "model").iterdir()}
+    with pytest.raises(simcse_stage.UserError, match="already exists.*--overwrite"):
+        run_stage(stage_inputs, tmp_path / "out", "--seed", "6")
+    after = {p.name: p.read_bytes() for p in (tmp_path / "out" / "model").iterdir()}
+    assert after == before, "minbert.tools.simcse_stage.main: a refused stage changed the model folder there"
+    run_stage(stage_inputs, tmp_path / "out", "--seed", "6", "--overwrite")

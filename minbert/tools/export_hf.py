@@ -1,0 +1,51 @@
+"""python -m minbert export-hf RUN_DIR OUT_DIR: a run's task head as a Hugging Face BertForSequenceClassification.
+
+    python -m minbert export-hf runs/mml runs/mml-hf                 # a train_mml.py run: its GLUE task
+    python -m minbert export-hf runs/bert-base runs/sst-hf --task sst
+
+and in Python: `transformers.pipeline("text-classification", model="runs/sst-hf")("A gorgeous film.")`.
+
+BertForSequenceClassification classifies BERT's pooler output through dropout and one linear layer. A head of
+that shape exports exactly (minbert/run/trained.py, hf_head): train_multitask.py's linear heads on the pooler
+output with cross-encoded pairs (the default --pooling pooler --head linear; SST-5 with the handout's five label
+names, Quora as one sigmoid probability, STS as a regression score), and every train_mml.py run, MML's M heads
+included (Eq. 5 averages their logits: one linear map). Other heads (mean pooling, PALs, MLP heads, bi-encoder
+or tanh-scaled pair heads) have no place in that class: the command says which, in one line, and writes nothing.
+"""
+
+from pathlib import Path
+
+from minbert.core import flags
+from minbert.core.errors import UserError, cli
+from minbert.core.export import export_hf_classifier
+
+
+def parser():
+    p = flags.ArgumentParser(prog="python -m minbert export-hf", description=__doc__)
+    p.add_argument("run_dir", help="the --out_dir of a finished training run (or its model/ folder)")
+    p.add_argument("out_dir", help="the new folder: config.json, model.safetensors, vocab.txt, tokenizer_config.json")
+    p.add_argument("--task", default=None, help="which head: sst (default), para or sts for a train_multitask.py run; "
+                                                "a train_mml.py run has one, its --task")
+    p.add_argument("--overwrite", action="store_true", help="replace what --out_dir already holds (default: refuse)")
+    return p
+
+
+def main(argv=None):
+    args = parser().parse(argv)
+    out = Path(args.out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
+        raise UserError(f"{out} already exists and is not empty; nothing was changed. Choose another OUT_DIR, or "
+                        f"add --overwrite to replace it")
+    from minbert.run.trained import load_run   # torch loads here, after the flags are checked
+    run = load_run(args.run_dir, device="cpu", amp="off")
+    task = args.task or run.tasks[0]
+    head = run.hf_head(task)   # a UserError saying why, for a head of another shape
+    export_hf_classifier(out, run.folder, head["weight"], head["bias"], head["labels"], head["problem_type"],
+                         run.args.max_seq_len)
+    print(f"wrote {out}: the {task} head as BertForSequenceClassification ({', '.join(head['labels'])}); "
+          f"transformers.pipeline(\"text-classification\", model=\"{out}\") loads it")
+    return out
+
+
+if __name__ == "__main__":
+    cli(main)
