@@ -24,8 +24,8 @@ def parser():
     p = flags.ArgumentParser(prog="python -m minbert export-hf", description=__doc__)
     p.add_argument("run_dir", help="the --out_dir of a finished training run (or its model/ folder)")
     p.add_argument("out_dir", help="the new folder: config.json, model.safetensors, vocab.txt, tokenizer_config.json")
-    p.add_argument("--task", default=None, help="which head: sst (default), para or sts for a train_multitask.py run; "
-                                                "a train_mml.py run has one, its --task")
+    p.add_argument("--task", default=None, help="which head of a multitask run: sst (default), para or sts; "
+                                                "an MML run has one head, its own --task")
     p.add_argument("--overwrite", action="store_true", help="replace what --out_dir already holds (default: refuse)")
     return p
 
