@@ -204,6 +204,26 @@ def test_surgery_accumulation_hands_each_task_its_loss_over_grad_accum(tiny_run,
              f"expected each task's loss / grad_accum = {want}")
 
 
+def test_every_task_steps_draw_the_batches_pcgrad_draws(tiny_run, tmp_path, monkeypatch):
+    """The equal-update control of PCGrad (--heterogeneous --heterogeneous_mix every_task) must read, step by step,
+    the same task batches as --surgery pcgrad at the same seed (one of each task), so the two differ only in the
+    surgery."""
+    train_multitask, run = tiny_run
+    real = train_multitask.to_device
+    for flags in (["--surgery", "pcgrad"], ["--heterogeneous", "--heterogeneous_mix", "every_task"]):
+        seen = []
+
+        def recording(batch, device):
+            seen.append(tuple(batch["ids"]))
+            return real(batch, device)
+        monkeypatch.setattr(train_multitask, "to_device", recording)
+        run(tmp_path / flags[0][2:], "--epochs", "1", "--steps_per_epoch", "3", *flags)
+        if flags[0] == "--surgery":
+            surgery = seen
+    assert len(seen) == 9 and seen == surgery, \
+        f"train_multitask.py: every_task steps read {seen}, --surgery pcgrad {surgery} (3 steps x 3 task batches each)"
+
+
 def test_best_pt_keeps_the_best_epoch_not_the_last(tiny_run, tmp_path, monkeypatch):
     """Dev overall 0.9 after epoch 1 and 0.5 after epoch 2: best.pt must hold epoch 1's weights and scores
     (the weights last.pt held after epoch 1), and the run's record names epoch 1 as the best."""
