@@ -61,7 +61,7 @@ from minbert.core import flags
 from minbert.core.errors import UserError, cli
 from minbert.core.flags import at_least
 from minbert.core.recipes import dry_run
-from minbert.tools.study_table import METRICS, describe, machine, plot, summarise, write_table
+from minbert.tools.study_table import CONTROLS, METRICS, describe, machine, plot, summarise, write_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -472,9 +472,26 @@ def main(argv=None):
     except StopStudy as e:
         print(f"study stopped: {e}")
         return None
-    summary = summarise(scores, args.seeds, ensemble)
+    summary = summarise(scores, args.seeds, ensemble, resample(args.out_dir, scores, args.seeds))
     print(report(args, summary, header))
     return summary
+
+
+def resample(out_dir: str, scores: dict, seeds: list[int]) -> dict:
+    """The seed × example bootstrap of each configuration's Δ overall against the baseline and against its control,
+    over the seeds both ran, from the runs' outputs.pt (minbert.tools.seed_example_bootstrap)."""
+    from minbert.core.export import load_outputs
+    from minbert.tools.seed_example_bootstrap import seed_example_bootstrap
+    out = {}
+    for name in scores:
+        for key, other in (("baseline", "baseline"), ("control", CONTROLS.get(name))):
+            if name == other or other not in scores:
+                continue
+            shared = [s for s in seeds if s in scores[name] and s in scores[other]]
+            if len(shared) >= 2:
+                runs = [[load_outputs(os.path.join(out_dir, n, f"seed{s}")) for s in shared] for n in (name, other)]
+                out.setdefault(name, {})[key] = seed_example_bootstrap(*runs)["overall"].tolist()
+    return out
 
 
 def continue_history(out_dir: str, results_dir: str | None, m: dict) -> None:

@@ -40,9 +40,11 @@ def paired(a: dict, b: dict, seeds: list[int], metric: str) -> dict:
     return paired_difference([a[s][metric] for s in both], [b[s][metric] for s in both])
 
 
-def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
+def summarise(scores: dict, seeds: list[int], ensemble: dict | None, resampled: dict | None = None) -> dict:
     """scores[config][seed] = {metric: value} -> per config: mean/sd per metric over its seeds (those of `seeds` it
-    ran), paired difference from the baseline over the seeds both ran."""
+    ran), paired difference from the baseline over the seeds both ran. resampled[config] = {"baseline": [...],
+    "control": [...]}: the seed × example bootstrap of its Δ overall (minbert.tools.seed_example_bootstrap), kept
+    beside that Δ as "seed_example"."""
     out = {}
     for name, by_seed in scores.items():
         row = {"seeds": [s for s in seeds if s in by_seed], "scores": {}, "difference": {}}
@@ -61,6 +63,11 @@ def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
             out[name]["difference_vs_control"] = {m: paired(scores[name], scores[control], seeds, m) for m in METRICS}
     for m in METRICS:   # a second family per metric: the configurations against their controls
         add_holm([row["difference_vs_control"][m] for row in out.values() if "control" in row])
+    for name, against in (resampled or {}).items():
+        for key, which in (("baseline", "difference"), ("control", "difference_vs_control")):
+            if key in against and which in out.get(name, {}):
+                d = out[name][which]["overall"]
+                d["seed_example"] = bootstrap_difference(d["mean"], against[key])
     if ensemble is not None:
         row = {"seeds": seeds, "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
                "difference": {}}
@@ -124,7 +131,7 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                    f"{b['best_member']['resamples']} resamples, the same resample for the average and every member; "
                    "percentile 95% interval and two-sided bootstrap p): dev overall "
                    + "; ".join(f"{b[k]['mean']:+.4f} [{b[k]['low']:+.4f}, {b[k]['high']:+.4f}], "
-                               + (f"p {b[k]['p']:.3f}" if b[k]["p"] > 0 else f"p < {1 / b[k]['resamples']:.4f} (no resample ≤ 0)")
+                               + (f"p {b[k]['p']:.3f}" if b[k]["p"] > 0 else f"p < {2 / b[k]['resamples']:.3f} (no resample ≤ 0)")
                                + f" against {what}"
                                for k, what in (("members_mean", "the members' mean"), ("best_member", f"the best member (seed {best['seed']})")))
                    + ". It covers the dev sample only: not a new draw of seeds, and not the choice of the best member on "
@@ -145,6 +152,27 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
         md += ("\n## Power: the |Δ| these seeds could detect\n\n" + power_note(n, family) + (" Rows with fewer seeds: at their own n." if fewer else "")
                + " Cell: at 0.05 / at "
                f"0.05/{family}.\n\n" + markdown_table(power_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
+    booted = {name: row for name, row in summary.items() if "seed_example" in row["difference"].get("overall", {})}
+    if booted:
+        first = next(iter(booted.values()))["difference"]["overall"]["seed_example"]
+        cell = lambda d: "–" if not d or "seed_example" not in d else "[{low:+.4f}, {high:+.4f}], ".format(**d["seed_example"]) + (
+            f"p {d['seed_example']['p']:.3f}" if d["seed_example"]["p"] > 0 else f"p < {2 / d['seed_example']['resamples']:.3f}")
+        md += ("\n## Δ overall with the dev sets resampled too\n\nThe intervals above are over seeds only (unit: seeds, "
+               "the dev sets held fixed). Here each of "
+               f"{first['resamples']} resamples draws the paired seeds with replacement and each task's dev examples with "
+               "replacement (the same examples for every seed and both configurations), rescores every run from its "
+               "outputs.pt and averages the paired differences (minbert/tools/seed_example_bootstrap.py): percentile "
+               "95% interval and two-sided bootstrap p, whose floor is 2/resamples (unit: seeds and dev examples together). "
+               "Resampling n seeds understates their spread where n is small (no Student correction: 3 seeds allow 10 "
+               "distinct draws), so this interval can be narrower than the t-interval: it adds the dev sets' sampling to "
+               "the seeds', it does not replace the seed interval. Verdicts stay with the Holm table.\n\n"
+               + markdown_table([{"configuration": name, "Δ overall [95%, seeds]": format_difference(row["difference"]["overall"]),
+                                  "[95%, seeds × examples]": cell(row["difference"]["overall"]),
+                                  "vs its control [95%, seeds]": format_difference(row.get("difference_vs_control", {}).get("overall")),
+                                  "vs its control [95%, seeds × examples]": cell(row.get("difference_vs_control", {}).get("overall"))}
+                                 for name, row in booted.items()],
+                                ["configuration", "Δ overall [95%, seeds]", "[95%, seeds × examples]",
+                                 "vs its control [95%, seeds]", "vs its control [95%, seeds × examples]"]) + "\n")
     controlled = {name: row for name, row in summary.items() if "control" in row}
     order = ("overall", *METRICS[:3])
     if controlled:
