@@ -15,7 +15,7 @@ Configurations (`CONFIGS`; each adds flags to the common budget, the arguments a
   cosine (mnr's cosine STS head without MNR: the control for MNR), baseline_accum4 (4 batches per update, as Gradient
   Compromise: the control for its fewer, larger updates), baseline_every_task (one batch of each task per update, summed:
   PCGrad's and GradVac's three task batches and 63 updates per epoch without the surgery, their control), head_pretraining (Pritsky et al.: each head alone first,
-  a frozen-encoder pass over every training set on top of the budget: 30,584 examples on the shipped data),
+  a frozen-encoder pass over every training set on top of the budget: 30,582 examples on the shipped data),
   head_pretraining_charged (the same, paid from the budget: fine-tuning is cut by the head pass's cost, a frozen
   example at 1/3 of a trained one, FROZEN_EXAMPLE_COST), pals_after (Pritsky et al. §3.3.2: fine-tune for
   E − 1 epochs, then PALs alone for 1, the same total epochs as the baseline), ensemble (the baseline seeds'

@@ -353,7 +353,7 @@ def test_the_confirmation_family_is_holm_over_its_four_claims_with_the_explorato
     for (name, metric), d in shift.items():
         row = fresh["configurations"].setdefault(name, {"seeds": seeds, "scores": {m: {"values": base[m]} for m in metrics}})
         row["scores"][metric] = {"values": [b + x for b, x in zip(base[metric], d)]}
-    exploratory = {"configurations": {n: {"difference": {m: {"mean": 0.01} for m in metrics}} for n, _ in shift}}
+    exploratory = {"configurations": {n: {"difference": {m: {"mean": 0.01, "p_holm": 0.04} for m in metrics}} for n, _ in shift}}
     rows = conf.confirmation(exploratory, fresh)
     p = [scipy.stats.ttest_rel([b + x for b, x in zip(base[m], d)], base[m]).pvalue for (n, m), d in shift.items()]
     want = _holm_by_sequential_rejection(p)
