@@ -11,8 +11,8 @@ BertForSequenceClassification classify), so bert here is the usual BERT fine-tun
 dropout is the checkpoint's (0.1); head dropout comes from METHODS. Adam (AdamW with weight decay
 0 by default), constant lr, as the paper states no schedule. Prediction: softmax of the mean of
 the active heads' logits (Eq. 5). The best epoch is chosen by the task's metric in the paper
-(minbert.tools.mml_protocol.PAPER_METRIC: accuracy, CoLA Matthews, STS-B Spearman); --epochs defaults to its
-10/30/100 rule (minbert.tools.mml_protocol.paper_epochs). After training, the best model is scored on
+(minbert.methods.mml_protocol.PAPER_METRIC: accuracy, CoLA Matthews, STS-B Spearman); --epochs defaults to its
+10/30/100 rule (minbert.methods.mml_protocol.paper_epochs). After training, the best model is scored on
 --eval_tasks in the binary space its category shares (minbert.tasks.glue.category_prediction):
 cross_dataset.json.
 
@@ -46,7 +46,7 @@ from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, export
 from minbert.core.report import markdown_table, plot_heads, write_jsonl
 from minbert.methods.mml import LAMBDA, METHODS
-from minbert.tools.mml_protocol import PAPER_METRIC, paper_epochs
+from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs
 from minbert.run.optimizer_step import OptimizerStep
 from minbert.tasks.data import TaskData
 from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_category_labels
@@ -121,7 +121,7 @@ def train(args, stop):
     if args.epochs is None:   # §4.2's 10/30/100 epochs for large/medium/small sets
         args.epochs = paper_epochs(len(train))
         print(f"--epochs not given: {args.epochs} for {len(train)} training examples "
-              f"(minbert.tools.mml_protocol.EPOCHS_BY_SIZE)")
+              f"(minbert.methods.mml_protocol.EPOCHS_BY_SIZE)")
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)
@@ -134,8 +134,7 @@ def train(args, stop):
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(encoder, [heads])
     sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
-    num_heads = heads.num_heads
-    print(f"{num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, "
+    print(f"{heads.num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, "
           f"head dropout {spec['dropout']}"
           + ("" if heads.label_mean is None else f", head biases start at the label mean {heads.label_mean:.3f}"))
 
@@ -241,14 +240,16 @@ def train(args, stop):
     if args.predict_only:
         return loop.history
 
-    # ------------------------------------------------------------------ summary and heads.png
-    history = loop.history
-    print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv", "active_heads",
-                                          "elapsed_s"]))
-    print(f"best dev {headline} {loop.best:.4f}; {len(events)} elimination event(s); "
-          f"the best model has {int(heads.active.sum())}/{num_heads} heads active")
-    plot_heads(os.path.join(args.out_dir, "heads.png"), trace, events, num_heads)
-    return history
+    summary(args, loop, trace, events, heads)   # the epochs' table, the best score, heads.png
+    return loop.history
+
+
+def summary(args, loop, trace, events, heads) -> None:
+    print("\n" + markdown_table(loop.history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv",
+                                               "active_heads", "elapsed_s"]))
+    print(f"best dev {PAPER_METRIC[args.task]} {loop.best:.4f}; {len(events)} elimination event(s); "
+          f"the best model has {int(heads.active.sum())}/{heads.num_heads} heads active")
+    plot_heads(os.path.join(args.out_dir, "heads.png"), trace, events, heads.num_heads)
 
 
 def eliminate(eliminator, per_head, global_step, epoch, heads, events, args) -> None:

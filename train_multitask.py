@@ -67,6 +67,9 @@ def parser():
                    help="truncate sequences (pairs: longest first); >= 5 keeps a token of each sentence of a pair")
     g.add_argument("--limit", type=flags.at_least(0), default=0, help="use at most N examples per split (0 = all)")
     g.add_argument("--use_gpu", action="store_true", help="the handout's flag: same as --device cuda")
+    g.add_argument("--select_epoch", choices=("best", "last"), default="best", help="the predictions, outputs.pt and "
+                   "model/ come from: best = the best dev overall (the handout's; optimistic dev scores, chosen on the "
+                   "set they score), last = the final epoch, fixed in advance (a study's dev scores stay unbiased)")
     data.add_args(p)
     run_dir.add_run_args(p, out_dir="runs/multitask", seed=11711)   # machine, run folder, resume, progress
     for method in METHODS:
@@ -249,11 +252,12 @@ def two_learning_rates(args, model) -> list[dict]:
 
 
 def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, history):
-    """The best model's six prediction files, raw outputs (for ensembles), model folder, table and plot."""
-    best_pt = os.path.join(args.out_dir, "best.pt")
-    model.load_state_dict(checkpoint.load(best_pt)["model"])
-    print(f"\ntraining done; the best model ({best_pt}) predicts the dev and test sets", flush=True)
-    outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, best_pt)
+    """The kept model's (--select_epoch) six prediction files, raw outputs (for ensembles), model folder, table, plot."""
+    kept = os.path.join(args.out_dir, f"{args.select_epoch}.pt")   # best.pt, or last.pt: the model as it is now
+    if args.select_epoch == "best":
+        model.load_state_dict(checkpoint.load(kept)["model"])
+    print(f"\ntraining done; the {args.select_epoch} model ({kept}) predicts the dev and test sets", flush=True)
+    outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, kept)
     save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble
     export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
            stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])})

@@ -37,7 +37,8 @@ def best(folder, method, seed):
     return 100 * b["spearman"], b["active_heads"], records[-1]["elapsed_s"] / 60
 
 
-def main():
+def main(write: bool = True) -> str:
+    """The page's markdown; written to stsb_rerun.md (and printed) unless write=False (bench/rebuild_tables.py)."""
     rows, after = [], {}
     for m in METHODS:
         row = {"model": paper_name(m)}
@@ -76,9 +77,11 @@ def main():
     md += ("\nThe before → after change mixes the init with the machine and the precision (bf16 on Zen 5, fp32 here). "
            "BERT, BERT-Drop and MV-5 (1 and 5 heads, whose offset the encoder could supply before) show roughly how much "
            "those move a score that had not collapsed.\n")
-    with open(os.path.join(ROOT, "stsb_rerun.md"), "w") as f:
-        f.write(md)
-    print(md)
+    if write:
+        with open(os.path.join(ROOT, "stsb_rerun.md"), "w") as f:
+            f.write(md)
+        print(md)
+    return md
 
 
 if __name__ == "__main__":

@@ -259,6 +259,26 @@ def test_a_non_finite_loss_in_an_earlier_micro_batch_skips_the_whole_update(tiny
                      f"metrics.jsonl; the running loss sums must count finite losses only")
 
 
+def test_every_task_steps_draw_the_batches_pcgrad_draws(tiny_run, tmp_path, monkeypatch):
+    """The equal-update control of PCGrad (--heterogeneous --heterogeneous_mix every_task) must read, step by step,
+    the same task batches as --surgery pcgrad at the same seed (one of each task), so the two differ only in the
+    surgery."""
+    train_multitask, run = tiny_run
+    real = train_multitask.to_device
+    for flags in (["--surgery", "pcgrad"], ["--heterogeneous", "--heterogeneous_mix", "every_task"]):
+        seen = []
+
+        def recording(batch, device):
+            seen.append(tuple(batch["ids"]))
+            return real(batch, device)
+        monkeypatch.setattr(train_multitask, "to_device", recording)
+        run(tmp_path / flags[0][2:], "--epochs", "1", "--steps_per_epoch", "3", *flags)
+        if flags[0] == "--surgery":
+            surgery = seen
+    assert len(seen) == 9 and seen == surgery, \
+        f"train_multitask.py: every_task steps read {seen}, --surgery pcgrad {surgery} (3 steps x 3 task batches each)"
+
+
 def test_best_pt_keeps_the_best_epoch_not_the_last(tiny_run, tmp_path, monkeypatch):
     """Dev overall 0.9 after epoch 1 and 0.5 after epoch 2: best.pt must hold epoch 1's weights and scores
     (the weights last.pt held after epoch 1), and the run's record names epoch 1 as the best."""
@@ -285,6 +305,35 @@ def test_best_pt_keeps_the_best_epoch_not_the_last(tiny_run, tmp_path, monkeypat
     assert any((snapshots[0][k] != snapshots[1][k]).any() for k in snapshots[0]), "fixture: epoch 2 must change weights"
     for k, v in best["model"].items():
         assert torch.equal(v, snapshots[0][k]), f"best.pt['model'][{k}] is not epoch 1's weights (the best epoch)"
+
+
+@pytest.mark.parametrize("select, kept_epoch", [("best", 1), ("last", 2)])
+def test_select_epoch_picks_the_model_behind_the_predictions_and_outputs(tiny_run, tmp_path, monkeypatch, select,
+                                                                        kept_epoch):
+    """Dev overall 0.9 after epoch 1 and 0.5 after epoch 2: the predictions (and outputs.pt) come from epoch 1's
+    weights with --select_epoch best, and from the final epoch's with --select_epoch last (selection kept apart
+    from the dev set it would otherwise be chosen on)."""
+    train_multitask, run = tiny_run
+    overall, real_scores = iter([0.9, 0.5]), train_multitask.task_scores
+    monkeypatch.setattr(train_multitask, "task_scores", lambda *a, **k: {**real_scores(*a, **k), "overall": next(overall)})
+    snapshots, written = [], []
+    real_save_last, real_write = checkpoint.save_last, train_multitask.write_all_predictions
+
+    def saving(out_dir, state):
+        snapshots.append({k: v.clone() for k, v in state["model"].items()})
+        return real_save_last(out_dir, state)
+
+    def writing(args, stop, model, *rest):
+        written.append({k: v.clone() for k, v in model.state_dict().items()})
+        return real_write(args, stop, model, *rest)
+
+    monkeypatch.setattr(checkpoint, "save_last", saving)
+    monkeypatch.setattr(train_multitask, "write_all_predictions", writing)
+    run(tmp_path, "--epochs", "2", "--steps_per_epoch", "2", "--select_epoch", select)
+    assert len(written) == 1 and len(snapshots) == 2
+    for k, v in written[0].items():
+        assert torch.equal(v, snapshots[kept_epoch - 1][k]), \
+            f"--select_epoch {select}: the predictions' weights {k} are not epoch {kept_epoch}'s (train_multitask.finish)"
 
 
 def test_epoch_record_holds_the_mean_training_loss_of_each_task(tiny_run, tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ TEXT = {".py", ".md", ".sh", ".args", ".txt", ".ini", ".toml", ".cfg", ".yml", "
 # Records kept as the machine wrote them (a run's command lines and skipped paths) or as committed before their
 # results (a pre-registered plan): rewriting them would falsify the record.
 RECORDS = ("bench/results/mml_study/runs/", "bench/results/study/commands.txt", "bench/results/study_controls/commands.txt",
-           "bench/results/study_controls/PLAN.md")
+           "bench/results/study_controls/PLAN.md", "bench/results/study_confirmation/commands.txt")
 # Data is data: its text is the datasets', not ours. This file names the patterns it looks for.
 SKIP = ("data/", "tests/fixtures/", "tests/test_no_internal_references.py")
 

@@ -219,7 +219,7 @@ def test_best_checkpoint_is_chosen_by_the_paper_metric(setup, tmp_path, monkeypa
     monkeypatch.setattr(train_mml, "score", lambda task, out, gold: next(fake))
     run(setup, tmp_path, task="MRPC", method="bert")
     best = torch.load(tmp_path / "best.pt", weights_only=True)["scores"]
-    assert best == {"f1": 0.7, "accuracy": 0.8}, f"train_mml.main: best.pt must follow minbert.tools.mml_protocol.PAPER_METRIC['MRPC'] = accuracy, got {best}"
+    assert best == {"f1": 0.7, "accuracy": 0.8}, f"train_mml.main: best.pt must follow minbert.methods.mml_protocol.PAPER_METRIC['MRPC'] = accuracy, got {best}"
 
 
 @pytest.mark.parametrize("task", ["MNLI", "MRPC", "CoLA", "STS-B"])

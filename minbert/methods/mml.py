@@ -24,7 +24,7 @@ Variants chosen (the reasons, and the paper's ambiguities, are in docs/methods.m
   - Classifier dropout on d before the heads: 0.1, and 0.3 for BERT-Drop (§4.1).
 Baselines from the same module (METHODS): bert, bert-drop, mv (MV-5, MV-1024), ensemble (BERT-Ensemble:
 1024 heads without the multiverse loss). The paper's training protocol (epochs, metric per task) is
-minbert/tools/mml_protocol.py. Left out: the encoder and loop (train_mml.py), per-head dropout masks,
+minbert/methods/mml_protocol.py. Left out: the encoder and loop (train_mml.py), per-head dropout masks,
 and any un-elimination of heads.
 """
 

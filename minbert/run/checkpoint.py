@@ -49,7 +49,7 @@ from minbert.core.errors import UserError
 WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
          "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "report_to",
          "handout_headers",
-         "fast_paths", "threads",
+         "fast_paths", "threads", "select_epoch",
          *(f"{t}_{s}{o}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test") for o in ("", "_out"))}
 
 

@@ -13,7 +13,7 @@ the same command. Method names: bert, bert-drop, mml, mv, ensemble, each optiona
 head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). Outputs in out_dir:
 
   table1.md/.json   Table 1: rows methods, columns tasks + Average. A cell is the dev score, ×100, of
-                    the best epoch, best by the task's paper metric (minbert.tools.mml_protocol.PAPER_METRIC:
+                    the best epoch, best by the task's paper metric (minbert.methods.mml_protocol.PAPER_METRIC:
                     accuracy, CoLA Matthews, STS-B Spearman), mean ± sample std (ddof 1) over seeds;
                     the last row, "MML #heads", is the active heads of that best-epoch MML model. Below it,
                     each method's difference from BERT paired by seed, per task and for the Average, with
@@ -55,7 +55,7 @@ from minbert.core.errors import UserError, cli
 from minbert.core.flags import at_least, between, positive
 from minbert.core.report import markdown_table, pyplot
 from minbert.methods.mml import METHODS
-from minbert.tools.mml_protocol import PAPER_METRIC, paper_epochs
+from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs
 from minbert.tasks.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
 from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, format_power, mean_sd
 from minbert.tools.seed_statistics import paired_difference, power_note, sign_flip_note
@@ -72,7 +72,7 @@ def add_args(p) -> None:
     g.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")
     g.add_argument("--model", default="bert-base-uncased", help="as train_mml.py --model; minilm-l6 runs offline")
-    g.add_argument("--epochs", type=at_least(1), default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.tools.mml_protocol.paper_epochs)")
+    g.add_argument("--epochs", type=at_least(1), default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.methods.mml_protocol.paper_epochs)")
     g.add_argument("--limit", type=at_least(0), default=0, help="at most N examples per split in every run (smoke studies)")
     g.add_argument("--batch_size", type=at_least(1), default=32, help="as train_mml.py")
     g.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")

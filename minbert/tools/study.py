@@ -13,14 +13,21 @@ Configurations (`CONFIGS`; each adds flags to the common budget, the arguments a
   MNR on positives-only batches, first half of the epochs), concat (Benton's one-pass tanh STS head),
   simcse (python -m minbert simcse on the CS224N training sentences, then fine-tuning from its encoder),
   cosine (mnr's cosine STS head without MNR: the control for MNR), baseline_accum4 (4 batches per update, as Gradient
-  Compromise: the control for its fewer, larger updates), head_pretraining (Pritsky et al.: each head alone first,
-  a frozen-encoder pass over every training set on top of the budget: 30,584 examples on the shipped data),
+  Compromise: the control for its fewer, larger updates), baseline_every_task (one batch of each task per update, summed:
+  PCGrad's and GradVac's three task batches and 63 updates per epoch without the surgery, their control), head_pretraining (Pritsky et al.: each head alone first,
+  a frozen-encoder pass over every training set on top of the budget: 30,582 examples on the shipped data),
   head_pretraining_charged (the same, paid from the budget: fine-tuning is cut by the head pass's cost, a frozen
   example at 1/3 of a trained one, FROZEN_EXAMPLE_COST), pals_after (Pritsky et al. §3.3.2: fine-tune for
   E − 1 epochs, then PALs alone for 1, the same total epochs as the baseline), ensemble (the baseline seeds'
   outputs averaged with uniform weights by python -m minbert ensemble: nothing is fitted on dev).
 A configuration's SimCSE or head-pretraining steps come on top of the budget (the paper pipelines pay them too),
 except head_pretraining_charged's.
+
+Selection (--select_epoch): a run is scored, and its outputs.pt (ensembles, bootstraps) written, at the final epoch,
+fixed in advance (last, the default), so no choice is made on the dev set that is scored; `best` (the epoch with the
+best dev overall, train_multitask.py's default) is how the studies before it were made, and how their tables are
+rewritten. --seeds_per_config NAME=N runs NAME on the first N seeds only (a plan whose power calculation asks each
+claim for its own number of seeds); its differences pair the seeds it shares with the baseline or its control.
 
 Outputs in OUT_DIR:
   table.md / table.json   scores, paired differences from the baseline and from each configuration's control, with
@@ -54,7 +61,7 @@ from minbert.core import flags
 from minbert.core.errors import UserError, cli
 from minbert.core.flags import at_least
 from minbert.core.recipes import dry_run
-from minbert.tools.study_table import METRICS, describe, machine, plot, summarise, write_table
+from minbert.tools.study_table import CONTROLS, METRICS, describe, machine, plot, summarise, write_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -85,6 +92,9 @@ CONFIGS = {
     # so grad_compromise − baseline_accum4 is the method at an equal number of updates.
     "cosine": ["--sts_head", "cosine"],
     "baseline_accum4": ["--grad_accum", "4"],
+    # baseline_every_task: PCGrad's and GradVac's update without the surgery: one batch of each task per update (the
+    # same streams, so the same batches as theirs at a seed), their losses summed; 63 updates per epoch, not 188.
+    "baseline_every_task": ["--heterogeneous", "--heterogeneous_mix", "every_task"],
     "simcse": [],              # stage 1: python -m minbert simcse (SIMCSE_ARGS); stage 2: --model its encoder
     "head_pretraining": ["--head_pretrain_epochs", "1"],   # Pritsky et al.: 25, patience 3; 1 at this budget
     # head_pretraining charged to the budget: the same head pass, and fewer fine-tuning examples by what the
@@ -186,14 +196,15 @@ def examples_per_step(name: str, budget: list[str]) -> int:
     return int(last("--batch_size", "8")) * int(last("--grad_accum", "1")) * batches_per_step(args, len(READERS))
 
 
-def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str) -> list[str]:
-    """train_multitask.py with the budget, the configuration's flags, the seed, and every output inside run_dir."""
+def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str, select_epoch: str = "last") -> list[str]:
+    """train_multitask.py with the budget, the configuration's flags, the seed, the epoch kept (--select_epoch), and
+    every output inside run_dir."""
     outs = []
     for task in ("sst", "para", "sts"):
         for split in ("dev", "test"):
             outs += [f"--{task}_{split}_out", os.path.join(run_dir, "predictions", f"{task}-{split}-output.csv")]
     return [sys.executable, os.path.join(ROOT, "train_multitask.py"), *budget, *extra, "--seed", str(seed),
-            "--out_dir", run_dir, *outs]
+            "--select_epoch", select_epoch, "--out_dir", run_dir, *outs]
 
 
 SMALL_FILES = ("metrics.jsonl", "outputs.pt")   # what a finished run is scored and ensembled from
@@ -203,9 +214,10 @@ class Runner:
     """Runs commands one at a time, logs them to commands.txt, stops the study when a run is interrupted."""
 
     def __init__(self, out_dir: str, max_runs: int = 0, in_process: bool = False, keep_checkpoints: bool = False,
-                 results_dir: str | None = None, tables_only: bool = False):
+                 results_dir: str | None = None, tables_only: bool = False, select_epoch: str = "last"):
         self.out_dir, self.max_runs, self.started, self.in_process = out_dir, max_runs, 0, in_process
         self.keep_checkpoints, self.results_dir, self.tables_only = keep_checkpoints, results_dir, tables_only
+        self.select_epoch = select_epoch
 
     def saved(self, run_dir: str) -> str | None:
         """Where --results_dir keeps a run's small files (results_dir/runs/<config>/seed<k>/...), or None."""
@@ -292,7 +304,7 @@ class Runner:
             return
         if self.tables_only:
             raise StopStudy(f"{run_dir} has no finished record and --tables_only trains nothing: drop the flag to run it")
-        command = train_command(budget, extra, seed, run_dir)
+        command = train_command(budget, extra, seed, run_dir, self.select_epoch)
         resume = latest_checkpoint(run_dir)
         if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
             command += ["--resume", resume]
@@ -334,13 +346,17 @@ def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir:
     return run_dir
 
 
-def best_scores(run_dir: str) -> dict:
-    """Dev scores of the kept model: the epoch with the best overall (the first on ties, as best.pt)."""
+def kept_scores(run_dir: str, select_epoch: str) -> dict:
+    """Dev scores of the kept model: the final epoch (last), or the epoch with the best overall (best: the first on
+    ties, as best.pt)."""
     records = read_metrics(run_dir)
     if not records:
         raise UserError(f"{run_dir}: no metrics.jsonl; the run did not finish")
-    best = max(records, key=lambda r: (r["overall"], -r["epoch"]))
-    return {m: best[m] for m in METRICS}
+    if select_epoch == "last":
+        kept = max(records, key=lambda r: r["epoch"])
+    else:
+        kept = max(records, key=lambda r: (r["overall"], -r["epoch"]))
+    return {m: kept[m] for m in METRICS}
 
 
 def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
@@ -369,6 +385,12 @@ def add_args(p) -> None:
     g = p.add_argument_group("The multitask study (docs/studies.md)")
     g.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of configurations, from {', '.join(CONFIGS)}")
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
+    g.add_argument("--seeds_per_config", default="",
+                   help="NAME=N,...: NAME runs on the first N of --seeds only (a plan giving each claim the seeds its "
+                        "power calculation asks for); the baseline and controls should run them all")
+    g.add_argument("--select_epoch", choices=("last", "best"), default="last",
+                   help="the epoch each run is scored at: last = the final epoch, fixed in advance (no choice on the "
+                        "scored dev set); best = the best dev overall (how the studies before it were made)")
     g.add_argument("--examples_per_epoch", type=at_least(0), default=6000,
                    help="training examples per epoch of every run (sets --steps_per_epoch per configuration; 0: one pass)")
     g.add_argument("--simcse_steps", type=at_least(1), default=200, help="SimCSE steps (batch 64, CS224N sentences) of the simcse configuration")
@@ -400,6 +422,12 @@ def parse_args(argv=None):
     for c in args.configs:
         if c not in CONFIGS:
             p.error(f"--configs: {flags.unknown('configuration', c, CONFIGS)}")
+    args.seeds_of = {c: list(args.seeds) for c in args.configs}
+    for item in filter(None, args.seeds_per_config.split(",")):
+        name, _, n = item.partition("=")
+        if name not in args.configs or not n.isdigit() or not 1 <= int(n) <= len(args.seeds):
+            p.error(f"--seeds_per_config {item!r}: expected NAME=N with NAME in --configs and N in 1..{len(args.seeds)}")
+        args.seeds_of[name] = args.seeds[:int(n)]
     if "ensemble" in args.configs and "baseline" not in args.configs:
         p.error("--configs ensemble averages the baseline seeds: add baseline")
     for flag in ("--seed", "--out_dir", "--resume", *(("--steps_per_epoch",) if args.examples_per_epoch else ())):
@@ -415,32 +443,56 @@ def main(argv=None):
     kept = os.path.join(args.results_dir or "", "machine.json")
     if args.tables_only and args.results_dir and os.path.isfile(kept):   # the machine the records were measured on
         with open(kept) as f:
-            measured_on = json.load(f)["machine"]
+            record = json.load(f)
+        measured_on, made_with = record["machine"], record.get("select_epoch", "best")   # older studies: best
+        if made_with != args.select_epoch:
+            raise UserError(f"{kept}: its runs were scored and their outputs.pt written with --select_epoch {made_with}; "
+                            f"rewrite their tables with --select_epoch {made_with}")
     else:
         measured_on = machine()
-    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs, "machine": measured_on}
+    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs,
+              "select_epoch": args.select_epoch,
+              "fewer_seeds": {c: len(s) for c, s in args.seeds_of.items() if len(s) < len(args.seeds)}, "machine": measured_on}
     if not args.tables_only:   # a table rewrite runs nothing: machine.json and commands.txt stay as they are
         with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
             json.dump(header, f, indent=1)
         continue_history(args.out_dir, args.results_dir, header["machine"])
-    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir, args.tables_only)
+    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir, args.tables_only,
+                    args.select_epoch)
     scores = {}
     try:
         # Seed-major order: a study stopped early has every configuration for the seeds it finished.
         for done, seed in enumerate(args.seeds, 1):
             for name in args.configs:
-                if name != "ensemble":
-                    scores.setdefault(name, {})[seed] = best_scores(run_config(runner, name, seed, args.budget, args.out_dir,
-                                                                                args.simcse_steps, args.examples_per_epoch))
+                if name != "ensemble" and seed in args.seeds_of[name]:
+                    run = run_config(runner, name, seed, args.budget, args.out_dir, args.simcse_steps, args.examples_per_epoch)
+                    scores.setdefault(name, {})[seed] = kept_scores(run, args.select_epoch)
             if done < len(args.seeds):   # the table so far: a study stopped early still reports its finished seeds
                 report(args, summarise(scores, args.seeds[:done], None), header)
         ensemble = ensemble_scores(runner, args.seeds, args.out_dir) if "ensemble" in args.configs else None
     except StopStudy as e:
         print(f"study stopped: {e}")
         return None
-    summary = summarise(scores, args.seeds, ensemble)
+    summary = summarise(scores, args.seeds, ensemble, resample(args.out_dir, scores, args.seeds))
     print(report(args, summary, header))
     return summary
+
+
+def resample(out_dir: str, scores: dict, seeds: list[int]) -> dict:
+    """The seed × example bootstrap of each configuration's Δ overall against the baseline and against its control,
+    over the seeds both ran, from the runs' outputs.pt (minbert.tools.seed_example_bootstrap)."""
+    from minbert.core.export import load_outputs
+    from minbert.tools.seed_example_bootstrap import seed_example_bootstrap
+    out = {}
+    for name in scores:
+        for key, other in (("baseline", "baseline"), ("control", CONTROLS.get(name))):
+            if name == other or other not in scores:
+                continue
+            shared = [s for s in seeds if s in scores[name] and s in scores[other]]
+            if len(shared) >= 2:
+                runs = [[load_outputs(os.path.join(out_dir, n, f"seed{s}")) for s in shared] for n in (name, other)]
+                out.setdefault(name, {})[key] = seed_example_bootstrap(*runs)["overall"].tolist()
+    return out
 
 
 def continue_history(out_dir: str, results_dir: str | None, m: dict) -> None:

@@ -1,8 +1,8 @@
 """The multitask study's tables: scores per configuration, paired differences with Holm-adjusted p, the plot.
 
 minbert.tools.study runs the configurations; this file turns scores[config][seed] into
-  table.md / table.json   per configuration: dev SST acc, Quora acc, STS r and overall of the kept (best-epoch)
-                          model, mean ± sd over seeds; its paired difference from the baseline on the same seed,
+  table.md / table.json   per configuration: dev SST acc, Quora acc, STS r and overall of the kept model (the
+                          final epoch, or the best-epoch one: the study's --select_epoch), mean ± sd over seeds; its paired difference from the baseline on the same seed,
                           mean with a 95% t-interval over seeds, d̄ ± t_{0.975, n−1} · s_d / √n (Student, n − 1
                           degrees of freedom); and, for a configuration with a control (CONTROLS), its paired
                           difference from that control. Below each: the paired t-test's p, Holm-adjusted over
@@ -28,31 +28,46 @@ from minbert.tools.seed_statistics import format_power, mean_sd, paired_differen
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
 # A configuration's control: what it differs from in exactly one respect, so its effect is the
 # paired difference from the control, not from the baseline. mnr vs cosine: MNR alone (the same cosine STS head);
-# Gradient Compromise vs baseline_accum4: the method at the same 47 updates of 4 batches per epoch.
-CONTROLS = {"mnr": "cosine", "grad_compromise": "baseline_accum4", "grad_compromise_normalize": "baseline_accum4"}
+# Gradient Compromise vs baseline_accum4: the method at the same 47 updates of 4 batches per epoch; PCGrad and GradVac
+# vs baseline_every_task: the same three task batches per update (63 updates per epoch), summed without the surgery.
+CONTROLS = {"mnr": "cosine", "grad_compromise": "baseline_accum4", "grad_compromise_normalize": "baseline_accum4",
+            "pcgrad": "baseline_every_task", "gradvac": "baseline_every_task"}
 
 
-def summarise(scores: dict, seeds: list[int], ensemble: dict | None) -> dict:
-    """scores[config][seed] = {metric: value} -> per config: mean/sd per metric, paired difference from baseline."""
+def paired(a: dict, b: dict, seeds: list[int], metric: str) -> dict:
+    """The paired difference a − b (scores by seed) over the seeds of `seeds` that both ran."""
+    both = [s for s in seeds if s in a and s in b]
+    return paired_difference([a[s][metric] for s in both], [b[s][metric] for s in both])
+
+
+def summarise(scores: dict, seeds: list[int], ensemble: dict | None, resampled: dict | None = None) -> dict:
+    """scores[config][seed] = {metric: value} -> per config: mean/sd per metric over its seeds (those of `seeds` it
+    ran), paired difference from the baseline over the seeds both ran. resampled[config] = {"baseline": [...],
+    "control": [...]}: the seed × example bootstrap of its Δ overall (minbert.tools.seed_example_bootstrap), kept
+    beside that Δ as "seed_example"."""
     out = {}
     for name, by_seed in scores.items():
-        row = {"seeds": sorted(by_seed), "scores": {}, "difference": {}}
+        row = {"seeds": [s for s in seeds if s in by_seed], "scores": {}, "difference": {}}
         for m in METRICS:
-            values = [by_seed[s][m] for s in seeds]
+            values = [by_seed[s][m] for s in row["seeds"]]
             mean, sd = mean_sd(values)
             row["scores"][m] = {"mean": mean, "sd": sd, "values": values}
             if name != "baseline" and "baseline" in scores:
-                row["difference"][m] = paired_difference(values, [scores["baseline"][s][m] for s in seeds])
+                row["difference"][m] = paired(by_seed, scores["baseline"], seeds, m)
         out[name] = row
     for m in METRICS:   # one family per metric: every configuration against the baseline (Holm 1979)
         add_holm([row["difference"].get(m) for row in out.values()])
     for name, control in CONTROLS.items():   # the effect of the one thing a configuration adds to its control
         if name in out and control in out:
             out[name]["control"] = control
-            out[name]["difference_vs_control"] = {m: paired_difference(out[name]["scores"][m]["values"],
-                                                                       out[control]["scores"][m]["values"]) for m in METRICS}
+            out[name]["difference_vs_control"] = {m: paired(scores[name], scores[control], seeds, m) for m in METRICS}
     for m in METRICS:   # a second family per metric: the configurations against their controls
         add_holm([row["difference_vs_control"][m] for row in out.values() if "control" in row])
+    for name, against in (resampled or {}).items():
+        for key, which in (("baseline", "difference"), ("control", "difference_vs_control")):
+            if key in against and which in out.get(name, {}):
+                d = out[name][which]["overall"]
+                d["seed_example"] = bootstrap_difference(d["mean"], against[key])
     if ensemble is not None:
         row = {"seeds": seeds, "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
                "difference": {}}
@@ -90,9 +105,12 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
     columns = ["configuration", "n", *METRICS, "Δ overall vs baseline [95% CI]", *(f"Δ {m}" for m in METRICS[:3])]
     holm_rows = [{"configuration": name, **{f"Δ {m}": format_holm(row["difference"].get(m)) for m in METRICS}}
                  for name, row in summary.items() if any(row["difference"].get(m, {}).get("p") is not None for m in METRICS)]
-    md = ("# Multitask study: dev scores of the kept (best-epoch) model, mean ± sd over seeds\n\n"
+    kept = {"best": "the kept (best-epoch) model", "last": "the final epoch (fixed in advance)"}[header.get("select_epoch", "best")]
+    fewer = header.get("fewer_seeds", {})   # configurations run on the first k seeds only
+    md = (f"# Multitask study: dev scores of {kept}, mean ± sd over seeds\n\n"
           f"Budget (every run): `{shlex.join(header['budget'])}`, {header['examples_per_epoch'] or 'one pass of'} "
-          f"training examples per epoch; seeds {header['seeds']}. "
+          f"training examples per epoch; seeds {header['seeds']}"
+          + (" (" + ", ".join(f"{n}: the first {k}" for n, k in fewer.items()) + ")" if fewer else "") + ". "
           "Δ: paired difference from the baseline on the same seed, mean [95% t-interval over seeds, n − 1 df]; "
           "\"(noise)\": the interval contains 0. The ensemble is one model, a uniform average of the baseline seeds' "
           "outputs: its Δ here is against the baseline mean, without a seed interval (its bootstrap intervals are below "
@@ -113,7 +131,7 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                    f"{b['best_member']['resamples']} resamples, the same resample for the average and every member; "
                    "percentile 95% interval and two-sided bootstrap p): dev overall "
                    + "; ".join(f"{b[k]['mean']:+.4f} [{b[k]['low']:+.4f}, {b[k]['high']:+.4f}], "
-                               + (f"p {b[k]['p']:.3f}" if b[k]["p"] > 0 else f"p < {1 / b[k]['resamples']:.4f} (no resample ≤ 0)")
+                               + (f"p {b[k]['p']:.3f}" if b[k]["p"] > 0 else f"p < {2 / b[k]['resamples']:.3f} (no resample ≤ 0)")
                                + f" against {what}"
                                for k, what in (("members_mean", "the members' mean"), ("best_member", f"the best member (seed {best['seed']})")))
                    + ". It covers the dev sample only: not a new draw of seeds, and not the choice of the best member on "
@@ -125,13 +143,36 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                "(one family per metric, all against the same baseline). Cell: adjusted p, the verdict at 0.05 on it "
                "(higher / lower than the baseline, or noise), then the unadjusted p. Read verdicts from this table: "
                "the intervals above are unadjusted, so with many configurations some exclude 0 by chance. "
-               + sign_flip_note(len(header["seeds"])) + "\n\n"
+               + sign_flip_note(min(len(r["seeds"]) for r in summary.values())) + "\n\n"
                + markdown_table(holm_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
-        n = len(header["seeds"])
-        power_rows = [{"configuration": name, **{f"Δ {m}": format_power(row["difference"].get(m), n, family) for m in METRICS}}
+        n = len(header["seeds"])   # the caption's; each cell is at its own row's n (the seeds its differences pair)
+        power_rows = [{"configuration": name, **{f"Δ {m}": format_power(row["difference"].get(m), len(row["difference"][m]["values"]), family)
+                                                 for m in METRICS}}
                       for name, row in summary.items() if row["difference"].get("overall", {}).get("p") is not None]
-        md += ("\n## Power: the |Δ| these seeds could detect\n\n" + power_note(n, family) + " Cell: at 0.05 / at "
+        md += ("\n## Power: the |Δ| these seeds could detect\n\n" + power_note(n, family) + (" Rows with fewer seeds: at their own n." if fewer else "")
+               + " Cell: at 0.05 / at "
                f"0.05/{family}.\n\n" + markdown_table(power_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
+    booted = {name: row for name, row in summary.items() if "seed_example" in row["difference"].get("overall", {})}
+    if booted:
+        first = next(iter(booted.values()))["difference"]["overall"]["seed_example"]
+        cell = lambda d: "–" if not d or "seed_example" not in d else "[{low:+.4f}, {high:+.4f}], ".format(**d["seed_example"]) + (
+            f"p {d['seed_example']['p']:.3f}" if d["seed_example"]["p"] > 0 else f"p < {2 / d['seed_example']['resamples']:.3f}")
+        md += ("\n## Δ overall with the dev sets resampled too\n\nThe intervals above are over seeds only (unit: seeds, "
+               "the dev sets held fixed). Here each of "
+               f"{first['resamples']} resamples draws the paired seeds with replacement and each task's dev examples with "
+               "replacement (the same examples for every seed and both configurations), rescores every run from its "
+               "outputs.pt and averages the paired differences (minbert/tools/seed_example_bootstrap.py): percentile "
+               "95% interval and two-sided bootstrap p, whose floor is 2/resamples (unit: seeds and dev examples together). "
+               "Resampling n seeds understates their spread where n is small (no Student correction: 3 seeds allow 10 "
+               "distinct draws), so this interval can be narrower than the t-interval: it adds the dev sets' sampling to "
+               "the seeds', it does not replace the seed interval. Verdicts stay with the Holm table.\n\n"
+               + markdown_table([{"configuration": name, "Δ overall [95%, seeds]": format_difference(row["difference"]["overall"]),
+                                  "[95%, seeds × examples]": cell(row["difference"]["overall"]),
+                                  "vs its control [95%, seeds]": format_difference(row.get("difference_vs_control", {}).get("overall")),
+                                  "vs its control [95%, seeds × examples]": cell(row.get("difference_vs_control", {}).get("overall"))}
+                                 for name, row in booted.items()],
+                                ["configuration", "Δ overall [95%, seeds]", "[95%, seeds × examples]",
+                                 "vs its control [95%, seeds]", "vs its control [95%, seeds × examples]"]) + "\n")
     controlled = {name: row for name, row in summary.items() if "control" in row}
     order = ("overall", *METRICS[:3])
     if controlled:
@@ -146,7 +187,7 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                                                                        for m in order}} for name, row in controlled.items()],
                                          ["configuration", *(f"Holm p, Δ {m}" for m in order)])
                + "\n\n" + markdown_table([{"configuration": name, **{f"80% power, Δ {m}": format_power(
-                   row["difference_vs_control"][m], len(header["seeds"]), len(controlled)) for m in order}}
+                   row["difference_vs_control"][m], len(row["difference_vs_control"][m]["values"]), len(controlled)) for m in order}}
                    for name, row in controlled.items()], ["configuration", *(f"80% power, Δ {m}" for m in order)]) + "\n")
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(md)

@@ -105,7 +105,7 @@ def test_first_round_runs_at_step_every_even_when_every_is_1():
 def test_paper_epochs_at_the_size_thresholds():
     """EPOCHS_BY_SIZE reads 'at least N train examples': exactly 100,000 is large (10), 10,000 medium (30)."""
     import importlib
-    home = mml if hasattr(mml, "paper_epochs") else importlib.import_module("minbert.tools.mml_protocol")
+    home = mml if hasattr(mml, "paper_epochs") else importlib.import_module("minbert.methods.mml_protocol")
     got = [home.paper_epochs(n) for n in (100_000, 99_999, 10_000, 9_999)]
     assert got == [10, 30, 30, 100], f"minbert.methods.mml.paper_epochs(100000, 99999, 10000, 9999) = {got}, expected [10, 30, 30, 100]"
 

@@ -353,10 +353,52 @@ def test_the_confirmation_family_is_holm_over_its_four_claims_with_the_explorato
     for (name, metric), d in shift.items():
         row = fresh["configurations"].setdefault(name, {"seeds": seeds, "scores": {m: {"values": base[m]} for m in metrics}})
         row["scores"][metric] = {"values": [b + x for b, x in zip(base[metric], d)]}
-    exploratory = {"configurations": {n: {"difference": {m: {"mean": 0.01} for m in metrics}} for n, _ in shift}}
+    exploratory = {"configurations": {n: {"difference": {m: {"mean": 0.01, "p_holm": 0.04} for m in metrics}} for n, _ in shift}}
     rows = conf.confirmation(exploratory, fresh)
     p = [scipy.stats.ttest_rel([b + x for b, x in zip(base[m], d)], base[m]).pvalue for (n, m), d in shift.items()]
     want = _holm_by_sequential_rejection(p)
     assert [r["d"]["p_holm"] for r in rows] == pytest.approx(want, rel=1e-6), "bench/study_confirmation.py: Holm over the 4 claims"
     assert [r["verdict"] for r in rows] == ["confirmed", "not confirmed", "not confirmed", "not confirmed"], \
         f"bench/study_confirmation.py: verdicts {[r['verdict'] for r in rows]} (a steady Δ of the other sign is not a confirmation)"
+
+
+def test_a_run_is_scored_at_the_final_epoch_or_the_best_one(tmp_path):
+    """--select_epoch last scores epoch 2 (fixed in advance) even where epoch 1 had the better dev overall; best
+    takes epoch 1 (the first on ties, as best.pt); the training command carries the same choice."""
+    rows = [{"epoch": 1, "sst_acc": 0.5, "para_acc": 0.7, "sts_pearson": 0.8, "overall": 0.71},
+            {"epoch": 2, "sst_acc": 0.4, "para_acc": 0.7, "sts_pearson": 0.8, "overall": 0.69}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reversed(rows)))
+    assert study.kept_scores(str(tmp_path), "last")["sst_acc"] == 0.4, f"{MOD}.kept_scores: last must be the final epoch"
+    assert study.kept_scores(str(tmp_path), "best")["sst_acc"] == 0.5, f"{MOD}.kept_scores: best must be epoch 1"
+    command = study.train_command([], [], 3, str(tmp_path), "last")
+    assert command[command.index("--select_epoch") + 1] == "last", f"{MOD}.train_command: the run must keep the scored epoch"
+
+
+def test_a_configuration_on_fewer_seeds_is_paired_over_the_seeds_it_shares():
+    """--seeds_per_config mnr=3 with seeds 1..5: mnr's Δ is scipy's paired t over seeds 1-3 only, the baseline keeps
+    all five, and a control pairs over the seeds both ran."""
+    import random
+    rng = random.Random(4)
+    seeds = [1, 2, 3, 4, 5]
+    scores = {n: {s: {m: 0.7 + 0.01 * rng.random() for m in study_table.METRICS} for s in seeds[:k]}
+              for n, k in (("baseline", 5), ("cosine", 5), ("mnr", 3))}
+    summary = study_table.summarise(scores, seeds, None)
+    assert summary["mnr"]["seeds"] == [1, 2, 3] and summary["baseline"]["seeds"] == seeds
+    for other, key in (("baseline", "difference"), ("cosine", "difference_vs_control")):
+        want = scipy.stats.ttest_rel([scores["mnr"][s]["overall"] for s in seeds[:3]],
+                                     [scores[other][s]["overall"] for s in seeds[:3]]).pvalue
+        assert summary["mnr"][key]["overall"]["p"] == pytest.approx(want, rel=1e-8), f"{MOD}.summarise: mnr − {other} over seeds 1-3"
+    args = study.parse_args(["--configs", "baseline,mnr", "--seeds", "1,2,3,4,5", "--seeds_per_config", "mnr=3"])
+    assert args.seeds_of == {"baseline": seeds, "mnr": [1, 2, 3]}, f"{MOD}.parse_args: seeds_of {args.seeds_of}"
+    with pytest.raises(SystemExit):
+        study.parse_args(["--configs", "baseline", "--seeds", "1,2", "--seeds_per_config", "baseline=3"])
+
+
+def test_the_equal_update_control_is_pcgrads_step_without_the_surgery():
+    """baseline_every_task makes PCGrad's and GradVac's 63 updates of one batch of each task (6000 examples at batch 32)
+    with no other flag, and is their control in the table."""
+    assert study.CONFIGS["baseline_every_task"] == ["--heterogeneous", "--heterogeneous_mix", "every_task"]
+    budget = ["--batch_size", "32"]
+    assert study.steps_per_epoch("baseline_every_task", budget, 6000) == study.steps_per_epoch("pcgrad", budget, 6000) \
+        == ["--steps_per_epoch", "63"], f"{MOD}.steps_per_epoch: the control must make PCGrad's 63 updates"
+    assert study_table.CONTROLS["pcgrad"] == study_table.CONTROLS["gradvac"] == "baseline_every_task"

@@ -8,10 +8,16 @@ One test per rule, each reading the committed files (no training, nothing outsid
   4. "noise" is never read as "no effect" or as a cause (phrases that did so are listed);
   5. the summary table of verdicts lists exactly the configurations the study's table gives each verdict;
   6. a fresh-seed result of a confirmation claim is quoted with that family's Holm p only;
-  7. a paper figure names its table, rows and column, and equals what those cells give;
-  8. the power and sign-flip figures of the committed tables agree with scipy on the committed per-seed records.
-Oracles: scipy.stats.ttest_rel, scipy.stats.nct, scipy.stats.permutation_test; the MML paper's cells (Malkiel &
-Wolf 2021, Tables 2-3) written out below.
+  7. a paper figure names its table, rows and column, and equals what those cells give (the MML paper's and the
+     CS224N reports'), and every paper cell of the main table quotes one or says there is no figure;
+  8. the power and sign-flip figures of the committed tables agree with scipy on the committed per-seed records;
+  9. the underclaim direction: where a paper's effect lies outside our interval for the same comparison, the page
+     says so (and says "inside" only where it is inside);
+ 10. every per-task verdict of the study's table is on the page with its exploratory label;
+ 11. a record a page cites (a path under bench/results/) is committed.
+Oracles: scipy.stats.ttest_rel, scipy.stats.nct, scipy.stats.permutation_test; the papers' cells (Malkiel & Wolf
+2021, Tables 1-3; Pritsky, Somerville & Huynh, Table 2; Benton, Figure 3; Song, Hu & Pan, Table 2) written out below
+from the papers' text.
 
 Run: python -m pytest -q tests/tools/test_study_claims.py   (offline, seconds)
 """
@@ -319,3 +325,198 @@ def test_the_docs_power_and_sign_flip_columns_agree_with_scipy():
             assert power == pytest.approx(0.8, abs=0.06), f"{where}: Δ {cell} at α {alpha:.4g} has scipy power {power:.3f}, not 0.8"
         checked += 1
     assert checked == 13, f"docs/studies.md, main table: checked {checked} of the 13 configurations"
+
+
+# ---------------------------------------------------------------------------------------------- rule 7, CS224N reports
+
+# The CS224N reports' cells the page quotes, copied from the papers' text: (report, table, row, column) -> value.
+CS224N = {
+    ("Pritsky", "Table 2", "BaseModel: BERT + concat sentences", "Dev. Mean"): 0.648,
+    ("Pritsky", "Table 2", "BaseModel + Pal schedule", "Dev. Mean"): 0.741,
+    ("Pritsky", "Table 2", "BaseModel + Pal schedule + 1 hidden", "Dev. Mean"): 0.747,
+    ("Pritsky", "Table 2", "AdvancedModel: BaseModel + Pal schedule", "Dev. Mean"): 0.758,
+    ("Pritsky", "Table 2", "BaseModel + 1 hidden + PCGrad", "Dev. Mean"): 0.729,
+    ("Pritsky", "Table 2", "BaseModel + 1 hidden + Vaccine", "Dev. Mean"): 0.737,
+    ("Pritsky", "Table 2", "BaseModel + 1 hidden + Grad. compromise (ours)", "Dev. Mean"): 0.733,
+    ("Pritsky", "Table 2", "AdvancedModel + PAL (only during finetuning)", "Dev. Mean"): 0.761,
+    ("Benton", "Fig. 3", "Ann + Concat", "Overall Performance"): 0.784,
+    ("Benton", "Fig. 3", "Ann + CoSim", "Overall Performance"): 0.706,
+    ("Benton", "Fig. 3", "Ann + CoSim + MNR", "Overall Performance"): 0.703,
+    ("Benton", "Fig. 3", "Equit + Concat", "Overall Performance"): 0.782,
+    ("Benton", "Fig. 3", "Equit + CoSim", "Overall Performance"): 0.710,
+    ("Benton", "Fig. 3", "Equit + CoSim + MNR", "Overall Performance"): 0.707,
+    ("Song/Hu/Pan", "Table 2", "Finetune base model", "Dev Score"): 0.764,
+    ("Song/Hu/Pan", "Table 2", "+ SimCSE", "Dev Score"): 0.763,
+    ("Song/Hu/Pan", "Table 2", "+ PALs", "Dev Score"): 0.770,
+    ("Song/Hu/Pan", "Table 2", "+ SMART (weak)", "Dev Score"): 0.768,
+    ("Song/Hu/Pan", "Table 2", "+ SimCSE + PALs + SMART (strong)", "Dev Score"): 0.778,
+}
+REPORT_PAIR = re.compile(r"(Pritsky|Benton|Song/Hu/Pan) (Table \d|Fig\. \d), row '([^']+)' against row '([^']+)', "
+                         r"([\w. ]+?) column: (\d\.\d{3}) against (\d\.\d{3}), ([+−]\d\.\d{3})")
+REPORT_CELL = re.compile(r"(Pritsky|Benton|Song/Hu/Pan) (Table \d|Fig\. \d), row '([^']+)', ([\w. ]+?) column: (\d\.\d{3})")
+
+
+def main_table() -> list[dict]:
+    return next(t for t in markdown_tables(DOCS.read_text()) if t and "what the paper reported (dev overall)" in t[0])
+
+
+def test_a_cs224n_report_figure_names_its_cells_and_equals_them():
+    """Each figure of the main table's paper column is quoted as 'REPORT TABLE, row A against row B, COLUMN column:
+    a against b, a − b' (or one cell), and equals the report's cells; a row without such a quote says 'no figure'."""
+    rows, quotes = main_table(), 0
+    for row in rows:
+        cell = row["what the paper reported (dev overall)"]
+        where = f"docs/studies.md, main table, {row['configuration'][:40]}"
+        pairs, singles = list(REPORT_PAIR.finditer(cell)), list(REPORT_CELL.finditer(cell))
+        assert pairs or singles or "no figure" in cell, \
+            f"{where}: the paper column must quote its cells (report, table, row, column) or say 'no figure': '{cell[:100]}'"
+        for m in pairs:
+            report, table, a, b, column = m[1], m[2], m[3], m[4], m[5]
+            for name, shown in ((a, m[6]), (b, m[7])):
+                assert (report, table, name, column) in CS224N, f"{where}: '{m[0]}': no cell {report} {table}, row '{name}', {column}"
+                assert float(shown) == CS224N[report, table, name, column], \
+                    f"{where}: '{m[0]}': {report} {table}, row '{name}', {column} is {CS224N[report, table, name, column]}"
+            assert number(m[8]) == pytest.approx(float(m[6]) - float(m[7]), abs=1e-9), f"{where}: '{m[0]}': the difference"
+            quotes += 1
+        for m in singles:
+            key = (m[1], m[2], m[3], m[4])
+            assert key in CS224N and float(m[5]) == CS224N[key], f"{where}: '{m[0]}': the report's cell is {CS224N.get(key)}"
+            quotes += 1
+    assert quotes >= 12, f"docs/studies.md, main table: only {quotes} report cells quoted"
+
+
+# ---------------------------------------------------------------------------------------------- rule 9
+
+# Rows whose paper comparison is the same comparison as one of ours: configuration -> (results folder, arm, control,
+# the report rows it is compared with). Rows left out differ in a named way (PCGrad and GradVac: round robin against
+# the PAL schedule; SimCSE: other training sentences; the ensemble: another kind of ensemble; annealed against
+# Pritsky's round robin).
+LIKE_FOR_LIKE = {
+    "PALs": ("study", "pals", "baseline", [("+ PALs", "Finetune base model")]),
+    "SMART": ("study", "smart", "baseline", [("+ SMART (weak)", "Finetune base model")]),
+    "Gradient Compromise |": ("study", "grad_compromise", "baseline",
+                              [("BaseModel + 1 hidden + Grad. compromise (ours)", "BaseModel + Pal schedule + 1 hidden")]),
+    "annealed": ("study", "annealed", "baseline", [("Ann + Concat", "Equit + Concat"), ("Ann + CoSim", "Equit + CoSim"),
+                                                   ("Ann + CoSim + MNR", "Equit + CoSim + MNR")]),
+    "cosine STS head + MNR": ("study_controls", "mnr", "cosine", [("Ann + CoSim + MNR", "Ann + CoSim")]),
+    "concat": ("study_controls", "concat", "cosine", [("Ann + Concat", "Ann + CoSim")]),
+    "PALs after": ("study", "pals_after", "baseline",
+                   [("AdvancedModel + PAL (only during finetuning)", "AdvancedModel: BaseModel + Pal schedule")]),
+}
+
+
+def t_interval_of(folder: str, arm: str, control: str, metric: str = "overall") -> tuple[float, float]:
+    configs = json.loads((RESULTS / folder / "table.json").read_text())["configurations"]
+    d = np.subtract(configs[arm]["scores"][metric]["values"], configs[control]["scores"][metric]["values"])
+    half = scipy.stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d))
+    return d.mean() - half, d.mean() + half
+
+
+def test_a_papers_effect_outside_our_interval_is_stated():
+    """For each like-for-like comparison, every quoted report difference is checked against our 95% t-interval
+    (recomputed with scipy from the per-seed records): outside it, the row must say the paper's figure 'lies above
+    our interval' (or below); inside it, it must not say so."""
+    rows = main_table()
+    checked = 0
+    for key, (folder, arm, control, pairs) in LIKE_FOR_LIKE.items():
+        row = next(r for r in rows if ("| " + r["configuration"] + " |").startswith("| " + key) or r["configuration"].startswith(key))
+        text = " | ".join(row.values())
+        low, high = t_interval_of(folder, arm, control)
+        for m in REPORT_PAIR.finditer(row["what the paper reported (dev overall)"]):
+            if (m[3], m[4]) not in pairs:
+                continue
+            paper = number(m[8])
+            side = "above" if paper > high else "below" if paper < low else None
+            where = (f"docs/studies.md, main table, {row['configuration'][:30]}: the paper's {m[8]} ({m[3]} against {m[4]}) "
+                     f"against our {arm} − {control} [{low:+.4f}, {high:+.4f}]")
+            if side:
+                assert re.search(rf"{re.escape(m[8])} lies (just )?{side} our interval", text), \
+                    f"{where}: lies {side} our interval; the row must say so ('the paper's {m[8]} lies {side} our interval')"
+            else:
+                assert not re.search(rf"{re.escape(m[8])} lies (just )?(above|below) our interval", text), f"{where}: it is inside"
+            checked += 1
+    assert checked >= 9, f"checked {checked} paper differences"
+
+
+# Malkiel & Wolf 2021, Table 1, development set rows (×100).
+MML_TABLE1_DEV = {("MML", "RTE"): 80.1, ("BERT", "RTE"): 70.4, ("MML", "MRPC"): 89.0, ("BERT", "MRPC"): 88.0,
+                  ("MML", "STS-B"): 91.1, ("BERT", "STS-B"): 90.0, ("MML", "CoLA"): 64.5, ("BERT", "CoLA"): 60.6}
+MML_GAIN = re.compile(r"Table 1, row MML against row BERT, development set, ([\w-]+) column: ([\d.]+) against ([\d.]+), "
+                      r"([+−][\d.]+), (above|below|inside) our interval")
+
+
+def test_the_mml_papers_gains_are_placed_against_our_intervals():
+    """Each GLUE task both studies share: the paper's MML − BERT (Table 1, development rows) is quoted with its cells
+    and placed above / inside / below our 95% t-interval of MML − BERT (×100, scipy, the committed per-seed records)."""
+    per_seed = json.loads((RESULTS / "mml_study" / "table1.json").read_text())["per_seed"]
+    text = " ".join(DOCS.read_text().split())
+    found = {m[1]: m for m in MML_GAIN.finditer(text)}
+    tasks = sorted({t for _, t in MML_TABLE1_DEV})
+    assert set(found) == set(tasks), f"docs/studies.md: the paper's MML − BERT gain is placed for {sorted(found)}, not all of {tasks}"
+    for task, m in found.items():
+        mml, bert = MML_TABLE1_DEV["MML", task], MML_TABLE1_DEV["BERT", task]
+        assert (float(m[2]), float(m[3])) == (mml, bert), f"docs/studies.md: '{m[0]}': Table 1 has {mml} against {bert}"
+        assert number(m[4]) == pytest.approx(mml - bert, abs=0.05), f"docs/studies.md: '{m[0]}': the difference"
+        d = np.subtract(per_seed["mml"][task], per_seed["bert"][task])
+        half = scipy.stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d))
+        want = "above" if mml - bert > d.mean() + half else "below" if mml - bert < d.mean() - half else "inside"
+        assert m[5] == want, f"docs/studies.md: '{m[0]}': our interval is [{d.mean() - half:+.1f}, {d.mean() + half:+.1f}]: {want}"
+
+
+# ---------------------------------------------------------------------------------------------- rule 10
+
+
+def test_every_per_task_verdict_is_on_the_page_with_its_label():
+    """Every per-task Δ of bench/results/study whose Holm p (scipy's paired t, Holm over the configurations of its
+    column) is below 0.05 on seeds 1-5 is a row of the page's per-task table, with that Holm p, the one seeds 1-3
+    alone give, its verdict word, and 'exploratory' where seeds 1-3 alone did not resolve it; and nothing else is."""
+    configs = json.loads((RESULTS / "study" / "table.json").read_text())["configurations"]
+    names = [n for n in configs if n not in ("baseline", "ensemble")]
+    want = {}
+    for metric in ("sst_acc", "para_acc", "sts_pearson"):
+        base = configs["baseline"]["scores"][metric]["values"]
+        p5 = holm([scipy.stats.ttest_rel(configs[n]["scores"][metric]["values"], base).pvalue for n in names])
+        p3 = holm([scipy.stats.ttest_rel(configs[n]["scores"][metric]["values"][:3], base[:3]).pvalue for n in names])
+        for n, a, b in zip(names, p5, p3):
+            if a < 0.05:
+                want[n, metric] = (a, b, "higher" if configs[n]["difference"][metric]["mean"] > 0 else "lower")
+    display = {**{v: k for k, v in NAMES.items()}, "mnr": "cosine + MNR", "concat": "concat head"}
+    table = next(t for t in markdown_tables(DOCS.read_text()) if t and set(t[0]) >= {"metric", "Holm p, seeds 1–3 alone"})
+    got = {}
+    for row in table:
+        name = next((n for n, shown in display.items() if shown == row["configuration"]), None)
+        assert name, f"docs/studies.md, per-task verdicts: unknown configuration '{row['configuration']}'"
+        got[name, row["metric"]] = row
+    assert set(got) == set(want), (f"docs/studies.md, per-task verdicts: rows {sorted(got)}; the table's per-task "
+                                   f"verdicts are {sorted(want)}")
+    for key, (p5, p3, word) in want.items():
+        row, where = got[key], f"docs/studies.md, per-task verdicts, {key}"
+        assert float(row["Holm p, seeds 1–5"]) == pytest.approx(p5, abs=6e-4), f"{where}: Holm p {p5:.3f}"
+        assert float(row["Holm p, seeds 1–3 alone"]) == pytest.approx(p3, abs=6e-4), f"{where}: seeds 1-3 Holm p {p3:.3f}"
+        assert row["verdict"].startswith(word), f"{where}: the verdict is '{word}'"
+        assert ("exploratory" in row["verdict"]) == (p3 >= 0.05), \
+            f"{where}: seeds 1-3 alone give Holm p {p3:.3f}: 'exploratory' {'needed' if p3 >= 0.05 else 'wrong'}"
+
+
+# ---------------------------------------------------------------------------------------------- rule 11
+
+CITED = re.compile(r"bench/results/[\w./*-]+")
+
+
+@pytest.mark.parametrize("path", [*PAGES, REPO / "README.md", RESULTS / "study_budget.md"], ids=lambda p: str(p.relative_to(REPO)))
+def test_a_record_a_page_cites_is_committed(path):
+    """Every bench/results/... path a page names exists in the repository (a glob matches something), and, where the
+    repository is a git checkout, is tracked by git: a page may not cite a record that is not committed."""
+    import subprocess
+    tracked = None
+    if (REPO / ".git").exists():
+        out = subprocess.run(["git", "-C", str(REPO), "ls-files", "bench/results"], capture_output=True, text=True)
+        tracked = set(out.stdout.split()) if out.returncode == 0 else None
+    for m in CITED.finditer(path.read_text()):
+        cited = m[0].rstrip(".,)`")
+        hits = [p.relative_to(REPO).as_posix() for p in REPO.glob(cited)] if "*" in cited else \
+            ([cited] if (REPO / cited).exists() else [])
+        assert hits, f"{path.relative_to(REPO)} cites {cited}, which is not in the repository"
+        if tracked is not None:
+            assert any(h in tracked or any(t.startswith(h.rstrip("/") + "/") for t in tracked) for h in hits), \
+                f"{path.relative_to(REPO)} cites {cited}, which is not committed (git ls-files)"
