@@ -38,10 +38,17 @@ os.environ["CUDA_VISIBLE_DEVICES"] = ""
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-# The training runs the tests start as child processes use the thread count of this one, whatever the load: a CPU's
-# sums depend on how many threads split them, and the scripts would otherwise choose from the cores free at start
-# (minbert/core/device.py, set_threads), so two runs compared for equality could differ by a rounding.
-os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+from minbert.core.device import choose_threads, current_load, usable_cores  # noqa: E402
+
+# One thread count for the whole session, chosen once as the scripts choose theirs (the cores free at start; an
+# OMP_NUM_THREADS already set wins): torch's default of one thread per core runs several times slower on a machine
+# with a core busy, the threads waiting for each other on it (bench/results/threads.md: the quick start at 2 threads
+# 5 ex/s, at 1 thread 56). The training runs the tests start as child
+# processes inherit it, whatever the load does later: a CPU's sums depend on how many threads split them, and the
+# scripts would otherwise choose again (minbert/core/device.py, set_threads), so two runs compared for equality
+# could differ by a rounding.
+os.environ.setdefault("OMP_NUM_THREADS", str(choose_threads(usable_cores(), current_load())))
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 # Root writes to read-only files and folders (CAP_DAC_OVERRIDE). A child process started with
 # preexec_fn=meet_file_modes drops that capability from its bounding set before exec (what
