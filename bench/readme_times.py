@@ -3,9 +3,9 @@
     python bench/readme_times.py                        # all three commands, quiet then busy: 1-2 h on 2 cores
     python bench/readme_times.py --only tests           # some of: quickstart, tests, mml (the others keep theirs)
     python bench/readme_times.py --only tests --conditions busy
-    python bench/readme_times.py --dry_run              # measure, print; results and README.md unchanged
-    python bench/readme_times.py --smoke                # a few-step version of each, both conditions, ~5 min:
-                                                        # checks this script; writes nothing
+    python bench/readme_times.py --dry_run              # measure; write into a temporary folder, not the repo
+    python bench/readme_times.py --smoke                # a few-step version of each, both conditions, 5-10 min:
+                                                        # checks this script (a dry run)
 
 The commands are read from README.md and run as a newcomer runs them: from the repository root, with
 OMP_NUM_THREADS unset (the scripts choose their threads from the cores free at start); only --out_dir is a
@@ -17,9 +17,9 @@ temporary folder.
 
 Each under two conditions, all quiet runs first:
 
-    quiet  nothing else running: waits up to --quiet_wait s for the 1-minute load average to fall under 0.5
+    quiet  nothing else running: waits up to 5 min for the 1-minute load average to fall under 0.5
     busy   another job busy on one core for the whole measurement: the quick start at `--threads 1` (a second
-           user's training run), restarted whenever it ends, started --warmup s before the first busy command so
+           user's training run), restarted whenever it ends, started 2 min before the first busy command so
            that the load average has risen and the command's thread choice sees it
 
 Measured for each: the wall time; the longest silence (the longest gap between two consecutive bytes of the
@@ -39,6 +39,7 @@ checks that they are what the JSON renders to. The quick suite must print at lea
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -62,6 +63,8 @@ COMMANDS = ("quickstart", "tests", "mml")
 MARKER = {"quickstart": "quickstart-time", "tests": "test-time", "mml": "mml-time"}
 SMOKE = {"quickstart": ["--limit", "32"], "tests": ["tests/test_readme.py"], "mml": ["--limit", "16", "--epochs", "1"]}
 SILENCE_RULE = 30.0     # seconds: the quick suite prints at least this often (docs/testing.md)
+WARMUP_S = 120.0        # the busy job runs this long before the first busy command (the load average lags a minute)
+QUIET_WAIT_S = 300.0    # at most this long waiting for the 1-minute load average to fall under 0.5 before a quiet run
 LOG_ENV, PATH_ENV = "README_TIMES_LOG", "README_TIMES_PYTHONPATH"
 
 
@@ -357,10 +360,13 @@ def readme_region(name: str, text: str) -> str:
     return text.split(f"<!-- {MARKER[name]}:begin -->", 1)[1].split(f"<!-- {MARKER[name]}:end -->", 1)[0].strip()
 
 
-def save(results: dict) -> None:
-    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    TABLE.write_text(table(results))
-    README.write_text(rewrite_readme(README.read_text(encoding="utf-8"), results), encoding="utf-8")
+def save(results: dict, into: Path | None = None) -> None:
+    """The results, their table and README.md's lines: in the repository, or (a dry run) in a copy under `into`."""
+    results_path, table_path, readme = (RESULTS, TABLE, README) if into is None else \
+        (into / RESULTS.name, into / TABLE.name, into / README.name)
+    results_path.write_text(json.dumps(results, indent=1) + "\n")
+    table_path.write_text(table(results))
+    readme.write_text(rewrite_readme(README.read_text(encoding="utf-8"), results), encoding="utf-8")
 
 
 def load_results(path: Path = RESULTS) -> dict:
@@ -380,41 +386,34 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", default=",".join(COMMANDS), help=f"comma-separated, of {', '.join(COMMANDS)}")
     p.add_argument("--conditions", default="quiet,busy", help="quiet, busy or both (quiet runs first)")
-    p.add_argument("--warmup", type=float, default=120.0,
-                   help="seconds the busy job runs before the first busy command (the load average lags a minute)")
-    p.add_argument("--quiet_wait", type=float, default=300.0, help="seconds to wait at most for a quiet machine")
-    p.add_argument("--dry_run", action="store_true", help="measure and print; results and README.md unchanged")
+    p.add_argument("--dry_run", action="store_true",
+                   help="measure; write the results and a README.md into a temporary folder, not the repository")
     p.add_argument("--smoke", action="store_true",
                    help="check this script: a few steps of each command (and tests/test_readme.py only), 5 s of "
-                        "warm-up; implies --dry_run")
+                        "warm-up, no wait for a quiet machine; implies --dry_run")
     a = p.parse_args()
     names, conditions = a.only.split(","), a.conditions.split(",")
     if not set(names) <= set(COMMANDS) or not conditions or not set(conditions) <= {"quiet", "busy"}:
         p.error(f"--only takes some of {','.join(COMMANDS)}; --conditions some of quiet,busy")
-    if a.smoke:
-        a.dry_run, a.warmup, a.quiet_wait = True, 5.0, 0.0
+    warmup, quiet_wait = (5.0, 0.0) if a.smoke else (WARMUP_S, QUIET_WAIT_S)
+    a.dry_run = a.dry_run or a.smoke
     text = README.read_text(encoding="utf-8")
     commands = {name: readme_command(name, text) for name in COMMANDS}
-    results = load_results()
+    results = {} if a.smoke else load_results()
+    into = Path(tempfile.mkdtemp(prefix="readme_times-dry_run-")) if a.dry_run else None
     with tempfile.TemporaryDirectory(prefix="readme_times-") as tmp:
         tmp = Path(tmp)
         for cond in [c for c in ("quiet", "busy") if c in conditions]:
-            busy = None
-            if cond == "busy":
-                busy = BusyJob(commands["quickstart"], tmp).__enter__()
-                print(f"readme_times: the busy job runs; {a.warmup:.0f} s before the first command", flush=True)
-                time.sleep(a.warmup)
-            try:
+            with BusyJob(commands["quickstart"], tmp) if cond == "busy" else contextlib.nullcontext() as busy:
+                if busy:
+                    print(f"readme_times: the busy job runs; {warmup:.0f} s before the first command", flush=True)
+                    time.sleep(warmup)
                 for name in [n for n in COMMANDS if n in names]:
                     if cond == "quiet":
-                        wait_quiet(a.quiet_wait)                        # the previous command's load, too
+                        wait_quiet(quiet_wait)                          # the previous command's load, too
                     print(f"\nreadme_times: {name}, {cond}: `{commands[name]}`", flush=True)
                     results.setdefault(name, {})[cond] = measure(name, commands[name], tmp, a.smoke, busy)
-                    if not a.dry_run:                                   # each as it is measured: a long run may stop
-                        save(results)
-            finally:
-                if busy:
-                    busy.__exit__(None, None, None)
+                    save(results, into)                                 # each as it is measured: a long run may stop
     print("\n" + table(results))
     for name in names:
         print(f"README, {name}: {render(name, results)}")
@@ -422,11 +421,8 @@ def main():
     if "tests" in names and "busy" in conditions and busy_tests["silence_s"] > SILENCE_RULE:
         print(f"readme_times: the quick suite was silent {busy_tests['silence_s']:.0f} s on the busy machine, over "
               f"the {SILENCE_RULE:.0f} s rule; the longest: {busy_tests['silent_tests'][:3]}", file=sys.stderr)
-    rewrite_readme(README.read_text(encoding="utf-8"), results)          # --smoke and --dry_run check it too
-    if not a.dry_run:
-        save(results)
-        print(f"readme_times: wrote {RESULTS.relative_to(ROOT)}, {TABLE.relative_to(ROOT)} and README.md's lines",
-              file=sys.stderr)
+    where = "bench/results/ and README.md" if into is None else f"{into} (a dry run: the repository unchanged)"
+    print(f"readme_times: wrote readme_times.json, readme_times.md and README.md's lines in {where}", file=sys.stderr)
 
 
 if __name__ == "__main__":
