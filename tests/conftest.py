@@ -12,6 +12,7 @@ tests/ has no __init__.py, so pytest puts it on sys.path and this module is impo
   write_task_files(folder)            CS224N-format SST / Quora / STS files (train_multitask.py's data)
   write_glue(folder)                  GLUE-format RTE / QNLI / MNLI / MRPC / STS-B files (train_mml.py's data)
   signal_on_call(monkeypatch, ...)    a real SIGINT/SIGTERM delivered inside the n-th call of a function
+  plots                               a fixture: this test draws the runs' curves.png / heads.png (others skip them)
   flags_parser(*modules, **plain)     minbert's ArgumentParser with each module's add_args (+ plain --name flags)
   refusal(module, parser, argv, capsys)  what module.check_args prints when it refuses argv, or None
   real_cs224n_dir / real_glue_dir     where the real data files are: $MINBERT_DATA, else the shipped data/
@@ -38,10 +39,18 @@ os.environ["CUDA_VISIBLE_DEVICES"] = ""
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-# The training runs the tests start as child processes use the thread count of this one, whatever the load: a CPU's
-# sums depend on how many threads split them, and the scripts would otherwise choose from the cores free at start
-# (minbert/core/device.py, set_threads), so two runs compared for equality could differ by a rounding.
-os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+from minbert.core import report  # noqa: E402
+from minbert.core.device import choose_threads, current_load, usable_cores  # noqa: E402
+
+# One thread count for the whole session, chosen once as the scripts choose theirs (the cores free at start; an
+# OMP_NUM_THREADS already set wins): torch's default of one thread per core runs several times slower on a machine
+# with a core busy, the threads waiting for each other on it (bench/results/threads.md: the quick start at 2 threads
+# 5 ex/s, at 1 thread 56). The training runs the tests start as child
+# processes inherit it, whatever the load does later: a CPU's sums depend on how many threads split them, and the
+# scripts would otherwise choose again (minbert/core/device.py, set_threads), so two runs compared for equality
+# could differ by a rounding.
+os.environ.setdefault("OMP_NUM_THREADS", str(choose_threads(usable_cores(), current_load())))
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 # Root writes to read-only files and folders (CAP_DAC_OVERRIDE). A child process started with
 # preexec_fn=meet_file_modes drops that capability from its bounding set before exec (what
@@ -58,6 +67,33 @@ def meet_file_modes():
 UNFOLLOWABLE = re.compile(r"\bissues? #?\d+|REFERENCE-NOTES|\.\./shared\b|/work/|\bNOTES-[\w-]+\.md", re.IGNORECASE)
 
 B, T = 4, 12   # make_batch's batch size and sequence length
+
+
+# ---------------------------------------------------------------------------- drawing the runs' plots
+PYPLOT = report.pyplot   # the real one
+RUN_PLOTS = ("curves.png", "heads.png")   # what every train_multitask.py / train_mml.py run draws at its end
+
+
+def _pyplot_except_run_plots(path):
+    return None if Path(path).name in RUN_PLOTS else PYPLOT(path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _draw_run_plots_only_where_asked():
+    """Each training run's curves.png and heads.png are drawn only in the tests that ask (the `plots` fixture):
+    drawing them was about half the time of a tiny in-process run (matplotlib's text layout, seconds a figure on a
+    busy 2-core CPU; five tests of test_flags_matter.py took 52 s with them, 29 s without). The scripts still build
+    each figure's data and call minbert.core.report, whose `pyplot` answers None for these two, as without
+    matplotlib but silently; every other figure (studies, tables) is drawn, and so are runs in child processes."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report, "pyplot", _pyplot_except_run_plots)
+        yield
+
+
+@pytest.fixture
+def plots(monkeypatch):
+    """Ask for the runs' real plots in this test: minbert.core.report draws curves.png and heads.png."""
+    monkeypatch.setattr(report, "pyplot", PYPLOT)
 
 
 # ---------------------------------------------------------------------------- comparing numbers

@@ -66,13 +66,13 @@ def test_quick_start_is_short_and_installs_light_and_right():
 
 
 def test_quick_start_runs_offline_and_writes_everything_under_its_out_dir(offline, tmp_path, capsys):
-    """The quick start's own command, --limit 16, default prediction paths: all six files land under
+    """The quick start's own command, --limit 8, default prediction paths: all six files land under
     OUT_DIR/predictions, the stand-in Quora test file named so, and the finished folder keeps no resume state."""
     from minbert.tasks.data import STAND_IN_PARA_TEST
     args = readme_command("train_multitask.py")
     assert "--option" in args and "finetune" in args and "--out_dir" in args, f"README quick start command: {args}"
     out = tmp_path / "run"
-    history = train_multitask.main(args + ["--limit", "16", "--out_dir", str(out)])
+    history = train_multitask.main(args + ["--limit", "8", "--out_dir", str(out)])
     assert 0.0 <= history[-1]["overall"] <= 1.0
     written = sorted(p.name for p in (out / "predictions").glob("*.csv"))
     expected = ["para-dev-output.csv", STAND_IN_PARA_TEST, "sst-dev-output.csv", "sst-test-output.csv",

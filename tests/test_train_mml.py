@@ -49,7 +49,7 @@ def lines(path):
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-def test_smoke_run_writes_every_output(setup, tmp_path):
+def test_smoke_run_writes_every_output(setup, tmp_path, plots):
     history = run(setup, tmp_path, "--heads", "16", "--eliminate_every", "5", "--eval_tasks", "QNLI")
     assert [r["epoch"] for r in history] == [1, 2], f"train_mml.main: expected 2 epoch records, got {history}"
     for name in ("best.pt", "last.pt", "metrics.jsonl", "heads.png", "cross_dataset.json"):

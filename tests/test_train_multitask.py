@@ -57,7 +57,7 @@ def cut_and_resume(setup, tmp_path, monkeypatch, n, *flags):
     return full, run(setup, tmp_path / "cut", *flags, "--resume", str(tmp_path / "cut" / "run" / "interrupted.pt"))
 
 
-def test_smoke_run_trains_evaluates_and_writes_every_output(setup, tmp_path):
+def test_smoke_run_trains_evaluates_and_writes_every_output(setup, tmp_path, plots):
     history = run(setup, tmp_path)
     assert [r["epoch"] for r in history] == [1, 2], f"train_multitask.main: expected 2 epoch records, got {history}"
     for name in ("best.pt", "last.pt", "metrics.jsonl", "curves.png"):

@@ -32,7 +32,7 @@ def test_plots_are_written_with_matplotlib(tmp_path):
 
 
 @pytest.mark.parametrize("plot", ["curves", "heads"])
-def test_without_matplotlib_plots_are_skipped_with_a_note(tmp_path, monkeypatch, capsys, plot):
+def test_without_matplotlib_plots_are_skipped_with_a_note(tmp_path, monkeypatch, capsys, plot, plots):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     path = tmp_path / f"{plot}.png"

@@ -13,6 +13,9 @@ Both scripts also run under 2 processes (property (c)): they finish, rank 1 writ
 run interrupted by Ctrl-C on both ranks and resumed ends with the uninterrupted 2-process run's
 scores and bit-identical weights (train_multitask and train_mml, dropout on).
 Run: python -m pytest -q tests/run/test_distributed.py   (offline, CPU, ~40 s on 2 cores)
+The tests that start the 2 processes are marked slow: each launch is one wait of 40-80 s without output on a busy
+2-core machine (two fresh interpreters importing torch, gloo, then the runs), over the quick suite's 30 s; a plain
+`python -m pytest -q` (CI) runs them. The sharding and the one-GPU refusal stay in the quick suite.
 """
 
 import contextlib
@@ -157,6 +160,7 @@ def close(got, want, where, atol=1e-5):
         torch.testing.assert_close(got[k], want[k], atol=atol, rtol=1e-5, msg=lambda m: f"{where} [{k}]: {m}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_ddp_step_equals_single_process_step_on_concatenated_batch(runs, name):
     ranks, single = runs
@@ -167,6 +171,7 @@ def test_ddp_step_equals_single_process_step_on_concatenated_batch(runs, name):
         close(result[name]["params"], single[name]["params"], f"{where} ({name}, rank {r}): weights after the step")
 
 
+@pytest.mark.slow
 def test_ddp_mml_ranks_eliminate_the_same_heads_as_one_process(runs):
     ranks, single = runs
     want = single["mml"]
@@ -297,6 +302,7 @@ def files(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow
 def test_ddp_scripts_finish_and_only_rank_0_writes_files(script_histories):
     root, histories = script_histories
     for script, folder, names in (("train_multitask", "mt-rank{}", ["run/best.pt", "run/last.pt", "run/metrics.jsonl"]),
@@ -311,6 +317,7 @@ def test_ddp_scripts_finish_and_only_rank_0_writes_files(script_histories):
             assert len(h) == 1 and math.isfinite(h[0]["overall"]), f"train_multitask rank {r}: method run history {h}"
 
 
+@pytest.mark.slow
 def test_ddp_grad_accum_averages_the_gradients_once_at_the_last_micro_batch(script_histories):
     """train_multitask.py --grad_accum 2 under 2 processes: the first micro-batch's backward accumulates locally
     (DDP's no_sync), and only the second, last one all-reduces, so each update communicates once. Averaging at every
@@ -325,6 +332,7 @@ def test_ddp_grad_accum_averages_the_gradients_once_at_the_last_micro_batch(scri
             f"(minbert.run.distributed.Sync.before_backward(loss, last=...))")
 
 
+@pytest.mark.slow
 def test_ddp_resume_after_interrupt_equals_uninterrupted_2_process_run(script_histories):
     root, histories = script_histories
     h = histories[0]

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-import scipy.stats
+import scipy  # scipy.stats loads at its first use, not while pytest collects (seconds on a busy CPU)
 import torch
 
 from minbert.bert.config import BertConfig

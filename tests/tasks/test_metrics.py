@@ -10,7 +10,6 @@ Run: python -m pytest -q tests/tasks/test_metrics.py   (offline, CPU, well under
 
 import numpy as np
 import pytest
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from minbert.tasks import metrics
 
@@ -27,6 +26,7 @@ def close(got, want, fn, atol=1e-12):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_classification_metrics_match_sklearn_on_random_labels(seed):
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef   # at first use: seconds to import
     for n, p in ((50, 0.5), (7, 0.2), (200, 0.9)):
         pred, gold = labels(n, seed, p), labels(n, seed + 100, 0.5)
         close(metrics.accuracy(pred, gold), accuracy_score(gold, pred), "accuracy")
@@ -35,12 +35,14 @@ def test_classification_metrics_match_sklearn_on_random_labels(seed):
 
 
 def test_accuracy_works_for_three_classes():
+    from sklearn.metrics import accuracy_score
     rng = np.random.default_rng(0)
     pred, gold = rng.integers(0, 3, 100), rng.integers(0, 3, 100)
     close(metrics.accuracy(pred, gold), accuracy_score(gold, pred), "accuracy")
 
 
 def test_classification_degenerate_cases():
+    from sklearn.metrics import f1_score, matthews_corrcoef
     ones, zeros = np.ones(10, int), np.zeros(10, int)
     mixed = np.array([0, 1] * 5)
     # no positive predicted and none gold: F1 0 (sklearn zero_division=0), MCC 0

@@ -11,7 +11,7 @@ import json
 import math
 
 import pytest
-import scipy.stats
+import scipy  # scipy.stats loads at its first use, not while pytest collects (seconds on a busy CPU)
 
 from minbert.tools import seed_statistics as stats, study, study_table
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.stats
+import scipy  # scipy.stats loads at its first use, not while pytest collects (seconds on a busy CPU)
 from test_study_power import scipy_power   # the power oracle, shared
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,8 +11,7 @@ import math
 
 import numpy as np
 import pytest
-import scipy.integrate
-import scipy.stats
+import scipy  # scipy.stats and .integrate load at first use, not while pytest collects
 
 from minbert.tools import seed_statistics as stats
 
