@@ -154,7 +154,9 @@ class RunDir:
         blocker = next((p for p in root.parents if p.is_file()), None)
         if blocker is not None:
             raise UserError(f"--out_dir {root}: cannot write there ({blocker} is a file); choose a writable folder")
-        used = [n for n in _artefacts(root) if n not in SETUP_ONLY]
+        # an empty folder (predictions/ is made at the start) holds nothing: a run killed during setup left it
+        used = [n for n in _artefacts(root) if n not in SETUP_ONLY
+                and not ((root / n).is_dir() and not any((root / n).iterdir()))]
         same = self.same_run()
         marker = self.read_marker()
         if used and not same and not args.overwrite:

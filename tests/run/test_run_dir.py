@@ -111,6 +111,19 @@ def test_a_run_that_fails_before_training_leaves_no_folder(setup, tmp_path):
     assert list((tmp_path / "mine").iterdir()) == [], "a failed run must take back what it put in the user's folder"
 
 
+def test_a_run_killed_before_training_can_be_started_again_with_the_same_command(setup, tmp_path):
+    """A run killed by SIGKILL during its setup (no __exit__, no checkpoint) leaves run.json, stage.json and an empty
+    predictions/ folder. Rerunning the same command must start it (nothing was trained there), not refuse the folder
+    as another run's: the study runner reruns a cut run this way."""
+    cut = tmp_path / "cut"
+    (cut / "predictions").mkdir(parents=True)
+    (cut / "run.json").write_text('{"script": "train_multitask.py", "started": "2026-01-01T00:00:00", '
+                                  '"status": "running"}')
+    (cut / "stage.json").write_text("{}")
+    run(setup, cut, "--epochs", "1")
+    assert (cut / "metrics.jsonl").is_file(), "the rerun of a run killed before training should have trained"
+
+
 def test_mml_run_says_where_its_outputs_went_and_drops_its_resume_state(mml_setup, tmp_path, capsys):
     glue, model = mml_setup
     out = tmp_path / "mml"
