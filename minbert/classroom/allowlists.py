@@ -10,7 +10,9 @@ exactly what its reference solution runs beyond that vocabulary, recorded:
 The recording runs the grader's own child process (child.py --record) over the cases of SEEDS, on the reference
 laid over the student copy's template (left-out fast paths removed), so it sees what grading sees: the package's
 import, the harness building objects and loading weights, the graded calls, the conversion of the outputs. Given
-code that the harness runs is therefore on the list by construction, and reviewed with it.
+code that the harness runs is therefore on the list by construction, and reviewed with it. To the calls it adds
+the torch callables the reference blocks name that never reach the call layer (a module's constructor,
+torch.from_numpy), read by the integrity report's resolver: that report checks blocks against the same list.
 
 Review, by hand, when a record changes: no entry may be a composite or a kernel that computes an assignment's answer
 (`_scaled_dot_product_*`, `_fused_adam*`, `_native_multi_head_attention*`, `_transformer_encoder_layer*`,
@@ -74,6 +76,7 @@ bitwise_xor isnan isinf isfinite isposinf isneginf nan_to_num relu gelu silu
 sum mean prod amax amin max min aminmax argmax argmin var std var_mean std_mean norm cumsum cumprod logsumexp any
 all count_nonzero sort argsort topk kthvalue median
 matmul mm bmm addmm baddbmm addbmm dot vdot mv addmv outer einsum tensordot softmax log_softmax
+Tensor finfo iinfo Size no_grad enable_grad is_tensor
 """.split()
 
 # Names worth a person's look on any list: composites and kernels that compute some assignment's answer.
@@ -124,13 +127,14 @@ def reference_template(dst: Path, key: str) -> Path:
     return dst
 
 
-def record(key: str, seeds=SEEDS) -> dict:
+def record(key: str, seeds=SEEDS, template: Path | None = None) -> dict:
     """{"ops": [...], "calls": [...], "errors": [...]}: what the reference of `key` runs over the cases of `seeds`,
-    through the grader's child process (not boxed: it runs the instructor's own code)."""
+    through the grader's child process (not boxed: it runs the instructor's own code); `template`: a package folder
+    to run instead of reference_template's."""
     from minbert.classroom import cases as CASES, grade as G
     with tempfile.TemporaryDirectory(prefix="minbert-allowlists-") as tmp:
         tmp = Path(tmp)
-        template = reference_template(tmp / "template", key)
+        template = template or reference_template(tmp / "template", key)
         job = tmp / "job"
         G.write_job(job, key, [case for seed in seeds for case in CASES.draw(key, seed)])
         read, write = os.pipe()
@@ -148,11 +152,26 @@ def record(key: str, seeds=SEEDS) -> dict:
     return json.loads(data)
 
 
+def static(key: str) -> set:
+    """The torch callables the reference blocks of `key` name (read, not run): constructors such as torch.nn.Linear
+    and functions such as torch.from_numpy that never reach the call layer, for the integrity report."""
+    from minbert.classroom import assignments as C, integrity
+    found = set()
+    for rel in C.tracked_files(C.ROOT):
+        if rel.startswith("minbert/") and rel.endswith(".py") and not C.instructor_only(rel):
+            text = (C.ROOT / rel).read_text(encoding="utf-8")
+            if f"{C.BEGIN} {key}" in text:
+                for _, block in integrity.blocks_of(C.omit(text, rel, set(C.BY_KEY)), {key}):
+                    found |= block.used()
+    return found
+
+
 def derived(key: str, seeds=SEEDS) -> tuple[frozenset, frozenset, list]:
-    """(ops, calls) the record of `key` must hold (what its reference runs beyond the vocabulary), and the errors
-    its reference raised on the way (none, or the record would allow what a failing reference runs)."""
+    """(ops, calls) the record of `key` must hold (what its reference runs, and names, beyond the vocabulary), and
+    the errors its reference raised on the way (none, or the record would allow what a failing reference runs)."""
     got = record(key, seeds)
-    return (frozenset(got["ops"]) - elementary_ops(), frozenset(got["calls"]) - elementary_calls(), got["errors"])
+    return (frozenset(got["ops"]) - elementary_ops(), (frozenset(got["calls"]) | static(key)) - elementary_calls(),
+            got["errors"])
 
 
 def main(keys=None) -> int:

@@ -146,8 +146,9 @@ ASSIGNMENTS = [
                                 'aten::nll_loss_forward.default', 'aten::normal_.default', 'aten::uniform_.default'}),
                calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
                                 'torch.nn.functional.binary_cross_entropy_with_logits', 'torch.nn.functional.cross_entropy',
-                                'torch.nn.functional.dropout', 'torch.nn.functional.linear', 'torch.nn.functional.mse_loss',
-                                'torch.nn.init.kaiming_uniform_', 'torch.nn.init.normal_', 'torch.nn.init.uniform_'})),
+                                'torch.nn.Dropout', 'torch.nn.Linear', 'torch.nn.Sequential', 'torch.nn.functional.dropout',
+                                'torch.nn.functional.linear', 'torch.nn.functional.mse_loss', 'torch.nn.init.kaiming_uniform_',
+                                'torch.nn.init.normal_', 'torch.nn.init.uniform_'})),
     Assignment("pals", "PALs: projected attention layers",
                ["minbert.methods.pals.PALs.forward"],
                10, ['tests/methods/test_pals.py'],
@@ -189,7 +190,7 @@ ASSIGNMENTS = [
                "the elimination grader fakes MeanShift, so it does not need assignment 9",
                ops=frozenset({'aten::uniform_.default'}),
                calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
-                                'torch.nn.init.uniform_', 'torch.ops.aten.lift_fresh.default'})),
+                                'torch.from_numpy', 'torch.nn.init.uniform_', 'torch.ops.aten.lift_fresh.default'})),
 ]
 BY_KEY = {a.key: a for a in ASSIGNMENTS}
 TOTAL = sum(a.points for a in ASSIGNMENTS)

@@ -55,8 +55,8 @@ _len_function, _function_at = torch._C._len_torch_function_stack, torch._C._get_
 _zeros = torch.zeros
 
 # Where torch's public callables live, searched in this order for an object's public name.
-PUBLIC = ("torch", "torch.Tensor", "torch.nn.functional", "torch.nn.init", "torch.linalg", "torch.special",
-          "torch.fft", "torch.autograd")
+PUBLIC = ("torch", "torch.Tensor", "torch.nn.functional", "torch.nn", "torch.nn.init", "torch.linalg",
+          "torch.special", "torch.fft", "torch.autograd")
 _public = {}
 
 

@@ -329,3 +329,60 @@ def test_the_fused_route_scores_zero_at_every_isolation_level_and_through_run_au
         assert autograder.run(root) == 0
         seen["run_autograder"] = step_points(json.loads((root / "results" / "results.json").read_text())["tests"])
     assert seen and all(points == 0 for points in seen.values()), f"{route} scored {seen}"
+
+
+# ---------------------------------------------------------------------- nothing given in the copy computes an answer
+
+# Given code in the copy's graded files that names a callable which looks like an answer (allowlists.REVIEW), reviewed.
+GIVEN_REVIEWED = {
+    ("minbert/adamw.py", "torch.optim.lr_scheduler.LambdaLR"): "the schedule's scheduler: it applies the multiplier "
+                                                               "the student writes",
+    ("minbert/adamw.py", "torch.optim.optimizer.Optimizer"): "AdamW's base class: parameter groups and state, no update",
+    ("minbert/bert/attention.py", "torch.nn.functional.scaled_dot_product_attention"):
+        "the fast attention the layer and PALs are graded with; attention's cases never run it, its lists refuse it",
+}
+
+
+def test_the_copys_given_code_names_no_answer_but_the_reviewed_ones(student):
+    """AdamW's given fused step (torch._fused_adamw_) was left in the copy: a one-line AdamW called it and scored
+    10/10. Every callable the copy's graded files name outside the blocks, resolved as the integrity report resolves
+    a block, is either not answer-like or reviewed here."""
+    import ast
+
+    from minbert.classroom import integrity, submission
+    found = set()
+    for rel in submission.graded_files(set(C.BY_KEY)):
+        text = (student / rel).read_text()
+        tree = ast.parse(text)
+        for key in [k for k in C.BY_KEY if f"{C.BEGIN} {k}" in text]:
+            (_, block), *_ = integrity.blocks_of(text, {key})
+            whole = integrity._Block(tree, range(1, text.count("\n") + 2), C.BY_KEY[key], block.names, block.given,
+                                     block.numpy)
+            found |= {(rel, name) for name in whole.used() if allowlists.REVIEW.search(name)}
+    assert found == set(GIVEN_REVIEWED), (f"given code in the copy names {sorted(found - set(GIVEN_REVIEWED))}: leave it "
+                                          "out (### BEGIN LEFT OUT) or review it here")
+    assert "def fused_step" not in (student / "minbert" / "adamw.py").read_text()
+
+
+@pytest.mark.slow
+def test_the_copys_given_code_that_each_assignment_runs_stays_on_its_lists(student, tmp_path):
+    """The copy itself, every block filled with the reference, run through the child's recording mode on cases the
+    derivation never drew: what its given code runs (the harness's objects, the graded functions around the blocks,
+    the outputs' conversion) is on each assignment's lists."""
+    import textwrap
+
+    from minbert.classroom import submission
+    template = tmp_path / "template"
+    shutil.copytree(student / "minbert", template / "minbert")
+    for rel in submission.graded_files(set(C.BY_KEY)):
+        nth = {}
+        for key, body, _ in submission.split(C.omit((ROOT / rel).read_text(), rel, set(C.BY_KEY)))[1]:
+            autograder._replace_block(template / rel, key, textwrap.dedent(body).strip("\n"), nth=nth.get(key, 0))
+            nth[key] = nth.get(key, 0) + 1
+    for path in (template, *template.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    for a in C.ASSIGNMENTS:
+        got = allowlists.record(a.key, seeds=range(2000, 2002), template=template)
+        assert not got["errors"], f"{a.key}: the reference in the copy raised {got['errors']}"
+        assert set(got["ops"]) <= a.allowed_ops and set(got["calls"]) <= a.allowed_calls, \
+            f"{a.key}: {sorted(set(got['ops']) - a.allowed_ops)} {sorted(set(got['calls']) - a.allowed_calls)}"
