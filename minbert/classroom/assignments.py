@@ -357,10 +357,14 @@ def assignments_markdown(selected=None) -> str:
              "hidden until after the due date, with random shapes and values, so pass by computing, not by matching",
              "stored numbers. Do not call the library function an assignment asks you to write (e.g.",
              "F.scaled_dot_product_attention in assignment 2, torch.optim in 4, scikit-learn in 9); file access,",
-             "imports of os/sys/importlib, exec and eval are not allowed in a solution block either.",
+             "imports of os/sys/importlib, exec and eval are not allowed in a solution block either. The grader",
+             "checks every operation your code runs against the tensor maths each assignment needs: anything else",
+             "(a library function that does the job, a private torch function) fails the case with \"called X, which",
+             "assignment K does not allow\".",
              "Given code, not assignments: the fast paths (attention through F.scaled_dot_product_attention",
              "with `BertConfig.fast_attention=True`, the CPU dropout of minbert/bert/dropout.py, the one-Gram-matrix",
              "PCGrad/GradVac classes); the grader leans on them so that no assignment's grade depends on another's.",
+             "AdamW's fused step is left out of this copy (`fused=True` takes the readable path).",
              "", "| # | assignment (key) | implement | stubs | points | your tests | notes |",
              "|---|---|---|---|---|---|---|"]
     for a in rows:

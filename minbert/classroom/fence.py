@@ -115,31 +115,38 @@ def all_op_names() -> frozenset:
 _all_ops = set()
 
 
+def resolve(path: str):
+    """The object a dotted path names among the modules already imported, read without running anything (no
+    import, no __getattr__), or None. 'torch.Tensor.shape.__get__' gives the method-wrapper call_name names."""
+    import inspect
+    parts = path.split(".")
+    i = next((i for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in sys.modules), 0)
+    if not i:
+        return None
+    obj = sys.modules[".".join(parts[:i])]
+    for part in parts[i:]:
+        if type(obj).__name__ == "getset_descriptor" and part in ("__get__", "__set__"):
+            obj = getattr(obj, part)                     # the bound method-wrapper of a property
+            continue
+        try:
+            obj = inspect.getattr_static(obj, part)
+        except AttributeError:
+            return None
+        obj = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
+    return obj
+
+
 def names_something(name: str) -> bool:
     """Whether `name` (from a child: text the submission may have chosen) is the name of an operator or of a torch
     callable as op_name/call_name write them, looked up without importing or running anything."""
-    import inspect
     if "::" in name:
         return name in all_op_names()
     if name.startswith("torch.ops."):
         ns, _, rest = name[len("torch.ops."):].partition(".")
         op = f"{ns}::{rest}"
         return normal_op_name(op) in all_op_names() or any(n.startswith(op + ".") for n in all_op_names())
-    parts = name.split(".")
-    i = next((i for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in sys.modules), 0)
-    if not i:
-        return False
-    obj = sys.modules[".".join(parts[:i])]
-    for part in parts[i:]:
-        if type(obj).__name__ == "getset_descriptor" and part in ("__get__", "__set__"):
-            obj = getattr(obj, part)                     # the bound method-wrapper call_name names
-            continue
-        try:
-            obj = inspect.getattr_static(obj, part)
-        except AttributeError:
-            return False
-        obj = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
-    return callable(obj) and call_name(obj) == name
+    obj = resolve(name)
+    return obj is not None and callable(obj) and call_name(obj) == name
 
 
 class Banned(RuntimeError):

@@ -31,12 +31,12 @@ import builtins
 import inspect
 import math  # noqa: F401  (resolve_path reads these modules as imported, and imports nothing itself)
 import re
-import sys
 
 import numpy  # noqa: F401
 import torch  # noqa: F401
 
 from minbert.classroom import assignments as C, submission
+from minbert.classroom.fence import call_name, resolve as resolve_path
 
 BUILTINS = {"abs", "all", "any", "bool", "dict", "divmod", "enumerate", "float", "frozenset", "int", "isinstance",
             "iter", "len", "list", "max", "min", "next", "pow", "print", "range", "reversed", "round", "set", "slice",
@@ -73,23 +73,6 @@ def _dotted(node):
         parts.append(node.attr)
         node = node.value
     return node, parts[::-1]
-
-
-def resolve_path(path: str):
-    """The object a dotted path names among the modules already imported, read without running anything
-    (no import, no __getattr__), or None."""
-    parts = path.split(".")
-    i = next((i for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in sys.modules), 0)
-    if not i:
-        return None
-    obj = sys.modules[".".join(parts[:i])]
-    for part in parts[i:]:
-        try:
-            obj = inspect.getattr_static(obj, part)
-        except AttributeError:
-            return None
-        obj = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
-    return obj
 
 
 class _Block:
@@ -141,7 +124,6 @@ class _Block:
         if isinstance(obj, type) and issubclass(obj, BaseException):
             return ""
         if root == "torch":
-            from minbert.classroom.fence import call_name
             if obj is None:
                 return f"{path}, which torch does not have"
             if not callable(obj):
@@ -244,7 +226,6 @@ class _Block:
     def used(self) -> set:
         """The torch callables this block's calls and references resolve to, by their call_name (how allowlists.py
         records them)."""
-        from minbert.classroom.fence import call_name
         found = set()
         for n in self.nodes:
             path = self.path(n) if isinstance(n, ast.Attribute) else (

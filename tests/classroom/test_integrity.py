@@ -69,18 +69,55 @@ operator.attrgetter('_single_tensor_adam')(_fresh)""" + FRESH_ADAM_CALL + "\n", 
     "functools.reduce over attrgetter": ("adamw", "adamw.py", """
 import functools
 import operator
-_adam = functools.reduce(lambda o, n: operator.attrgetter(n)(o), ['optim', 'adam'], torch)
+_adam = functools.reduce(lambda o, n: operator.attrgetter(n)(o), ['os', 'sys', 'modules'], torch)['torch.optim.adam']
 operator.attrgetter('_single_tensor_adam')(_adam)""" + FRESH_ADAM_CALL + "\n", "imports functools"),
     "a name built with str.join": ("attention", "attention.py", """
 import operator
 _sdpa = operator.attrgetter('.'.join(['nn', 'functional', 'scaled_dot_product_attention']))(torch)
 y = _sdpa(q, k, v, attn_mask=mask)
 """, "a string built with join"),
+    # the fence itself, as a determined student with the grader's source would take it down (fence.py)
+    "pop both fence modes, run the fused kernel, push them back": ("adamw", "adamw.py", """
+_f, _d = torch._C._pop_torch_function_stack(), torch._C._pop_torch_dispatch_stack(None)
+torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(float(t)) for t in steps],
+                    lr=torch.tensor(lr), beta1=beta1, beta2=beta2, weight_decay=wd, eps=eps, amsgrad=False,
+                    maximize=False)
+torch._C._push_on_torch_dispatch_stack(_d)
+torch._C._push_on_torch_function_stack(_f)
+""", "private attribute (._C)"),
+    "the modes disabled for one call (_disable_current_modes)": ("adamw", "adamw.py", """
+from torch.utils._python_dispatch import _disable_current_modes
+with _disable_current_modes(), torch._C.DisableTorchFunction():
+    torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(float(t)) for t in steps],
+                        lr=torch.tensor(lr), beta1=beta1, beta2=beta2, weight_decay=wd, eps=eps, amsgrad=False,
+                        maximize=False)
+""", "imports torch.utils._python_dispatch"),
+    "a thread running the fused kernel (modes are per thread)": ("adamw", "adamw.py", """
+_threads = print.__self__.__getattribute__('__imp' + 'ort__')('thread' + 'ing')
+_t = _threads.Thread(target=lambda: torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [],
+                     [torch.tensor(float(t)) for t in steps], lr=torch.tensor(lr), beta1=beta1, beta2=beta2,
+                     weight_decay=wd, eps=eps, amsgrad=False, maximize=False))
+_t.start()
+_t.join()
+""", "dunder attribute (.__self__)"),
+    "a Tensor subclass whose __torch_dispatch__ runs outside the modes": ("attention", "attention.py", """
+_sdpa = F.__getattribute__('scaled_dot_' + 'product_attention')
+class _Free(torch.Tensor):
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _sdpa(args[0].as_subclass(torch.Tensor), k, v, attn_mask=mask)
+y = torch.Tensor._make_subclass(_Free, q) + 0
+""", "private attribute (._make_subclass)"),
+    "TorchScript around SDPA's math composite (no call layer inside)": ("attention", "attention.py", """
+def _math(a, b, c, m):
+    return torch.ops.aten._scaled_dot_product_attention_math(a, b, c, m)[0]
+y = torch.jit.script(_math)(q, k, v, mask)
+""", "calls torch.jit.script, which is not on assignment attention's list"),
     "attrgetter(...)(torch)['__builtins__']": ("meanshift", "meanshift.py", """
 import operator
 _b = operator.attrgetter('random.__dict__')(np)['__builtins__']
 _sk = _b['__import__']('sklearn.cluster', None, None, ['x'])
-return float(_sk.estimate_bandwidth(x.reshape(-1, 1), quantile=quantile))
+return float(_sk.__getattribute__('estimate_' + 'bandwidth')(x.reshape(-1, 1), quantile=quantile))
 """, "a string naming a path, a dunder or a source file"),
 }
 
