@@ -32,7 +32,7 @@ runs `mul_`, `lerp_`, `addcdiv_`, which AdamW's list must allow) computes with t
 child.py refuses those by name, and the integrity report flags any call not on the assignment's list.
 
 `Fence(None, None)` records instead of refusing: how `python -m minbert classroom allowlists` derives each list
-from the reference solution (assignments.py, "the allow-lists").
+from the reference solution (allowlists.py).
 """
 
 import sys
@@ -52,6 +52,7 @@ PLAIN = (torch.Tensor, torch.nn.Parameter)     # what a case's tensors are; no s
 # Captured when this module is loaded, before any submission code: what intact() relies on.
 _len_dispatch, _dispatch_at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
 _len_function, _function_at = torch._C._len_torch_function_stack, torch._C._get_function_stack_at
+_pop_dispatch, _pop_function = torch._C._pop_torch_dispatch_stack, torch._C._pop_torch_function_stack
 _zeros = torch.zeros
 
 # Where torch's public callables live, searched in this order for an object's public name.
@@ -61,8 +62,8 @@ _public = {}
 
 
 def _public_names() -> dict:
-    """{id(object): 'torch.nn.functional.softmax', ...} for the callables in PUBLIC (the objects are kept
-    alive by their modules, so their ids stay theirs). Module dictionaries only: no lazy import is triggered."""
+    """{id(object): (object, 'torch.nn.functional.softmax')} for the callables in PUBLIC (each object held here, so
+    that its id is never another's). Module dictionaries only: no lazy import is triggered."""
     if not _public:
         for where in PUBLIC:
             module, _, cls = where.rpartition(".") if where == "torch.Tensor" else (where, "", "")
@@ -73,7 +74,7 @@ def _public_names() -> dict:
             for space in spaces:
                 for name, obj in space.items():
                     if callable(obj) and not isinstance(obj, type(sys)):
-                        _public.setdefault(id(obj), f"{where}.{name}")
+                        _public.setdefault(id(obj), (obj, f"{where}.{name}"))
     return _public
 
 
@@ -96,8 +97,8 @@ def call_name(func) -> str:
     if isinstance(func, torch._ops.OpOverloadPacket):
         return f"torch.ops.{func._qualified_op_name.replace('::', '.')}"
     found = _public_names().get(id(func))
-    if found:
-        return found
+    if found and found[0] is func:
+        return found[1]
     owner = getattr(func, "__self__", None)
     if type(func).__name__ == "method-wrapper" and getattr(owner, "__objclass__", None) is torch._C.TensorBase:
         return f"torch.Tensor.{owner.__name__}.{func.__name__}"          # a property: shape, grad, data, ...
@@ -107,12 +108,13 @@ def call_name(func) -> str:
 
 def all_op_names() -> frozenset:
     """Every operator overload the dispatcher knows, as op_name writes it."""
-    if not _all_ops:
-        _all_ops.update(normal_op_name(n) for n in torch._C._dispatch_get_all_op_names())
-    return frozenset(_all_ops)
+    global _all_ops
+    if _all_ops is None:
+        _all_ops = frozenset(normal_op_name(n) for n in torch._C._dispatch_get_all_op_names())
+    return _all_ops
 
 
-_all_ops = set()
+_all_ops = None
 
 
 def resolve(path: str):
@@ -199,6 +201,7 @@ class Fence:
             self.refuse(name)
 
     def install(self):
+        _public_names()                                  # named before the submission can rename torch's callables
         for mode in self.modes:
             mode.__enter__()                             # never left: the child exits with the fence on
 
@@ -229,9 +232,9 @@ class Fence:
 
     def _reinstall(self):
         while _len_function():
-            torch._C._pop_torch_function_stack()
+            _pop_function()
         while _len_dispatch():
-            torch._C._pop_torch_dispatch_stack(None)
+            _pop_dispatch(None)
         self.modes = (_CallMode(self), _OpMode(self))
         self.install()
 
@@ -250,6 +253,12 @@ class _OpMode(TorchDispatchMode):
     def __init__(self, fence):
         super().__init__()
         self.fence = fence
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """False: torch would otherwise wrap __torch_dispatch__ in torch._dynamo.disable, and the first op of every
+        box would import torch._dynamo (sympy included): seconds per assignment, for a compiler no box uses."""
+        return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.fence.check_op(func, types)

@@ -124,9 +124,6 @@ def test_every_operator_off_the_list_is_refused_by_its_name_and_overload(key):
 def test_every_public_torch_callable_off_the_list_is_refused_by_its_name(key):
     a = C.BY_KEY[key]
     f = FENCE.Fence(a.allowed_ops, a.allowed_calls, key)
-    names = {}
-    for obj_id, name in FENCE._public_names().items():
-        names[name] = obj_id
     objects = {}
     for where in FENCE.PUBLIC:
         module, _, cls = where.rpartition(".") if where == "torch.Tensor" else (where, "", "")
