@@ -33,7 +33,8 @@ which Adam's division by sqrt(v) can magnify on coordinates with tiny gradients:
 after 3 steps of a tiny BERT in fp32, 10% in bf16 (tests/run/test_fast_paths.py). It is used only where it applies (every tensor of the group on one CPU/CUDA device, one floating
 dtype); anything else takes the readable path. The default is fused=False, so the code above
 stays what runs, what the classroom grades and what the tests compare against; the scripts turn
-it on with `--fast_paths` (minbert/run/fast_paths.py).
+it on with `--fast_paths` (minbert/run/fast_paths.py). The course copy leaves the fused step out
+(it would do the assignment's job): there, fused=True takes the readable path.
 """
 
 import torch
@@ -95,9 +96,11 @@ class AdamW(torch.optim.Optimizer):
             # Mixed devices or dtypes in one group still work: foreach ops then fall back to a
             # per-tensor loop inside torch, which is slower but gives the same numbers.
 
+            ### BEGIN LEFT OUT adamw: the fused step (fused=True takes the readable path below)
             if self.fused and fused_applies(params, grads):   # the fast path (minbert/run/fast_paths.py); off: below
                 fused_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, wd, eps)
                 continue
+            ### END LEFT OUT
 
             # Hint: the update of the module docstring (decay the weights first, as torch does), for every
             # tensor in `params` (with grads, exp_avgs, exp_avg_sqs and steps at the same index); a plain
@@ -137,6 +140,7 @@ class AdamW(torch.optim.Optimizer):
         return loss
 
 
+### BEGIN LEFT OUT adamw: fused_applies and fused_step, the fused fast path (they would do assignment 4's job)
 def fused_applies(params: list, grads: list) -> bool:
     """torch's fused kernel needs every tensor on one CPU/CUDA device in one floating dtype."""
     kinds = {(t.device, t.dtype) for t in params + grads}
@@ -154,6 +158,7 @@ def fused_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, wd
     counts = {t: torch.tensor(t, dtype=torch.float32, device=device) for t in set(steps)}
     torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], [counts[t] for t in steps], lr=lr, beta1=beta1,
                         beta2=beta2, weight_decay=wd, eps=eps, amsgrad=False, maximize=False)
+### END LEFT OUT
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:

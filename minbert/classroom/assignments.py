@@ -58,72 +58,139 @@ class Assignment:
     note: str = ""      # what is given code or optional
     banned: frozenset = frozenset()   # names its solution blocks may not use (on top of the sandbox escapes)
     banned_note: str = "no library call that does the assignment for you"
-    fence: dict = field(default_factory=dict)   # what the child refuses before the submission runs (child.ban):
-    # "ops": words of aten kernels; "python": (module or class, attribute); "subclasses": (class, method) for
-    # every subclass of the class (those loaded by then); "modules": modules whose every callable is refused
+    fence: dict = field(default_factory=dict)   # torch's own implementations child.ban refuses by name: "python":
+    # (module or class, attribute); "subclasses": (class, method) for every subclass of the class (those loaded by
+    # then); "modules": modules whose every callable is refused
+    ops: frozenset = frozenset()     # the fence's operators beyond the shared vocabulary: exactly what the reference
+    calls: frozenset = frozenset()   # runs, recorded (allowlists.py; `python -m minbert classroom allowlists`)
+    why_allowed: dict = field(default_factory=dict)   # entries that look like an answer, reviewed: why they stay
 
+    @property
+    def allowed_ops(self) -> frozenset:
+        """Every ATen operator overload its solution may run (fence.py): the shared vocabulary and its own."""
+        from minbert.classroom import allowlists
+        return allowlists.elementary_ops() | self.ops
+
+    @property
+    def allowed_calls(self) -> frozenset:
+        """Every torch callable its solution may call (fence.py, integrity.py): the shared vocabulary and its own."""
+        from minbert.classroom import allowlists
+        return allowlists.elementary_calls() | self.calls
+
+
+# Reviewed: the layer and PALs are graded with the given fast attention (SDPA), so that neither grade depends on
+# assignment 2; attention's own lists hold no SDPA name, and its given fast path is refused there.
+GIVEN_FAST_ATTENTION = "the given fast attention (BertConfig.fast_attention=True), which the harness uses on purpose"
 
 ASSIGNMENTS = [
     Assignment("embeddings", "Embeddings: word + position + token type, LayerNorm, dropout",
                ["minbert.bert.layers.Embeddings.forward"],
-               10, ['tests/bert/test_layers.py']),
+               10, ['tests/bert/test_layers.py'],
+               ops=frozenset({'aten::embedding.default', 'aten::native_layer_norm.default', 'aten::normal_.default'}),
+               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
+                                'torch.nn.functional.embedding', 'torch.nn.functional.layer_norm', 'torch.nn.init.normal_'})),
     Assignment("attention", "Multi-head self-attention, the explicit path",
                ["minbert.bert.attention.SelfAttention.forward"],
                10, ['tests/bert/test_attention.py'],
                "given: the fast path (F.scaled_dot_product_attention, BertConfig.fast_attention=True)",
                frozenset({"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention"}),
                "write the softmax attention yourself, not F.scaled_dot_product_attention",
-               {"ops": ["scaled_dot_product", "multi_head_attention"],
-                "python": [["torch.nn.functional", "multi_head_attention_forward"],
+               {"python": [["torch.nn.functional", "multi_head_attention_forward"],
                            ["torch.nn.modules.activation.MultiheadAttention", "forward"],
                            ["torch.ao.nn.quantizable.MultiheadAttention", "forward"],
                            ["torch.nn.attention.flex_attention", "flex_attention"],
                            ["torch._higher_order_ops.flex_attention", "math_attention"]],
-                "subclasses": [["torch.nn.MultiheadAttention", "forward"]]}),
+                "subclasses": [["torch.nn.MultiheadAttention", "forward"]]},
+               ops=frozenset({'aten::uniform_.default'}),
+               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
+                                'torch.nn.functional.linear', 'torch.nn.init.kaiming_uniform_', 'torch.nn.init.uniform_'})),
     Assignment("layer", "The transformer layer (add & norm, feed-forward) and BertModel's forward",
                ["minbert.bert.layers.BertLayer.forward", "minbert.bert.model.BertModel.encode"],
                10, ['tests/bert/test_layers.py', 'tests/bert/test_model.py'],
                banned=frozenset({"TransformerEncoderLayer", "TransformerEncoder"}),
-               fence={"ops": ["transformer_encoder_layer", "multi_head_attention"],
-                      "python": [["torch.nn.modules.transformer.TransformerEncoderLayer", "forward"]]}),
+               fence={"python": [["torch.nn.modules.transformer.TransformerEncoderLayer", "forward"]]},
+               ops=frozenset({'aten::_scaled_dot_product_flash_attention_for_cpu.default', 'aten::native_layer_norm.default',
+                                'aten::normal_.default', 'aten::uniform_.default'}),
+               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
+                                'torch.nn.functional.layer_norm', 'torch.nn.functional.linear',
+                                'torch.nn.functional.scaled_dot_product_attention', 'torch.nn.init.kaiming_uniform_',
+                                'torch.nn.init.normal_', 'torch.nn.init.uniform_'}),
+               why_allowed=dict.fromkeys(['aten::_scaled_dot_product_flash_attention_for_cpu.default',
+                                          'torch.nn.functional.scaled_dot_product_attention'],
+                                         GIVEN_FAST_ATTENTION)),
     Assignment("adamw", "AdamW's step and the warmup/decay schedule",
                ["minbert.adamw.AdamW.step", "minbert.adamw.linear_warmup_decay"],
                10, ['tests/test_adamw.py'],
                "given: the state bookkeeping in step (a plain per-tensor loop is as good as _foreach_)",
                frozenset({"optim", "adamw", "adam", "Adam", "AdamW", "get_linear_schedule_with_warmup"}),
                "write the update yourself, not torch.optim's",
-               {"ops": ["fused_adam"],
-                "python": [["torch.optim.adamw", "adamw"], ["torch.optim.adam", "adam"],
+               {"python": [["torch.optim.adamw", "adamw"], ["torch.optim.adam", "adam"],
                            ["torch.optim.adamw", "_single_tensor_adamw"], ["torch.optim.adamw", "_multi_tensor_adamw"],
                            ["torch.optim.adam", "_single_tensor_adam"], ["torch.optim.adam", "_multi_tensor_adam"]],
-                "subclasses": [["torch.optim.Optimizer", "step"]], "modules": ["torch.optim._functional"]}),
+                "subclasses": [["torch.optim.Optimizer", "step"]], "modules": ["torch.optim._functional"]},
+               ops=frozenset({'aten::_foreach_add_.Scalar', 'aten::_foreach_addcdiv_.Scalar',
+                                'aten::_foreach_addcmul_.Scalar', 'aten::_foreach_div_.Scalar', 'aten::_foreach_lerp_.Scalar',
+                                'aten::_foreach_mul_.Scalar', 'aten::_foreach_sqrt.default',
+                                'profiler::_record_function_enter_new.default',
+                                'profiler::_record_function_exit._RecordFunction'}),
+               calls=frozenset({'torch.Tensor.is_sparse.__get__', 'torch._C._set_grad_enabled', 'torch._foreach_add_',
+                                'torch._foreach_addcdiv_', 'torch._foreach_addcmul_', 'torch._foreach_div_',
+                                'torch._foreach_lerp_', 'torch._foreach_mul_', 'torch._foreach_sqrt',
+                                'torch.ops.profiler._record_function_enter_new',
+                                'torch.ops.profiler._record_function_exit._RecordFunction'})),
     Assignment("multitask", "The multitask heads and losses",
                ["minbert.tasks.multitask.make_head", "minbert.tasks.multitask.MultitaskBert.pooled",
                 "minbert.tasks.multitask.MultitaskBert.head", "minbert.tasks.multitask.task_loss"],
-               10, ['tests/tasks/test_multitask.py']),
+               10, ['tests/tasks/test_multitask.py'],
+               ops=frozenset({'aten::binary_cross_entropy_with_logits.default', 'aten::mse_loss.default',
+                                'aten::nll_loss_forward.default', 'aten::normal_.default', 'aten::uniform_.default'}),
+               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
+                                'torch.nn.functional.binary_cross_entropy_with_logits', 'torch.nn.functional.cross_entropy',
+                                'torch.nn.Dropout', 'torch.nn.Linear', 'torch.nn.Sequential', 'torch.nn.functional.dropout',
+                                'torch.nn.functional.linear', 'torch.nn.functional.mse_loss', 'torch.nn.init.kaiming_uniform_',
+                                'torch.nn.init.normal_', 'torch.nn.init.uniform_'})),
     Assignment("pals", "PALs: projected attention layers",
                ["minbert.methods.pals.PALs.forward"],
                10, ['tests/methods/test_pals.py'],
-               "the grader runs PALs with fast_attention=True, so it does not need assignment 2"),
+               "the grader runs PALs with fast_attention=True, so it does not need assignment 2",
+               ops=frozenset({'aten::_scaled_dot_product_flash_attention_for_cpu.default', 'aten::normal_.default',
+                                'aten::uniform_.default'}),
+               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
+                                'torch.nn.functional.linear', 'torch.nn.functional.scaled_dot_product_attention',
+                                'torch.nn.init.kaiming_uniform_', 'torch.nn.init.normal_', 'torch.nn.init.uniform_'}),
+               why_allowed=dict.fromkeys(['aten::_scaled_dot_product_flash_attention_for_cpu.default',
+                                          'torch.nn.functional.scaled_dot_product_attention'],
+                                         GIVEN_FAST_ATTENTION)),
     Assignment("smart", "SMART: divergence, ascent + projection, Bregman teacher",
                ["minbert.methods.smart.divergence", "minbert.methods.smart.SMART.perturb", "minbert.methods.smart.SMART.update_teacher"],
                15, ['tests/methods/test_smart.py'],
-               "given: mode='reference' (mt-dnn's perturbation), adversarial_loss, bregman_loss"),
+               "given: mode='reference' (mt-dnn's perturbation), adversarial_loss, bregman_loss",
+               ops=frozenset({'aten::uniform_.default'}),
+               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
+                                'torch._has_compatible_shallow_copy_type', 'torch.autograd.grad', 'torch.nn.functional.linear',
+                                'torch.nn.init.kaiming_uniform_', 'torch.nn.init.uniform_'})),
     Assignment("surgery", "PCGrad and GradVac (the surgery on the Gram matrix)",
                ["minbert.methods.pcgrad.pcgrad_coefficients", "minbert.methods.gradvac.gradvac_coefficients"],
                15, ['tests/methods/test_surgery_coefficients.py'],
-               "given: the PCGrad/GradVac classes (one Gram matrix per step, the fast path)"),
+               "given: the PCGrad/GradVac classes (one Gram matrix per step, the fast path)",
+               ops=frozenset(),
+               calls=frozenset({'torch._C._set_grad_enabled'})),
     Assignment("meanshift", "MeanShift clustering (1-D, flat kernel) and its bandwidth",
                ["minbert.methods.meanshift.estimate_bandwidth", "minbert.methods.meanshift.mean_shift"],
                10, ['tests/methods/test_meanshift.py'],
                "given: bandwidth 0 (one cluster per unique value)",
                frozenset({"MeanShift", "estimate_bandwidth", "mean_shift", "NearestNeighbors"}),
-               "numpy only, not sklearn"),
+               "numpy only, not sklearn",
+               ops=frozenset(),
+               calls=frozenset({'torch._C._set_grad_enabled'})),
     Assignment("mml", "MML: multiverse loss, head elimination, Eq. 5 inference",
                ["minbert.methods.mml.MultiverseHeads.multiverse_loss", "minbert.methods.mml.MultiverseHeads.predict",
                 "minbert.methods.mml.HeadEliminator.observe", "minbert.methods.mml.HeadEliminator.maybe_eliminate"],
                10, ['tests/methods/test_mml.py'],
-               "the elimination grader fakes MeanShift, so it does not need assignment 9"),
+               "the elimination grader fakes MeanShift, so it does not need assignment 9",
+               ops=frozenset({'aten::uniform_.default'}),
+               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
+                                'torch.from_numpy', 'torch.nn.init.uniform_', 'torch.ops.aten.lift_fresh.default'})),
 ]
 BY_KEY = {a.key: a for a in ASSIGNMENTS}
 TOTAL = sum(a.points for a in ASSIGNMENTS)
@@ -131,6 +198,7 @@ TOTAL = sum(a.points for a in ASSIGNMENTS)
 # ---------------------------------------------------------------------- the stripper
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+LEFT_OUT_BEGIN, LEFT_OUT_END = "### BEGIN LEFT OUT", "### END LEFT OUT"
 # The stub's template. This line names the markers on purpose: it is the generator of the stubs, not a
 # stub, and the repository's no-stub check accepts lines that mention the markers they replace.
 STUB = '{indent}raise NotImplementedError("assignment {number} ({key}): write {where} ({path}:{line}); see the hint above")\n'  # replaces ### BEGIN SOLUTION ... ### END SOLUTION
@@ -154,10 +222,39 @@ def functions_by_line(text: str, module: str) -> list[tuple[int, int, str]]:
     return spans
 
 
-def strip(text: str, path: str, selected: set) -> tuple[str, list[str]]:
+def omit(text: str, path: str, keys) -> str:
+    """A file with each region `### BEGIN LEFT OUT <key>: what` ... `### END LEFT OUT` (given code that would do an
+    assignment's job, such as AdamW's fused step) of an assignment in `keys` replaced by one comment line, "# Left
+    out of the course copy: what"; the regions of other assignments lose their markers and keep their code."""
+    out, region = [], None
+    for n, line in enumerate(text.splitlines(keepends=True), 1):
+        s = line.strip()
+        if s.startswith(LEFT_OUT_BEGIN):
+            key, _, what = s[len(LEFT_OUT_BEGIN):].partition(":")
+            if region is not None or key.strip() not in BY_KEY or not what.strip():
+                raise UserError(f"{path}:{n}: expected '{LEFT_OUT_BEGIN} <assignment>: <what>' with one of "
+                                f"{list(BY_KEY)}, outside any other region")
+            region = key.strip()
+            if region in keys:
+                indent = line[:len(line) - len(line.lstrip())]
+                out.append(f"{indent}# Left out of the course copy: {what.strip()}\n")
+        elif s.startswith(LEFT_OUT_END):
+            if region is None:
+                raise UserError(f"{path}:{n}: '{LEFT_OUT_END}' without a '{LEFT_OUT_BEGIN}' above it")
+            region = None
+        elif region not in keys:
+            out.append(line)
+    if region is not None:
+        raise UserError(f"{path}: a '{LEFT_OUT_BEGIN} {region}' region is never closed by '{LEFT_OUT_END}'")
+    return "".join(out)
+
+
+def strip(text: str, path: str, selected: set, left_out=None) -> tuple[str, list[str]]:
     """Student version of one file: a selected block keeps its two marker lines around a stub (the grader
-    takes the student's code from between them); other blocks lose their markers and keep their code.
+    takes the student's code from between them); other blocks lose their markers and keep their code. The
+    left-out regions of the assignments in `left_out` (default: `selected`) go (omit).
     Returns (new text, the removed solution lines)."""
+    text = omit(text, path, selected if left_out is None else left_out)
     spans = functions_by_line(text, path.removesuffix(".py").replace("/", ".")) if path.endswith(".py") else []
     out, removed, block = [], [], None
     for n, line in enumerate(text.splitlines(keepends=True), 1):
@@ -186,6 +283,17 @@ def strip(text: str, path: str, selected: set) -> tuple[str, list[str]]:
     if block is not None:
         raise UserError(f"{path}: a '{BEGIN} {block}' block is never closed by '{END}'")
     return "".join(out), removed
+
+
+def left_out_lines(text: str) -> list[str]:
+    """The code lines of every left-out region of a file (none may show anywhere in the copy)."""
+    lines, inside = [], False
+    for line in text.splitlines():
+        s = line.strip()
+        inside = s.startswith(LEFT_OUT_BEGIN) or (inside and not s.startswith(LEFT_OUT_END))
+        if inside and not s.startswith(LEFT_OUT_BEGIN):
+            lines.append(line)
+    return lines
 
 
 def stub_lines(selected) -> dict[str, list[str]]:
@@ -249,10 +357,14 @@ def assignments_markdown(selected=None) -> str:
              "hidden until after the due date, with random shapes and values, so pass by computing, not by matching",
              "stored numbers. Do not call the library function an assignment asks you to write (e.g.",
              "F.scaled_dot_product_attention in assignment 2, torch.optim in 4, scikit-learn in 9); file access,",
-             "imports of os/sys/importlib, exec and eval are not allowed in a solution block either.",
+             "imports of os/sys/importlib, exec and eval are not allowed in a solution block either. The grader",
+             "checks every operation your code runs against the tensor maths each assignment needs: anything else",
+             "(a library function that does the job, a private torch function) fails the case with \"called X, which",
+             "assignment K does not allow\".",
              "Given code, not assignments: the fast paths (attention through F.scaled_dot_product_attention",
              "with `BertConfig.fast_attention=True`, the CPU dropout of minbert/bert/dropout.py, the one-Gram-matrix",
              "PCGrad/GradVac classes); the grader leans on them so that no assignment's grade depends on another's.",
+             "AdamW's fused step is left out of this copy (`fused=True` takes the readable path).",
              "", "| # | assignment (key) | implement | stubs | points | your tests | notes |",
              "|---|---|---|---|---|---|---|"]
     for a in rows:

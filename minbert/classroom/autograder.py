@@ -177,13 +177,14 @@ EXPLOITS = [exploit_init, exploit_patch_in_graded_file, exploit_fixture, exploit
 
 
 def leaks(copy: Path) -> list[str]:
-    """Where the student copy shows a removed solution line, a reference, or the instructor's section."""
+    """Where the student copy shows a removed solution line or left-out line, a reference, or the instructor's
+    section."""
     removed = set()
     for rel in C.tracked_files(C.ROOT):
         if rel.endswith(".py") and not C.instructor_only(rel):
             text = (C.ROOT / rel).read_text(encoding="utf-8")
-            if C.BEGIN in text:
-                removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1]
+            if C.BEGIN in text:                 # the solutions, and the given code the copy leaves out
+                removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1] + C.left_out_lines(text)
                             if len(ln.strip()) >= 16 and not ln.strip().endswith(":")}
     refs = set(re.findall(r"^def (\w+)", (Path(__file__).parent / "references.py").read_text(), flags=re.M))
     for f in C.ROOT.glob("tests/classroom/test_grader_references_*.py"):    # their helpers too (mistake_hint, ...)

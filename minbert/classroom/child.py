@@ -28,25 +28,20 @@ def where(exc: BaseException, template: str) -> str:
     return found
 
 
-def record(exc: BaseException, template: str) -> dict:
+def record_of(exc: BaseException, template: str) -> dict:
     found = {"error": type(exc).__name__, "where": where(exc, template)}
-    if isinstance(exc, (Banned, BannedImport)):
+    if isinstance(exc, BannedImport):
         found["banned"] = exc.op
     return found
 
 
-# What an assignment replaces, refused before any of the submission's code is imported (its record's `fence` in
-# assignments.py, handed to this process as fence.json): kernels in torch's dispatcher (whatever Python name reaches
-# them: F.scaled_dot_product_attention, torch._C._nn..., torch.ops.aten...), torch's own Python implementations,
+# The fence (fence.py, copied next to this file): every operator and torch callable the submission reaches must be
+# on its assignment's allow-lists (fence.json: its record's `allowed_ops` and `allowed_calls`). On top of it, what
+# no operator list can tell from a student's code, refused by name before any of the submission's code is imported
+# (its record's `fence`): torch's own Python implementations of an assignment (they compute with the same operators)
 # and scikit-learn/scipy/transformers (no given code imports them; the box's tree does not even hold them). The
 # student's process could still undo this by reflection: the integrity report flags that for the instructor.
 BLOCKED_MODULES = ("sklearn", "scipy", "transformers")
-
-
-class Banned(RuntimeError):
-    def __init__(self, op):
-        super().__init__(op)
-        self.op = op
 
 
 class BannedImport(ModuleNotFoundError):
@@ -55,14 +50,6 @@ class BannedImport(ModuleNotFoundError):
     def __init__(self, op):
         super().__init__(f"{op} is not available to this assignment", name=op)
         self.op = op
-
-
-def aten_ops(fence: dict) -> list[str]:
-    """The aten kernels refused: every aten op whose name holds one of the fence's words."""
-    import torch
-    words = fence.get("ops", ())
-    return sorted({n.split("::")[1].split(".")[0] for n in torch._C._dispatch_get_all_op_names()
-                   if n.startswith("aten::") and any(w in n for w in words)})
 
 
 def _owner(where: str):
@@ -89,9 +76,9 @@ def python_refusals(fence: dict) -> list[tuple[object, str, str]]:
     return found
 
 
-def blocked_ops(fence: dict) -> list[str]:
-    """Every name a refusal in the child can carry (the parent accepts only these back)."""
-    return aten_ops(fence) + [name for _, _, name in python_refusals(fence)] + list(BLOCKED_MODULES)
+def refused_by_name(fence: dict) -> list[str]:
+    """The names a refusal by name can carry (the parent accepts these back, with what fence.py refuses)."""
+    return [name for _, _, name in python_refusals(fence)] + list(BLOCKED_MODULES)
 
 
 class _RefuseModules:
@@ -121,54 +108,51 @@ def _subclasses(cls) -> set:
     return found
 
 
-def ban(fence: dict):
-    """Refuse what an assignment replaces, before any of the submission's code is imported."""
-    import warnings
-
-    import torch
-
-    def refuse(op):
+def ban(fence: dict, refuse):
+    """Refuse by name what an assignment replaces, before any of the submission's code is imported; `refuse(name)`
+    records the refusal and raises it."""
+    def refusal(name):
         def call(*args, **kwargs):
-            raise Banned(op)
+            refuse(name)
         return call
     sys.meta_path.insert(0, _RefuseModules())
     for owner, attribute, name in python_refusals(fence):
-        setattr(owner, attribute, refuse(name))
-    ops = aten_ops(fence)
-    if not ops:
-        return
-    lib = torch.library.Library("aten", "IMPL")
-    ban.libraries = [*getattr(ban, "libraries", []), lib]   # kept alive: the registrations last as long as it does
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")             # "overriding a previously registered kernel": that is the point
-        for op in ops:
-            for dispatch_key in ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd"):
-                try:
-                    lib.impl(op, refuse(op), dispatch_key)
-                except RuntimeError:
-                    pass                             # no such kernel for this op: nothing to block there
+        setattr(owner, attribute, refusal(name))
 
 
 def main():
     template, key, inputs, scenarios_dir = sys.argv[1:5]
+    record = sys.argv[5:] == ["--record"]      # deriving the allow-lists (assignments.py): note, refuse nothing
     out = os.fdopen(3, "wb")                    # the results pipe (the parent caps what it reads)
     sys.path.insert(0, template)
     import torch
     torch.set_num_threads(1)
     cases = torch.load(inputs, weights_only=True)
-    # The glue (the grader's scenarios.py, copied next to this file), loaded before any student code.
-    glue, wire = (_load(f"_minbert_grader_{name}", f"{scenarios_dir}/_minbert_grader_{name}.py")
-                  for name in ("scenarios", "wire"))
+    # The glue (the grader's scenarios.py, wire.py, fence.py, copied next to this file), loaded before any student code.
+    glue, wire, fences = (_load(f"_minbert_grader_{name}", f"{scenarios_dir}/_minbert_grader_{name}.py")
+                          for name in ("scenarios", "wire", "fence"))
     run = glue.run
     with open(f"{scenarios_dir}/fence.json") as f:
-        ban(json.load(f))
+        spec = json.load(f)
+    fence = fences.Fence(None if record else set(spec["ops"]), None if record else set(spec["calls"]), key)
+    ban(spec["fence"], fence.refuse)
+    fences.refuse_threads(fence)
+    fence.install()                             # from here on every operator and torch call is checked
     results = []
     for case in cases:
         try:
-            results.append(run(key, case))
+            result = run(key, case)
         except BaseException as exc:            # SystemExit and KeyboardInterrupt too: one case lost
-            results.append(record(exc, template))
-    out.write(wire.encode(results))
+            result = record_of(exc, template)
+        refused, at = fence.case_done(template)  # a refusal fails the case even when the code caught it
+        if refused:
+            result = {"error": "Banned", "where": at, "banned": refused}
+        results.append(result)
+    frame = wire.encode(results)
+    if record:
+        frame = json.dumps({"ops": sorted(fence.seen_ops), "calls": sorted(fence.seen_calls),
+                            "errors": [r for r in results if "error" in r]}).encode()
+    out.write(frame)
     out.close()
 
 

@@ -4,6 +4,7 @@
     python -m minbert classroom grade [SUBMISSION] [--json results.json]      grade it (grade.py), print a table
     python -m minbert classroom autograder OUT                                 Gradescope's autograder.zip
     python -m minbert classroom check                                          leak scan, 0 and full points, exploits
+    python -m minbert classroom allowlists                                     derive each record's allow-lists
 """
 
 import argparse
@@ -42,6 +43,9 @@ def main(argv=None):
     z.add_argument("--assignments", default=None, help="only these keys (default all)")
     c = sub.add_parser("check", help="before release: leak scan, 0 and full grades, the exploits")
     c.add_argument("--assignments", default=None, help=argparse.SUPPRESS)
+    w = sub.add_parser("allowlists", help="record what each reference solution runs and compare with its record's "
+                                          "allow-lists (after changing a reference or the harness)")
+    w.add_argument("--assignments", default=None, help="only these keys (default all)")
     args = p.parse_args(argv)
     keys = None if args.assignments is None else {k.strip() for k in args.assignments.split(",") if k.strip()}
     unknown = sorted((keys or set()) - set(BY_KEY))
@@ -53,6 +57,9 @@ def main(argv=None):
               f"{sum(1 for v in removed.values() if v)} files (one git commit); grade it with: "
               f"python -m minbert classroom grade {args.out}")
         return
+    if args.command == "allowlists":
+        from minbert.classroom import allowlists
+        sys.exit(allowlists.main(keys))
     from minbert.classroom import autograder, grade as G
     if args.command == "autograder":
         print(f"wrote {autograder.build(args.out, keys)}")

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import torch
 
-from minbert.classroom import (assignments as C, cases as CASES, hints as HINTS, integrity, sandbox, scenarios,
+from minbert.classroom import (assignments as C, cases as CASES, fence, hints as HINTS, integrity, sandbox, scenarios,
                                submission, wire)
-from minbert.classroom.child import blocked_ops
+from minbert.classroom.child import refused_by_name
 
 HERE = Path(__file__).resolve().parent
 ATOL, RTOL = 1e-5, 1e-4
@@ -125,8 +125,10 @@ def _error_text(record, files, key) -> str:
     kind, where, op = record.kind, record.where, record.banned
     m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where)
     at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
-    if op and op in blocked_ops(C.BY_KEY[key].fence):
+    if op and refusable(op, C.BY_KEY[key]):
         return f"called {op}{at}, which assignment {key} does not allow ({C.BY_KEY[key].banned_note})"
+    if kind == "Banned":                        # a refusal whose name this process cannot check: not quoted
+        return f"called an operation{at} that assignment {key} does not allow ({C.BY_KEY[key].banned_note})"
     if kind == "NotImplementedError" and at:
         line = files[m.group(1)][int(m.group(2)) - 1]
         stub = C.STUB_LINE.search(line)
@@ -135,6 +137,20 @@ def _error_text(record, files, key) -> str:
     builtin = isinstance(getattr(builtins, kind, None), type) and issubclass(getattr(builtins, kind), BaseException)
     text = f"raised {kind}" if builtin else "raised an exception of a class your code defines"
     return text + at + " (run your tests locally for the message)"
+
+
+_BY_NAME = {}
+
+
+def refusable(op: str, a) -> bool:
+    """Whether a refusal the child reports names something assignment `a`'s fence refuses: an operator or a torch
+    callable off its lists, a library implementation it refuses by name, or one of the fence's own reasons. Only
+    then is the name quoted: it is text the submission could have chosen."""
+    if a.key not in _BY_NAME:
+        _BY_NAME[a.key] = set(refused_by_name(a.fence)) | set(fence.FIXED)
+    if op in _BY_NAME[a.key]:
+        return True
+    return op not in a.allowed_ops and op not in a.allowed_calls and fence.names_something(op)
 
 
 def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple[list | None, str]:
@@ -162,16 +178,23 @@ def source_lines(path: Path) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines          # the text after the last \n, if any, is a line
 
 
-def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str, secrets: list):
-    """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
+def write_job(job: Path, key: str, cases: list) -> None:
+    """The child's job folder: the glue it loads (scenarios, wire, the fence), the fence's lists, the inputs."""
     job.mkdir(parents=True)
     for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "wire.py", "_minbert_grader_wire.py"),
-                      (HERE / "child.py", "child.py")):
+                      (HERE / "fence.py", "_minbert_grader_fence.py"), (HERE / "child.py", "child.py")):
         (job / name).write_bytes(src.read_bytes())
-    (job / "fence.json").write_text(json.dumps(C.BY_KEY[key].fence))
+    a = C.BY_KEY[key]
+    (job / "fence.json").write_text(json.dumps({"fence": a.fence, "ops": sorted(a.allowed_ops),
+                                                "calls": sorted(a.allowed_calls)}))
     torch.save(cases, job / "inputs.pt")
     for path in (job, *job.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)        # readable by the box's user, writable by none
+
+
+def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str, secrets: list):
+    """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
+    write_job(job, key, cases)
     env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONHASHSEED": "0"}
     box = sandbox.BOX

@@ -322,6 +322,12 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> di
                 problems[k].append(f"{rel}: cannot read it as one plain UTF-8 text file "
                                    f"({(e.strerror or e.args[0]) if isinstance(e, OSError) else type(e).__name__})")
             continue
+        try:       # the instructor's own files still hold the left-out regions: compared as the copy has them
+            submitted = C.omit(submitted, rel, set(C.BY_KEY if handout is None else handout))
+        except C.UserError as e:
+            for k in keys:
+                problems[k].append(str(e))
+            continue
         blocks, message = changed_lines(template, submitted, rel)
         if message:
             for k in keys:

@@ -348,7 +348,7 @@ def test_each_assignment_is_one_record_and_its_key_names_its_maker_scenario_and_
     assert named(scenarios, {"run"}) == keys, "scenarios.py needs one scenario per assignment key, and no other"
     assert named(hints, {"recognise"}) <= keys, "hints.py: a function that is no assignment's key is never used"
     for a in classroom.ASSIGNMENTS:
-        assert set(a.fence) <= {"ops", "python", "subclasses", "modules"}, f"{a.key}: unknown fence kinds"
+        assert set(a.fence) <= {"python", "subclasses", "modules"}, f"{a.key}: unknown fence kinds"
     line = (f"{len(classroom.ASSIGNMENTS)} assignments, {classroom.TOTAL} points: "
             + ", ".join(f"{a.key} {a.points}" for a in classroom.ASSIGNMENTS) + ".")
     text = (ROOT / "docs" / "classroom.md").read_text()

@@ -120,10 +120,25 @@ RUN = " (run your tests locally for the message)"
     ("NotImplementedError", "minbert/bert/attention.py:4", "", "raised NotImplementedError at minbert/bert/attention.py:4" + RUN),
     ("NotImplementedError", "minbert/bert/attention.py:5", "", "raised NotImplementedError at minbert/bert/attention.py:5" + RUN),
     ("NotImplementedError", "", "", "raised NotImplementedError" + RUN),
-    ("RuntimeError", "minbert/bert/attention.py:3", "_scaled_dot_product_attention_math",
-     "called _scaled_dot_product_attention_math at minbert/bert/attention.py:3, which assignment attention does not "
-     "allow (write the softmax attention yourself, not F.scaled_dot_product_attention)"),
-    ("RuntimeError", "", "aten::mm", "raised RuntimeError" + RUN),                          # not an op the grader blocks
+    ("Banned", "minbert/bert/attention.py:3", "aten::_scaled_dot_product_flash_attention_for_cpu.default",
+     "called aten::_scaled_dot_product_flash_attention_for_cpu.default at minbert/bert/attention.py:3, which assignment "
+     "attention does not allow (write the softmax attention yourself, not F.scaled_dot_product_attention)"),
+    ("Banned", "", "torch.ops.aten._scaled_dot_product_attention_math",
+     "called torch.ops.aten._scaled_dot_product_attention_math, which assignment attention does not allow (write the "
+     "softmax attention yourself, not F.scaled_dot_product_attention)"),
+    ("Banned", "", "MultiheadAttention.forward", "called MultiheadAttention.forward, which assignment attention does "
+     "not allow (write the softmax attention yourself, not F.scaled_dot_product_attention)"),   # refused by name
+    ("Banned", "", "a new thread (the fence watches the grading thread only)", "called a new thread (the fence watches "
+     "the grading thread only), which assignment attention does not allow (write the softmax attention yourself, not "
+     "F.scaled_dot_product_attention)"),
+    ("RuntimeError", "", "aten::mm.default", "raised RuntimeError" + RUN),      # on attention's list: not refused
+    ("RuntimeError", "", "torch.Tensor.softmax", "raised RuntimeError" + RUN),
+    ("RuntimeError", "", "aten::mm", "raised RuntimeError" + RUN),              # not a name the fence writes
+    ("Banned", "", "aten::scaled_dot_product_SECRET.default",                   # no such operator: not quoted
+     "called an operation that assignment attention does not allow (write the softmax attention yourself, not "
+     "F.scaled_dot_product_attention)"),
+    ("Banned", "", "torch.SECRET", "called an operation that assignment attention does not allow (write the softmax "
+     "attention yourself, not F.scaled_dot_product_attention)"),
 ])
 def test_an_error_record_becomes_a_builtin_type_a_real_line_or_a_blocked_op(kind, where, banned, text):
     got = error_message(wire.Error(kind, where, banned), FILES, "attention")
@@ -146,8 +161,8 @@ def test_outputs_of_says_why_a_box_gave_nothing():
 
 
 def test_outputs_of_turns_each_record_into_the_parents_message():
-    op = "_scaled_dot_product_attention_math"
-    frame = wire.MAGIC + struct.pack("=I", 2) + b"E" + bytes([12]) + b"RuntimeError" + bytes([0]) + \
+    op = "torch.nn.functional.scaled_dot_product_attention"
+    frame = wire.MAGIC + struct.pack("=I", 2) + b"E" + bytes([6]) + b"Banned" + bytes([0]) + \
         bytes([len(op)]) + op.encode() + b"X"
     got, why = outputs_of(box(frame), 2, {}, "attention")
     assert why == "" and got == [
@@ -389,17 +404,17 @@ def test_run_child_gives_the_box_its_job_folder_read_only_and_numbers_lines_as_p
         seen.update(argv=argv, env=env, box=box, limits=limits, level=level, secrets=secrets,
                     files={p.name: (p.read_bytes(), p.stat().st_mode & 0o777) for p in job.iterdir()},
                     mode=job.stat().st_mode & 0o777, inputs=torch.load(job / "inputs.pt", weights_only=True))
-        where, op = b"minbert/bert/attention.py:2", b"_scaled_dot_product_attention_math"
+        where, op = b"minbert/bert/attention.py:2", b"aten::_scaled_dot_product_flash_attention_for_cpu.default"
         result = wire.MAGIC + struct.pack("=I", 2) + b"E" + bytes([19]) + b"NotImplementedError" + \
-            bytes([len(where)]) + where + bytes([0]) + b"E" + bytes([12]) + b"RuntimeError" + bytes([0, len(op)]) + op
+            bytes([len(where)]) + where + bytes([0]) + b"E" + bytes([6]) + b"Banned" + bytes([0, len(op)]) + op
         return sandbox.Outcome(0, b"", result, layers=["rlimits"])
     monkeypatch.setattr(sandbox, "run", stand_in)
     sent = [{"x": torch.arange(3.0)}, {"x": torch.ones(2)}]
     results, why, layers = G.run_child(template, "attention", sent, tmp_path / "jobs" / "attention", 9.0, "user", ["s"])
     assert (results, why, layers) == ([
         "not written yet: the stub at minbert/bert/attention.py:2 still raises NotImplementedError (assignment attention)",
-        "called _scaled_dot_product_attention_math, which assignment attention does not allow (write the softmax "
-        "attention yourself, not F.scaled_dot_product_attention)"], "", ["rlimits"])
+        "called aten::_scaled_dot_product_flash_attention_for_cpu.default, which assignment attention does not allow "
+        "(write the softmax attention yourself, not F.scaled_dot_product_attention)"], "", ["rlimits"])
     assert seen["argv"] == [sys.executable, "-I", "/box/job/child.py", "/box/template", "attention", "/box/job/inputs.pt",
                             "/box/job"]
     assert seen["env"] == {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -408,9 +423,13 @@ def test_run_child_gives_the_box_its_job_folder_read_only_and_numbers_lines_as_p
     assert seen["limits"] == sandbox.Limits(wall_s=9.0) and seen["level"] == "user" and seen["secrets"] == ["s"]
     here = G.Path(G.__file__).parent
     assert seen["mode"] == 0o755 and {k: v[1] for k, v in seen["files"].items()} == dict.fromkeys(
-        ["_minbert_grader_scenarios.py", "_minbert_grader_wire.py", "child.py", "fence.json", "inputs.pt"], 0o644)
+        ["_minbert_grader_scenarios.py", "_minbert_grader_wire.py", "_minbert_grader_fence.py", "child.py",
+         "fence.json", "inputs.pt"], 0o644)
     assert seen["files"]["_minbert_grader_scenarios.py"][0] == (here / "scenarios.py").read_bytes()
     assert seen["files"]["_minbert_grader_wire.py"][0] == (here / "wire.py").read_bytes()
     assert seen["files"]["child.py"][0] == (here / "child.py").read_bytes()
-    assert json.loads(seen["files"]["fence.json"][0]) == C.BY_KEY["attention"].fence
+    assert seen["files"]["_minbert_grader_fence.py"][0] == (here / "fence.py").read_bytes()
+    a = C.BY_KEY["attention"]
+    assert json.loads(seen["files"]["fence.json"][0]) == {"fence": a.fence, "ops": sorted(a.allowed_ops),
+                                                          "calls": sorted(a.allowed_calls)}
     assert len(seen["inputs"]) == 2 and torch.equal(seen["inputs"][0]["x"], torch.arange(3.0))

@@ -504,7 +504,7 @@ def test_child_built_objects_cannot_forge_a_pass(student, tmp_path):
      "    _l.weight.data.copy_(torch.eye(D, dtype=q.dtype))\n    _l.bias.data.zero_()\n"
      "_am = mask.to(q.dtype).expand(B, 1, T, T).reshape(B, T, T)\n"
      "y = torch.stack([_mha(q[:, h], k[:, h], v[:, h], attn_mask=_am, need_weights=False)[0] for h in range(H)], 1)",
-     "MultiheadAttention"),
+     "torch.Tensor.uniform_"),     # building it draws its weights: off attention's allow-list, before forward's refusal
     ("attention", "attention.py",
      "_m = print.__self__.__getattribute__('__imp' + 'ort__')('torch._higher_order_ops.flex_attention', None, None, ['x'])\n"
      "_am = mask.to(q.dtype).expand(q.shape[0], 1, 1, q.shape[2]).reshape(q.shape[0], q.shape[2])\n"
@@ -514,7 +514,7 @@ def test_child_built_objects_cannot_forge_a_pass(student, tmp_path):
      "_o = torch.__getattribute__('op' + 'tim')._functional\n"
      "for p, g, m, v, s in zip(params, grads, exp_avgs, exp_avg_sqs, steps):\n    p.mul_(1 - lr * wd)\n"
      "    _o.sparse_adam([p], [g.to_sparse()], [m], [v], [int(s)], eps=eps * (1 - beta2 ** s) ** 0.5, beta1=beta1, "
-     "beta2=beta2, lr=lr, maximize=False)", "sparse_adam"),
+     "beta2=beta2, lr=lr, maximize=False)", "torch.Tensor.to_sparse"),    # off adamw's allow-list
     ("meanshift", "meanshift.py",
      "_sk = print.__self__.__getattribute__('__imp' + 'ort__')('skl' + 'earn.cluster', None, None, ['x'])\n"
      "return float(_sk.__getattribute__('estimate_' + 'bandwidth')(x.reshape(-1, 1), quantile=quantile))", "sklearn"),
@@ -538,9 +538,9 @@ def test_error_records_carry_no_text_of_the_submissions_choosing():
     leak = error_message(Error("RuntimeError", "minbert/bert/attention.py:123456", "scaled_dot_product_SECRET"), files,
                          "attention")
     assert "SECRET" not in leak and "123456" not in leak, leak
-    ok = error_message(Error("RuntimeError", "minbert/bert/attention.py:80", "scaled_dot_product_attention"), files,
-                       "attention")
-    assert "scaled_dot_product_attention at minbert/bert/attention.py:80" in ok, ok
+    sdpa = "torch.nn.functional.scaled_dot_product_attention"         # a name the fence writes (fence.call_name)
+    ok = error_message(Error("Banned", "minbert/bert/attention.py:80", sdpa), files, "attention")
+    assert f"{sdpa} at minbert/bert/attention.py:80" in ok, ok
 
 
 def test_the_seed_takes_a_secret_salt_and_every_attention_case_is_padded(tmp_path):
