@@ -33,9 +33,9 @@ def main(argv=None):
     g.add_argument("--salt", type=int, default=None,
                    help="the secret mixed into each submission's seed (default: a fresh random one, printed with the "
                         "grade; pass it again to regrade with the same cases). The Gradescope zip carries its own")
-    g.add_argument("--require_isolation", choices=LEVELS, default=None, metavar="LEVEL",
+    g.add_argument("--require_isolation", default=None, metavar="LEVEL",
                    help=f"the weakest isolation accepted, else refuse: {', '.join(LEVELS)} (weakest first; default "
-                        "'user' as root, 'self-check' as an ordinary user); 'grade' prints the layers it had")
+                        "'user+chroot' as root, 'self-check' as an ordinary user); 'grade' prints the layers it had")
     z = sub.add_parser("autograder", help="write the Gradescope autograder zip")
     z.add_argument("out", type=Path, help="a new folder; the zip goes there")
     z.add_argument("--assignments", default=None, help="only these keys (default all)")

@@ -49,20 +49,22 @@ _ISOLATION = None
 
 def isolation(require: str | bool | None) -> tuple[str, str]:
     """(the level this grade runs at, why not a stronger one). `require`: the weakest level accepted (a name in
-    sandbox.LEVELS; True means "user", False "self-check"); None: "user" when running as root, else "self-check"."""
+    sandbox.LEVELS; True means "user+chroot", False "self-check"); None: "user+chroot" when running as root, else
+    "self-check" (root without a chroot is a self-check only when asked for: the submission would run as root)."""
     global _ISOLATION
+    if require is None or require is True:
+        require = "user+chroot" if require or (hasattr(os, "geteuid") and os.geteuid() == 0) else "self-check"
+    require = "self-check" if require is False else require
+    if require not in sandbox.LEVELS:
+        raise C.UserError(f"--require_isolation: {require!r} is not a level; choose from {', '.join(sandbox.LEVELS)} "
+                          "(weakest first)")
     if _ISOLATION is None:
         _ISOLATION = sandbox.isolation_available()
     level, why = _ISOLATION
-    if require is None or require is True:
-        require = "user" if require or (hasattr(os, "geteuid") and os.geteuid() == 0) else "self-check"
-    require = "self-check" if require is False else require
-    if require not in sandbox.LEVELS:
-        raise C.UserError(f"--require_isolation: {require!r} is not a level; choose from {', '.join(sandbox.LEVELS)}")
     if sandbox.LEVELS.index(level) < sandbox.LEVELS.index(require):
         raise C.UserError(f"grade: isolation {require!r} is required but this machine gives {level!r} ({why}); "
                           "grade as root on Linux (a container's default capabilities are enough for 'user+chroot'), "
-                          "or as an ordinary user for a self-check")
+                          "or pass --require_isolation self-check for a grade labelled a self-check")
     return level, why
 
 
@@ -231,7 +233,7 @@ def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, sal
     `handout` the ones removed from the hand-out (default all; `student --assignments X` hands out X only),
     `salt` the course's secret (default: a fresh random one, so the hidden cases cannot be computed from the
     public code). Isolated as well as this machine allows (sandbox.LEVELS); `require_isolation` names the weakest
-    level accepted (default: "user" as root, where a self-check would not be a grade)."""
+    level accepted (default: "user+chroot" as root, where a self-check would not be a grade)."""
     salt = secrets.randbits(48) if salt is None else salt
     level, _ = isolation(require_isolation)
     chosen = [a for a in C.ASSIGNMENTS if selected is None or a.key in selected]
@@ -259,10 +261,8 @@ def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, sal
         seed = seed_of(template, salt)
         drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
         wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child
-        hide = [C.ROOT] if level == "user" else []       # no chroot: the checkout is hidden by file modes
         instructors = secrets_of(C.ROOT)                 # what each box's user must fail to open
-        with sandbox.hidden(hide, keep=sandbox.box_root().runtime_paths()), \
-                ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             futures = [pool.submit(grade_assignment, a, drawn[a.key], wants[a.key], template, tmp / "jobs",
                                    problems[a.key], timeout, level, instructors) for a in chosen]
             return Grade([e for f in futures for e in f.result()], salt, flagged)

@@ -28,9 +28,10 @@ Each machine gets every layer it grants (`LEVELS`, weakest first; `isolation_ava
                    root of hard links (box_root.link_tree) to chroot into, a seccomp filter refusing network
                    sockets, rlimits, control groups where writable, a deadline, and kill(-1) as the box's
                    user with a check that none of its processes is left
-    user           the same without the chroot (no CAP_SYS_CHROOT): the instructor's checkout is made
-                   unreadable to the box's user by file modes for the grade's duration (`hidden`)
-    self-check     not root: same user, rlimits, process group, deadline, caps; not authoritative
+    self-check     not root, or root without CAP_SYS_CHROOT (every container runtime's default set has it):
+                   same user, rlimits, process group, deadline, caps; not authoritative, and said so
+There is no level between: without a chroot the box would see the machine's files, and file modes cannot
+hide all of them (another clone of the course, the Gradescope zip beside it, files left in shared folders).
 Whatever the level, the launcher checks, as the box's user and just before it runs the child, that it cannot
 open any of the instructor's files it is given (`secrets`); if it can, the box does not run.
 
@@ -46,12 +47,9 @@ import resource
 import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import sys
-import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,7 +63,7 @@ IO_URING_SETUP = 425                              # the same number on both: io_
 UID_BASE, UID_SPAN = 1_500_000_000, 1 << 24      # box users: far above any real account
 NO_NAMESPACES = 97                                # the launcher's exit status when unshare is refused
 EXPOSED = 96                                      # ... when the box's user could open an instructor's file
-LEVELS = ("self-check", "user", "user+chroot", "namespaces")     # weakest first
+LEVELS = ("self-check", "user+chroot", "namespaces")     # weakest first
 
 
 @dataclass
@@ -109,19 +107,16 @@ def isolation_available() -> tuple[str, str]:
         return "namespaces", ""
     lines = (r.stdout + r.stderr).strip().splitlines()
     why = lines[-1] if lines else f"the namespace probe exited {r.returncode}"
-    for chroot in (True, False):
-        try:
-            root = box_root().link_tree() if chroot else None
-        except OSError as e:
-            why += f"; no chroot ({e.strerror or e})"
-            continue
-        probe = run([sys.executable, "-I", "-c", "import os; os.write(3, str(os.getuid()).encode())"], {}, {},
-                    Limits(wall_s=30), "user+chroot" if chroot else "user", chroot_root=root)
-        if probe.status == 0 and probe.result.isdigit() and int(probe.result) >= UID_BASE:
-            return ("user+chroot" if chroot else "user"), why
-        why += f"; {'chroot' if chroot else 'a separate user'} failed: " + \
-            (probe.why or probe.log.decode(errors="replace").strip()[-200:] or f"status {probe.status}")
-    return "self-check", why
+    try:
+        root = box_root().link_tree()
+    except OSError as e:
+        return "self-check", why + f"; no chroot ({e.strerror or e})"
+    probe = run([sys.executable, "-I", "-c", "import os; os.write(3, str(os.getuid()).encode())"], {}, {},
+                Limits(wall_s=30), "user+chroot", chroot_root=root)
+    if probe.status == 0 and probe.result.isdigit() and int(probe.result) >= UID_BASE:
+        return "user+chroot", why
+    return "self-check", why + "; a separate user in a chroot failed: " + \
+        (probe.why or probe.log.decode(errors="replace").strip()[-200:] or f"status {probe.status}")
 
 
 def _cgroups() -> list[tuple[str, dict]]:
@@ -232,8 +227,9 @@ BOX = "/box/"           # argv and env name the box's folders under this prefix;
 
 def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secrets=(), chroot_root=None) -> Outcome:
     """Run argv in a box of `level` (LEVELS). `box` maps names to the parent's folders, which the child sees
-    read-only as /box/<name> (a copy under the user levels); `secrets` are instructor files the box's user must
-    not be able to open (checked by the launcher before the child starts). The child gets fd 3 for results."""
+    read-only as /box/<name> (a copy inside the chroot at user+chroot); `secrets` are instructor files the box's
+    user must not be able to open (checked by the launcher before the child starts). The child gets fd 3 for
+    results."""
     isolate = level != "self-check"
     uid = free_uid() if isolate else None
     cgroups = make_cgroups(limits) if isolate else []
@@ -243,9 +239,9 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
                            "memory_mb": min(limits.memory_mb, 2048)})
     root = (chroot_root or box_root().link_tree()) if level == "user+chroot" else None
     inside, outside = "/box", None
-    if level in ("user", "user+chroot"):
-        inside = f"/box-{uid}" if root else str(Path(_user_boxes()) / f"box-{uid}")
-        outside = (root or "") + inside
+    if root:
+        inside = f"/box-{uid}"
+        outside = root + inside
         _lay_out(outside, box, uid)
     home = {"namespaces": "/tmp", "self-check": box.get("job", "/tmp")}.get(level, inside + "/tmp")
     argv = [_mapped(a, level, box, inside) for a in argv]
@@ -307,13 +303,13 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
     if status == NO_NAMESPACES and isolate and not why:
         why = "the sandbox could not be built: " + log[-300:]
     if status == EXPOSED and isolate and not why:
-        why = "the sandbox could not hide the instructor's files from the box's user: " + log[-300:]
+        why = "the box's user could open an instructor's file; nothing was run: " + log[-300:]
     return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate,
                    layers(level, cgroups))
 
 
 def _mapped(text: str, level: str, box: dict, inside: str) -> str:
-    """/box/<name> as the child sees it: mounted there (namespaces), its copy (user levels), the folder itself."""
+    """/box/<name> as the child sees it: mounted there (namespaces), its copy (user+chroot), the folder itself."""
     if level == "namespaces":
         return text
     for name, folder in box.items():
@@ -331,25 +327,9 @@ def layers(level: str, cgroups: list) -> list[str]:
     if level == "namespaces":
         return ["a separate user", "PID, mount, network, IPC and UTS namespaces", "a whitelist root (chroot)", fence,
                 "rlimits"] + groups
-    seen = ["a whitelist root (chroot into hard links)", fence] if level == "user+chroot" else \
-        ["the instructor's files unreadable to it (file modes, checked)"]
-    return ["a separate user (no namespaces: the machine refuses them)", *seen,
-            "no network sockets (seccomp: only local AF_UNIX ones)", "rlimits", *groups,
+    return ["a separate user (no namespaces: the machine refuses them)", "a whitelist root (chroot into hard links)",
+            fence, "no network sockets (seccomp: only local AF_UNIX ones)", "rlimits", *groups,
             "kill(-1) as its user, then a check that none of its processes is left"]
-
-
-_USER_BOXES = None
-
-
-def _user_boxes() -> str:
-    """Where the boxes of the `user` level (no chroot) live: a folder others may enter but not list."""
-    global _USER_BOXES
-    if _USER_BOXES is None:
-        _USER_BOXES = tempfile.mkdtemp(prefix="minbert-boxes-")
-        os.chmod(_USER_BOXES, 0o711)
-        import atexit
-        atexit.register(shutil.rmtree, _USER_BOXES, True)
-    return _USER_BOXES
 
 
 def _lay_out(outside: str, box: dict, uid: int):
@@ -360,35 +340,6 @@ def _lay_out(outside: str, box: dict, uid: int):
         shutil.copytree(folder, f"{outside}/{name}", symlinks=True)
     os.mkdir(f"{outside}/tmp", 0o700)
     os.chown(f"{outside}/tmp", uid, uid)
-
-
-@contextmanager
-def hidden(folders, keep):
-    """For the duration, take "others" permissions off `folders` (the box's user is an "other": its uid and gid
-    are its own). A folder on the way to a path in `keep` (the runtime: a venv inside the checkout) keeps only
-    its search bit, and its other entries are hidden in turn. Every mode is put back afterwards."""
-    keep = [os.path.realpath(k) for k in keep]
-    changed = []
-
-    def hide(path):
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode) or path in keep:
-            return
-        leads = stat.S_ISDIR(st.st_mode) and any(k.startswith(path + "/") for k in keep)
-        mode = (st.st_mode & ~0o006 | 0o001) if leads else st.st_mode & ~0o007
-        if stat.S_IMODE(mode) != stat.S_IMODE(st.st_mode):
-            os.chmod(path, stat.S_IMODE(mode))
-            changed.append((path, stat.S_IMODE(st.st_mode)))
-        if leads:
-            for entry in os.scandir(path):
-                hide(entry.path)
-    try:
-        for folder in folders:
-            hide(os.path.realpath(folder))
-        yield
-    finally:
-        for path, mode in reversed(changed):
-            os.chmod(path, mode)
 
 
 def _stop(proc):
@@ -515,7 +466,7 @@ def launch(spec: dict):
             except OSError as e:
                 print(f"seccomp refused: {e}", flush=True)
                 os._exit(NO_NAMESPACES)
-        _check_hidden(spec["secrets"])
+        _check_secrets(spec["secrets"])
     else:
         _limit(spec["limits"], False)
         os.chdir(spec["box"].get("job", "/tmp"))
@@ -547,7 +498,7 @@ def _no_network(libc, check):
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
 
-def _check_hidden(secrets: list[str]):
+def _check_secrets(secrets: list[str]):
     """As the box's user, before its code runs: none of the instructor's files may open (else no box)."""
     for path in secrets:
         try:

@@ -13,30 +13,18 @@ import zipfile
 
 import torch
 
-from minbert.classroom import assignments as C, grade as G, sandbox
+from minbert.classroom import assignments as C, grade as G
 
 
 # ---------------------------------------------------------------------- grade: what each assignment is given
 
 class Grading:
-    """grade() with stand-ins for the box (grade_assignment), the hiding of the checkout and the runtime list:
-    records what each assignment is given, and the template as it is while the assignment runs."""
+    """grade() with a stand-in for the box (grade_assignment): records what each assignment is given, and the
+    template as it is while the assignment runs."""
 
-    def __init__(self, monkeypatch, level="user"):
-        self.calls, self.hidden = [], []
+    def __init__(self, monkeypatch, level="user+chroot"):
+        self.calls = []
         monkeypatch.setattr(G, "_ISOLATION", (level, "why"))
-        monkeypatch.setattr(sandbox, "box_root", lambda: type("Root", (), {"runtime_paths": staticmethod(lambda: ["RT"])}))
-
-        class Hidden:
-            def __init__(inner, folders, keep):
-                self.hidden.append((folders, keep))
-
-            def __enter__(inner):
-                return inner
-
-            def __exit__(inner, *exc):
-                return False
-        monkeypatch.setattr(sandbox, "hidden", Hidden)
         monkeypatch.setattr(G, "grade_assignment", self.assignment)
 
     def assignment(self, a, cases, wants, template, work, problems, timeout, level, secrets):
@@ -84,12 +72,12 @@ def check_one_grade(tmp_path, monkeypatch):
         assert len(c["wants"]) == len(c["cases"]) and all(
             torch.equal(w[k], r[k]) for w, case in zip(c["wants"], c["cases"]) for r in [G.scenarios.run(c["key"], case)]
             for k in r), f"{c['key']}: the references are scenarios.run on the same cases"
-        assert (c["problems"], c["timeout"], c["level"], c["work"]) == ([], 3.5, "user", c["template"].parent / "jobs")
+        assert (c["problems"], c["timeout"], c["level"], c["work"]) == ([], 3.5, "user+chroot",
+                                                                      c["template"].parent / "jobs")
         assert c["secrets"] == G.secrets_of(C.ROOT) and c["modes"] == {0o755, 0o644}
         assert c["files"]["minbert/bert/attention.py"] == (C.ROOT / "minbert/bert/attention.py").read_text()
         assert c["files"]["minbert/adamw.py"] == (C.ROOT / "minbert/adamw.py").read_text()
         assert stub_of(c["files"]["minbert/methods/smart.py"], "smart"), "an assignment not graded keeps its stub"
-    assert run.hidden == [([C.ROOT], ["RT"])], "at the 'user' level the checkout is hidden by file modes"
 
 
 def test_grade_draws_the_same_cases_for_the_same_salt_and_a_fresh_secret_salt_by_default(tmp_path, monkeypatch):
@@ -101,7 +89,6 @@ def test_grade_draws_the_same_cases_for_the_same_salt_and_a_fresh_secret_salt_by
     assert first.salt == second.salt == 7 and isinstance(fresh.salt, int) and fresh.salt >= 0
     x = [c["cases"][0]["x"] for c in run.calls]
     assert torch.equal(x[0], x[1]) and not torch.equal(x[0], x[2]), "the salt, and only it, changes the cases"
-    assert run.hidden == [([], ["RT"])] * 3, "with a chroot nothing of the checkout needs hiding"
 
 
 def test_grade_of_a_hand_out_of_some_assignments_keeps_the_other_solutions_in_the_template(tmp_path, monkeypatch):
@@ -150,7 +137,7 @@ def test_grade_without_a_selection_grades_every_assignment_even_as_a_self_check_
     assert sorted(c["key"] for c in run.calls) == sorted(C.BY_KEY)            # two workers: any order of calls
     assert list(dict.fromkeys(e["assignment"] for e in got)) == [a.key for a in C.ASSIGNMENTS], "the entries in course order"
     assert {c["timeout"] for c in run.calls} == {60.0}, "the default deadline is 60 s per assignment (docs/classroom.md)"
-    assert {c["level"] for c in run.calls} == {"self-check"} and run.hidden == [([], ["RT"])]
+    assert {c["level"] for c in run.calls} == {"self-check"}
     assert run.calls[0]["work"].parent.name.startswith("minbert-grade-")
     assert set(got.integrity) == set(C.BY_KEY)
 
