@@ -49,6 +49,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +95,11 @@ def box_root():
     return B
 
 
+def box_cleanup():
+    from minbert.classroom import cleanup as C
+    return C
+
+
 # ---------------------------------------------------------------------- what the parent can have
 
 def isolation_available() -> tuple[str, str]:
@@ -107,16 +113,12 @@ def isolation_available() -> tuple[str, str]:
         return "namespaces", ""
     lines = (r.stdout + r.stderr).strip().splitlines()
     why = lines[-1] if lines else f"the namespace probe exited {r.returncode}"
-    try:
-        root = box_root().link_tree()
-    except OSError as e:
-        return "self-check", why + f"; no chroot ({e.strerror or e})"
-    probe = run([sys.executable, "-I", "-c", "import os; os.write(3, str(os.getuid()).encode())"], {}, {},
-                Limits(wall_s=30), "user+chroot", chroot_root=root)
-    if probe.status == 0 and probe.result.isdigit() and int(probe.result) >= UID_BASE:
+    r = subprocess.run([sys.executable, "-I", __file__, "--probe-chroot", str(free_uid())], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode == 0:
         return "user+chroot", why
-    return "self-check", why + "; a separate user in a chroot failed: " + \
-        (probe.why or probe.log.decode(errors="replace").strip()[-200:] or f"status {probe.status}")
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    return "self-check", why + "; no separate user in a chroot: " + (lines[-1] if lines else f"status {r.returncode}")
 
 
 def _cgroups() -> list[tuple[str, dict]]:
@@ -225,78 +227,66 @@ def free_uid() -> int:
 BOX = "/box/"           # argv and env name the box's folders under this prefix; `run` maps it for each level
 
 
-def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secrets=(), chroot_root=None) -> Outcome:
+def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secrets=(), chroot_root=None,
+        stop=None) -> Outcome:
     """Run argv in a box of `level` (LEVELS). `box` maps names to the parent's folders, which the child sees
     read-only as /box/<name> (a copy inside the chroot at user+chroot); `secrets` are instructor files the box's
     user must not be able to open (checked by the launcher before the child starts). The child gets fd 3 for
-    results."""
+    results. `chroot_root`: the grade's hard-link tree (box_root.link_tree) for user+chroot; without one, a tree
+    is laid out for this box alone. `stop`: a threading.Event; once set (the grader was interrupted) the box is
+    killed within half a second. Whatever ends this call, an exception or a signal included, the box's processes,
+    control groups, pipes and folders are gone when it returns or raises."""
     isolate = level != "self-check"
-    uid = free_uid() if isolate else None
-    cgroups = make_cgroups(limits) if isolate else []
-    if not {"memory", "v2"} & {controller(c) for c in cgroups}:
-        # no memory control group: the address-space rlimit is per process, so allow fewer, smaller ones
-        limits = Limits(**{**limits.__dict__, "processes": min(limits.processes, 16),
-                           "memory_mb": min(limits.memory_mb, 2048)})
-    root = (chroot_root or box_root().link_tree()) if level == "user+chroot" else None
-    inside, outside = "/box", None
-    if root:
-        inside = f"/box-{uid}"
-        outside = root + inside
-        _lay_out(outside, box, uid)
-    home = {"namespaces": "/tmp", "self-check": box.get("job", "/tmp")}.get(level, inside + "/tmp")
-    argv = [_mapped(a, level, box, inside) for a in argv]
-    env = {**{k: _mapped(v, level, box, inside) for k, v in env.items()}, "HOME": home, "TMPDIR": home}
-    log_r, log_w = os.pipe()
-    res_r, res_w = os.pipe()
-    mounted = level == "namespaces"               # what the launcher bind-mounts into the box's new root
-    spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "chroot": root,
-            "runtime": box_root().runtime_paths() if mounted else [], "sites": box_root().sites() if mounted else {},
-            "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
-            "cwd": inside + "/tmp" if outside else None, "secrets": [str(p) for p in secrets]}
-    proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
-                            stdout=log_w, stderr=log_w, pass_fds=(res_w,), start_new_session=True, env={})
-    os.close(log_w)
-    os.close(res_w)
-    chunks, why = {log_r: [], res_r: []}, ""
-    caps = {log_r: limits.log_bytes, res_r: limits.result_bytes}
-    sizes = {log_r: 0, res_r: 0}
-    deadline = time.monotonic() + limits.wall_s
-    sel = selectors.DefaultSelector()
-    for fd in (log_r, res_r):
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
+    made, fds, proc, cgroups, uid, outside = [], [], None, [], None, None
+    chunks, why, status, left_over = {}, "", None, False
     try:
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                why = (f"timed out after {limits.wall_s:g} s (an infinite loop, or far too slow?); this assignment "
-                       "scores 0, the others are graded as usual")
-                break
-            for key, _ in sel.select(timeout=min(left, 0.5)):
-                data = os.read(key.fd, 1 << 16)
-                if not data:
-                    sel.unregister(key.fd)
-                    continue
-                sizes[key.fd] += len(data)
-                if sizes[key.fd] > caps[key.fd]:
-                    what = "printed" if key.fd == log_r else "wrote as results"
-                    why = f"stopped: the code {what} more than {caps[key.fd] >> 10} KiB"
-                    break
-                chunks[key.fd].append(data)
-            if why:
-                break
-            if proc.poll() is not None and level != "namespaces":
-                deadline = min(deadline, time.monotonic() + 2.0)   # a grandchild may hold the pipes: 2 s more
+        uid = free_uid() if isolate else None
+        cgroups = make_cgroups(limits) if isolate else []
+        if not {"memory", "v2"} & {controller(c) for c in cgroups}:
+            # no memory control group: the address-space rlimit is per process, so allow fewer, smaller ones
+            limits = Limits(**{**limits.__dict__, "processes": min(limits.processes, 16),
+                               "memory_mb": min(limits.memory_mb, 2048)})
+        root = None
+        if level == "user+chroot":
+            if chroot_root is None:
+                made.append(tempfile.mkdtemp(prefix="minbert-box-root-"))
+                chroot_root = box_root().link_tree(made[0] + "/root")
+            root = str(chroot_root)
+        inside = "/box"
+        if root:
+            inside = f"/box-{uid}"
+            outside = root + inside
+            _lay_out(outside, box, uid)
+        home = {"namespaces": "/tmp", "self-check": box.get("job", "/tmp")}.get(level, inside + "/tmp")
+        argv = [_mapped(a, level, box, inside) for a in argv]
+        env = {**{k: _mapped(v, level, box, inside) for k, v in env.items()}, "HOME": home, "TMPDIR": home}
+        log_r, log_w = os.pipe()
+        fds += [log_r, log_w]
+        res_r, res_w = os.pipe()
+        fds += [res_r, res_w]
+        mounted = level == "namespaces"           # what the launcher bind-mounts into the box's new root
+        spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "chroot": root,
+                "runtime": box_root().runtime_paths() if mounted else [], "sites": box_root().sites() if mounted else {},
+                "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
+                "cwd": inside + "/tmp" if outside else None, "secrets": [str(p) for p in secrets]}
+        proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
+                                stdout=log_w, stderr=log_w, pass_fds=(res_w,), start_new_session=True, env={})
+        for fd in (log_w, res_w):
+            fds.remove(fd)
+            os.close(fd)
+        chunks = {log_r: [], res_r: []}
+        why = _read(proc, {log_r: limits.log_bytes, res_r: limits.result_bytes}, chunks, limits.wall_s,
+                    level != "namespaces", stop)
     finally:
-        sel.close()
-        _stop(proc)
-        status = proc.wait()
-        left_over = (not kill_user(uid)) if isolate else False
-        remove_cgroups(cgroups)
-        os.close(log_r)
-        os.close(res_r)
-        if outside:
-            shutil.rmtree(outside, ignore_errors=True)
+        def killed():
+            nonlocal status, left_over
+            if proc is not None:
+                _stop(proc)
+                status = proc.wait()
+            left_over = isolate and uid is not None and not kill_user(uid)
+        _all(killed, lambda: remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
+             lambda: outside and box_cleanup().remove_tree(outside), *[lambda m=m: box_cleanup().remove_tree(m) for m in made])
+    log_r, res_r = list(chunks)
     if left_over:
         why = why or "processes of the box were still running after it ended"
     log = b"".join(chunks[log_r]).decode(errors="replace").strip()
@@ -306,6 +296,54 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         why = "the box's user could open an instructor's file; nothing was run: " + log[-300:]
     return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate,
                    layers(level, cgroups))
+
+
+def _read(proc, caps: dict, chunks: dict, wall_s: float, grace: bool, stop) -> str:
+    """Read the box's output and results pipes into `chunks` until both close; '' or why the box was stopped
+    (the deadline, a byte cap, the grader interrupted). `grace`: once the child exits, 2 s more for its pipes
+    (a grandchild may hold them; in a PID namespace none can)."""
+    log_r = next(iter(caps))
+    sizes = dict.fromkeys(caps, 0)
+    deadline = time.monotonic() + wall_s
+    sel = selectors.DefaultSelector()
+    try:
+        for fd in caps:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            if stop is not None and stop.is_set():
+                return "stopped: the grader was interrupted before this assignment finished"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return (f"timed out after {wall_s:g} s (an infinite loop, or far too slow?); this assignment "
+                        "scores 0, the others are graded as usual")
+            for key, _ in sel.select(timeout=min(left, 0.5)):
+                data = os.read(key.fd, 1 << 16)
+                if not data:
+                    sel.unregister(key.fd)
+                    continue
+                sizes[key.fd] += len(data)
+                if sizes[key.fd] > caps[key.fd]:
+                    what = "printed" if key.fd == log_r else "wrote as results"
+                    return f"stopped: the code {what} more than {caps[key.fd] >> 10} KiB"
+                chunks[key.fd].append(data)
+            if grace and proc.poll() is not None:
+                deadline = min(deadline, time.monotonic() + 2.0)
+        return ""
+    finally:
+        sel.close()
+
+
+def _all(*steps):
+    """Run every step, even when one raises (a signal during cleanup included); then raise the first error."""
+    first = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as e:    # noqa: BLE001 - the next step must run; the first error is raised below
+            first = first or e
+    if first is not None:
+        raise first
 
 
 def _mapped(text: str, level: str, box: dict, inside: str) -> str:
@@ -537,10 +575,38 @@ def probe():
     sys.exit(os.waitstatus_to_exitcode(status))
 
 
+def probe_chroot(uid: int):
+    """Exit 0 when a user+chroot box can be built here: chroot into an empty folder, become `uid` with no groups,
+    no_new_privs, the seccomp filter. Nothing of the hard-link tree is made for it."""
+    libc, check = _libc()
+    empty = tempfile.mkdtemp(prefix="minbert-probe-")
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.chroot(empty)
+                os.chdir("/")
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+                _no_network(libc, check)
+                os._exit(0 if os.getuid() == uid else 1)
+            except OSError as e:
+                print(e, flush=True)
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.rmdir(empty)
+    sys.exit(os.waitstatus_to_exitcode(status))
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--kill-as"]:
         kill_as(int(sys.argv[2]))
         sys.exit(0)
+    if sys.argv[1:2] == ["--probe-chroot"]:
+        probe_chroot(int(sys.argv[2]))
     if sys.argv[1:] == ["--probe"]:
         try:
             probe()

@@ -9,11 +9,16 @@ The box is replaced by a stand-in for grade_assignment (monkeypatch), so no chil
 (the template is written and the references computed for real).
 """
 
+import os
+import signal
+import threading
 import zipfile
+
+import pytest
 
 import torch
 
-from minbert.classroom import assignments as C, grade as G
+from minbert.classroom import assignments as C, cleanup, grade as G
 
 
 # ---------------------------------------------------------------------- grade: what each assignment is given
@@ -23,15 +28,22 @@ class Grading:
     template as it is while the assignment runs."""
 
     def __init__(self, monkeypatch, level="user+chroot"):
-        self.calls = []
+        self.calls, self.trees = [], []
         monkeypatch.setattr(G, "_ISOLATION", (level, "why"))
         monkeypatch.setattr(G, "grade_assignment", self.assignment)
+        monkeypatch.setattr(G.box_root, "link_tree", self.link_tree)
 
-    def assignment(self, a, cases, wants, template, work, problems, timeout, level, secrets):
+    def link_tree(self, root):
+        """A stand-in for the hard-link tree (30,000 links): a folder, recorded."""
+        os.mkdir(root)
+        self.trees.append(root)
+        return str(root)
+
+    def assignment(self, a, cases, wants, template, work, problems, timeout, level, secrets, **box):
         files = {str(p.relative_to(template)): p.read_text() for p in (template / "minbert").rglob("*.py")}
         modes = {p.stat().st_mode & 0o777 for p in (template, *template.rglob("*"))}
         self.calls.append(dict(key=a.key, cases=cases, wants=wants, template=template, work=work, problems=problems,
-                               timeout=timeout, level=level, secrets=secrets, files=files, modes=modes,
+                               timeout=timeout, level=level, secrets=secrets, files=files, modes=modes, box=box,
                                seed=G.seed_of(template, 7)))
         return [{"assignment": a.key, "case": i} for i in range(len(cases))]
 
@@ -157,3 +169,43 @@ def test_grade_of_a_partial_hand_out_accepts_the_students_own_copy_of_a_shared_f
     (sub / "layers.py").write_text(G.submission.graded_files({"embeddings"}, handout={"embeddings"})["minbert/bert/layers.py"])
     G.grade(sub, selected=["embeddings"], handout=["embeddings"], salt=7, require_isolation=False)
     assert run.calls[0]["problems"] == [], run.calls[0]["problems"]
+
+
+@pytest.mark.parametrize("level", ["user+chroot", "namespaces", "self-check"])
+def test_the_hard_link_tree_is_made_only_for_user_chroot_and_every_box_gets_it(level, tmp_path, monkeypatch):
+    run = Grading(monkeypatch, level=level)
+    G.grade(loose(tmp_path, "adamw.py"), selected=["adamw", "attention"], salt=7, require_isolation=False)
+    given = {c["box"]["chroot_root"] for c in run.calls}
+    if level == "user+chroot":
+        assert len(run.trees) == 1 and run.trees[0] == run.calls[0]["work"].parent / "root" and \
+            given == {str(run.trees[0])}, (run.trees, given)
+    else:
+        assert run.trees == [] and given == {None}, f"a hard-link tree was made at the {level!r} level"
+    assert all(isinstance(c["box"]["stop"], threading.Event) for c in run.calls)
+    assert not run.calls[0]["work"].parent.exists(), "the grade's temporary folder (and the tree in it) must go"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_mid_grade_stops_every_box_and_removes_the_grades_folder(signum, tmp_path, monkeypatch):
+    """SIGTERM or SIGHUP (a scheduler's timeout, a closed terminal) killed the grader on the spot: no `finally` ran,
+    and the boxes' folders and the hard-link tree stayed on disk. Here a box receives the signal mid-grade (as
+    the grader would, in its main thread): the grade raises cleanup.Stopped, every box still running is told to
+    stop (its stop event is set: sandbox.run kills it within 0.5 s), and the grade's folder is gone."""
+    run = Grading(monkeypatch)
+    seen = {}
+
+    def box(a, cases, wants, template, work, problems, timeout, level, secrets, **options):
+        seen.setdefault("folder", template.parent)
+        if a.key == "attention":
+            os.kill(os.getpid(), signum)
+            seen["stopped"] = options["stop"].wait(60)             # the other worker's box, still running
+        return []
+    monkeypatch.setattr(G, "grade_assignment", box)
+    before = signal.getsignal(signum)
+    with pytest.raises(cleanup.Stopped) as e:
+        G.grade(loose(tmp_path, "adamw.py"), selected=["attention", "adamw", "smart"], salt=7, workers=2,
+                require_isolation=False)
+    assert e.value.signum == signum and seen["stopped"], "the box still running was not told to stop"
+    assert not seen["folder"].exists() and run.trees and not os.path.exists(run.trees[0]), \
+        "the grade's temporary folder or its hard-link tree was left on disk"
+    assert signal.getsignal(signum) == before, "the grader's own signal handlers must be put back"
