@@ -7,6 +7,7 @@
 """
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -63,8 +64,14 @@ def main(argv=None):
     handout = None if not getattr(args, "handout", None) else {k.strip() for k in args.handout.split(",") if k.strip()}
     if handout and handout - set(BY_KEY):
         raise UserError(f"--handout: unknown {sorted(handout - set(BY_KEY))}; choose from {','.join(BY_KEY)}")
-    entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout,
-                      require_isolation=args.require_isolation, salt=args.salt)
+    try:
+        entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout,
+                          require_isolation=args.require_isolation, salt=args.salt)
+    except KeyboardInterrupt as e:     # Ctrl-C, SIGTERM, SIGHUP (cleanup.Stopped): raised after the grade's cleanup
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"grade: stopped by {signal.Signals(signum).name} before the grade was complete; nothing was written "
+              "(the boxes and the grade's temporary folder are gone)", file=sys.stderr)
+        sys.exit(128 + signum)
     print(table(entries))
     if args.json:
         write_json(args.json, results_json(entries))

@@ -209,3 +209,27 @@ def test_a_signal_mid_grade_stops_every_box_and_removes_the_grades_folder(signum
     assert not seen["folder"].exists() and run.trees and not os.path.exists(run.trees[0]), \
         "the grade's temporary folder or its hard-link tree was left on disk"
     assert signal.getsignal(signum) == before, "the grader's own signal handlers must be put back"
+
+
+def test_an_explicit_salt_0_is_kept_and_a_regrade_with_it_draws_the_same_cases(tmp_path, monkeypatch, capsys):
+    """`--salt 0` is the salt 0, not "no salt" (which draws a fresh random one): both grades record 0 and draw the
+    same cases, and a grade without --salt draws others."""
+    import json
+
+    from minbert.classroom.cli import main
+    run = Grading(monkeypatch)
+
+    def box(a, cases, *rest, **options):
+        run.assignment(a, cases, *rest, **options)
+        return [{"name": f"{a.key}: case 1", "assignment": a.key, "score": 0.0, "max_score": 10.0, "output": "x",
+                 "visibility": "visible", "execution_time": 0.0, "isolation": ["rlimits"]}]
+    monkeypatch.setattr(G, "grade_assignment", box)
+    sub = loose(tmp_path, "bert/attention.py")
+    for i, salt in enumerate((["--salt", "0"], ["--salt", "0"], [])):
+        main(["grade", str(sub), "--assignments", "attention", "--json", str(tmp_path / f"r{i}.json"), *salt])
+    reports = [json.loads((tmp_path / f"r{i}.json").read_text()) for i in range(3)]
+    assert [r["extra_data"]["salt"] for r in reports[:2]] == [0, 0], [r["extra_data"] for r in reports]
+    assert "salt: 0 (instructor only: a regrade with --salt 0 draws the same cases)" in capsys.readouterr().out
+    x = [c["cases"][0]["x"] for c in run.calls]
+    assert torch.equal(x[0], x[1]), "two grades with --salt 0 drew different cases"
+    assert reports[2]["extra_data"]["salt"] != 0 and not torch.equal(x[0], x[2]), "without --salt: a fresh salt"
