@@ -311,9 +311,9 @@ def test_isolation_refuses_below_the_required_level_with_the_reason(machine, lev
         G.isolation(require)
     assert str(e.value).startswith(message), str(e.value)
     if "required" in message:
-        assert str(e.value) == (f"{message} (no CAP_SYS_ADMIN); grade as root on Linux (a container's default "
-                                "capabilities are enough for 'user+chroot'), or pass --require_isolation self-check "
-                                "for a grade labelled a self-check")
+        assert str(e.value) == (f"{message} (no CAP_SYS_ADMIN); grade as root on Linux (Docker's default "
+                                "capabilities are enough for 'user+chroot'; Podman and CRI-O need CAP_SYS_CHROOT "
+                                "added), or pass --require_isolation self-check for a grade labelled a self-check")
     else:
         assert str(e.value) == message
 
