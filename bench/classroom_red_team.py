@@ -119,6 +119,8 @@ def box_attacks(copy: Path, tmp: Path, container: bool) -> list[tuple]:
         _, err = p.communicate(timeout=1800)
         report = json.loads(out.read_text()) if out.exists() else None
         first = (report["tests"][0]["output"] if report else (err.strip().splitlines() or ["?"])[-1])
+        if report and "(isolation: " in report["output"]:
+            box_attacks.level = report["output"].split("(isolation: ", 1)[1].rstrip(")")
         rows.append((name, report["score"] if report else f"refused ({p.returncode})", first, leftovers(grader_tmp)))
         print(rows[-1], flush=True)
     sub = tmp / "loop"
@@ -182,8 +184,9 @@ def main_box(args):
     where = "under Docker's default capabilities (setpriv)" if args.container else "as root"
     lines = [f"# What a grade leaves behind: the red team's attacks, graded {where}", "",
              f"`python bench/classroom_red_team.py --box{' --container' if args.container else ''}`. CPU: {cpu()}. "
-             "Each grade ran with its own empty TMPDIR; \"left\" lists what was in it afterwards, a box's files in /tmp "
-             "and /dev/shm, and a box's SysV objects.", "",
+             f"Isolation: {getattr(box_attacks, 'level', '(no box ran)')}. Each grade ran with its own empty TMPDIR; "
+             "\"left\" lists what was in it afterwards, a box's files in /tmp and /dev/shm, and a box's SysV objects.",
+             "",
              "| attack | points | what the student sees (first case), or the grader's last line | left |",
              "|---|---|---|---|"]
     lines += [f"| {name} | {score} | {first[:140].replace('|', '/')} | {left} |" for name, score, first, left in rows]

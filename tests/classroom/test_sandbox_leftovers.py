@@ -135,6 +135,7 @@ def grader_tmp(tmp_path, monkeypatch):
     folder = tmp_path / "grader-tmp"
     folder.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(folder))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch-cache"))   # torch's own cache, not the grade's
     return folder
 
 
