@@ -120,7 +120,7 @@ def box_attacks(copy: Path, tmp: Path, container: bool) -> list[tuple]:
         report = json.loads(out.read_text()) if out.exists() else None
         first = (report["tests"][0]["output"] if report else (err.strip().splitlines() or ["?"])[-1])
         if report and "(isolation: " in report["output"]:
-            box_attacks.level = report["output"].split("(isolation: ", 1)[1].rstrip(")")
+            box_attacks.level = report["output"].split("(isolation: ", 1)[1].removesuffix(")")
         rows.append((name, report["score"] if report else f"refused ({p.returncode})", first, leftovers(grader_tmp)))
         print(rows[-1], flush=True)
     sub = tmp / "loop"
