@@ -5,7 +5,8 @@
     submission.py  only the graded files count: find them, check them against the template, banned calls
     cases.py       the cases, drawn per submission in the parent
     scenarios.py   the glue that calls a graded function (run by the parent and by the child)
-    sandbox.py     the child's box: namespaces, a whitelist root, a fresh user, control groups, rlimits, a deadline
+    sandbox.py     the child's box: namespaces, a whitelist root, a fresh user, one process, rlimits, a deadline
+    cleanup.py     a grade's cleanup whatever ends it: folders removed without recursion, signals as Ctrl-C
     child.py       the child process: imports the submission, runs the cases, saves the outputs
     grade.py       the parent: one child per assignment, references, comparison, points per case
     results.py     the grade table, the isolation line, Gradescope's results.json

@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import traceback
@@ -75,6 +76,10 @@ def run(root: Path) -> int:
                                 "the graded files (layers.py, attention.py, ...)")
     except C.UserError as e:
         report = {"score": 0, "execution_time": 0, "tests": [], "output": f"{e}; tell the course staff"}
+    except KeyboardInterrupt as e:  # SIGTERM, SIGHUP, Ctrl-C (cleanup.Stopped): the grade's cleanup has run
+        name = signal.Signals(getattr(e, "signum", signal.SIGINT)).name
+        report = {"score": 0, "execution_time": 0, "tests": [],
+                  "output": f"the grader was stopped ({name}) before the grade was complete; tell the course staff"}
     except BaseException as e:     # noqa: BLE001 - Gradescope must get a results.json
         report = {"score": 0, "execution_time": 0, "tests": [],
                   "output": f"the grader itself failed; tell the course staff: {type(e).__name__}"}

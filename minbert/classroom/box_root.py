@@ -3,21 +3,17 @@
 Both ways of building a box's root show the same tree:
   - with mounts (namespaces allowed): sandbox.py bind-mounts the runtime read-only into a tmpfs, and lays an
     empty tmpfs over every site-packages folder with only `BOX_PACKAGES` bound back into it;
-  - without mounts (a container: root without CAP_SYS_ADMIN): `link_tree` builds the tree once per grading
-    process from hard links (no data is copied; a file another filesystem holds is copied), owned by root,
-    read-only to the box's user, and the box chroots into it.
+  - without mounts (a container: root without CAP_SYS_ADMIN): `link_tree` builds the tree once per grade, in
+    the grade's temporary folder, from hard links (no data is copied; a file another filesystem holds is
+    copied), owned by root, read-only to the box's user, and the box chroots into it.
 Either way the instructor's checkout, Gradescope's source/, the grader's folders and every library no
 assignment imports (scikit-learn, scipy, transformers, ...) are absent: not refused, not there.
 """
 
-import atexit
 import os
 import shutil
 import sys
 import sysconfig
-import tempfile
-import threading
-from pathlib import Path
 
 # What the child imports: torch and what `import torch` pulls in, numpy, and minbert's own runtime packages
 # (the template imports them). tests/classroom/test_classroom.py grades the reference solutions in the box:
@@ -97,7 +93,8 @@ def _under_link(path: str) -> bool:
 
 
 def _place(src: str, dst: str):
-    """dst becomes a hard link to src (a copy across filesystems); links stay links; folders are walked."""
+    """dst becomes a hard link to src (a copy across filesystems, or of a file others may write, without that
+    write bit); links stay links; folders are walked."""
     if os.path.islink(src):
         if not os.path.lexists(dst):
             os.symlink(os.readlink(src), dst)
@@ -107,11 +104,16 @@ def _place(src: str, dst: str):
         for entry in os.scandir(src):
             _place(entry.path, os.path.join(dst, entry.name))
         return
-    if not os.path.exists(dst):
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
+    if os.path.exists(dst):
+        return
+    if os.stat(src).st_mode & 0o022:              # writable by others: a link would let the box write the original
+        shutil.copy2(src, dst)
+        os.chmod(dst, os.stat(dst).st_mode & ~0o022)
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _put(root: str, path: str, skip: set):
@@ -127,37 +129,30 @@ def _put(root: str, path: str, skip: set):
     _place(path, root + path)
 
 
-_TREE, _LOCK = None, threading.Lock()
-
-
-def link_tree() -> str:
-    """The mountless box root, built once per process (about 30,000 hard links) and removed at exit."""
-    global _TREE
-    with _LOCK:
-        if _TREE is None:
-            root = tempfile.mkdtemp(prefix="minbert-box-root-")
-            os.chmod(root, 0o755)
-            atexit.register(shutil.rmtree, root, True)
-            site = sites()
-            for path in link_paths():
-                _put(root, path, set(site))
-            for folder, entries in site.items():
-                os.makedirs(root + folder, mode=0o755, exist_ok=True)
-                for e in entries:
-                    _put(root, os.path.join(folder, e), set())
-            for dev in ("null", "zero", "urandom", "random"):     # mknod is in a container's capabilities
-                try:
-                    os.makedirs(root + "/dev", mode=0o755, exist_ok=True)
-                    st = os.stat("/dev/" + dev)
-                    os.mknod(f"{root}/dev/{dev}", 0o666 | (st.st_mode & 0o170000), st.st_rdev)
-                    os.chmod(f"{root}/dev/{dev}", 0o666)
-                except OSError:
-                    pass                                   # Python reads randomness through getrandom() anyway
-            for dirpath, dirnames, _ in os.walk(root):
-                for d in dirnames:
-                    p = os.path.join(dirpath, d)
-                    if not os.path.islink(p):
-                        os.chmod(p, 0o755)
-            _TREE = root
-        return _TREE
-
+def link_tree(root) -> str:
+    """Lay the mountless box root out in the new folder `root` (about 30,000 hard links; a grade makes it inside
+    its own temporary folder and removes it with that folder, whatever ends the grade)."""
+    root = str(root)
+    os.mkdir(root, 0o755)
+    os.chmod(root, 0o755)
+    site = sites()
+    for path in link_paths():
+        _put(root, path, set(site))
+    for folder, entries in site.items():
+        os.makedirs(root + folder, mode=0o755, exist_ok=True)
+        for e in entries:
+            _put(root, os.path.join(folder, e), set())
+    for dev in ("null", "zero", "urandom", "random"):     # mknod is in a container's capabilities
+        try:
+            os.makedirs(root + "/dev", mode=0o755, exist_ok=True)
+            st = os.stat("/dev/" + dev)
+            os.mknod(f"{root}/dev/{dev}", 0o666 | (st.st_mode & 0o170000), st.st_rdev)
+            os.chmod(f"{root}/dev/{dev}", 0o666)
+        except OSError:
+            pass                                   # Python reads randomness through getrandom() anyway
+    for dirpath, dirnames, _ in os.walk(root):
+        for d in dirnames:
+            p = os.path.join(dirpath, d)
+            if not os.path.islink(p):
+                os.chmod(p, 0o755)
+    return root

@@ -8,6 +8,7 @@
 """
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -35,9 +36,9 @@ def main(argv=None):
     g.add_argument("--salt", type=int, default=None,
                    help="the secret mixed into each submission's seed (default: a fresh random one, printed with the "
                         "grade; pass it again to regrade with the same cases). The Gradescope zip carries its own")
-    g.add_argument("--require_isolation", choices=LEVELS, default=None, metavar="LEVEL",
+    g.add_argument("--require_isolation", default=None, metavar="LEVEL",
                    help=f"the weakest isolation accepted, else refuse: {', '.join(LEVELS)} (weakest first; default "
-                        "'user' as root, 'self-check' as an ordinary user); 'grade' prints the layers it had")
+                        "'user+chroot' as root, 'self-check' as an ordinary user); 'grade' prints the layers it had")
     z = sub.add_parser("autograder", help="write the Gradescope autograder zip")
     z.add_argument("out", type=Path, help="a new folder; the zip goes there")
     z.add_argument("--assignments", default=None, help="only these keys (default all)")
@@ -71,8 +72,14 @@ def main(argv=None):
     handout = None if not getattr(args, "handout", None) else {k.strip() for k in args.handout.split(",") if k.strip()}
     if handout and handout - set(BY_KEY):
         raise UserError(f"--handout: {flags.unknown('assignment', sorted(handout - set(BY_KEY))[0], BY_KEY)}")
-    entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout,
-                      require_isolation=args.require_isolation, salt=args.salt)
+    try:
+        entries = G.grade(args.dir, keys, timeout=args.timeout, workers=args.workers, handout=handout,
+                          require_isolation=args.require_isolation, salt=args.salt)
+    except KeyboardInterrupt as e:     # Ctrl-C, SIGTERM, SIGHUP (cleanup.Stopped): raised after the grade's cleanup
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"grade: stopped by {signal.Signals(signum).name} before the grade was complete; nothing was written "
+              "(the boxes and the grade's temporary folder are gone)", file=sys.stderr)
+        sys.exit(128 + signum)
     print(table(entries))
     if args.json:
         write_json(args.json, results_json(entries))

@@ -31,14 +31,15 @@ import re
 import secrets
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
-from minbert.classroom import (assignments as C, cases as CASES, fence, hints as HINTS, integrity, sandbox, scenarios,
-                               submission, wire)
+from minbert.classroom import (assignments as C, box_root, cases as CASES, cleanup, fence, hints as HINTS, integrity,
+                               sandbox, scenarios, submission, wire)
 from minbert.classroom.child import refused_by_name
 
 HERE = Path(__file__).resolve().parent
@@ -49,20 +50,23 @@ _ISOLATION = None
 
 def isolation(require: str | bool | None) -> tuple[str, str]:
     """(the level this grade runs at, why not a stronger one). `require`: the weakest level accepted (a name in
-    sandbox.LEVELS; True means "user", False "self-check"); None: "user" when running as root, else "self-check"."""
+    sandbox.LEVELS; True means "user+chroot", False "self-check"); None: "user+chroot" when running as root, else
+    "self-check" (root without a chroot is a self-check only when asked for: the submission would run as root)."""
     global _ISOLATION
+    if require is None or require is True:
+        require = "user+chroot" if require or (hasattr(os, "geteuid") and os.geteuid() == 0) else "self-check"
+    require = "self-check" if require is False else require
+    if require not in sandbox.LEVELS:
+        raise C.UserError(f"--require_isolation: {require!r} is not a level; choose from {', '.join(sandbox.LEVELS)} "
+                          "(weakest first)")
     if _ISOLATION is None:
         _ISOLATION = sandbox.isolation_available()
     level, why = _ISOLATION
-    if require is None or require is True:
-        require = "user" if require or (hasattr(os, "geteuid") and os.geteuid() == 0) else "self-check"
-    require = "self-check" if require is False else require
-    if require not in sandbox.LEVELS:
-        raise C.UserError(f"--require_isolation: {require!r} is not a level; choose from {', '.join(sandbox.LEVELS)}")
     if sandbox.LEVELS.index(level) < sandbox.LEVELS.index(require):
         raise C.UserError(f"grade: isolation {require!r} is required but this machine gives {level!r} ({why}); "
-                          "grade as root on Linux (a container's default capabilities are enough for 'user+chroot'), "
-                          "or as an ordinary user for a self-check")
+                          "grade as root on Linux (Docker's default capabilities are enough for 'user+chroot'; Podman and "
+                          "CRI-O need CAP_SYS_CHROOT added), "
+                          "or pass --require_isolation self-check for a grade labelled a self-check")
     return level, why
 
 
@@ -192,7 +196,8 @@ def write_job(job: Path, key: str, cases: list) -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)        # readable by the box's user, writable by none
 
 
-def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str, secrets: list):
+def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str, secrets: list,
+              **box_options):
     """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
     write_job(job, key, cases)
     env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
@@ -200,13 +205,14 @@ def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: flo
     box = sandbox.BOX
     argv = [sys.executable, "-I", f"{box}job/child.py", f"{box}template", key, f"{box}job/inputs.pt", f"{box}job"]
     outcome = sandbox.run(argv, env, {"template": str(template_dir), "job": str(job)},
-                          sandbox.Limits(wall_s=timeout), level, secrets=secrets)
+                          sandbox.Limits(wall_s=timeout), level, secrets=secrets, **box_options)
     files = {str(p.relative_to(template_dir)): source_lines(p) for p in (template_dir / "minbert").rglob("*.py")}
     results, why = outputs_of(outcome, len(cases), files, key)
     return results, why, outcome.layers
 
 
-def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, level, secrets) -> list[dict]:
+def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, level, secrets, **box_options) -> list[dict]:
+    """Every case's entry for assignment `a`; `box_options`: sandbox.run's stop event and hard-link tree."""
     number = C.ASSIGNMENTS.index(a) + 1
     share = [round(a.points / len(cases), 4)] * len(cases)
     share[-1] = round(a.points - sum(share[:-1]), 4)
@@ -214,7 +220,8 @@ def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, lev
     if problems:
         outcome, why, layers = None, " | ".join(problems), []
     else:
-        outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, level, secrets)
+        outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, level, secrets,
+                                         **box_options)
     entries = []
     for i, (case, want) in enumerate(zip(cases, wants)):
         visible = i < CASES.VISIBLE
@@ -254,38 +261,53 @@ def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, sal
     `handout` the ones removed from the hand-out (default all; `student --assignments X` hands out X only),
     `salt` the course's secret (default: a fresh random one, so the hidden cases cannot be computed from the
     public code). Isolated as well as this machine allows (sandbox.LEVELS); `require_isolation` names the weakest
-    level accepted (default: "user" as root, where a self-check would not be a grade)."""
+    level accepted (default: "user+chroot" as root, where a self-check would not be a grade). Everything the grade
+    makes lives in one temporary folder, removed (cleanup.remove_tree) however the grade ends: SIGTERM, SIGHUP
+    and Ctrl-C raise cleanup.Stopped here, the boxes still running are killed, then the folder goes."""
     salt = secrets.randbits(48) if salt is None else salt
-    level, _ = isolation(require_isolation)
+    with cleanup.signals_as_interrupts() as guard:
+        level, _ = isolation(require_isolation)
+        tmp = Path(tempfile.mkdtemp(prefix="minbert-grade-"))
+        try:
+            return _grade(Path(sub), selected, handout, timeout, workers, salt, level, tmp, guard)
+        finally:
+            with guard.shielded():
+                cleanup.remove_tree(tmp)
+
+
+def _grade(sub: Path, selected, handout, timeout, workers, salt, level, tmp: Path, guard) -> Grade:
     chosen = [a for a in C.ASSIGNMENTS if selected is None or a.key in selected]
     keys = [a.key for a in chosen]
     handout = sorted(set(C.BY_KEY if handout is None else handout) | set(keys))
-    with tempfile.TemporaryDirectory(prefix="minbert-grade-") as tmp:
-        tmp = Path(tmp)
-        template = tmp / "template"
-        submission.write_template(template, handout)
-        sub = Path(sub)
-        problems = {k: [] for k in keys}
-        if sub.is_file() and sub.suffix == ".zip" and not sub.is_symlink():   # as Gradescope's download gives it
-            try:
-                submission.extract_zip(sub, tmp / "submission")
-                sub = tmp / "submission"
-            except submission.Refused as e:
-                problems = {k: [f"refused: {e}"] for k in keys}
-        if not any(problems.values()):
-            problems = submission.lay_over(sub, template, keys, handout)
-            for k, found in submission.syntax_errors(template, keys).items():
-                problems[k] = found or problems[k]
-        for path in (template, *template.rglob("*")):
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        flagged = integrity.report(template, keys)
-        seed = seed_of(template, salt)
-        drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
-        wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child
-        hide = [C.ROOT] if level == "user" else []       # no chroot: the checkout is hidden by file modes
-        instructors = secrets_of(C.ROOT)                 # what each box's user must fail to open
-        with sandbox.hidden(hide, keep=sandbox.box_root().runtime_paths()), \
-                ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(grade_assignment, a, drawn[a.key], wants[a.key], template, tmp / "jobs",
-                                   problems[a.key], timeout, level, instructors) for a in chosen]
-            return Grade([e for f in futures for e in f.result()], salt, flagged)
+    template = tmp / "template"
+    submission.write_template(template, handout)
+    problems = {k: [] for k in keys}
+    if sub.is_file() and sub.suffix == ".zip" and not sub.is_symlink():   # as Gradescope's download gives it
+        try:
+            submission.extract_zip(sub, tmp / "submission")
+            sub = tmp / "submission"
+        except submission.Refused as e:
+            problems = {k: [f"refused: {e}"] for k in keys}
+    if not any(problems.values()):
+        problems = submission.lay_over(sub, template, keys, handout)
+        for k, found in submission.syntax_errors(template, keys).items():
+            problems[k] = found or problems[k]
+    for path in (template, *template.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    flagged = integrity.report(template, keys)
+    seed = seed_of(template, salt)
+    drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
+    wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child
+    instructors = secrets_of(C.ROOT)                     # what each box's user must fail to open
+    stop, tasks = threading.Event(), cleanup.Tasks()     # stop set: every box still running is killed within 0.5 s
+    options = {"stop": stop, "chroot_root": box_root.link_tree(tmp / "root") if level == "user+chroot" else None}
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
+        futures = [pool.submit(tasks.run, grade_assignment, a, drawn[a.key], wants[a.key], template, tmp / "jobs",
+                               problems[a.key], timeout, level, instructors, **options) for a in chosen]
+        return Grade([e for f in futures for e in f.result()], salt, flagged)
+    finally:
+        with guard.shielded():
+            stop.set()
+            tasks.stop()
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -7,30 +7,36 @@ A submission is arbitrary Python, run at grading time. Names can be hidden from 
     1. namespaces   unshare(PID | mount | network | IPC | UTS): the child is PID 1 of its own PID
                     namespace, so when it ends the kernel kills every process it started (a forked,
                     setsid() daemon included); the network namespace has no interface but a down loopback.
-    2. a new root   a small tmpfs holding read-only bind mounts of what Python and torch need (the
-                    interpreter's prefixes, the virtual environment with only box_root.BOX_PACKAGES in
-                    its site folders, /usr, a few /etc files, /dev/null, /dev/urandom), the box's own read-only job folder (/box: the template with the
-                    submission laid over, the glue, the inputs), a fresh /proc and a size-capped /tmp;
-                    then chroot. The instructor's checkout, Gradescope's source/ and results/, other
-                    submissions and the grader's temporary folders are not in that tree at all.
-    3. a user       a random unused uid/gid (no passwd entry needed), no supplementary groups,
-                    no_new_privs: nothing in the tree is writable by it but /tmp.
-    4. limits       a control group (memory, pids) where the kernel offers one (v2 or v1), and always
-                    rlimits: address space, processes, file size, open files, CPU seconds, no core files.
-    5. a deadline   the parent reads the child's output and its results pipe with a wall-clock deadline
+    2. a new root   a small read-only tmpfs holding read-only bind mounts of what Python and torch need
+                    (the interpreter's prefixes, the virtual environment with only box_root.BOX_PACKAGES in
+                    its site folders, /usr, a few /etc files, /dev/null, /dev/urandom), the box's own
+                    read-only job folder (/box: the template with the submission laid over, the glue, the
+                    inputs) and a fresh /proc; then chroot. The instructor's checkout, Gradescope's source/
+                    and results/, other submissions and the grader's temporary folders are not in that tree.
+    3. a user       a random unused uid/gid (reserved while the box runs: `free_uid`), no supplementary
+                    groups, no_new_privs. Nothing in the tree is writable by it: the child writes only to
+                    its pipes, so the box leaves no file behind and needs no cap on bytes or inodes.
+    4. one process  a seccomp filter (`seccomp_program`): no fork, vfork or clone of a process (threads
+                    are allowed), no network socket, nothing that outlives a process (SysV IPC, POSIX
+                    message queues, kernel keys). The box's memory is one address space.
+    5. limits       rlimits: address space (4 GiB: the box's whole memory), file size 0, threads, open
+                    files, CPU seconds, no core files; a control group (memory, pids, cpu) where the kernel
+                    offers a writable one (v2 or v1).
+    6. a deadline   the parent reads the child's output and its results pipe with a wall-clock deadline
                     and byte caps, kills the box when either is passed, and checks that no process of
                     the box's uid is left before it reads the results.
 
 Each machine gets every layer it grants (`LEVELS`, weakest first; `isolation_available` finds the best):
     namespaces     all of the above (root with CAP_SYS_ADMIN: a VM, a CI runner, a privileged container)
     user+chroot    root in a default container (Docker's capabilities: no CAP_SYS_ADMIN, so no namespaces
-                   and no mounts; setuid, setgid, sys_chroot and kill are there): a separate uid and gid, a
-                   root of hard links (box_root.link_tree) to chroot into, a seccomp filter refusing network
-                   sockets, rlimits, control groups where writable, a deadline, and kill(-1) as the box's
-                   user with a check that none of its processes is left
-    user           the same without the chroot (no CAP_SYS_CHROOT): the instructor's checkout is made
-                   unreadable to the box's user by file modes for the grade's duration (`hidden`)
-    self-check     not root: same user, rlimits, process group, deadline, caps; not authoritative
+                   and no mounts; setuid, setgid, sys_chroot and kill are there): the same without 1, and a
+                   root of hard links (box_root.link_tree, one per grade) to chroot into instead of 2; then
+                   kill(-1) as the box's user with a check that none of its processes is left
+    self-check     not root, or root without CAP_SYS_CHROOT (Docker's and containerd's default capabilities have
+                   it; Podman's and CRI-O's do not) when asked for: same user, rlimits, process group,
+                   deadline, caps; not authoritative, and said so
+There is no level between: without a chroot the box would see the machine's files, and file modes cannot
+hide all of them (another clone of the course, the Gradescope zip beside it, files left in shared folders).
 Whatever the level, the launcher checks, as the box's user and just before it runs the child, that it cannot
 open any of the instructor's files it is given (`secrets`); if it can, the box does not run.
 
@@ -46,12 +52,12 @@ import resource
 import selectors
 import shutil
 import signal
-import stat
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,21 +66,27 @@ CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
-SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}   # (AUDIT_ARCH_*, __NR_socket)
-IO_URING_SETUP = 425                              # the same number on both: io_uring can open sockets too
+CLONE_THREAD = 0x00010000
+SYSCALLS = {                                      # (AUDIT_ARCH_*, the numbers the seccomp filter names)
+    "x86_64": (0xC000003E, {"socket": 41, "clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "io_uring_setup": 425,
+                            "shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240, "add_key": 248,
+                            "request_key": 249, "keyctl": 250}),
+    "aarch64": (0xC00000B7, {"socket": 198, "clone": 220, "clone3": 435, "io_uring_setup": 425, "shmget": 194,
+                             "semget": 190, "msgget": 186, "mq_open": 180, "add_key": 217, "request_key": 218,
+                             "keyctl": 219}),
+}
 UID_BASE, UID_SPAN = 1_500_000_000, 1 << 24      # box users: far above any real account
 NO_NAMESPACES = 97                                # the launcher's exit status when unshare is refused
 EXPOSED = 96                                      # ... when the box's user could open an instructor's file
-LEVELS = ("self-check", "user", "user+chroot", "namespaces")     # weakest first
+LEVELS = ("self-check", "user+chroot", "namespaces")     # weakest first
 
 
 @dataclass
 class Limits:
     wall_s: float = 60.0                 # the parent's deadline, whatever the child does with its pipes
-    memory_mb: int = 4096                # cgroup memory (and the rlimit on address space, per process)
-    processes: int = 64                  # cgroup pids and RLIMIT_NPROC (threads count)
-    file_mb: int = 64                    # RLIMIT_FSIZE: the largest file it may write (in its /tmp)
-    tmp_mb: int = 64                     # the size of its /tmp
+    memory_mb: int = 4096                # RLIMIT_AS, and the memory control group where there is one: the box is
+                                         # one process (seccomp refuses fork), so this is the box's whole budget
+    threads: int = 64                    # RLIMIT_NPROC (it counts threads) and the pids control group
     open_files: int = 256
     log_bytes: int = 1 << 20             # printed output past this kills the box
     result_bytes: int = 4 << 20          # the results pipe past this kills the box (real outputs: < 20 KiB)
@@ -96,6 +108,11 @@ def box_root():
     return B
 
 
+def box_cleanup():
+    from minbert.classroom import cleanup as C
+    return C
+
+
 # ---------------------------------------------------------------------- what the parent can have
 
 def isolation_available() -> tuple[str, str]:
@@ -109,19 +126,16 @@ def isolation_available() -> tuple[str, str]:
         return "namespaces", ""
     lines = (r.stdout + r.stderr).strip().splitlines()
     why = lines[-1] if lines else f"the namespace probe exited {r.returncode}"
-    for chroot in (True, False):
-        try:
-            root = box_root().link_tree() if chroot else None
-        except OSError as e:
-            why += f"; no chroot ({e.strerror or e})"
-            continue
-        probe = run([sys.executable, "-I", "-c", "import os; os.write(3, str(os.getuid()).encode())"], {}, {},
-                    Limits(wall_s=30), "user+chroot" if chroot else "user", chroot_root=root)
-        if probe.status == 0 and probe.result.isdigit() and int(probe.result) >= UID_BASE:
-            return ("user+chroot" if chroot else "user"), why
-        why += f"; {'chroot' if chroot else 'a separate user'} failed: " + \
-            (probe.why or probe.log.decode(errors="replace").strip()[-200:] or f"status {probe.status}")
-    return "self-check", why
+    uid = free_uid()
+    try:
+        r = subprocess.run([sys.executable, "-I", __file__, "--probe-chroot", str(uid)], capture_output=True,
+                           text=True, timeout=60)
+    finally:
+        release_uid(uid)
+    if r.returncode == 0:
+        return "user+chroot", why
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    return "self-check", why + "; no separate user in a chroot: " + (lines[-1] if lines else f"status {r.returncode}")
 
 
 def _cgroups() -> list[tuple[str, dict]]:
@@ -153,7 +167,7 @@ def make_cgroups(limits: Limits) -> list[str]:
             os.mkdir(path)
             made.append(path)
             for f, v in settings.items():
-                v = v.replace("MEM", str(limits.memory_mb << 20)).replace("PIDS", str(limits.processes)) \
+                v = v.replace("MEM", str(limits.memory_mb << 20)).replace("PIDS", str(limits.threads)) \
                     .replace("CPU", str(int(limits.cpus * 100000)))
                 try:
                     Path(path, f).write_text(v)
@@ -220,62 +234,131 @@ def kill_user(uid: int, rounds: int = 200) -> bool:
     return not processes_of(uid)
 
 
+_RESERVED, _RESERVING = {}, threading.Lock()
+
+
 def free_uid() -> int:
+    """A random uid in the box range that no process uses and no other box holds. Reserved by binding an abstract
+    unix socket named after it (one name per uid on the machine, freed by the kernel when the holder ends, so a
+    killed grader reserves nothing): two grades at once, or two workers of one, never share a uid. Give it back
+    with `release_uid` once none of its processes is left."""
     while True:
         uid = UID_BASE + random.randrange(UID_SPAN)
-        if not processes_of(uid):
-            return uid
+        hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            hold.bind(f"\0minbert-box-uid-{uid}")
+        except OSError:                               # another box holds it
+            hold.close()
+            continue
+        if processes_of(uid):                         # a process runs as it (not ours): another uid
+            hold.close()
+            continue
+        with _RESERVING:
+            _RESERVED[uid] = hold
+        return uid
+
+
+def release_uid(uid: int):
+    with _RESERVING:
+        hold = _RESERVED.pop(uid, None)
+    if hold is not None:
+        hold.close()
 
 
 BOX = "/box/"           # argv and env name the box's folders under this prefix; `run` maps it for each level
 
 
-def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secrets=(), chroot_root=None) -> Outcome:
+def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secrets=(), chroot_root=None,
+        stop=None) -> Outcome:
     """Run argv in a box of `level` (LEVELS). `box` maps names to the parent's folders, which the child sees
-    read-only as /box/<name> (a copy under the user levels); `secrets` are instructor files the box's user must
-    not be able to open (checked by the launcher before the child starts). The child gets fd 3 for results."""
+    read-only as /box/<name> (a copy inside the chroot at user+chroot); `secrets` are instructor files the box's
+    user must not be able to open (checked by the launcher before the child starts). The child gets fd 3 for
+    results. `chroot_root`: the grade's hard-link tree (box_root.link_tree) for user+chroot; without one, a tree
+    is laid out for this box alone. `stop`: a threading.Event; once set (the grader was interrupted) the box is
+    killed within half a second. Whatever ends this call, an exception or a signal included, the box's processes,
+    control groups, pipes and folders are gone when it returns or raises."""
     isolate = level != "self-check"
-    uid = free_uid() if isolate else None
-    cgroups = make_cgroups(limits) if isolate else []
-    if not {"memory", "v2"} & {controller(c) for c in cgroups}:
-        # no memory control group: the address-space rlimit is per process, so allow fewer, smaller ones
-        limits = Limits(**{**limits.__dict__, "processes": min(limits.processes, 16),
-                           "memory_mb": min(limits.memory_mb, 2048)})
-    root = (chroot_root or box_root().link_tree()) if level == "user+chroot" else None
-    inside, outside = "/box", None
-    if level in ("user", "user+chroot"):
-        inside = f"/box-{uid}" if root else str(Path(_user_boxes()) / f"box-{uid}")
-        outside = (root or "") + inside
-        _lay_out(outside, box, uid)
-    home = {"namespaces": "/tmp", "self-check": box.get("job", "/tmp")}.get(level, inside + "/tmp")
-    argv = [_mapped(a, level, box, inside) for a in argv]
-    env = {**{k: _mapped(v, level, box, inside) for k, v in env.items()}, "HOME": home, "TMPDIR": home}
-    log_r, log_w = os.pipe()
-    res_r, res_w = os.pipe()
-    mounted = level == "namespaces"               # what the launcher bind-mounts into the box's new root
-    spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "chroot": root,
-            "runtime": box_root().runtime_paths() if mounted else [], "sites": box_root().sites() if mounted else {},
-            "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
-            "cwd": inside + "/tmp" if outside else None, "secrets": [str(p) for p in secrets]}
-    proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
-                            stdout=log_w, stderr=log_w, pass_fds=(res_w,), start_new_session=True, env={})
-    os.close(log_w)
-    os.close(res_w)
-    chunks, why = {log_r: [], res_r: []}, ""
-    caps = {log_r: limits.log_bytes, res_r: limits.result_bytes}
-    sizes = {log_r: 0, res_r: 0}
-    deadline = time.monotonic() + limits.wall_s
-    sel = selectors.DefaultSelector()
-    for fd in (log_r, res_r):
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
+    made, fds, proc, cgroups, uid, outside = [], [], None, [], None, None
+    chunks, why, status, left_over = {}, "", None, False
     try:
+        uid = free_uid() if isolate else None
+        cgroups = make_cgroups(limits) if isolate else []
+        root = None
+        if level == "user+chroot":
+            if chroot_root is None:
+                made.append(tempfile.mkdtemp(prefix="minbert-box-root-"))
+                chroot_root = box_root().link_tree(made[0] + "/root")
+            root = str(chroot_root)
+        inside = "/box"
+        if root:
+            inside = f"/box-{uid}"
+            outside = root + inside
+            _lay_out(outside, box, uid)
+        home = box.get("job", "/tmp") if level == "self-check" else inside    # read-only: nothing is writable
+        argv = [_mapped(a, level, box, inside) for a in argv]
+        # HOME, TMPDIR and torch's cache folder name an existing read-only folder: torch.optim imports torch._dynamo,
+        # which asks tempfile for a writable folder (none here: FileNotFoundError) unless its cache folder is given
+        env = {**{k: _mapped(v, level, box, inside) for k, v in env.items()}, "HOME": home, "TMPDIR": home,
+               "TORCHINDUCTOR_CACHE_DIR": home}
+        log_r, log_w = os.pipe()
+        fds += [log_r, log_w]
+        res_r, res_w = os.pipe()
+        fds += [res_r, res_w]
+        mounted = level == "namespaces"           # what the launcher bind-mounts into the box's new root
+        spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "chroot": root,
+                "runtime": box_root().runtime_paths() if mounted else [], "sites": box_root().sites() if mounted else {},
+                "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
+                "cwd": home, "secrets": [str(p) for p in secrets]}
+        proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
+                                stdout=log_w, stderr=log_w, pass_fds=(res_w,), start_new_session=True, env={})
+        for fd in (log_w, res_w):
+            fds.remove(fd)
+            os.close(fd)
+        chunks = {log_r: [], res_r: []}
+        why = _read(proc, {log_r: limits.log_bytes, res_r: limits.result_bytes}, chunks, limits.wall_s,
+                    level != "namespaces", stop)
+    finally:
+        def killed():
+            nonlocal status, left_over
+            if proc is not None:
+                _stop(proc)
+                status = proc.wait()
+            left_over = isolate and uid is not None and not kill_user(uid)
+            if uid is not None and not left_over:
+                release_uid(uid)                      # (a uid with a process left stays reserved)
+        _all(killed, lambda: remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
+             lambda: outside and box_cleanup().remove_tree(outside), *[lambda m=m: box_cleanup().remove_tree(m) for m in made])
+    log_r, res_r = list(chunks)
+    if left_over:
+        why = why or "processes of the box were still running after it ended"
+    log = b"".join(chunks[log_r]).decode(errors="replace").strip()
+    if status == NO_NAMESPACES and isolate and not why:
+        why = "the sandbox could not be built: " + log[-300:]
+    if status == EXPOSED and isolate and not why:
+        why = "the box's user could open an instructor's file; nothing was run: " + log[-300:]
+    return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate,
+                   layers(level, cgroups))
+
+
+def _read(proc, caps: dict, chunks: dict, wall_s: float, grace: bool, stop) -> str:
+    """Read the box's output and results pipes into `chunks` until both close; '' or why the box was stopped
+    (the deadline, a byte cap, the grader interrupted). `grace`: once the child exits, 2 s more for its pipes
+    (a grandchild may hold them; in a PID namespace none can)."""
+    log_r = next(iter(caps))
+    sizes = dict.fromkeys(caps, 0)
+    deadline = time.monotonic() + wall_s
+    sel = selectors.DefaultSelector()
+    try:
+        for fd in caps:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
         while sel.get_map():
+            if stop is not None and stop.is_set():
+                return "stopped: the grader was interrupted before this assignment finished"
             left = deadline - time.monotonic()
             if left <= 0:
-                why = (f"timed out after {limits.wall_s:g} s (an infinite loop, or far too slow?); this assignment "
-                       "scores 0, the others are graded as usual")
-                break
+                return (f"timed out after {wall_s:g} s (an infinite loop, or far too slow?); this assignment "
+                        "scores 0, the others are graded as usual")
             for key, _ in sel.select(timeout=min(left, 0.5)):
                 data = os.read(key.fd, 1 << 16)
                 if not data:
@@ -284,36 +367,29 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
                 sizes[key.fd] += len(data)
                 if sizes[key.fd] > caps[key.fd]:
                     what = "printed" if key.fd == log_r else "wrote as results"
-                    why = f"stopped: the code {what} more than {caps[key.fd] >> 10} KiB"
-                    break
+                    return f"stopped: the code {what} more than {caps[key.fd] >> 10} KiB"
                 chunks[key.fd].append(data)
-            if why:
-                break
-            if proc.poll() is not None and level != "namespaces":
-                deadline = min(deadline, time.monotonic() + 2.0)   # a grandchild may hold the pipes: 2 s more
+            if grace and proc.poll() is not None:
+                deadline = min(deadline, time.monotonic() + 2.0)
+        return ""
     finally:
         sel.close()
-        _stop(proc)
-        status = proc.wait()
-        left_over = (not kill_user(uid)) if isolate else False
-        remove_cgroups(cgroups)
-        os.close(log_r)
-        os.close(res_r)
-        if outside:
-            shutil.rmtree(outside, ignore_errors=True)
-    if left_over:
-        why = why or "processes of the box were still running after it ended"
-    log = b"".join(chunks[log_r]).decode(errors="replace").strip()
-    if status == NO_NAMESPACES and isolate and not why:
-        why = "the sandbox could not be built: " + log[-300:]
-    if status == EXPOSED and isolate and not why:
-        why = "the sandbox could not hide the instructor's files from the box's user: " + log[-300:]
-    return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate,
-                   layers(level, cgroups))
+
+
+def _all(*steps):
+    """Run every step, even when one raises (a signal during cleanup included); then raise the first error."""
+    first = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as e:    # noqa: BLE001 - the next step must run; the first error is raised below
+            first = first or e
+    if first is not None:
+        raise first
 
 
 def _mapped(text: str, level: str, box: dict, inside: str) -> str:
-    """/box/<name> as the child sees it: mounted there (namespaces), its copy (user levels), the folder itself."""
+    """/box/<name> as the child sees it: mounted there (namespaces), its copy (user+chroot), the folder itself."""
     if level == "namespaces":
         return text
     for name, folder in box.items():
@@ -326,69 +402,24 @@ def layers(level: str, cgroups: list) -> list[str]:
     if level == "self-check":
         return []
     groups = ["control groups (" + ", ".join(controller(c) for c in cgroups) + ")"] if cgroups else \
-        ["no control group (memory capped per process: 16 processes of 2 GiB)"]
+        ["no control group"]
+    one = ["one process (seccomp: no fork; threads allowed), no writable folder, no file it can grow (RLIMIT_FSIZE 0)"]
     fence = "only torch, numpy and minbert's runtime packages in its tree"
     if level == "namespaces":
         return ["a separate user", "PID, mount, network, IPC and UTS namespaces", "a whitelist root (chroot)", fence,
-                "rlimits"] + groups
-    seen = ["a whitelist root (chroot into hard links)", fence] if level == "user+chroot" else \
-        ["the instructor's files unreadable to it (file modes, checked)"]
-    return ["a separate user (no namespaces: the machine refuses them)", *seen,
-            "no network sockets (seccomp: only local AF_UNIX ones)", "rlimits", *groups,
+                *one, "rlimits"] + groups
+    return ["a separate user (no namespaces: the machine refuses them)", "a whitelist root (chroot into hard links)",
+            fence, *one, "no network sockets (seccomp: only local AF_UNIX ones)", "rlimits", *groups,
             "kill(-1) as its user, then a check that none of its processes is left"]
 
 
-_USER_BOXES = None
-
-
-def _user_boxes() -> str:
-    """Where the boxes of the `user` level (no chroot) live: a folder others may enter but not list."""
-    global _USER_BOXES
-    if _USER_BOXES is None:
-        _USER_BOXES = tempfile.mkdtemp(prefix="minbert-boxes-")
-        os.chmod(_USER_BOXES, 0o711)
-        import atexit
-        atexit.register(shutil.rmtree, _USER_BOXES, True)
-    return _USER_BOXES
-
-
 def _lay_out(outside: str, box: dict, uid: int):
-    """The box's own folder: a read-only copy of each `box` folder, and a tmp only its user can write."""
+    """The box's own folder: a read-only copy of each `box` folder (the child writes nothing: no folder of its
+    tree is writable by its user)."""
     os.makedirs(outside, mode=0o750)
     os.chown(outside, 0, uid)                     # root's, readable by the box's group alone
     for name, folder in box.items():
         shutil.copytree(folder, f"{outside}/{name}", symlinks=True)
-    os.mkdir(f"{outside}/tmp", 0o700)
-    os.chown(f"{outside}/tmp", uid, uid)
-
-
-@contextmanager
-def hidden(folders, keep):
-    """For the duration, take "others" permissions off `folders` (the box's user is an "other": its uid and gid
-    are its own). A folder on the way to a path in `keep` (the runtime: a venv inside the checkout) keeps only
-    its search bit, and its other entries are hidden in turn. Every mode is put back afterwards."""
-    keep = [os.path.realpath(k) for k in keep]
-    changed = []
-
-    def hide(path):
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode) or path in keep:
-            return
-        leads = stat.S_ISDIR(st.st_mode) and any(k.startswith(path + "/") for k in keep)
-        mode = (st.st_mode & ~0o006 | 0o001) if leads else st.st_mode & ~0o007
-        if stat.S_IMODE(mode) != stat.S_IMODE(st.st_mode):
-            os.chmod(path, stat.S_IMODE(mode))
-            changed.append((path, stat.S_IMODE(st.st_mode)))
-        if leads:
-            for entry in os.scandir(path):
-                hide(entry.path)
-    try:
-        for folder in folders:
-            hide(os.path.realpath(folder))
-        yield
-    finally:
-        for path, mode in reversed(changed):
-            os.chmod(path, mode)
 
 
 def _stop(proc):
@@ -435,10 +466,7 @@ def _new_root(libc, check, spec) -> str:
     root = "/run/minbert-box" if os.path.isdir("/run") else "/tmp/minbert-box"
     os.makedirs(root, exist_ok=True)
     _mount(libc, check, "tmpfs", root, "tmpfs", MS_NOSUID, "size=1m,mode=755")
-    # /tmp and /proc first: a runtime folder that lives under /tmp (a venv in a clone there) is bound after, inside
-    os.makedirs(root + "/tmp", exist_ok=True)
-    _mount(libc, check, "tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-           f"size={spec['limits']['tmp_mb']}m,mode=1777")
+    # a fresh /proc; no /tmp (nothing in the box is writable)
     os.makedirs(root + "/proc", exist_ok=True)
     _mount(libc, check, "proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for top in ("/bin", "/lib", "/lib32", "/lib64", "/sbin"):         # merged-/usr links, or folders to bind
@@ -463,6 +491,7 @@ def _new_root(libc, check, spec) -> str:
         _mount(libc, check, None, root + site, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     for dev in ("null", "zero", "urandom", "random"):
         _bind(libc, check, "/dev/" + dev, f"{root}/dev/{dev}", writable=dev == "null")
+    os.makedirs(root + "/box", exist_ok=True)                   # the child's working folder, read-only
     for inside, outside in spec["box"].items():
         _bind(libc, check, outside, root + "/box/" + inside)
     _mount(libc, check, None, root, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
@@ -470,13 +499,14 @@ def _new_root(libc, check, spec) -> str:
 
 
 def _limit(limits, isolate):
-    mb = 1 << 20
-    for what, value in ((resource.RLIMIT_AS, limits["memory_mb"] * mb), (resource.RLIMIT_FSIZE, limits["file_mb"] * mb),
+    """rlimits: address space, no file growth at all (a file it could open for writing, a memfd, cannot grow; the
+    child writes to pipes only), open files, no core files, CPU seconds; threads per uid where the uid is its own."""
+    for what, value in ((resource.RLIMIT_AS, limits["memory_mb"] << 20), (resource.RLIMIT_FSIZE, 0),
                         (resource.RLIMIT_NOFILE, limits["open_files"]), (resource.RLIMIT_CORE, 0),
                         (resource.RLIMIT_CPU, int(limits["wall_s"]) + 5)):
         resource.setrlimit(what, (value, value))
-    if isolate:                                   # per uid: a box's own user counts only its own processes
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
+    if isolate:                                   # per uid: a box's own user counts only its own threads
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["threads"], limits["threads"]))
 
 
 def launch(spec: dict):
@@ -501,7 +531,7 @@ def launch(spec: dict):
         root = _new_root(libc, check, spec) if level == "namespaces" else spec["chroot"]
         if root:
             os.chroot(root)
-        os.chdir(spec["cwd"] or "/tmp")
+        os.chdir(spec["cwd"])
         uid = spec["uid"]
         _limit(spec["limits"], True)
         os.setgroups([])
@@ -509,13 +539,12 @@ def launch(spec: dict):
         os.setuid(uid)
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")   # cleared by setuid: again
-        if level != "namespaces":                   # no network namespace: refuse network sockets instead
-            try:
-                _no_network(libc, check)
-            except OSError as e:
-                print(f"seccomp refused: {e}", flush=True)
-                os._exit(NO_NAMESPACES)
-        _check_hidden(spec["secrets"])
+        try:                                        # one process, no network socket, nothing that outlives it
+            _seccomp(libc, check)
+        except OSError as e:
+            print(f"seccomp refused: {e}", flush=True)
+            os._exit(NO_NAMESPACES)
+        _check_secrets(spec["secrets"])
     else:
         _limit(spec["limits"], False)
         os.chdir(spec["box"].get("job", "/tmp"))
@@ -526,16 +555,9 @@ def launch(spec: dict):
     os.execve(spec["argv"][0], spec["argv"], spec["env"])
 
 
-def _no_network(libc, check):
-    """A seccomp filter (classic BPF, written out): socket() for any family but AF_UNIX, and io_uring_setup, fail
-    with EACCES; a syscall of another ABI (i386, x32) kills the process, so the numbers cannot be dodged."""
-    arch, nr_socket = SECCOMP_ARCH[os.uname().machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    errno_eacces, allow, kill = 0x00050000 | 13, 0x7FFF0000, 0x80000000
-    program = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill),           # 0-2: the ABI, or die
-               (ld, 0, 0, 0), (jge, 4, 0, 0x40000000), (jeq, 3, 0, IO_URING_SETUP),   # 3-5: x32 or io_uring: no
-               (jeq, 0, 3, nr_socket), (ld, 0, 0, 16), (jeq, 1, 0, 1),        # 6-8: socket(AF_UNIX, ...) only
-               (ret, 0, 0, errno_eacces), (ret, 0, 0, allow)]                  # 9-10
+def _seccomp(libc, check):
+    """The box's seccomp filter (classic BPF, assembled by `seccomp_program`), installed after no_new_privs."""
+    program = seccomp_program(*SYSCALLS[os.uname().machine])
 
     class Filter(ctypes.Structure):
         _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
@@ -547,7 +569,38 @@ def _no_network(libc, check):
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
 
-def _check_hidden(secrets: list[str]):
+def seccomp_program(arch: int, nr: dict) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions. Refused:
+      - a new process: fork, vfork, clone without CLONE_THREAD (EPERM); clone3, whose flags sit behind a pointer
+        the filter cannot read (ENOSYS: glibc then creates its threads with clone, which passes);
+      - network sockets: socket() of any family but AF_UNIX (EACCES), io_uring_setup (EPERM: it can open sockets);
+      - what outlives a process: SysV shared memory, semaphores and message queues, POSIX message queues, kernel
+        keys (EPERM);
+      - a syscall of another ABI (i386, x32): the process is killed, so the numbers cannot be dodged.
+    Threads are allowed: torch and the C libraries start their own."""
+    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+    ALLOW, KILL = 0x7FFF0000, 0x80000000
+    refused = [nr[n] for n in ("fork", "vfork", "io_uring_setup", "shmget", "semget", "msgget", "mq_open", "add_key",
+                               "request_key", "keyctl") if n in nr]
+    code = [(LD, 0, 0, 4), (JEQ, 0, "kill", arch), (LD, 0, 0, 0), (JGE, "kill", 0, 0x40000000)]
+    code += [(JEQ, "eperm", 0, n) for n in refused]
+    code += [(JEQ, "enosys", 0, nr["clone3"]), (JEQ, "socket", 0, nr["socket"]), (JEQ, "clone", 0, nr["clone"]),
+             (RET, 0, 0, ALLOW),
+             "socket", (LD, 0, 0, 16), (JEQ, "allow", 0, 1), (RET, 0, 0, 0x00050000 | 13),       # AF_UNIX; EACCES
+             "clone", (LD, 0, 0, 16), (JSET, "allow", 0, CLONE_THREAD),
+             "eperm", (RET, 0, 0, 0x00050000 | 1), "enosys", (RET, 0, 0, 0x00050000 | 38),
+             "allow", (RET, 0, 0, ALLOW), "kill", (RET, 0, 0, KILL)]
+    at, program = {}, []
+    for item in code:                                 # labels name the index of the next instruction
+        if isinstance(item, str):
+            at[item] = len(program)
+        else:
+            program.append(item)
+    return [(op, *[at[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)], k)
+            for i, (op, jt, jf, k) in enumerate(program)]
+
+
+def _check_secrets(secrets: list[str]):
     """As the box's user, before its code runs: none of the instructor's files may open (else no box)."""
     for path in secrets:
         try:
@@ -586,10 +639,38 @@ def probe():
     sys.exit(os.waitstatus_to_exitcode(status))
 
 
+def probe_chroot(uid: int):
+    """Exit 0 when a user+chroot box can be built here: chroot into an empty folder, become `uid` with no groups,
+    no_new_privs, the seccomp filter. Nothing of the hard-link tree is made for it."""
+    libc, check = _libc()
+    empty = tempfile.mkdtemp(prefix="minbert-probe-")
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.chroot(empty)
+                os.chdir("/")
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+                _seccomp(libc, check)
+                os._exit(0 if os.getuid() == uid else 1)
+            except OSError as e:
+                print(e, flush=True)
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.rmdir(empty)
+    sys.exit(os.waitstatus_to_exitcode(status))
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--kill-as"]:
         kill_as(int(sys.argv[2]))
         sys.exit(0)
+    if sys.argv[1:2] == ["--probe-chroot"]:
+        probe_chroot(int(sys.argv[2]))
     if sys.argv[1:] == ["--probe"]:
         try:
             probe()

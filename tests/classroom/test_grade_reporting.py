@@ -192,7 +192,7 @@ def right(n):
     return [{"y": torch.full((2,), float(i), dtype=torch.float64)} for i in range(n)]
 
 
-def grade_one(monkeypatch, key, outputs, n, level="user", problems=(), why=""):
+def grade_one(monkeypatch, key, outputs, n, level="user+chroot", problems=(), why=""):
     stand_in = Box(outputs, why)
     monkeypatch.setattr(G, "run_child", stand_in)
     entries = G.grade_assignment(C.BY_KEY[key], cases(n), right(n), "TEMPLATE", G.Path("/grading"), list(problems),
@@ -224,7 +224,7 @@ def test_the_first_two_cases_are_visible_and_the_rest_hidden_until_the_due_date(
     assert all(e["isolation"] == ["a separate user", "rlimits"] for e in entries)
     (template, key, sent, job, timeout, level, secrets), = stand_in.calls
     assert (template, key, job, timeout, level, secrets) == ("TEMPLATE", "attention", G.Path("/grading/attention"), 7.5,
-                                                             "user", ["secret.py"]) and len(sent) == 4
+                                                             "user+chroot", ["secret.py"]) and len(sent) == 4
 
 
 def test_a_missed_case_scores_zero_with_its_message_and_the_known_mistakes_hint(monkeypatch):
@@ -298,11 +298,11 @@ def machine(monkeypatch):
 
 
 @pytest.mark.parametrize("level, root, require, got", [
-    ("user+chroot", True, None, "user+chroot"),            # as root the default asks for "user"
+    ("user+chroot", True, None, "user+chroot"),            # as root the default asks for "user+chroot"
     ("self-check", False, None, "self-check"),             # as a user the default accepts a self-check
-    ("user", True, True, "user"),
-    ("self-check", True, False, "self-check"),
-    ("user", False, "user", "user"),
+    ("user+chroot", True, True, "user+chroot"),
+    ("self-check", True, False, "self-check"),             # root without a chroot: a self-check, when asked for
+    ("self-check", True, "self-check", "self-check"),
     ("namespaces", False, "namespaces", "namespaces"),
 ])
 def test_isolation_grants_the_machines_level_when_it_meets_the_requirement(machine, level, root, require, got):
@@ -312,10 +312,13 @@ def test_isolation_grants_the_machines_level_when_it_meets_the_requirement(machi
 
 
 @pytest.mark.parametrize("level, root, require, message", [
-    ("self-check", True, None, "grade: isolation 'user' is required but this machine gives 'self-check'"),
-    ("self-check", False, True, "grade: isolation 'user' is required but this machine gives 'self-check'"),
+    ("self-check", True, None, "grade: isolation 'user+chroot' is required but this machine gives 'self-check'"),
+    ("self-check", False, True, "grade: isolation 'user+chroot' is required but this machine gives 'self-check'"),
     ("user+chroot", True, "namespaces", "grade: isolation 'namespaces' is required but this machine gives 'user+chroot'"),
-    ("user", True, "nope", "--require_isolation: 'nope' is not a level; choose from self-check, user, user+chroot, namespaces"),
+    ("user+chroot", True, "nope", "--require_isolation: 'nope' is not a level; choose from self-check, user+chroot, "
+                                  "namespaces (weakest first)"),
+    ("user+chroot", True, "user", "--require_isolation: 'user' is not a level; choose from self-check, user+chroot, "
+                                  "namespaces (weakest first)"),       # the level without a chroot is gone
 ])
 def test_isolation_refuses_below_the_required_level_with_the_reason(machine, level, root, require, message):
     machine(level, root)
@@ -323,8 +326,25 @@ def test_isolation_refuses_below_the_required_level_with_the_reason(machine, lev
         G.isolation(require)
     assert str(e.value).startswith(message), str(e.value)
     if "required" in message:
-        assert str(e.value) == (f"{message} (no CAP_SYS_ADMIN); grade as root on Linux (a container's default "
-                                "capabilities are enough for 'user+chroot'), or as an ordinary user for a self-check")
+        assert str(e.value) == (f"{message} (no CAP_SYS_ADMIN); grade as root on Linux (Docker's default "
+                                "capabilities are enough for 'user+chroot'; Podman and CRI-O need CAP_SYS_CHROOT "
+                                "added), or pass --require_isolation self-check for a grade labelled a self-check")
+    else:
+        assert str(e.value) == message
+
+
+@pytest.mark.parametrize("level", ["user", "none"])
+def test_the_command_line_refuses_a_level_that_does_not_exist_in_one_line(level, capsys, monkeypatch):
+    """`--require_isolation user` (the level without a chroot, removed) is refused before anything is graded, in one
+    line that names the levels there are."""
+    from minbert.classroom.cli import main
+    from minbert.core.errors import cli
+    monkeypatch.setattr(sandbox, "isolation_available", lambda: pytest.fail("the machine was probed for a bad flag"))
+    with pytest.raises(SystemExit) as e:
+        cli(main, ["grade", str(C.ROOT), "--require_isolation", level])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err == (f"error: --require_isolation: {level!r} is not a level; choose from "
+                                         "self-check, user+chroot, namespaces (weakest first)\n"), err
 
 
 def test_isolation_asks_the_machine_once(monkeypatch):
@@ -332,8 +352,8 @@ def test_isolation_asks_the_machine_once(monkeypatch):
     monkeypatch.setattr(G, "_ISOLATION", None)
     monkeypatch.setattr(sandbox, "isolation_available", lambda: calls.append(1) or ("namespaces", ""))
     assert G.isolation(False) == G.isolation(False) == ("namespaces", "") and calls == [1]
-    monkeypatch.setattr(G, "_ISOLATION", ("user", "kept"))
-    assert G.isolation(False) == ("user", "kept") and calls == [1]
+    monkeypatch.setattr(G, "_ISOLATION", ("user+chroot", "kept"))
+    assert G.isolation(False) == ("user+chroot", "kept") and calls == [1]
 
 
 def test_the_seed_is_sha256_of_the_salt_and_the_templates_python_files_in_path_order(tmp_path):
@@ -410,7 +430,8 @@ def test_run_child_gives_the_box_its_job_folder_read_only_and_numbers_lines_as_p
         return sandbox.Outcome(0, b"", result, layers=["rlimits"])
     monkeypatch.setattr(sandbox, "run", stand_in)
     sent = [{"x": torch.arange(3.0)}, {"x": torch.ones(2)}]
-    results, why, layers = G.run_child(template, "attention", sent, tmp_path / "jobs" / "attention", 9.0, "user", ["s"])
+    results, why, layers = G.run_child(template, "attention", sent, tmp_path / "jobs" / "attention", 9.0, "user+chroot",
+                                        ["s"])
     assert (results, why, layers) == ([
         "not written yet: the stub at minbert/bert/attention.py:2 still raises NotImplementedError (assignment attention)",
         "called aten::_scaled_dot_product_flash_attention_for_cpu.default, which assignment attention does not allow "
@@ -420,7 +441,7 @@ def test_run_child_gives_the_box_its_job_folder_read_only_and_numbers_lines_as_p
     assert seen["env"] == {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
     assert seen["box"] == {"template": str(template), "job": str(tmp_path / "jobs" / "attention")}
-    assert seen["limits"] == sandbox.Limits(wall_s=9.0) and seen["level"] == "user" and seen["secrets"] == ["s"]
+    assert seen["limits"] == sandbox.Limits(wall_s=9.0) and seen["level"] == "user+chroot" and seen["secrets"] == ["s"]
     here = G.Path(G.__file__).parent
     assert seen["mode"] == 0o755 and {k: v[1] for k, v in seen["files"].items()} == dict.fromkeys(
         ["_minbert_grader_scenarios.py", "_minbert_grader_wire.py", "_minbert_grader_fence.py", "child.py",

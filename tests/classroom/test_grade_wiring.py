@@ -9,41 +9,41 @@ The box is replaced by a stand-in for grade_assignment (monkeypatch), so no chil
 (the template is written and the references computed for real).
 """
 
+import os
+import signal
+import threading
 import zipfile
+
+import pytest
 
 import torch
 
-from minbert.classroom import assignments as C, grade as G, sandbox
+from minbert.classroom import assignments as C, cleanup, grade as G
 
 
 # ---------------------------------------------------------------------- grade: what each assignment is given
 
 class Grading:
-    """grade() with stand-ins for the box (grade_assignment), the hiding of the checkout and the runtime list:
-    records what each assignment is given, and the template as it is while the assignment runs."""
+    """grade() with a stand-in for the box (grade_assignment): records what each assignment is given, and the
+    template as it is while the assignment runs."""
 
-    def __init__(self, monkeypatch, level="user"):
-        self.calls, self.hidden = [], []
+    def __init__(self, monkeypatch, level="user+chroot"):
+        self.calls, self.trees = [], []
         monkeypatch.setattr(G, "_ISOLATION", (level, "why"))
-        monkeypatch.setattr(sandbox, "box_root", lambda: type("Root", (), {"runtime_paths": staticmethod(lambda: ["RT"])}))
-
-        class Hidden:
-            def __init__(inner, folders, keep):
-                self.hidden.append((folders, keep))
-
-            def __enter__(inner):
-                return inner
-
-            def __exit__(inner, *exc):
-                return False
-        monkeypatch.setattr(sandbox, "hidden", Hidden)
         monkeypatch.setattr(G, "grade_assignment", self.assignment)
+        monkeypatch.setattr(G.box_root, "link_tree", self.link_tree)
 
-    def assignment(self, a, cases, wants, template, work, problems, timeout, level, secrets):
+    def link_tree(self, root):
+        """A stand-in for the hard-link tree (30,000 links): a folder, recorded."""
+        os.mkdir(root)
+        self.trees.append(root)
+        return str(root)
+
+    def assignment(self, a, cases, wants, template, work, problems, timeout, level, secrets, **box):
         files = {str(p.relative_to(template)): p.read_text() for p in (template / "minbert").rglob("*.py")}
         modes = {p.stat().st_mode & 0o777 for p in (template, *template.rglob("*"))}
         self.calls.append(dict(key=a.key, cases=cases, wants=wants, template=template, work=work, problems=problems,
-                               timeout=timeout, level=level, secrets=secrets, files=files, modes=modes,
+                               timeout=timeout, level=level, secrets=secrets, files=files, modes=modes, box=box,
                                seed=G.seed_of(template, 7)))
         return [{"assignment": a.key, "case": i} for i in range(len(cases))]
 
@@ -90,12 +90,12 @@ def check_one_grade(tmp_path, monkeypatch):
         assert len(c["wants"]) == len(c["cases"]) and all(
             torch.equal(w[k], r[k]) for w, case in zip(c["wants"], c["cases"]) for r in [G.scenarios.run(c["key"], case)]
             for k in r), f"{c['key']}: the references are scenarios.run on the same cases"
-        assert (c["problems"], c["timeout"], c["level"], c["work"]) == ([], 3.5, "user", c["template"].parent / "jobs")
+        assert (c["problems"], c["timeout"], c["level"], c["work"]) == ([], 3.5, "user+chroot",
+                                                                      c["template"].parent / "jobs")
         assert c["secrets"] == G.secrets_of(C.ROOT) and c["modes"] == {0o755, 0o644}
         assert c["files"]["minbert/bert/attention.py"] == (C.ROOT / "minbert/bert/attention.py").read_text()
         assert c["files"]["minbert/adamw.py"] == as_handed_out("minbert/adamw.py")
         assert stub_of(c["files"]["minbert/methods/smart.py"], "smart"), "an assignment not graded keeps its stub"
-    assert run.hidden == [([C.ROOT], ["RT"])], "at the 'user' level the checkout is hidden by file modes"
 
 
 def test_grade_draws_the_same_cases_for_the_same_salt_and_a_fresh_secret_salt_by_default(tmp_path, monkeypatch):
@@ -107,7 +107,6 @@ def test_grade_draws_the_same_cases_for_the_same_salt_and_a_fresh_secret_salt_by
     assert first.salt == second.salt == 7 and isinstance(fresh.salt, int) and fresh.salt >= 0
     x = [c["cases"][0]["x"] for c in run.calls]
     assert torch.equal(x[0], x[1]) and not torch.equal(x[0], x[2]), "the salt, and only it, changes the cases"
-    assert run.hidden == [([], ["RT"])] * 3, "with a chroot nothing of the checkout needs hiding"
 
 
 def test_grade_of_a_hand_out_of_some_assignments_keeps_the_other_solutions_in_the_template(tmp_path, monkeypatch):
@@ -156,7 +155,7 @@ def test_grade_without_a_selection_grades_every_assignment_even_as_a_self_check_
     assert sorted(c["key"] for c in run.calls) == sorted(C.BY_KEY)            # two workers: any order of calls
     assert list(dict.fromkeys(e["assignment"] for e in got)) == [a.key for a in C.ASSIGNMENTS], "the entries in course order"
     assert {c["timeout"] for c in run.calls} == {60.0}, "the default deadline is 60 s per assignment (docs/classroom.md)"
-    assert {c["level"] for c in run.calls} == {"self-check"} and run.hidden == [([], ["RT"])]
+    assert {c["level"] for c in run.calls} == {"self-check"}
     assert run.calls[0]["work"].parent.name.startswith("minbert-grade-")
     assert set(got.integrity) == set(C.BY_KEY)
 
@@ -176,3 +175,67 @@ def test_grade_of_a_partial_hand_out_accepts_the_students_own_copy_of_a_shared_f
     (sub / "layers.py").write_text(G.submission.graded_files({"embeddings"}, handout={"embeddings"})["minbert/bert/layers.py"])
     G.grade(sub, selected=["embeddings"], handout=["embeddings"], salt=7, require_isolation=False)
     assert run.calls[0]["problems"] == [], run.calls[0]["problems"]
+
+
+@pytest.mark.parametrize("level", ["user+chroot", "namespaces", "self-check"])
+def test_the_hard_link_tree_is_made_only_for_user_chroot_and_every_box_gets_it(level, tmp_path, monkeypatch):
+    run = Grading(monkeypatch, level=level)
+    G.grade(loose(tmp_path, "adamw.py"), selected=["adamw", "attention"], salt=7, require_isolation=False)
+    given = {c["box"]["chroot_root"] for c in run.calls}
+    if level == "user+chroot":
+        assert len(run.trees) == 1 and run.trees[0] == run.calls[0]["work"].parent / "root" and \
+            given == {str(run.trees[0])}, (run.trees, given)
+    else:
+        assert run.trees == [] and given == {None}, f"a hard-link tree was made at the {level!r} level"
+    assert all(isinstance(c["box"]["stop"], threading.Event) for c in run.calls)
+    assert not run.calls[0]["work"].parent.exists(), "the grade's temporary folder (and the tree in it) must go"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_mid_grade_stops_every_box_and_removes_the_grades_folder(signum, tmp_path, monkeypatch):
+    """SIGTERM or SIGHUP (a scheduler's timeout, a closed terminal) killed the grader on the spot: no `finally` ran,
+    and the boxes' folders and the hard-link tree stayed on disk. Here a box receives the signal mid-grade (as
+    the grader would, in its main thread): the grade raises cleanup.Stopped, every box still running is told to
+    stop (its stop event is set: sandbox.run kills it within 0.5 s), and the grade's folder is gone."""
+    run = Grading(monkeypatch)
+    seen = {}
+
+    def box(a, cases, wants, template, work, problems, timeout, level, secrets, **options):
+        seen.setdefault("folder", template.parent)
+        if a.key == "attention":
+            os.kill(os.getpid(), signum)
+            seen["stopped"] = options["stop"].wait(60)             # the other worker's box, still running
+        return []
+    monkeypatch.setattr(G, "grade_assignment", box)
+    before = signal.getsignal(signum)
+    with pytest.raises(cleanup.Stopped) as e:
+        G.grade(loose(tmp_path, "adamw.py"), selected=["attention", "adamw", "smart"], salt=7, workers=2,
+                require_isolation=False)
+    assert e.value.signum == signum and seen["stopped"], "the box still running was not told to stop"
+    assert not seen["folder"].exists() and run.trees and not os.path.exists(run.trees[0]), \
+        "the grade's temporary folder or its hard-link tree was left on disk"
+    assert signal.getsignal(signum) == before, "the grader's own signal handlers must be put back"
+
+
+def test_an_explicit_salt_0_is_kept_and_a_regrade_with_it_draws_the_same_cases(tmp_path, monkeypatch, capsys):
+    """`--salt 0` is the salt 0, not "no salt" (which draws a fresh random one): both grades record 0 and draw the
+    same cases, and a grade without --salt draws others."""
+    import json
+
+    from minbert.classroom.cli import main
+    run = Grading(monkeypatch)
+
+    def box(a, cases, *rest, **options):
+        run.assignment(a, cases, *rest, **options)
+        return [{"name": f"{a.key}: case 1", "assignment": a.key, "score": 0.0, "max_score": 10.0, "output": "x",
+                 "visibility": "visible", "execution_time": 0.0, "isolation": ["rlimits"]}]
+    monkeypatch.setattr(G, "grade_assignment", box)
+    sub = loose(tmp_path, "bert/attention.py")
+    for i, salt in enumerate((["--salt", "0"], ["--salt", "0"], [])):
+        main(["grade", str(sub), "--assignments", "attention", "--json", str(tmp_path / f"r{i}.json"), *salt])
+    reports = [json.loads((tmp_path / f"r{i}.json").read_text()) for i in range(3)]
+    assert [r["extra_data"]["salt"] for r in reports[:2]] == [0, 0], [r["extra_data"] for r in reports]
+    assert "salt: 0 (instructor only: a regrade with --salt 0 draws the same cases)" in capsys.readouterr().out
+    x = [c["cases"][0]["x"] for c in run.calls]
+    assert torch.equal(x[0], x[1]), "two grades with --salt 0 drew different cases"
+    assert reports[2]["extra_data"]["salt"] != 0 and not torch.equal(x[0], x[2]), "without --salt: a fresh salt"

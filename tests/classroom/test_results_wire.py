@@ -207,3 +207,27 @@ def test_the_child_writes_the_frame_of_the_docstring_byte_for_byte():
 def test_the_child_cuts_text_at_255_bytes_and_replaces_what_is_not_ascii():
     assert wire.encode([{"error": "x" * 300, "where": "minbert/é.py:1"}]) == frame(
         b"E" + bytes([255]) + b"x" * 255 + s8("minbert/?.py:1") + s8(""))
+
+
+@pytest.mark.parametrize("shape, ok", [
+    ((2048, 2048), True),                    # 4,194,304 elements: the cap, exactly
+    ((2048, 2049), False),                   # each size far under the cap, their product over it
+    ((2, 1024, 2048), True),
+    ((3, 1024, 2048), False),
+    ((8,) * 7 + (2,), True),                 # 8 dimensions: 2**22
+    ((8,) * 7 + (3,), False),
+    ((65536, 65536), False),                 # 2**32: a product that would wrap a 32-bit count
+    ((0, 65536, 65536), True),               # no element at all
+])
+def test_the_element_cap_counts_every_dimension_of_a_shape(shape, ok):
+    """wire.MAX_ELEMENTS (4,194,304 = 2**22) bounds the product of the sizes, whatever the rank; the frame then
+    carries exactly that many uint8 values."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    data = b"\1" * numel if numel <= wire.MAX_ELEMENTS else b""
+    got, why = read(frame(tensors(output("y", torch.uint8, shape, data))))
+    if ok:
+        assert why == "" and tuple(got[0]["y"].shape) == shape and int(got[0]["y"].sum()) == numel, why
+    else:
+        assert why == "the outputs could not be read: output 'y': more than 4194304 elements", why

@@ -1,0 +1,186 @@
+"""A grade's cleanup, whatever ends the grade: folders removed without recursion, SIGTERM and SIGHUP taken as Ctrl-C.
+
+    remove_tree(path)          remove a folder and all it holds, iteratively, never following a link
+    signals_as_interrupts()    around a grade, in the main thread: SIGTERM, SIGHUP and SIGINT raise `Stopped`
+                               (a KeyboardInterrupt) once, so every `finally` runs; a second signal is ignored,
+                               and one that arrives during a cleanup step (`guard.shielded()`) is raised after
+    Tasks                      the grade's worker threads: none starts after `stop()`, which waits for the last
+
+Why not shutil.rmtree: before Python 3.13 it recurses once per folder level, so a chain of 1,500 nested folders
+raised RecursionError (which `ignore_errors` does not catch) and the grader ended with a traceback, no
+results.json and everything left on disk. `remove_tree` walks with an explicit stack of (name, inode) pairs and
+holds one folder open at a time (plus its parent while stepping), so neither depth nor width costs recursion
+or file descriptors; it opens each folder relative to its parent's descriptor with O_NOFOLLOW, so a link is
+removed as a name and never entered, and it checks on the way up that each parent is the folder it came from.
+Why the signals: Python's default for SIGTERM and SIGHUP is to die at once, skipping every `finally`, so a
+grader stopped by its scheduler (Gradescope's timeout, `kill`, a closed terminal) left its boxes' folders
+and the hard-link tree on disk. SIGKILL cannot be caught: then the box dies with its grader (the launcher's
+parent-death signal) and the grader's temporary folder stays, holding only what the grader wrote.
+"""
+
+import errno
+import os
+import signal
+import stat
+import threading
+from contextlib import contextmanager
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class Stopped(KeyboardInterrupt):
+    """A signal ended the grade: handled wherever Ctrl-C is, so the same cleanup runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class Guard:
+    """What signals_as_interrupts yields: `shielded()` around cleanup steps, so that a signal arriving during
+    them waits until the guard ends instead of cutting them short."""
+
+    def __init__(self):
+        self.fired, self.raised, self.depth = None, False, 0
+
+    @contextmanager
+    def shielded(self):
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+
+@contextmanager
+def signals_as_interrupts(signums=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
+    """Inside: the first of `signums` raises Stopped in the main thread (or, arriving inside `guard.shielded()`,
+    when the guard ends); later ones are ignored, so that a second Ctrl-C or a scheduler's repeated SIGTERM cannot
+    cut the cleanup short. Outside a main thread nothing changes (Python runs handlers in the main thread only)."""
+    guard = Guard()
+    if threading.current_thread() is not threading.main_thread():
+        yield guard
+        return
+
+    def handler(signum, frame):
+        if guard.fired is None:
+            guard.fired = signum
+            if not guard.depth:
+                guard.raised = True
+                raise Stopped(signum)
+    old = {s: signal.signal(s, handler) for s in signums}
+    try:
+        yield guard
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if guard.fired is not None and not guard.raised:
+        raise Stopped(guard.fired)
+
+
+class Tasks:
+    """The work a grade hands to its worker threads: `run` starts nothing once `stop` was called, and `stop`
+    returns only when no task runs (a worker whose start a signal interrupted included), so the grade's folder
+    is removed after the last box is gone, never under one."""
+
+    def __init__(self):
+        self.cv, self.running, self.stopped = threading.Condition(), 0, False
+
+    def run(self, fn, *args, **kwargs):
+        with self.cv:
+            if self.stopped:
+                return []
+            self.running += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with self.cv:
+                self.running -= 1
+                self.cv.notify_all()
+
+    def stop(self):
+        with self.cv:
+            self.stopped = True
+            self.cv.wait_for(lambda: self.running == 0)
+
+
+def remove_tree(path) -> None:
+    """Remove `path` (a folder and everything under it, or a single file or link); nothing if it is not there.
+    Raises OSError when something cannot be removed (a folder moved during the walk, a file marked immutable)."""
+    path = os.path.abspath(os.fspath(path))
+    parent, name = os.path.split(path)
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+            return
+    except FileNotFoundError:
+        return
+    base = os.open(parent, _FOLDER)
+    fd = None
+    try:
+        fd = _enter(base, name)
+        stack = [[name, os.fstat(fd).st_ino, None]]        # per folder, top first: its name in its parent, inode, subfolders
+        while stack:
+            frame = stack[-1]
+            if frame[2] is None:
+                frame[2] = _clear(fd)             # its files and links removed; its subfolders to walk
+            if frame[2]:
+                sub = frame[2].pop()
+                try:
+                    child = _enter(fd, sub)
+                except FileNotFoundError:
+                    continue
+                os.close(fd)
+                fd = child
+                stack.append([sub, os.fstat(fd).st_ino, None])
+                continue
+            frame[2] = _clear(fd)                 # empty? (a second look: entries a scan may have skipped)
+            if frame[2]:
+                continue
+            stack.pop()
+            if not stack:
+                os.close(fd)
+                fd = None
+                os.rmdir(name, dir_fd=base)
+                break
+            up = os.open("..", _FOLDER, dir_fd=fd)
+            if os.fstat(up).st_ino != stack[-1][1]:
+                os.close(up)
+                raise OSError(errno.ESTALE, "a folder was moved while it was being removed", frame[0])
+            os.close(fd)
+            fd = up
+            os.rmdir(frame[0], dir_fd=fd)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        os.close(base)
+
+
+def _enter(parent_fd: int, name: str) -> int:
+    """Open the folder `name` of `parent_fd` without following a link; a folder its owner closed to itself (a
+    self-check, where the box is the grader's own user) is opened up first. Root needs no such step."""
+    try:
+        fd = os.open(name, _FOLDER | os.O_NOFOLLOW, dir_fd=parent_fd)
+    except PermissionError:
+        os.chmod(name, 0o700, dir_fd=parent_fd)
+        fd = os.open(name, _FOLDER | os.O_NOFOLLOW, dir_fd=parent_fd)
+    mode = os.fstat(fd).st_mode
+    if mode & 0o700 != 0o700:
+        os.fchmod(fd, stat.S_IMODE(mode) | 0o700)  # to remove its entries, its owner needs write and search
+    return fd
+
+
+def _clear(fd: int) -> list[str]:
+    """Unlink every entry of the open folder `fd` that is not a folder (files, links, fifos: never followed);
+    return the names of its subfolders."""
+    subfolders = []
+    with os.scandir(fd) as entries:
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                subfolders.append(e.name)
+            else:
+                try:
+                    os.unlink(e.name, dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+    return subfolders
