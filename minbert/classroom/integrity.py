@@ -107,7 +107,8 @@ class _Block:
         self.methods |= CONTAINER | MODULE | (NDARRAY if numpy else set())
 
     def path(self, node):
-        """'torch.nn.functional.softmax' for F.softmax (through the file's imports), or None."""
+        """'torch.nn.functional.softmax' for F.softmax, 'torch.nn.functional' for F (through the file's imports and
+        the block's; a name the function binds is not an import), or None."""
         base, parts = _dotted(node)
         if isinstance(base, ast.Name) and base.id in self.names and base.id not in self.bound:
             return ".".join([self.names[base.id], *parts])
@@ -208,8 +209,7 @@ class _Block:
         for n in self.nodes:
             if isinstance(n, (ast.Attribute, ast.Name)) and id(n) not in called and id(n) not in inner and \
                     isinstance(n.ctx, ast.Load):
-                path = self.path(n) if isinstance(n, ast.Attribute) else (
-                    self.names[n.id] if n.id in self.names and n.id not in self.bound else None)
+                path = self.path(n)
                 if path:
                     obj = resolve_path(path)
                     if obj is not None and (callable(obj) or inspect.ismodule(obj)) and not (
@@ -224,8 +224,7 @@ class _Block:
         records them)."""
         found = set()
         for n in self.nodes:
-            path = self.path(n) if isinstance(n, ast.Attribute) else (
-                self.names.get(n.id) if isinstance(n, ast.Name) and n.id not in self.bound else None)
+            path = self.path(n)
             obj = resolve_path(path) if path and path.startswith("torch.") else None
             if obj is not None and callable(obj) and not inspect.ismodule(obj):
                 found.add(call_name(obj))
