@@ -55,6 +55,11 @@ def per_seed(table: dict, name: str, metric: str) -> dict:
     return dict(zip(row["seeds"], row["scores"][metric]["values"]))
 
 
+def power(delta: float, sd: float, n: int, alpha: float) -> float:
+    """The two-sided paired t-test's power over n seeds at alpha if delta were the true effect and sd the true sd."""
+    return paired_t_power(abs(delta) * n ** 0.5 / sd, n - 1, alpha)
+
+
 def confirmation(exploratory: dict, fresh: dict) -> list[dict]:
     """One row per claim: the exploratory Δ (its seeds), the fresh Δ with its interval and Holm p over the family."""
     rows = []
@@ -70,8 +75,8 @@ def confirmation(exploratory: dict, fresh: dict) -> list[dict]:
         same_sign = (r["d"]["mean"] > 0) == (r["before"] > 0)
         r["verdict"] = "confirmed" if same_sign and r["d"]["p_holm"] < 0.05 else "not confirmed"
         n = len(r["seeds"])   # power against the exploratory Δ, taken as the truth, with the fresh sd
-        lam = abs(r["before"]) * n ** 0.5 / r["d"]["sd"]
-        r["power"] = {"first": paired_t_power(lam, n - 1, 0.05 / len(rows)), "last": paired_t_power(lam, n - 1, 0.05)}
+        r["power"] = {"first": power(r["before"], r["d"]["sd"], n, 0.05 / len(rows)),
+                      "last": power(r["before"], r["d"]["sd"], n, 0.05)}
     return rows
 
 
@@ -128,10 +133,6 @@ def compare(table: dict, runs: str, name: str, against: str, metric: str, n: int
     d["boot"] = bootstrap_difference(d["mean"], seed_example_bootstrap(*outputs)[metric].tolist())
     d["seeds"] = seeds
     return d
-
-
-def power(delta: float, sd: float, n: int, alpha: float) -> float:
-    return paired_t_power(abs(delta) * n ** 0.5 / sd, n - 1, alpha)
 
 
 def cells(d: dict) -> dict:
