@@ -29,7 +29,7 @@ from minbert.core.report import markdown_table  # noqa: E402
 from minbert.tools import study  # noqa: E402
 from minbert.tools.seed_example_bootstrap import scores_of, seed_example_bootstrap  # noqa: E402
 from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_difference, paired_difference  # noqa: E402
-from minbert.tools.seed_statistics import paired_t_power, sign_flip_floor  # noqa: E402
+from minbert.tools.seed_statistics import holm_verdict, paired_t_power, sign_flip_floor  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # (configuration, metric) as study_controls/PLAN.md lists them; what the exploratory set said is read from its table
@@ -168,9 +168,8 @@ def second_confirmation(write: bool = True) -> str:
     e_table = []
     for r in e_rows:
         d = r["d"]
-        verdict = "noise" if d["p_holm"] >= 0.05 else ("higher" if d["mean"] > 0 else "lower")
         e_table.append({"comparison": f"{r['id']} {r['name']} − {r['against']}, {r['metric']}", **cells(d),
-                        "Holm p": f"{d['p_holm']:.3f}", "verdict": verdict})
+                        "Holm p": f"{d['p_holm']:.3f}", "verdict": holm_verdict(d)})
     s_table = [{"comparison": f"{n} − {a}, {m} (exploratory)", **cells(compare(table, runs, n, a, m, k))}
                for n, a, m, k in SECONDARY]
     mach = table["machine"]
