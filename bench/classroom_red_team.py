@@ -84,9 +84,8 @@ def unreadable_zip(kind: str, path: Path) -> Path:
 
 
 def graded(sub: Path, key: str, out: Path, container: bool) -> dict:
-    cmd = [sys.executable, "-m", "minbert", "classroom", "grade", str(sub), "--assignments", key, "--json", str(out)]
-    if container:
-        cmd = ["setpriv", f"--bounding-set={DOCKER_CAPS}", "--inh-caps=-all", *cmd]
+    cmd = command([sys.executable, "-m", "minbert", "classroom", "grade", str(sub), "--assignments", key, "--json",
+                   str(out)], container)
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if r.returncode:
         return {"score": "refused", "tests": [{"output": (r.stderr.strip().splitlines() or ["?"])[-1],
@@ -102,6 +101,7 @@ def leftovers(grader_tmp: Path) -> str:
 
 
 def command(cmd: list, container: bool) -> list:
+    """`cmd`, or under --container `cmd` run by setpriv with Docker's default capabilities."""
     return ["setpriv", f"--bounding-set={DOCKER_CAPS}", "--inh-caps=-all", *cmd] if container else cmd
 
 

@@ -29,7 +29,7 @@ from minbert.core.report import markdown_table  # noqa: E402
 from minbert.tools import study  # noqa: E402
 from minbert.tools.seed_example_bootstrap import scores_of, seed_example_bootstrap  # noqa: E402
 from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_difference, paired_difference  # noqa: E402
-from minbert.tools.seed_statistics import paired_t_power, sign_flip_floor  # noqa: E402
+from minbert.tools.seed_statistics import holm_verdict, paired_t_power, sign_flip_floor  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # (configuration, metric) as study_controls/PLAN.md lists them; what the exploratory set said is read from its table
@@ -55,6 +55,11 @@ def per_seed(table: dict, name: str, metric: str) -> dict:
     return dict(zip(row["seeds"], row["scores"][metric]["values"]))
 
 
+def power(delta: float, sd: float, n: int, alpha: float) -> float:
+    """The two-sided paired t-test's power over n seeds at alpha if delta were the true effect and sd the true sd."""
+    return paired_t_power(abs(delta) * n ** 0.5 / sd, n - 1, alpha)
+
+
 def confirmation(exploratory: dict, fresh: dict) -> list[dict]:
     """One row per claim: the exploratory Δ (its seeds), the fresh Δ with its interval and Holm p over the family."""
     rows = []
@@ -70,8 +75,8 @@ def confirmation(exploratory: dict, fresh: dict) -> list[dict]:
         same_sign = (r["d"]["mean"] > 0) == (r["before"] > 0)
         r["verdict"] = "confirmed" if same_sign and r["d"]["p_holm"] < 0.05 else "not confirmed"
         n = len(r["seeds"])   # power against the exploratory Δ, taken as the truth, with the fresh sd
-        lam = abs(r["before"]) * n ** 0.5 / r["d"]["sd"]
-        r["power"] = {"first": paired_t_power(lam, n - 1, 0.05 / len(rows)), "last": paired_t_power(lam, n - 1, 0.05)}
+        r["power"] = {"first": power(r["before"], r["d"]["sd"], n, 0.05 / len(rows)),
+                      "last": power(r["before"], r["d"]["sd"], n, 0.05)}
     return rows
 
 
@@ -130,10 +135,6 @@ def compare(table: dict, runs: str, name: str, against: str, metric: str, n: int
     return d
 
 
-def power(delta: float, sd: float, n: int, alpha: float) -> float:
-    return paired_t_power(abs(delta) * n ** 0.5 / sd, n - 1, alpha)
-
-
 def cells(d: dict) -> dict:
     b = d["boot"]
     return {"n": str(len(d["seeds"])), "Δ [95%, seeds]": format_difference(d),
@@ -167,9 +168,8 @@ def second_confirmation(write: bool = True) -> str:
     e_table = []
     for r in e_rows:
         d = r["d"]
-        verdict = "noise" if d["p_holm"] >= 0.05 else ("higher" if d["mean"] > 0 else "lower")
         e_table.append({"comparison": f"{r['id']} {r['name']} − {r['against']}, {r['metric']}", **cells(d),
-                        "Holm p": f"{d['p_holm']:.3f}", "verdict": verdict})
+                        "Holm p": f"{d['p_holm']:.3f}", "verdict": holm_verdict(d)})
     s_table = [{"comparison": f"{n} − {a}, {m} (exploratory)", **cells(compare(table, runs, n, a, m, k))}
                for n, a, m, k in SECONDARY]
     mach = table["machine"]

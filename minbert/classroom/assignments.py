@@ -226,7 +226,17 @@ def omit(text: str, path: str, keys) -> str:
     """A file with each region `### BEGIN LEFT OUT <key>: what` ... `### END LEFT OUT` (given code that would do an
     assignment's job, such as AdamW's fused step) of an assignment in `keys` replaced by one comment line, "# Left
     out of the course copy: what"; the regions of other assignments lose their markers and keep their code."""
-    out, region = [], None
+    return _omitted(text, path, keys)[0]
+
+
+def left_out_lines(text: str, path: str) -> list[str]:
+    """The code lines of every left-out region of a file (none may show anywhere in the copy)."""
+    return _omitted(text, path, set(BY_KEY))[1]
+
+
+def _omitted(text: str, path: str, keys) -> tuple[str, list[str]]:
+    """(omit's text, the code lines it left out)."""
+    out, removed, region = [], [], None
     for n, line in enumerate(text.splitlines(keepends=True), 1):
         s = line.strip()
         if s.startswith(LEFT_OUT_BEGIN):
@@ -244,9 +254,11 @@ def omit(text: str, path: str, keys) -> str:
             region = None
         elif region not in keys:
             out.append(line)
+        else:
+            removed.append(line.rstrip("\r\n"))
     if region is not None:
         raise UserError(f"{path}: a '{LEFT_OUT_BEGIN} {region}' region is never closed by '{LEFT_OUT_END}'")
-    return "".join(out)
+    return "".join(out), removed
 
 
 def strip(text: str, path: str, selected: set, left_out=None) -> tuple[str, list[str]]:
@@ -283,17 +295,6 @@ def strip(text: str, path: str, selected: set, left_out=None) -> tuple[str, list
     if block is not None:
         raise UserError(f"{path}: a '{BEGIN} {block}' block is never closed by '{END}'")
     return "".join(out), removed
-
-
-def left_out_lines(text: str) -> list[str]:
-    """The code lines of every left-out region of a file (none may show anywhere in the copy)."""
-    lines, inside = [], False
-    for line in text.splitlines():
-        s = line.strip()
-        inside = s.startswith(LEFT_OUT_BEGIN) or (inside and not s.startswith(LEFT_OUT_END))
-        if inside and not s.startswith(LEFT_OUT_BEGIN):
-            lines.append(line)
-    return lines
 
 
 def stub_lines(selected) -> dict[str, list[str]]:

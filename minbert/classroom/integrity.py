@@ -83,11 +83,7 @@ class _Block:
         self.nodes = [n for n in ast.walk(tree) if lines.start <= getattr(n, "lineno", 0) < lines.stop]
         self.names = dict(names)                      # the file's imports, and the block's own
         for n in self.nodes:
-            if isinstance(n, ast.Import):
-                self.names.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
-                                   for a in n.names})
-            elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
-                self.names.update({a.asname or a.name: f"{n.module}.{a.name}" for a in n.names})
+            self.names.update(_imported(n))
         scope = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and f.lineno < lines.start and f.end_lineno >= lines.stop - 1]
         self.bound = set()
@@ -111,7 +107,8 @@ class _Block:
         self.methods |= CONTAINER | MODULE | (NDARRAY if numpy else set())
 
     def path(self, node):
-        """'torch.nn.functional.softmax' for F.softmax (through the file's imports), or None."""
+        """'torch.nn.functional.softmax' for F.softmax, 'torch.nn.functional' for F (through the file's imports and
+        the block's; a name the function binds is not an import), or None."""
         base, parts = _dotted(node)
         if isinstance(base, ast.Name) and base.id in self.names and base.id not in self.bound:
             return ".".join([self.names[base.id], *parts])
@@ -212,8 +209,7 @@ class _Block:
         for n in self.nodes:
             if isinstance(n, (ast.Attribute, ast.Name)) and id(n) not in called and id(n) not in inner and \
                     isinstance(n.ctx, ast.Load):
-                path = self.path(n) if isinstance(n, ast.Attribute) else (
-                    self.names[n.id] if n.id in self.names and n.id not in self.bound else None)
+                path = self.path(n)
                 if path:
                     obj = resolve_path(path)
                     if obj is not None and (callable(obj) or inspect.ismodule(obj)) and not (
@@ -228,8 +224,7 @@ class _Block:
         records them)."""
         found = set()
         for n in self.nodes:
-            path = self.path(n) if isinstance(n, ast.Attribute) else (
-                self.names.get(n.id) if isinstance(n, ast.Name) and n.id not in self.bound else None)
+            path = self.path(n)
             obj = resolve_path(path) if path and path.startswith("torch.") else None
             if obj is not None and callable(obj) and not inspect.ismodule(obj):
                 found.add(call_name(obj))
@@ -244,6 +239,16 @@ class _Block:
         return {k: v for k, v in found.items() if v}
 
 
+def _imported(node) -> dict:
+    """{local name: dotted path} an import statement binds (`import a.b` binds a; `from a import b as c`, c: a.b);
+    {} for any other node, and for a relative import."""
+    if isinstance(node, ast.Import):
+        return {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0] for a in node.names}
+    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        return {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
+    return {}
+
+
 def blocks_of(text: str, keys) -> list:
     """[(key, _Block)] for the solution blocks of `keys` in one laid-over file ([] if it does not parse)."""
     try:
@@ -253,13 +258,9 @@ def blocks_of(text: str, keys) -> list:
         return []                                        # scored 0 already, with its reason
     names, given, numpy = {}, set(), False
     for node in tree.body:                               # the file's own imports and definitions (given code)
+        names.update(_imported(node))
         if isinstance(node, ast.Import):
-            for a in node.names:
-                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-                numpy |= a.name == "numpy"
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                names[a.asname or a.name] = f"{node.module}.{a.name}"
+            numpy |= any(a.name == "numpy" for a in node.names)
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
             given.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):

@@ -547,7 +547,7 @@ def launch(spec: dict):
         _check_secrets(spec["secrets"])
     else:
         _limit(spec["limits"], False)
-        os.chdir(spec["box"].get("job", "/tmp"))
+        os.chdir(spec["cwd"])
     if fd != 3:
         os.dup2(fd, 3)
         os.close(fd)

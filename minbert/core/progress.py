@@ -87,9 +87,9 @@ class LogBar:
     `desc` names a phase (evaluation, predictions) in place of "epoch i/n"; a phase prints no first-step line."""
 
     def __init__(self, iterable, epoch: int, epochs: int, total: int, initial: int = 0, seconds: float = LOG_SECONDS,
-                 examples_per_step: int | None = None, stream=None, clock=time.monotonic, desc: str | None = None):
+                 stream=None, clock=time.monotonic, desc: str | None = None):
         self.iterable, self.epoch, self.epochs, self.total, self.initial = iterable, epoch, epochs, total, initial
-        self.seconds, self.examples_per_step, self.desc = seconds, examples_per_step, desc
+        self.seconds, self.desc = seconds, desc
         self.stream, self.clock = stream, clock
         self.postfix, self.lines, self.rate = {}, 0, RecentRate()
 
@@ -119,10 +119,8 @@ class LogBar:
         eta_run = eta_epoch + (self.epochs - self.epoch) * self.total / steps_per_s
         post = dict(self.postfix)
         rate = f"{steps_per_s:.2f} {'batches' if self.desc else 'steps'}/s"
-        if "ex/s" in post:
+        if "ex/s" in post:   # the training loop's recent rate (minbert/run/step_log.py)
             rate += f", {post.pop('ex/s')} ex/s"
-        elif self.examples_per_step:
-            rate += f", {steps_per_s * self.examples_per_step:.0f} ex/s"
         losses = " ".join(f"{k} {v}" for k, v in post.items())
         eta = (f"ETA {_duration(eta_epoch)}" if self.desc
                else f"ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}")
@@ -142,15 +140,13 @@ class LogBar:
         self.lines += 1
 
 
-def bar(iterable, epoch: int, epochs: int, total: int, initial: int = 0, disable: bool = False, args=None,
-        examples_per_step: int | None = None):
+def bar(iterable, epoch: int, epochs: int, total: int, initial: int = 0, disable: bool = False, args=None):
     """A tqdm bar on a terminal, else a LogBar (--log_seconds from `args`); `disable`: no output at all (ranks
     other than 0)."""
     if disable or on_terminal():
         from tqdm import tqdm
         return tqdm(iterable, desc=f"epoch {epoch}/{epochs}", initial=initial, total=total, disable=disable or None)
-    return LogBar(iterable, epoch, epochs, total, initial, seconds=getattr(args, "log_seconds", LOG_SECONDS),
-                  examples_per_step=examples_per_step)
+    return LogBar(iterable, epoch, epochs, total, initial, seconds=getattr(args, "log_seconds", LOG_SECONDS))
 
 
 def phase(iterable, desc: str, total: int, seconds: float = LOG_SECONDS):

@@ -32,7 +32,6 @@ import math
 from pathlib import Path
 
 import torch
-from torch import nn
 from tqdm import tqdm
 
 from minbert.bert.model import BertModel

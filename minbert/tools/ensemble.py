@@ -135,13 +135,18 @@ def bootstrap_overall(dev: list[dict], weightings: list[list[float]], resamples:
         idx = torch.randint(len(gold), (resamples, len(gold)), generator=g)                  # (R, N)
         preds = torch.stack([torch.tensor(combine(task, [m[task] for m in dev], w, "average"), dtype=torch.float64)
                              for w in weightings])                                               # (W, N)
-        if task == "sts":   # Pearson's r on each resample: centred products over the resampled pairs
-            x, y = preds[:, idx], gold[idx]                                                      # (W, R, N), (R, N)
-            x, y = x - x.mean(-1, keepdim=True), y - y.mean(-1, keepdim=True)
-            scores[task] = (x * y).sum(-1) / (x.square().sum(-1) * y.square().sum(-1)).sqrt()   # (W, R)
-        else:
-            scores[task] = (preds == gold).double()[:, idx].mean(-1)                            # (W, R)
+        scores[task] = resampled_scores(task, preds, gold, idx)                                  # (W, R)
     return cs224n_overall(scores["sst"], scores["para"], scores["sts"]).T                       # (R, W)
+
+
+def resampled_scores(task: str, preds: torch.Tensor, gold: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """(S, N) predictions (of S weightings or runs), (N,) gold, (R, N) resampled rows -> (S, R): the task's score of
+    each on each resample, accuracy, or for STS Pearson's r over the resampled pairs (centred products)."""
+    if task == "sts":
+        x, y = preds[:, idx], gold[idx]                                                          # (S, R, N), (R, N)
+        x, y = x - x.mean(-1, keepdim=True), y - y.mean(-1, keepdim=True)
+        return (x * y).sum(-1) / (x.square().sum(-1) * y.square().sum(-1)).sqrt()
+    return (preds[:, idx] == gold[idx]).double().mean(-1)
 
 
 def greedy_select(dev: list[dict], method: str = "average", max_rounds: int = 100) -> list[int]:

@@ -19,7 +19,7 @@ Left out: resampling within a seed's training (other batches, other dropout): th
 import torch
 
 from minbert.tasks.metrics import cs224n_overall
-from minbert.tools.ensemble import TASKS, aligned, combine
+from minbert.tools.ensemble import TASKS, aligned, combine, resampled_scores
 
 SCORES = {"sst": "sst_acc", "para": "para_acc", "sts": "sts_pearson"}
 
@@ -37,18 +37,9 @@ def scores_of(outputs: list[dict]) -> list[dict]:
     metrics.jsonl recorded for the epoch the outputs come from (to 4 decimals)."""
     preds, gold = run_predictions(outputs)
     every = {t: torch.arange(len(gold[t]))[None] for t in TASKS}                # (1, N): each example once
-    per_task = {t: _task_scores(t, preds[t], gold[t], every[t])[:, 0] for t in TASKS}
+    per_task = {t: resampled_scores(t, preds[t], gold[t], every[t])[:, 0] for t in TASKS}
     overall = cs224n_overall(*(per_task[t] for t in TASKS))
     return [{**{SCORES[t]: per_task[t][k].item() for t in TASKS}, "overall": overall[k].item()} for k in range(len(outputs))]
-
-
-def _task_scores(task: str, preds: torch.Tensor, gold: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """(S, N) predictions, (N,) gold, (R, N) resampled rows -> (S, R) the task's score of each run on each resample."""
-    if task == "sts":   # Pearson's r over the resampled pairs
-        x, y = preds[:, idx], gold[idx]                                    # (S, R, N), (R, N)
-        x, y = x - x.mean(-1, keepdim=True), y - y.mean(-1, keepdim=True)
-        return (x * y).sum(-1) / (x.square().sum(-1) * y.square().sum(-1)).sqrt()
-    return (preds[:, idx] == gold[idx]).double().mean(-1)
 
 
 def seed_example_bootstrap(arm: list[dict], base: list[dict], resamples: int = 2000, seed: int = 0,
@@ -67,7 +58,7 @@ def seed_example_bootstrap(arm: list[dict], base: list[dict], resamples: int = 2
         per_task = {}
         for task in TASKS:
             idx = torch.randint(len(gold[task]), (r, len(gold[task])), generator=g)        # (R, N) the drawn examples
-            s = _task_scores(task, preds[task], gold[task], idx)           # (2n, R)
+            s = resampled_scores(task, preds[task], gold[task], idx)       # (2n, R)
             per_task[task] = s[:n] - s[n:]                                 # (n, R) paired by seed
             per_task[task + "_scores"] = s
         overall = cs224n_overall(*(per_task[t + "_scores"] for t in TASKS))                # (2n, R)

@@ -255,6 +255,13 @@ def format_mean_sd(mean: float, sd: float | None, digits: int = 4) -> str:
     return f"{mean:.{digits}f}" + (f" ± {sd:.{digits}f}" if sd is not None else "")
 
 
+def format_bootstrap(b: dict, floor_note: str = "") -> str:
+    """"[-0.0012, +0.0034], p 0.004": bootstrap_difference's percentile interval and p; where no resample crossed 0,
+    "p < 2/resamples" (the smallest p it can give) followed by `floor_note`."""
+    p = f"p {b['p']:.3f}" if b["p"] > 0 else f"p < {2 / b['resamples']:.3f}{floor_note}"
+    return f"[{b['low']:+.4f}, {b['high']:+.4f}], {p}"
+
+
 def format_difference(d: dict | None, digits: int = 4) -> str:
     """"+0.0051 [-0.0043, +0.0144] (noise)"; only the mean where there is no interval; "–" for none."""
     if not d:

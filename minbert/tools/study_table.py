@@ -22,7 +22,8 @@ import platform
 import shlex
 
 from minbert.core.report import markdown_table, pyplot
-from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_difference, format_holm, format_mean_sd
+from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_bootstrap, format_difference, format_holm
+from minbert.tools.seed_statistics import format_mean_sd
 from minbert.tools.seed_statistics import format_power, mean_sd, paired_difference, power_note, sign_flip_note, t_interval
 
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
@@ -130,9 +131,7 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
             md += ("\nPaired bootstrap over the dev examples (each task's dev set resampled with replacement, "
                    f"{b['best_member']['resamples']} resamples, the same resample for the average and every member; "
                    "percentile 95% interval and two-sided bootstrap p): dev overall "
-                   + "; ".join(f"{b[k]['mean']:+.4f} [{b[k]['low']:+.4f}, {b[k]['high']:+.4f}], "
-                               + (f"p {b[k]['p']:.3f}" if b[k]["p"] > 0 else f"p < {2 / b[k]['resamples']:.3f} (no resample ≤ 0)")
-                               + f" against {what}"
+                   + "; ".join(f"{b[k]['mean']:+.4f} {format_bootstrap(b[k], ' (no resample ≤ 0)')} against {what}"
                                for k, what in (("members_mean", "the members' mean"), ("best_member", f"the best member (seed {best['seed']})")))
                    + ". It covers the dev sample only: not a new draw of seeds, and not the choice of the best member on "
                    "this same dev set.\n")
@@ -155,8 +154,7 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
     booted = {name: row for name, row in summary.items() if "seed_example" in row["difference"].get("overall", {})}
     if booted:
         first = next(iter(booted.values()))["difference"]["overall"]["seed_example"]
-        cell = lambda d: "–" if not d or "seed_example" not in d else "[{low:+.4f}, {high:+.4f}], ".format(**d["seed_example"]) + (
-            f"p {d['seed_example']['p']:.3f}" if d["seed_example"]["p"] > 0 else f"p < {2 / d['seed_example']['resamples']:.3f}")
+        cell = lambda d: "–" if not d or "seed_example" not in d else format_bootstrap(d["seed_example"])
         md += ("\n## Δ overall with the dev sets resampled too\n\nThe intervals above are over seeds only (unit: seeds, "
                "the dev sets held fixed). Here each of "
                f"{first['resamples']} resamples draws the paired seeds with replacement and each task's dev examples with "
