@@ -9,7 +9,8 @@
     cleanup.py     a grade's cleanup whatever ends it: folders removed without recursion, signals as Ctrl-C
     child.py       the child process: imports the submission, runs the cases, saves the outputs
     fence.py       the runtime fence in the child: every operator and torch call checked against the allow-lists
-    allowlists.py  the allow-lists: the shared tensor-maths vocabulary, each record's own entries derived and reviewed
+    allowlists.py  the allow-lists: the shared tensor-maths vocabulary, the review of each record's own entries
+    allowlist_recording.py  each record's own entries derived: what its reference runs, recorded in the child
     grade.py       the parent: one child per assignment, references, comparison, points per case
     results.py     the grade table, the isolation line, Gradescope's results.json
     hints.py       the usual mistakes, recognised by computing them

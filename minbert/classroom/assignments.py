@@ -62,7 +62,7 @@ class Assignment:
     # (module or class, attribute); "subclasses": (class, method) for every subclass of the class (those loaded by
     # then); "modules": modules whose every callable is refused
     ops: frozenset = frozenset()     # the fence's operators beyond the shared vocabulary: exactly what the reference
-    calls: frozenset = frozenset()   # runs, recorded (allowlists.py; `python -m minbert classroom allowlists`)
+    calls: frozenset = frozenset()   # runs, recorded (allowlist_recording.py; `python -m minbert classroom allowlists`)
     why_allowed: dict = field(default_factory=dict)   # entries that look like an answer, reviewed: why they stay
 
     @property

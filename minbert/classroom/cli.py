@@ -59,8 +59,8 @@ def main(argv=None):
               f"python -m minbert classroom grade {args.out}")
         return
     if args.command == "allowlists":
-        from minbert.classroom import allowlists
-        sys.exit(allowlists.main(keys))
+        from minbert.classroom import allowlist_recording
+        sys.exit(allowlist_recording.main(keys))
     from minbert.classroom import autograder, grade as G
     if args.command == "autograder":
         print(f"wrote {autograder.build(args.out, keys)}")

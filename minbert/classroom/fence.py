@@ -32,7 +32,7 @@ runs `mul_`, `lerp_`, `addcdiv_`, which AdamW's list must allow) computes with t
 child.py refuses those by name, and the integrity report flags any call not on the assignment's list.
 
 `Fence(None, None)` records instead of refusing: how `python -m minbert classroom allowlists` derives each list
-from the reference solution (allowlists.py).
+from the reference solution (allowlist_recording.py).
 """
 
 import sys

@@ -220,7 +220,7 @@ class _Block:
                             yield n, f"refers to {why}"
 
     def used(self) -> set:
-        """The torch callables this block's calls and references resolve to, by their call_name (how allowlists.py
+        """The torch callables this block's calls and references resolve to, by their call_name (how allowlist_recording.py
         records them)."""
         found = set()
         for n in self.nodes:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from classroom_helpers import ISOLATION, LEVEL, ROOT, solution, student, with_block  # noqa: F401 (student: a fixture)
 
-from minbert.classroom import allowlists, assignments as C, autograder, fence as FENCE, grade as G
+from minbert.classroom import allowlist_recording, allowlists, assignments as C, autograder, fence as FENCE, grade as G
 
 
 @contextlib.contextmanager
@@ -255,10 +255,10 @@ def test_a_thread_or_a_tensor_subclass_is_refused():
 @pytest.mark.slow
 @pytest.mark.parametrize("key", list(C.BY_KEY))
 def test_each_reference_stays_on_its_lists_on_cases_the_derivation_never_drew(key):
-    """Recorded through the grader's child process, as grading runs it, on seeds outside allowlists.SEEDS: the
+    """Recorded through the grader's child process, as grading runs it, on seeds outside allowlist_recording.SEEDS: the
     records hold exactly what the reference runs (beyond the shared vocabulary), and nothing new turns up."""
     a = C.BY_KEY[key]
-    got = allowlists.record(key, seeds=range(1000, 1006))
+    got = allowlist_recording.record(key, seeds=range(1000, 1006))
     assert not got["errors"], f"{key}: the reference raised {got['errors']}"
     assert set(got["ops"]) <= a.allowed_ops and set(got["calls"]) <= a.allowed_calls, (
         f"{key}: the reference ran {sorted(set(got['ops']) - a.allowed_ops)} {sorted(set(got['calls']) - a.allowed_calls)}"
@@ -269,7 +269,7 @@ def test_each_reference_stays_on_its_lists_on_cases_the_derivation_never_drew(ke
 def test_the_records_hold_what_the_recording_derives():
     """`python -m minbert classroom allowlists` exits 0: no record lacks what its reference runs, or keeps what it
     no longer runs, and every entry that looks like an answer is explained."""
-    assert allowlists.main() == 0
+    assert allowlist_recording.main() == 0
 
 
 # ---------------------------------------------------------------------- the red team's route, end to end
@@ -379,7 +379,7 @@ def test_the_copys_given_code_that_each_assignment_runs_stays_on_its_lists(stude
     for path in (template, *template.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
     for a in C.ASSIGNMENTS:
-        got = allowlists.record(a.key, seeds=range(2000, 2002), template=template)
+        got = allowlist_recording.record(a.key, seeds=range(2000, 2002), template=template)
         assert not got["errors"], f"{a.key}: the reference in the copy raised {got['errors']}"
         assert set(got["ops"]) <= a.allowed_ops and set(got["calls"]) <= a.allowed_calls, \
             f"{a.key}: {sorted(set(got['ops']) - a.allowed_ops)} {sorted(set(got['calls']) - a.allowed_calls)}"
