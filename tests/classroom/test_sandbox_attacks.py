@@ -9,6 +9,7 @@ sandbox off (`grade._ISOLATION = (False, ...)`, the self-check mode; see docs/cl
 Needs root and Linux namespaces (CI has both); skips, saying so, where they are missing.
 """
 
+import io
 import json
 import os
 import shutil
@@ -447,10 +448,24 @@ def test_child_built_objects_cannot_forge_a_pass(student, tmp_path):
     """The third red team: a Parameter whose instance attribute `double` is the class torch.DoubleTensor, sent
     through torch.load(weights_only=True) for every scalar output: `g.double()` gave an empty tensor, and
     isfinite(empty).all() and allclose(empty, w) are both True, so every scalar case passed with nothing
-    computed (12.6 points over four assignments; 3.3 of meanshift's 10 here). The parent now parses bytes."""
-    sub = with_block(student, tmp_path, "meanshift.py", "meanshift", PARAMETER_FORGERY)
+    computed (12.6 points over four assignments; 3.3 of meanshift's 10 here). Two defences, each checked alone:
+    the fence refuses torch.save in the box (its storage calls are on no list), and the parent parses bytes, so the
+    same torch.save bytes, built here and only written by the block, are refused as a frame."""
+    sub = with_block(student, tmp_path / "built", "meanshift.py", "meanshift", PARAMETER_FORGERY)
     entries = grade(sub, {"meanshift"})
     assert scores(entries) == {"meanshift": 0}, f"a child-built object scored: {first_failure(entries, 'meanshift')}"
+    assert "which assignment meanshift does not allow" in first_failure(entries, "meanshift"), \
+        f"the fence should refuse torch.save in the box: {first_failure(entries, 'meanshift')}"
+
+    p = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
+    p.double = torch.DoubleTensor
+    forged = io.BytesIO()
+    torch.save([{"bandwidth": p, "centers": p, "labels": p}] * 8, forged)
+    written = (f"_os = print.__self__.__getattribute__('__imp' + 'ort__')('os')\n"
+               f"_os.write(3, {forged.getvalue()!r})\n_os._exit(0)")
+    sub = with_block(student, tmp_path / "written", "meanshift.py", "meanshift", written)
+    entries = grade(sub, {"meanshift"})
+    assert scores(entries) == {"meanshift": 0}, f"forged bytes scored: {first_failure(entries, 'meanshift')}"
     assert "could not be read: the results do not start with the grader's header" in first_failure(entries, "meanshift")
 
 
