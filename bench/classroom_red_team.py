@@ -222,7 +222,7 @@ def main():
             flagged = len(report.get("extra_data", {}).get("integrity", {}).get(key, []))
             rows.append((name, key, report["score"], first, flagged))
             if "isolation: a separate user" in report.get("output", ""):
-                level = report["output"].split("(isolation: ", 1)[1].rstrip(")")
+                level = report["output"].split("(isolation: ", 1)[1].removesuffix(")")
             print(f"{name}: {key} {report['score']} (flagged lines: {flagged}) {first[:120]}", flush=True)
     where = "under Docker's default capabilities (setpriv)" if args.container else "as root"
     lines = [f"# The red team's submissions, graded {where}", "",
