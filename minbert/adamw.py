@@ -30,7 +30,8 @@ bert-base profile its sqrt alone was 10% of a bf16 step; alone, the fused step w
 MiniLM's parameters and 6.6x on bert-base's, bench/results/roofline.md). It applies the same
 equations, rounding in another order, so it agrees with the readable path to float rounding,
 which Adam's division by sqrt(v) can magnify on coordinates with tiny gradients: within 1% of lr
-after 3 steps of a tiny BERT in fp32, 10% in bf16 (tests/run/test_fast_paths.py). It is used only where it applies (every tensor of the group on one CPU/CUDA device, one floating
+after 3 steps of a tiny BERT in fp32, 10% in bf16 (tests/run/test_fast_paths.py). It is used only where it
+applies (every tensor of the group on one CPU/CUDA device, one floating
 dtype); anything else takes the readable path. The default is fused=False, so the code above
 stays what runs, what the classroom grades and what the tests compare against; the scripts turn
 it on with `--fast_paths` (minbert/run/fast_paths.py). The course copy leaves the fused step out

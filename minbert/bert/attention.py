@@ -70,7 +70,8 @@ class SelfAttention(nn.Module):
 
         if self.fast:
             # Same maths in one call; under autocast q may be bf16/fp16, and the mask must match it.
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype), dropout_p=self.dropout_prob if self.training else 0.0)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype),
+                                               dropout_p=self.dropout_prob if self.training else 0.0)
         else:
             # Hint: scores = Q Kᵀ/√D, plus the additive mask, softmax over the KEYS (last dim),
             # dropout on the probabilities (`dropout(probs, p, self.training)`), times V.

@@ -60,9 +60,11 @@ class GradientCompromise:
         self.sizes = np.asarray(sizes, dtype=np.float64)     # (K,) S_data
         K = len(self.task_names)
         if len(self.sizes) != K or (self.sizes <= 0).any():
-            raise ValueError(f"GradientCompromise: need one positive size per task {self.task_names}, got {list(sizes)}")
+            raise ValueError(f"GradientCompromise: need one positive size per task {self.task_names}, "
+                             f"got {list(sizes)}")
         if n_batches < K:
-            raise ValueError(f"GradientCompromise: n_batches must be at least the number of tasks ({K}), got {n_batches}")
+            raise ValueError("GradientCompromise: n_batches must be at least the number of tasks "
+                             f"({K}), got {n_batches}")
         self.n_batches, self.num_epochs, self.clip_high = n_batches, num_epochs, clip_high
         self.normalize = normalize
 
@@ -110,7 +112,8 @@ def add_args(parser) -> None:
     d = flags.defaults(GradientCompromise)
     g = parser.add_argument_group("Gradient Compromise (Pritsky et al., CS224N report, Alg. 1)")
     g.add_argument("--grad_compromise", type=flags.at_least(0), default=0,
-                   help="N batches per GradVac update: each task once, the rest by the corrected PAL schedule (0 = off)")
+                   help="N batches per GradVac update: each task once, the rest by the corrected PAL schedule "
+                        "(0 = off)")
     g.add_argument("--grad_compromise_clip_high", type=clip_high_value, default=d["clip_high"],
                    help="upper clip of the corrected probabilities p_b (1: a probability; inf: clip at 0 only)")
     g.add_argument("--grad_compromise_normalize", action="store_true",

@@ -63,7 +63,8 @@ def gradvac_algorithm_1(g: torch.Tensor, orders: list[list[int]], targets: torch
 
 
 # ------------------------------------------------------- 2) the same loop on K×K numbers: the Gram form
-def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: torch.Tensor, beta: float) -> tuple[torch.Tensor, int]:
+def gradvac_coefficients(gram: torch.Tensor, orders: list[list[int]], targets: torch.Tensor,
+                         beta: float) -> tuple[torch.Tensor, int]:
     """Algorithm 1 for one group on the Gram matrix. gram (K, K) float64 = g gᵀ; orders[i] lists
     the j ≠ i in visiting order; targets (K, K) float64 holds φ̂_ij and is updated in place.
     Returns coef (K, K) with g_i' = coef[i] · g, and the number of adjustments made."""
@@ -135,7 +136,8 @@ class GradVac(PCGrad):
         if groups is not None:
             # A partition, so every param has exactly one target set and none is forgotten.
             if sorted(n for group in groups for n in group) != list(range(len(self.params))):
-                raise ValueError(f"GradVac: groups must list each index 0..{len(self.params) - 1} of params exactly once")
+                raise ValueError(f"GradVac: groups must list each index 0..{len(self.params) - 1} "
+                                 "of params exactly once")
             self.groups = [list(group) for group in groups]
         self.beta = beta
         self.targets = None  # (K, K, G) float64, on the CPU like the rest of the K×K arithmetic

@@ -75,7 +75,8 @@ def add_args(parser) -> None:
                    help="first train each head alone on the frozen encoder for N epochs (Pritsky et al.: 25)")
     g.add_argument("--head_pretrain_patience", type=flags.at_least(0), default=d["patience"],
                    help="stop a head after N epochs without a better dev score (Pritsky et al.: 3; 0 = off)")
-    g.add_argument("--head_pretrain_lr", type=flags.positive, default=1e-3, help="lr of head pretraining (Pritsky et al.: 1e-3)")
+    g.add_argument("--head_pretrain_lr", type=flags.positive, default=1e-3,
+                   help="lr of head pretraining (Pritsky et al.: 1e-3)")
 
 
 def check_args(args, parser) -> None:

@@ -59,4 +59,5 @@ def scaled_task_loss(task: str, loss: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------- flags
 def add_args(parser) -> None:
     g = parser.add_argument_group("loss scaling (Muppet, arXiv:2101.11038 §3)")
-    g.add_argument("--scale_losses", action="store_true", help="divide each task loss by its uniform-predictor loss, ln(n)")
+    g.add_argument("--scale_losses", action="store_true",
+                   help="divide each task loss by its uniform-predictor loss, ln(n)")

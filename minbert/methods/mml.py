@@ -58,7 +58,8 @@ def resolve_num_heads(method: str, dim: int, num_heads: int | None = None) -> in
     fixed = METHODS[method]["num_heads"]
     if fixed is not None:
         if num_heads not in (None, fixed):
-            raise ValueError(f"minbert.methods.mml.resolve_num_heads: {method} uses {fixed} head(s), got num_heads={num_heads}")
+            raise ValueError(f"minbert.methods.mml.resolve_num_heads: {method} uses {fixed} head(s), got "
+                             f"num_heads={num_heads}")
         return fixed
     return dim if num_heads is None else num_heads
 
@@ -113,7 +114,8 @@ class MultiverseHeads(nn.Module):
         if reduction == "mean":
             total = total / self.active.sum()
         elif reduction != "sum":
-            raise ValueError(f"minbert.methods.mml.MultiverseHeads.task_loss: reduction must be 'sum' or 'mean', got {reduction!r}")
+            raise ValueError("minbert.methods.mml.MultiverseHeads.task_loss: reduction must be 'sum' or "
+                             f"'mean', got {reduction!r}")
         return total, per_head.detach()
 
     def multiverse_loss(self) -> torch.Tensor:
@@ -227,7 +229,8 @@ def add_args(parser) -> None:
     d = flags.defaults(HeadEliminator)
     g = parser.add_argument_group("MML (Malkiel & Wolf, EACL 2021, arXiv:1911.06182)")
     g.add_argument("--method", choices=list(METHODS), default="mml",
-                   help="mml, or a baseline of the paper's Table 1: bert, bert-drop, mv, ensemble (train_mml.py docstring)")
+                   help="mml, or a baseline of the paper's Table 1: bert, bert-drop, mv, ensemble "
+                        "(train_mml.py docstring)")
     g.add_argument("--heads", type=flags.at_least(1), default=None,
                    help="M for mml/mv/ensemble (default: hidden size D, e.g. 768); MV-5 is --method mv --heads 5")
     g.add_argument("--head_reduction", choices=["sum", "mean"], default="sum",

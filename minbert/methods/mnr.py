@@ -133,7 +133,8 @@ class MNRObjective:
     def __init__(self, weight: float = 1.0, score: str = "cosine", scale: float | None = None,
                  schedule: str = "add", num_epochs: int = 1, batches: str = "mixed"):
         if score not in SCORES or schedule not in SCHEDULES or batches not in BATCHES:
-            raise ValueError(f"MNRObjective: score must be one of {SCORES}, schedule one of {SCHEDULES} and batches one "
+            raise ValueError(f"MNRObjective: score must be one of {SCORES}, schedule one of "
+                             f"{SCHEDULES} and batches one "
                              f"of {BATCHES}, got {score!r}, {schedule!r}, {batches!r}")
         self.weight, self.score, self.schedule, self.num_epochs = weight, score, schedule, num_epochs
         self.scale = scale if scale is not None else (20.0 if score == "cosine" else 1.0)

@@ -112,7 +112,8 @@ def freeze_for_pals_after(model, train_heads: bool = False) -> None:
     """PALs after fine-tuning: everything but the PALs (and the heads if train_heads) stops
     training. `model` is a MultitaskBert whose PALs were just added with zero_init=True."""
     if model.pals is None:
-        raise ValueError("minbert.methods.pals.freeze_for_pals_after: the model has no PALs; build it with pals=PALs(..., zero_init=True)")
+        raise ValueError("minbert.methods.pals.freeze_for_pals_after: the model has no PALs; build it with "
+                         "pals=PALs(..., zero_init=True)")
     if any(V_D.weight.any() or V_D.bias.any() for V_D in model.pals.V_D.values()):
         raise UserError("minbert.methods.pals.freeze_for_pals_after: V_D is not zero, so the PALs would change the "
                          "fine-tuned model's outputs at step 0; build them with zero_init=True (--pals_init zero)")

@@ -133,9 +133,11 @@ class PCGrad:
         if reduction not in ("sum", "mean"):
             raise ValueError(f"{type(self).__name__}: reduction must be 'sum' or 'mean', got {reduction!r}")
         if len({id(p) for p in self.params}) != len(self.params):
-            raise ValueError(f"{type(self).__name__}: a parameter is listed twice (pass model.parameters(), which lists tied weights once)")
+            raise ValueError(f"{type(self).__name__}: a parameter is listed twice (pass model.parameters(), which "
+                             "lists tied weights once)")
         if not all(p.requires_grad for p in self.params):
-            raise ValueError(f"{type(self).__name__}: pass only trainable params: [p for p in model.parameters() if p.requires_grad]")
+            raise ValueError(f"{type(self).__name__}: pass only trainable params: [p for p in "
+                             "model.parameters() if p.requires_grad]")
         self.reduction = reduction
         self.groups = [list(range(len(self.params)))]  # PCGrad: the whole model is one group
         self.generator = torch.Generator().manual_seed(seed)
@@ -158,7 +160,8 @@ class PCGrad:
         if self.grads is None:
             self._allocate(len(losses))
         if len(losses) != self.num_tasks:
-            raise ValueError(f"{type(self).__name__}.accumulate: expected {self.num_tasks} losses (one per task, None if absent), got {len(losses)}")
+            raise ValueError(f"{type(self).__name__}.accumulate: expected {self.num_tasks} losses (one per task, None "
+                             f"if absent), got {len(losses)}")
         # A loss that needs no gradient (None, or built from frozen weights only) uses no param.
         live = [k for k, loss in enumerate(losses) if loss is not None and loss.requires_grad]
         for count, k in enumerate(live):

@@ -81,7 +81,8 @@ def add_args(parser) -> None:
     g.add_argument("--r3f_epsilon", type=flags.positive, default=d["epsilon"], help="noise size ε")
     g.add_argument("--r3f_noise", choices=["uniform", "normal"], default=d["noise"],
                    help="U(−ε, ε) (fairseq's default) or N(0, ε²)")
-    g.add_argument("--r4f", action="store_true", help="R4F: R3F (needs --r3f λ) plus spectral norm on each head's final linear layer")
+    g.add_argument("--r4f", action="store_true",
+                   help="R4F: R3F (needs --r3f λ) plus spectral norm on each head's final linear layer")
 
 
 def check_args(args, parser) -> None:

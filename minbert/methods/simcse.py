@@ -82,7 +82,8 @@ class SimCSE(nn.Module):
         """Make the MLP part of the test-time encoder: copy it into the encoder's pooler, the same
         Linear(C, C) + tanh of the [CLS] vector (supervised SimCSE, App. A)."""
         if self.pooling != "cls":
-            raise ValueError("minbert.methods.simcse.SimCSE.keep_mlp: the pooler reads [CLS]; an MLP on mean pooling cannot be kept")
+            raise ValueError("minbert.methods.simcse.SimCSE.keep_mlp: the pooler reads [CLS]; an MLP on mean "
+                             "pooling cannot be kept")
         with torch.no_grad():
             self.encoder.pooler.dense.weight.copy_(self.mlp[0].weight)
             self.encoder.pooler.dense.bias.copy_(self.mlp[0].bias)

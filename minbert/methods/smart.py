@@ -37,7 +37,8 @@ from minbert.core import flags
 
 def divergence(task: str, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """ℓ_s for one head type, mean over the batch, computed in fp32: symmetric KL of softmax for 'sst';
-    Bernoulli symmetric KL (softmax over [0, z], i.e. sigmoid) for the one-logit 'para' head; squared error for 'sts'."""
+    Bernoulli symmetric KL (softmax over [0, z], i.e. sigmoid) for the one-logit 'para' head; squared error for
+    'sts'."""
     # Hint: ℓ_s of the module docstring, mean over the batch, in fp32: sts squared error; sst symmetric
     # KL of the softmaxes, KL(P‖Q) + KL(Q‖P); para the same for the two-class distribution
     # [1 − sigmoid(z), sigmoid(z)] (a softmax over ONE logit is always 1). Use log_softmax.

@@ -118,12 +118,14 @@ def for_task(weights, task: str) -> list[float]:
 def dev_scores(dev: list[dict], weights, method: str) -> dict:
     """{sst_acc, para_acc, sts_pearson, overall} of the ensemble on dev. dev: per member {task: entry};
     weights: a list, or {task: list}."""
-    s = {SCORE_KEYS[t]: score(t, combine(t, [m[t] for m in dev], for_task(weights, t), method), dev[0][t]["labels"]) for t in TASKS}
+    s = {SCORE_KEYS[t]: score(t, combine(t, [m[t] for m in dev], for_task(weights, t), method), dev[0][t]["labels"])
+         for t in TASKS}
     s["overall"] = cs224n_overall(s["sst_acc"], s["para_acc"], s["sts_pearson"])
     return s
 
 
-def bootstrap_overall(dev: list[dict], weightings: list[list[float]], resamples: int = 2000, seed: int = 0) -> torch.Tensor:
+def bootstrap_overall(dev: list[dict], weightings: list[list[float]], resamples: int = 2000,
+                      seed: int = 0) -> torch.Tensor:
     """Dev overall of each weighting (e.g. the uniform average, or one member alone: [0, 0, 1, 0, 0]) on `resamples`
     bootstrap resamples of the dev examples, (R, W). Paired: every weighting is scored on the same resample, so a
     difference of two columns is a paired bootstrap difference (Efron & Tibshirani 1993, §16.4). Each task's dev
@@ -242,20 +244,27 @@ def parse_weights(text: str, n: int) -> list[float] | None:
     except ValueError:
         weights = []
     if len(weights) != n or min(weights) < 0 or sum(weights) <= 0:
-        raise UserError(f"--weights {text}: expected 'greedy', 'ranked', 'ranked_overall', 'uniform' or {n} non-negative numbers "
+        raise UserError(f"--weights {text}: expected 'greedy', 'ranked', 'ranked_overall', 'uniform' or {n} "
+                        "non-negative numbers "
                         "separated by commas, one per RUN_DIR, not all 0")
     return weights
 
 
 def add_args(p) -> None:
     g = p.add_argument_group("Ensembles (Song, Hu & Pan §3.1, Algorithm 1; Caruana et al. 2004)")
-    g.add_argument("runs", nargs="+", help="--out_dir folders of finished train_multitask.py runs (each holds outputs.pt)")
-    g.add_argument("--method", choices=METHODS, default="average", help="average: weighted mean of probabilities/scores (the report's best); vote: weighted majority vote of classes")
+    g.add_argument("runs", nargs="+",
+                   help="--out_dir folders of finished train_multitask.py runs (each holds outputs.pt)")
+    g.add_argument("--method", choices=METHODS, default="average",
+                   help="average: weighted mean of probabilities/scores (the report's best); vote: weighted "
+                        "majority vote of classes")
     g.add_argument("--weights", default="greedy",
-                   help="greedy: fitted on dev by forward selection with replacement; ranked: the report's Algorithm 1, per task, with --prior; "
+                   help="greedy: fitted on dev by forward selection with replacement; ranked: the report's Algorithm "
+                        "1, per task, with --prior; "
                         "ranked_overall: one pass ranked by dev overall; uniform; or one number per run, e.g. 2,1,1")
-    g.add_argument("--prior", default=None, help="with --weights ranked: Algorithm 1's prior weight of each run, e.g. 2,1,1 (default 1 each)")
-    g.add_argument("--out_dir", default="runs/ensemble", help="predictions/ (the handout's six files), members.md, members.json")
+    g.add_argument("--prior", default=None,
+                   help="with --weights ranked: Algorithm 1's prior weight of each run, e.g. 2,1,1 (default 1 each)")
+    g.add_argument("--out_dir", default="runs/ensemble",
+                   help="predictions/ (the handout's six files), members.md, members.json")
     g.add_argument("--overwrite", action="store_true",
                    help="replace the predictions/, members.md and members.json already in --out_dir (default: refuse)")
 
@@ -292,7 +301,8 @@ def main(argv=None):
     rows = []
     for k, run_dir in enumerate(args.runs):
         one = [1.0 if j == k else 0.0 for j in range(len(runs))]
-        rows.append({"member": run_dir, "weight": shown(k), **{key: round(v, 4) for key, v in dev_scores(dev, one, "average").items()}})
+        rows.append({"member": run_dir, "weight": shown(k),
+                     **{key: round(v, 4) for key, v in dev_scores(dev, one, "average").items()}})
     ensemble = dev_scores(dev, weights, args.method)
     rows.append({"member": f"ensemble ({args.method}, {args.weights} weights)", "weight": "",
                  **{key: round(v, 4) for key, v in ensemble.items()}})
@@ -309,7 +319,8 @@ def main(argv=None):
     table = markdown_table(rows, ["member", "weight", "sst_acc", "para_acc", "sts_pearson", "overall"])
     with open(os.path.join(args.out_dir, "members.md"), "w") as f:
         f.write(table + "\n")
-    write_json(os.path.join(args.out_dir, "members.json"), {"method": args.method, "weights_from": args.weights, "prior": prior,
+    write_json(os.path.join(args.out_dir, "members.json"),
+               {"method": args.method, "weights_from": args.weights, "prior": prior,
                                                             "weights": weights, "rows": rows})
     print(table)
     fitted = args.weights in FITTED   # then the dev score is optimistic

@@ -57,8 +57,8 @@ from minbert.core.report import markdown_table, pyplot
 from minbert.methods.mml import METHODS
 from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs
 from minbert.tasks.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
-from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, format_power, mean_sd
-from minbert.tools.seed_statistics import paired_difference, power_note, sign_flip_note
+from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, format_power
+from minbert.tools.seed_statistics import mean_sd, paired_difference, power_note, sign_flip_note
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
 PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # the columns of Tables 2-5
@@ -68,25 +68,37 @@ SPLITS = ("train", "dev")
 def add_args(p) -> None:
     """The study's flags: the grid, and the train_mml.py flags every run shares."""
     g = p.add_argument_group("MML study (Malkiel & Wolf 2021: Table 1, Tables 2-5, Figure 3)")
-    g.add_argument("--tasks", default="RTE,MRPC", help="comma list of training tasks; two of one category (nli/similarity) give hold-out cells")
-    g.add_argument("--methods", default=DEFAULT_METHODS, help="comma list; keep bert, the reference of every improvement column")
+    g.add_argument("--tasks", default="RTE,MRPC",
+                   help="comma list of training tasks; two of one category (nli/similarity) give hold-out cells")
+    g.add_argument("--methods", default=DEFAULT_METHODS,
+                   help="comma list; keep bert, the reference of every improvement column")
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; tables show mean ± std over them")
     g.add_argument("--model", default="bert-base-uncased", help="as train_mml.py --model; minilm-l6 runs offline")
-    g.add_argument("--epochs", type=at_least(1), default=None, help="per run; default: the paper's 10/30/100 for large/medium/small sets (minbert.methods.mml_protocol.paper_epochs)")
-    g.add_argument("--limit", type=at_least(0), default=0, help="at most N examples per split in every run (smoke studies)")
+    g.add_argument("--epochs", type=at_least(1), default=None,
+                   help="per run; default: the paper's 10/30/100 for large/medium/small sets "
+                        "(minbert.methods.mml_protocol.paper_epochs)")
+    g.add_argument("--limit", type=at_least(0), default=0,
+                   help="at most N examples per split in every run (smoke studies)")
     g.add_argument("--batch_size", type=at_least(1), default=32, help="as train_mml.py")
-    g.add_argument("--max_seq_len", type=between(5, 512, int), default=128, help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
+    g.add_argument("--max_seq_len", type=between(5, 512, int), default=128,
+                   help="as train_mml.py; 64 halves CPU time on RTE/MRPC at a small cost")
     g.add_argument("--lr", type=positive, default=2e-5, help="as train_mml.py")
-    g.add_argument("--amp", choices=AMP_CHOICES, default="auto", help="as train_mml.py (auto: bf16 where the machine has it natively)")
-    g.add_argument("--eliminate_every", type=at_least(1), default=1000, help="as train_mml.py; lower it for short runs so mml eliminates at all")
-    g.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05, help="as train_mml.py; short runs need ~0.001 (head losses barely spread yet)")
+    g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                   help="as train_mml.py (auto: bf16 where the machine has it natively)")
+    g.add_argument("--eliminate_every", type=at_least(1), default=1000,
+                   help="as train_mml.py; lower it for short runs so mml eliminates at all")
+    g.add_argument("--min_bandwidth", type=at_least(0.0, float), default=0.05,
+                   help="as train_mml.py; short runs need ~0.001 (head losses barely spread yet)")
     g.add_argument("--device", default="auto", help="as train_mml.py")
     g.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout")
     g.add_argument("--profile_on", choices=["error", "score"], default="error",
-                   help="Figure 3: error (its caption: error ≤ τ × lowest error) or score (§4.2's text: best/score ≤ τ)")
+                   help="Figure 3: error (its caption: error ≤ τ × lowest error) or score (§4.2's text: "
+                        "best/score ≤ τ)")
     g.add_argument("--delete_checkpoints", action="store_true",
-                   help="delete best.pt/last.pt of each finished run once scored (the tables need none; MiniLM: ~0.4 GB per run)")
-    g.add_argument("--extra_datasets", default="", help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
+                   help="delete best.pt/last.pt of each finished run once scored (the tables need none; "
+                        "MiniLM: ~0.4 GB per run)")
+    g.add_argument("--extra_datasets", default="",
+                   help="comma list of category datasets outside the paper's tables to evaluate on too, e.g. Quora")
     g.add_argument("--out_dir", default="runs/mml_study", help="one folder per run, plus the tables and the profile")
     g.add_argument("--tables_only", action="store_true",
                    help="train nothing: rewrite the tables from the finished records (stops if one is missing)")
@@ -142,11 +154,13 @@ def paper_name(name):
 
 
 def category_tasks(task, glue_dir, extra=()):
-    """The paper's datasets of `task`'s category (plus `extra`) whose dev file exists under glue_dir, `task` included."""
+    """The paper's datasets of `task`'s category (plus `extra`) whose dev file exists under glue_dir, `task`
+    included."""
     info = TASKS[task]
     if info.category is None:
         return []
-    return [t for t, i in TASKS.items() if i.category == info.category and (t in PAPER_DATASETS or t in extra or t == task)
+    return [t for t, i in TASKS.items() if i.category == info.category
+            and (t in PAPER_DATASETS or t in extra or t == task)
             and os.path.isfile(os.path.join(glue_dir, i.folder, i.splits["dev"]))]
 
 
@@ -240,13 +254,16 @@ def main(argv=None):
             if finished(run_dir, epochs[task], evals):
                 print(f"skip {run_dir}: finished")
             elif args.tables_only:
-                raise UserError(f"{run_dir}: no finished record, and --tables_only trains nothing; drop the flag to run it")
+                raise UserError(f"{run_dir}: no finished record, and --tables_only trains nothing; "
+                                "drop the flag to run it")
             else:
                 argv_run = ["--task", task, "--method", method, "--model", args.model, "--glue_dir", args.glue_dir,
-                            "--epochs", str(epochs[task]), "--limit", str(args.limit), "--batch_size", str(args.batch_size),
+                            "--epochs", str(epochs[task]), "--limit", str(args.limit), "--batch_size",
+                            str(args.batch_size),
                             "--max_seq_len", str(args.max_seq_len), "--lr", str(args.lr), "--amp", args.amp,
                             "--eliminate_every", str(args.eliminate_every), "--min_bandwidth", str(args.min_bandwidth),
-                            "--device", args.device, "--seed", str(seed), "--out_dir", run_dir, "--eval_tasks", ",".join(evals)]
+                            "--device", args.device, "--seed", str(seed), "--out_dir", run_dir, "--eval_tasks",
+                            ",".join(evals)]
                 if heads is not None:
                     argv_run += ["--heads", str(heads)]
                 resume = latest_checkpoint(run_dir)
@@ -254,7 +271,8 @@ def main(argv=None):
                     argv_run += ["--resume", resume]
                 print("run train_mml.py", " ".join(argv_run))
                 train_mml.main(argv_run)
-            if args.delete_checkpoints and finished(run_dir, epochs[task], evals):   # scored: the tables need no weights
+            # scored: the tables need no weights
+            if args.delete_checkpoints and finished(run_dir, epochs[task], evals):
                 for checkpoint in ("best.pt", "last.pt", "interrupted.pt"):
                     if os.path.isfile(os.path.join(run_dir, checkpoint)):
                         os.remove(os.path.join(run_dir, checkpoint))
@@ -298,7 +316,8 @@ def write_table1(args, runs):
         row["Average"] = f"{mean_sd(per_seed[m]['Average'])[0]:.1f}"   # = the mean of the task means
         rows.append(row)
         if m != "bert" and "bert" in per_seed:
-            difference[m] = {t: paired_difference(per_seed[m][t], per_seed["bert"][t]) for t in [*args.tasks, "Average"]}
+            difference[m] = {t: paired_difference(per_seed[m][t], per_seed["bert"][t])
+                             for t in [*args.tasks, "Average"]}
             diff_rows.append({"model": paper_name(m), **{t: format_difference(d, 1) for t, d in difference[m].items()}})
     for t in [*args.tasks, "Average"]:   # one Holm family per column: every method against BERT
         add_holm([difference[m][t] for m in difference])
@@ -306,7 +325,8 @@ def write_table1(args, runs):
     heads = {m: {t: mean_sd([runs[t, m, s][0]["active_heads"] for s in args.seeds]) for t in args.tasks}
              for m in args.methods if split_method(m)[0] == "mml"}
     for m, by_task in heads.items():
-        rows.append({"model": f"{paper_name(m)} #heads", **{t: format_mean_sd(mu, sd, 0) for t, (mu, sd) in by_task.items()},
+        rows.append({"model": f"{paper_name(m)} #heads",
+                     **{t: format_mean_sd(mu, sd, 0) for t, (mu, sd) in by_task.items()},
                      "Average": "–"})
     columns = ["model", *[f"{t}" for t in args.tasks], "Average"]
     metrics = ", ".join(f"{t} {PAPER_METRIC[t]}" for t in args.tasks)
@@ -322,9 +342,11 @@ def write_table1(args, runs):
                "adjusted p, the verdict at 0.05 on it (higher / lower than BERT, or noise), then the unadjusted p. "
                "Read verdicts from this table; the intervals above are unadjusted. " + sign_flip_note(len(args.seeds))
                + "\n\n" + markdown_table(holm_rows, columns) + "\n")
-        power_rows = [{"model": paper_name(m), **{t: format_power(d, len(args.seeds), len(difference), 1) for t, d in difference[m].items()}}
+        power_rows = [{"model": paper_name(m),
+                       **{t: format_power(d, len(args.seeds), len(difference), 1) for t, d in difference[m].items()}}
                       for m in difference]
-        md += ("\n## Power: the difference these seeds could detect (×100)\n\n" + power_note(len(args.seeds), len(difference))
+        md += ("\n## Power: the difference these seeds could detect (×100)\n\n"
+               + power_note(len(args.seeds), len(difference))
                + f" Cell: at 0.05 / at 0.05/{len(difference)}.\n\n" + markdown_table(power_rows, columns) + "\n")
     with open(os.path.join(args.out_dir, "table1.md"), "w") as f:
         f.write(md)
@@ -364,8 +386,10 @@ def write_cross(args, runs):
                 row = {"model": f"{paper_name(m)}-{t}"}
                 for e in datasets:
                     row[e] = "/".join(pct(cells.get(e, {}).get(s)) for s in SPLITS)
-                gains = {s: (row_improvement(acc, m, t, datasets, s) if m != "bert" and "bert" in acc else None) for s in SPLITS}
-                row["Improvement compared to BERT"] = "-" if m == "bert" else "/".join(pct(gains[s], True) for s in SPLITS)
+                gains = {s: (row_improvement(acc, m, t, datasets, s) if m != "bert" and "bert" in acc else None)
+                         for s in SPLITS}
+                row["Improvement compared to BERT"] = "-" if m == "bert" else "/".join(pct(gains[s], True)
+                                                                                       for s in SPLITS)
                 rows.append(row)
                 rep["rows"].append({"method": m, "train_task": t, "accuracy": cells,
                                     "std": std.get(m, {}).get(t, {}), "improvement_pct": gains})
@@ -373,9 +397,11 @@ def write_cross(args, runs):
             if m == "bert" or "bert" not in acc:
                 continue
             gains = {e: {s: column_improvement(acc, m, e, tasks, s) for s in SPLITS} for e in datasets}
-            rows.append({"model": f"{paper_name(m)} impr.", **{e: "/".join(pct(g[s], True) for s in SPLITS) for e, g in gains.items()}})
+            rows.append({"model": f"{paper_name(m)} impr.",
+                         **{e: "/".join(pct(g[s], True) for s in SPLITS) for e, g in gains.items()}})
             rep["impr"][m] = gains
-        md.append(f"## {cat}: train/dev accuracy ×100 (seed means)\n\n" + markdown_table(rows, ["model", *datasets, "Improvement compared to BERT"]))
+        md.append(f"## {cat}: train/dev accuracy ×100 (seed means)\n\n"
+                  + markdown_table(rows, ["model", *datasets, "Improvement compared to BERT"]))
         rep["difference_from_bert"], diff_md = holdout_differences(per_seed, tasks, datasets, args.methods)
         if diff_md:
             md.append(diff_md)
@@ -387,7 +413,8 @@ def write_cross(args, runs):
                     if e != t and all(x is not None for x in cell):
                         errors.append({m: cost(a, args.profile_on) for m, a in zip(args.methods, cell)})
     head = ("# Tables 2-5: cross-dataset evaluation (rows: model trained on one task; cells train/dev accuracy ×100 "
-            "in the category's binary space; the diagonal is the in-dataset score). Last column: mean over the hold-out "
+            "in the category's binary space; the diagonal is the in-dataset score). Last column: "
+            "mean over the hold-out "
             "datasets (diagonal excluded) of (acc / acc of BERT trained on the same task − 1), train/dev. "
             "\"impr.\" rows: the same ratio averaged down each column over the models trained on the other tasks.\n\n")
     with open(os.path.join(args.out_dir, "cross_dataset.md"), "w") as f:
@@ -423,16 +450,20 @@ def holdout_differences(per_seed, tasks, datasets, methods):
                  for t in tasks for m in methods if t in out.get(m, {})]
     n = len(next(d for m, t in keys for d in out[m][t].values())["values"])   # seeds per cell
     family = {c: sum(c in out[m][t] for m, t in keys) for c in columns}   # Holm's m: the rows that have the column
-    power_rows = [{"model": f"{paper_name(m)}-{t}", **{c: format_power(d, n, family[c], 1) for c, d in out[m][t].items()}}
+    power_rows = [{"model": f"{paper_name(m)}-{t}",
+                   **{c: format_power(d, n, family[c], 1) for c, d in out[m][t].items()}}
                   for t in tasks for m in methods if t in out.get(m, {})]
     m_shown = max(family.values())   # every column of the shipped tables has the same number of rows
     return out, ("### Hold-out cells: difference from BERT trained on the same task, paired by seed (×100)\n\n"
                  "mean [95% t-interval over seeds, n − 1 df]; \"(noise)\": the interval contains 0.\n\n"
                  + markdown_table(rows, ["model", *columns])
-                 + "\n\nHolm-adjusted p of each cell above (paired t-test over seeds, Holm over the rows of each column; "
-                 "verdict at 0.05 on the adjusted p, then the unadjusted p and the sign-flip p). " + sign_flip_note(n) + "\n\n"
+                 + "\n\nHolm-adjusted p of each cell above (paired t-test over seeds, Holm over the "
+                   "rows of each column; "
+                 "verdict at 0.05 on the adjusted p, then the unadjusted p and the sign-flip p). " + sign_flip_note(n)
+                 + "\n\n"
                  + markdown_table(holm_rows, ["model", *columns])
-                 + "\n\nPower (×100): " + power_note(n, m_shown) + " Cell: at 0.05 / at 0.05/m, m the rows of its column"
+                 + "\n\nPower (×100): " + power_note(n, m_shown)
+                 + " Cell: at 0.05 / at 0.05/m, m the rows of its column"
                  + (f" ({m_shown})" if len(set(family.values())) == 1 else "") + ".\n\n"
                  + markdown_table(power_rows, ["model", *columns]))
 

@@ -39,7 +39,8 @@ def scores_of(outputs: list[dict]) -> list[dict]:
     every = {t: torch.arange(len(gold[t]))[None] for t in TASKS}                # (1, N): each example once
     per_task = {t: resampled_scores(t, preds[t], gold[t], every[t])[:, 0] for t in TASKS}
     overall = cs224n_overall(*(per_task[t] for t in TASKS))
-    return [{**{SCORES[t]: per_task[t][k].item() for t in TASKS}, "overall": overall[k].item()} for k in range(len(outputs))]
+    return [{**{SCORES[t]: per_task[t][k].item() for t in TASKS}, "overall": overall[k].item()}
+            for k in range(len(outputs))]
 
 
 def seed_example_bootstrap(arm: list[dict], base: list[dict], resamples: int = 2000, seed: int = 0,
@@ -47,7 +48,8 @@ def seed_example_bootstrap(arm: list[dict], base: list[dict], resamples: int = 2
     """arm[k], base[k]: the outputs.pt of the two configurations at the same seed k. Returns {metric: (R,)} the
     resampled mean paired difference arm − base, for sst_acc, para_acc, sts_pearson and overall."""
     if len(arm) != len(base) or len(arm) < 2:
-        raise ValueError(f"seed_example_bootstrap: needs the same n >= 2 seeds for both, got {len(arm)} and {len(base)}")
+        raise ValueError(f"seed_example_bootstrap: needs the same n >= 2 seeds for both, got {len(arm)} and "
+                         f"{len(base)}")
     n = len(arm)
     preds, gold = run_predictions(arm + base)                              # rows 0..n-1: arm, n..2n-1: base
     g = torch.Generator().manual_seed(seed)

@@ -115,7 +115,8 @@ def sign_flip_pvalue(diffs: list[float]) -> float | None:
     if n < 2:
         return None
     observed = abs(sum(diffs)) * (1 - 1e-12)
-    hits = sum(abs(sum(d if (mask >> i) & 1 else -d for i, d in enumerate(diffs))) >= observed for mask in range(2 ** n))
+    hits = sum(abs(sum(d if (mask >> i) & 1 else -d for i, d in enumerate(diffs))) >= observed
+               for mask in range(2 ** n))
     return hits / 2 ** n
 
 
@@ -135,7 +136,8 @@ def paired_t_power(noncentrality: float, df: int, alpha: float = 0.05) -> float:
     c = t_quantile(1 - alpha / 2, df)
     steps = 2 * max(1000, math.ceil(120 * c))
     h = 12 / steps
-    log_norm = math.log(2) + (df / 2) * math.log(df / 2) - math.lgamma(df / 2)   # U's density: 2 (df/2)^{df/2} / Γ(df/2) u^{df−1} e^{−df u²/2}
+    # U's density: 2 (df/2)^{df/2} / Γ(df/2) u^{df−1} e^{−df u²/2}
+    log_norm = math.log(2) + (df / 2) * math.log(df / 2) - math.lgamma(df / 2)
     total = 0.0
     for i in range(steps + 1):
         u = i * h

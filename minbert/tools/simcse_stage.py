@@ -84,33 +84,55 @@ def read_nli(path: str) -> list[tuple[str, str, str]]:
 def add_args(p) -> None:
     """SimCSE's flags (Gao et al. 2021; defaults: App. A, unsupervised BERT-base)."""
     g = p.add_argument_group("SimCSE (Gao, Yao & Chen 2021, arXiv:2104.08821)")
-    g.add_argument("--model", default="bert-base-uncased", help="encoder to start from: hub name, local folder, or 'minilm-l6' (offline)")
-    g.add_argument("--data", default="cs224n", help="'cs224n' (the task sentences under --data_dir) or a text file, one sentence per line")
-    g.add_argument("--para_train", default=None, help="with --data cs224n: the Quora training file (default DATA_DIR/quora-train.csv; e.g. quora-train-sample.csv)")
-    g.add_argument("--nli", default=None, help="supervised SimCSE: a file with columns sent0, sent1, hard_neg (entailment positives, contradiction negatives)")
-    g.add_argument("--data_dir", default=DEFAULT_DATA_DIR, help="folder with the CS224N files (train sentences; sts-dev.csv for the report)")
-    g.add_argument("--pooling", choices=POOLINGS, default="cls", help="cls: [CLS] + MLP in training (paper); mean: for minilm-l6")
+    g.add_argument("--model", default="bert-base-uncased",
+                   help="encoder to start from: hub name, local folder, or 'minilm-l6' (offline)")
+    g.add_argument("--data", default="cs224n",
+                   help="'cs224n' (the task sentences under --data_dir) or a text file, one sentence per line")
+    g.add_argument("--para_train", default=None,
+                   help="with --data cs224n: the Quora training file (default DATA_DIR/quora-train.csv; e.g. "
+                        "quora-train-sample.csv)")
+    g.add_argument("--nli", default=None,
+                   help="supervised SimCSE: a file with columns sent0, sent1, hard_neg (entailment positives, "
+                        "contradiction negatives)")
+    g.add_argument("--data_dir", default=DEFAULT_DATA_DIR,
+                   help="folder with the CS224N files (train sentences; sts-dev.csv for the report)")
+    g.add_argument("--pooling", choices=POOLINGS, default="cls",
+                   help="cls: [CLS] + MLP in training (paper); mean: for minilm-l6")
     g.add_argument("--test_mlp", choices=["auto", "keep", "drop"], default="auto",
-                   help="MLP at test time, exported as the encoder's pooler: auto = the paper's (App. A): keep for supervised, drop for unsupervised")
-    g.add_argument("--temperature", type=flags.positive, default=TEMPERATURE, help="τ of the InfoNCE loss (paper: 0.05)")
-    g.add_argument("--lr", type=flags.positive, default=3e-5, help="paper: 3e-5 unsupervised (bert-base), 5e-5 supervised")
-    g.add_argument("--weight_decay", type=flags.at_least(0.0, float), default=0.0, help="AdamW decoupled decay (paper: 0; Song/Hu/Pan varied it)")
+                   help="MLP at test time, exported as the encoder's pooler: auto = the paper's (App. A): keep for "
+                        "supervised, drop for unsupervised")
+    g.add_argument("--temperature", type=flags.positive, default=TEMPERATURE,
+                   help="τ of the InfoNCE loss (paper: 0.05)")
+    g.add_argument("--lr", type=flags.positive, default=3e-5,
+                   help="paper: 3e-5 unsupervised (bert-base), 5e-5 supervised")
+    g.add_argument("--weight_decay", type=flags.at_least(0.0, float), default=0.0,
+                   help="AdamW decoupled decay (paper: 0; Song/Hu/Pan varied it)")
     g.add_argument("--attention_dropout", type=flags.between(0.0, 0.99), default=None,
-                   help="BERT's attention-probability dropout during SimCSE (default: the model's config, 0.1 for bert-base; Song/Hu/Pan varied it)")
+                   help="BERT's attention-probability dropout during SimCSE (default: the model's config, 0.1 for "
+                        "bert-base; Song/Hu/Pan varied it)")
     g.add_argument("--hidden_dropout", type=flags.between(0.0, 0.99), default=None,
-                   help="BERT's hidden dropout, SimCSE's augmentation (default: the model's config, 0.1 = the paper's p)")
-    g.add_argument("--batch_size", type=flags.at_least(2), default=64, help="N sentences per step; paper: 64 unsupervised, 512 supervised")
-    g.add_argument("--max_seq_len", type=flags.between(5, 512, int), default=32, help="truncate to this many tokens (paper: 32)")
-    g.add_argument("--epochs", type=flags.at_least(1), default=1, help="passes over the sentences (paper: 1 unsupervised, 3 supervised)")
-    g.add_argument("--max_steps", type=flags.at_least(0), default=0, help="stop after this many steps (0 = all epochs): short CPU budgets")
-    g.add_argument("--limit", type=flags.at_least(0), default=0, help="use at most N training sentences (and N STS dev pairs): smoke runs")
+                   help="BERT's hidden dropout, SimCSE's augmentation (default: the model's config, "
+                        "0.1 = the paper's p)")
+    g.add_argument("--batch_size", type=flags.at_least(2), default=64,
+                   help="N sentences per step; paper: 64 unsupervised, 512 supervised")
+    g.add_argument("--max_seq_len", type=flags.between(5, 512, int), default=32,
+                   help="truncate to this many tokens (paper: 32)")
+    g.add_argument("--epochs", type=flags.at_least(1), default=1,
+                   help="passes over the sentences (paper: 1 unsupervised, 3 supervised)")
+    g.add_argument("--max_steps", type=flags.at_least(0), default=0,
+                   help="stop after this many steps (0 = all epochs): short CPU budgets")
+    g.add_argument("--limit", type=flags.at_least(0), default=0,
+                   help="use at most N training sentences (and N STS dev pairs): smoke runs")
     g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
     g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
-                   help="mixed precision of the forward passes (the loss is fp32); auto: bf16 where the machine has it natively, else off")
+                   help="mixed precision of the forward passes (the loss is fp32); auto: bf16 where the machine has "
+                        "it natively, else off")
     add_threads_arg(g)
     g.add_argument("--seed", type=int, default=42)
-    g.add_argument("--out_dir", default="runs/simcse", help="model/ (the encoder for --model of the next stage) and metrics.json")
-    g.add_argument("--overwrite", action="store_true", help="replace the model/ and metrics.json already in --out_dir (default: refuse)")
+    g.add_argument("--out_dir", default="runs/simcse",
+                   help="model/ (the encoder for --model of the next stage) and metrics.json")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the model/ and metrics.json already in --out_dir (default: refuse)")
 
 
 def check_args(args, p) -> None:
@@ -153,7 +175,8 @@ def main(argv=None):
     rows = rows[: args.limit or None]
     sts_dev = read_sts(os.path.join(args.data_dir, CS224N_FILES["sts_dev"]))[: args.limit or None]
     print(f"SimCSE ({'supervised' if supervised else 'unsupervised'}) from {args.model}: {len(rows)} "
-          f"{'triples' if supervised else 'sentences'}, pooling {args.pooling}, τ {args.temperature}, device {device}, amp {args.amp} ({amp_reason}), "
+          f"{'triples' if supervised else 'sentences'}, pooling {args.pooling}, τ {args.temperature}, device {device}, "
+          f"amp {args.amp} ({amp_reason}), "
           f"MLP at test time: {'kept (as the pooler)' if keep_mlp else 'dropped'}")
 
     def report():

@@ -9,12 +9,13 @@ so rerunning the same command finishes an interrupted study and ends with the sa
 
 Configurations (`CONFIGS`; each adds flags to the common budget, the arguments after `--`):
   baseline, pals, smart, r3f, pcgrad, gradvac, grad_compromise, grad_compromise_normalize (its other reading:
-  each loss weighted by S / Σ S, see minbert/methods/gradient_compromise.py), annealed, mnr (Benton: cosine STS head, dot-scored
-  MNR on positives-only batches, first half of the epochs), concat (Benton's one-pass tanh STS head),
+  each loss weighted by S / Σ S, see minbert/methods/gradient_compromise.py), annealed, mnr (Benton: cosine STS
+  head, dot-scored MNR on positives-only batches, first half of the epochs), concat (Benton's one-pass tanh STS head),
   simcse (python -m minbert simcse on the CS224N training sentences, then fine-tuning from its encoder),
   cosine (mnr's cosine STS head without MNR: the control for MNR), baseline_accum4 (4 batches per update, as Gradient
-  Compromise: the control for its fewer, larger updates), baseline_every_task (one batch of each task per update, summed:
-  PCGrad's and GradVac's three task batches and 63 updates per epoch without the surgery, their control), head_pretraining (Pritsky et al.: each head alone first,
+  Compromise: the control for its fewer, larger updates), baseline_every_task (one batch of each task per
+  update, summed: PCGrad's and GradVac's three task batches and 63 updates per epoch without the surgery, their
+  control), head_pretraining (Pritsky et al.: each head alone first,
   a frozen-encoder pass over every training set on top of the budget: 30,582 examples on the shipped data),
   head_pretraining_charged (the same, paid from the budget: fine-tuning is cut by the head pass's cost, a frozen
   example at 1/3 of a trained one, FROZEN_EXAMPLE_COST), pals_after (Pritsky et al. §3.3.2: fine-tune for
@@ -38,7 +39,8 @@ Outputs in OUT_DIR:
                           the history kept in --results_dir.
   --results_dir DIR gets a copy of those small files (e.g. bench/results/study), the table so far after every
   seed, and each finished run's metrics.jsonl and outputs.pt under DIR/runs/: commit them, and a later session
-  (whose OUT_DIR is gone) skips those runs. The runs stay in OUT_DIR, and a finished run's best.pt/last.pt are deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
+  (whose OUT_DIR is gone) skips those runs. The runs stay in OUT_DIR, and a finished run's best.pt/last.pt are
+  deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
   --keep_checkpoints: 45 MiniLM runs would otherwise fill ~25 GB.
 
     python -m minbert study --configs baseline,pals,smart --seeds 1,2,3 --out_dir runs/study -- --model minilm-l6 ...
@@ -70,7 +72,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Muppet's natural mix are about; --examples_per_epoch (a study flag) sets the compute instead.
 DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "--head_lr", "1e-3",
                   "--hidden_dropout_prob", "0.1", "--batch_size", "32", "--epochs", "2",
-                  "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]   # dev scores only: no test predictions
+                  # dev scores only: no test predictions
+                  "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]
 # An example read with the encoder frozen (one forward under no_grad) costs 1/3 of a fine-tuning example (forward
 # and backward): the usual 2N vs 6N FLOPs per token of a model with N parameters (Kaplan et al. 2020, §2.1).
 FROZEN_EXAMPLE_COST = 1 / 3
@@ -87,7 +90,8 @@ CONFIGS = {
     "annealed": ["--schedule", "annealed"],
     "mnr": ["--sts_head", "cosine", "--mnr", "1", "--mnr_score", "dot", "--mnr_schedule", "first_half"],
     "concat": ["--sts_head", "cross_tanh"],
-    # Controls (docs/studies.md). cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by seed).
+    # Controls (docs/studies.md). cosine: mnr's STS head without MNR, so MNR's own effect is mnr − cosine (paired by
+    # seed).
     # baseline_accum4: the baseline with Gradient Compromise's 4 batches per update (47 updates per epoch, not 188),
     # so grad_compromise − baseline_accum4 is the method at an equal number of updates.
     "cosine": ["--sts_head", "cosine"],
@@ -196,7 +200,8 @@ def examples_per_step(name: str, budget: list[str]) -> int:
     return int(last("--batch_size", "8")) * int(last("--grad_accum", "1")) * batches_per_step(args, len(READERS))
 
 
-def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str, select_epoch: str = "last") -> list[str]:
+def train_command(budget: list[str], extra: list[str], seed: int, run_dir: str,
+                  select_epoch: str = "last") -> list[str]:
     """train_multitask.py with the budget, the configuration's flags, the seed, the epoch kept (--select_epoch), and
     every output inside run_dir."""
     outs = []
@@ -294,7 +299,8 @@ class Runner:
                 raise StopStudy(f"interrupted (the run saved its state, exit status {status}); "
                                 "rerun the same command to continue") from None
         if status != 0:
-            raise StopStudy(f"a run stopped with exit status {status} (see {log}); rerun the same command to continue it")
+            raise StopStudy(f"a run stopped with exit status {status} (see {log}); rerun the same "
+                            "command to continue it")
 
     def train(self, budget, extra, seed, run_dir) -> None:
         """One train_multitask.py run, skipped when finished, resumed when a checkpoint exists."""
@@ -303,7 +309,8 @@ class Runner:
             self.tidy(run_dir)
             return
         if self.tables_only:
-            raise StopStudy(f"{run_dir} has no finished record and --tables_only trains nothing: drop the flag to run it")
+            raise StopStudy(f"{run_dir} has no finished record and --tables_only trains nothing: "
+                            "drop the flag to run it")
         command = train_command(budget, extra, seed, run_dir, self.select_epoch)
         resume = latest_checkpoint(run_dir)
         if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
@@ -322,12 +329,14 @@ def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir:
     """Run (or resume) one configuration at one seed; returns the folder whose metrics.jsonl scores it."""
     run_dir = os.path.join(out_dir, name, f"seed{seed}")
     budget = budget + steps_per_epoch(name, budget, examples)
-    if name in ("simcse", "pals_after") and runner.restore(run_dir, 1 if name == "pals_after" else budget_epochs(budget)):
+    if name in ("simcse", "pals_after") and runner.restore(run_dir, 1 if name == "pals_after"
+                                                           else budget_epochs(budget)):
         return run_dir   # finished in an earlier session: its first stage is not needed again
     if name == "simcse":
         encoder = os.path.join(run_dir, "simcse")
         if not os.path.isfile(os.path.join(encoder, "model", "config.json")):
-            command = [sys.executable, "-m", "minbert", "simcse", "--model", budget_value(budget, "--model", "bert-base-uncased"),
+            command = [sys.executable, "-m", "minbert", "simcse", "--model",
+                       budget_value(budget, "--model", "bert-base-uncased"),
                        "--data_dir", budget_value(budget, "--data_dir", "data"), "--pooling",
                        "mean" if budget_value(budget, "--pooling", "pooler") == "mean" else "cls",
                        *SIMCSE_ARGS, "--max_steps", str(simcse_steps), "--seed", str(seed), "--out_dir", encoder,
@@ -337,7 +346,8 @@ def run_config(runner: Runner, name: str, seed: int, budget: list[str], out_dir:
     elif name == "pals_after":
         epochs = budget_epochs(budget)
         if epochs < 2:
-            raise UserError("pals_after at an equal budget needs --epochs >= 2 (E − 1 epochs of fine-tuning, then 1 of PALs)")
+            raise UserError("pals_after at an equal budget needs --epochs >= 2 (E − 1 epochs of "
+                            "fine-tuning, then 1 of PALs)")
         first = os.path.join(run_dir, "finetune")
         runner.train(with_epochs(budget, epochs - 1), [], seed, first)
         runner.train(with_epochs(budget, 1), ["--pals_after", first], seed, run_dir)
@@ -365,7 +375,8 @@ def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
     result = os.path.join(folder, "members.json")
     members = [os.path.join(out_dir, "baseline", f"seed{s}") for s in seeds]
     if not os.path.isfile(result):
-        runner.run([sys.executable, "-m", "minbert", "ensemble", *members, "--method", "average", "--weights", "uniform",
+        runner.run([sys.executable, "-m", "minbert", "ensemble", *members, "--method", "average", "--weights",
+                    "uniform",
                     "--out_dir", folder, "--overwrite"], os.path.join(folder, "log.txt"))   # redone if cut short
     with open(result) as f:
         row = json.load(f)["rows"][-1]
@@ -375,7 +386,8 @@ def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
     from minbert.tools.ensemble import aligned, bootstrap_overall
     dev = aligned([load_outputs(m) for m in members], "dev")
     one_hot = [[float(j == k) for j in range(len(members))] for k in range(len(members))]
-    return {**{m: row[m] for m in METRICS}, "bootstrap_overall": bootstrap_overall(dev, [[1.0] * len(members), *one_hot]).tolist()}
+    return {**{m: row[m] for m in METRICS},
+            "bootstrap_overall": bootstrap_overall(dev, [[1.0] * len(members), *one_hot]).tolist()}
 
 
 # ---------------------------------------------------------------------- the command
@@ -383,7 +395,8 @@ def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
 
 def add_args(p) -> None:
     g = p.add_argument_group("The multitask study (docs/studies.md)")
-    g.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of configurations, from {', '.join(CONFIGS)}")
+    g.add_argument("--configs", default=",".join(CONFIGS),
+                   help=f"comma list of configurations, from {', '.join(CONFIGS)}")
     g.add_argument("--seeds", default="1,2,3", help="comma list of seeds; every configuration runs every seed (paired)")
     g.add_argument("--seeds_per_config", default="",
                    help="NAME=N,...: NAME runs on the first N of --seeds only (a plan giving each claim the seeds its "
@@ -392,15 +405,24 @@ def add_args(p) -> None:
                    help="the epoch each run is scored at: last = the final epoch, fixed in advance (no choice on the "
                         "scored dev set); best = the best dev overall (how the studies before it were made)")
     g.add_argument("--examples_per_epoch", type=at_least(0), default=6000,
-                   help="training examples per epoch of every run (sets --steps_per_epoch per configuration; 0: one pass)")
-    g.add_argument("--simcse_steps", type=at_least(1), default=200, help="SimCSE steps (batch 64, CS224N sentences) of the simcse configuration")
-    g.add_argument("--max_runs", type=at_least(0), default=0, help="stop after starting N runs (0 = all): a study in slices")
-    g.add_argument("--in_process", action="store_true", help="run every stage as a function call in this process, not a subprocess (tests, debugging)")
-    g.add_argument("--keep_checkpoints", action="store_true", help="keep best.pt/last.pt of finished runs (default: deleted; ~0.5 GB per MiniLM run)")
+                   help="training examples per epoch of every run (sets --steps_per_epoch per "
+                        "configuration; 0: one pass)")
+    g.add_argument("--simcse_steps", type=at_least(1), default=200,
+                   help="SimCSE steps (batch 64, CS224N sentences) of the simcse configuration")
+    g.add_argument("--max_runs", type=at_least(0), default=0,
+                   help="stop after starting N runs (0 = all): a study in slices")
+    g.add_argument("--in_process", action="store_true",
+                   help="run every stage as a function call in this process, not a subprocess (tests, debugging)")
+    g.add_argument("--keep_checkpoints", action="store_true",
+                   help="keep best.pt/last.pt of finished runs (default: deleted; ~0.5 GB per MiniLM run)")
     g.add_argument("--tables_only", action="store_true",
-                   help="train nothing: rewrite the tables from the finished records in --results_dir, keeping the machine they were measured on")
-    g.add_argument("--results_dir", default=None, help="also copy table.md/.json, study.png, machine.json, commands.txt here (e.g. bench/results/study)")
-    g.add_argument("--out_dir", default="runs/study", help="one folder per run, table.md/.json, study.png, machine.json, commands.txt")
+                   help="train nothing: rewrite the tables from the finished records in --results_dir, keeping the "
+                        "machine they were measured on")
+    g.add_argument("--results_dir", default=None,
+                   help="also copy table.md/.json, study.png, machine.json, commands.txt here (e.g. "
+                        "bench/results/study)")
+    g.add_argument("--out_dir", default="runs/study",
+                   help="one folder per run, table.md/.json, study.png, machine.json, commands.txt")
 
 
 def parse_args(argv=None):
@@ -426,7 +448,8 @@ def parse_args(argv=None):
     for item in filter(None, args.seeds_per_config.split(",")):
         name, _, n = item.partition("=")
         if name not in args.configs or not n.isdigit() or not 1 <= int(n) <= len(args.seeds):
-            p.error(f"--seeds_per_config {item!r}: expected NAME=N with NAME in --configs and N in 1..{len(args.seeds)}")
+            p.error(f"--seeds_per_config {item!r}: expected NAME=N with NAME in --configs and N in "
+                    f"1..{len(args.seeds)}")
         args.seeds_of[name] = args.seeds[:int(n)]
     if "ensemble" in args.configs and "baseline" not in args.configs:
         p.error("--configs ensemble averages the baseline seeds: add baseline")
@@ -446,18 +469,22 @@ def main(argv=None):
             record = json.load(f)
         measured_on, made_with = record["machine"], record.get("select_epoch", "best")   # older studies: best
         if made_with != args.select_epoch:
-            raise UserError(f"{kept}: its runs were scored and their outputs.pt written with --select_epoch {made_with}; "
+            raise UserError(f"{kept}: its runs were scored and their outputs.pt written with "
+                            f"--select_epoch {made_with}; "
                             f"rewrite their tables with --select_epoch {made_with}")
     else:
         measured_on = machine()
-    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds, "configs": args.configs,
+    header = {"budget": args.budget, "examples_per_epoch": args.examples_per_epoch, "seeds": args.seeds,
+              "configs": args.configs,
               "select_epoch": args.select_epoch,
-              "fewer_seeds": {c: len(s) for c, s in args.seeds_of.items() if len(s) < len(args.seeds)}, "machine": measured_on}
+              "fewer_seeds": {c: len(s) for c, s in args.seeds_of.items() if len(s) < len(args.seeds)},
+              "machine": measured_on}
     if not args.tables_only:   # a table rewrite runs nothing: machine.json and commands.txt stay as they are
         with open(os.path.join(args.out_dir, "machine.json"), "w") as f:
             json.dump(header, f, indent=1)
         continue_history(args.out_dir, args.results_dir, header["machine"])
-    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir, args.tables_only,
+    runner = Runner(args.out_dir, args.max_runs, args.in_process, args.keep_checkpoints, args.results_dir,
+                    args.tables_only,
                     args.select_epoch)
     scores = {}
     try:
@@ -465,7 +492,8 @@ def main(argv=None):
         for done, seed in enumerate(args.seeds, 1):
             for name in args.configs:
                 if name != "ensemble" and seed in args.seeds_of[name]:
-                    run = run_config(runner, name, seed, args.budget, args.out_dir, args.simcse_steps, args.examples_per_epoch)
+                    run = run_config(runner, name, seed, args.budget, args.out_dir, args.simcse_steps,
+                                     args.examples_per_epoch)
                     scores.setdefault(name, {})[seed] = kept_scores(run, args.select_epoch)
             if done < len(args.seeds):   # the table so far: a study stopped early still reports its finished seeds
                 report(args, summarise(scores, args.seeds[:done], None), header)
@@ -512,7 +540,8 @@ def report(args, summary: dict, header: dict) -> str:
     plot(os.path.join(args.out_dir, "study.png"), summary)
     if args.results_dir:   # the small files worth committing; the runs stay in out_dir
         os.makedirs(args.results_dir, exist_ok=True)
-        records = () if getattr(args, "tables_only", False) else ("machine.json", "commands.txt")   # a rewrite keeps them
+        # a rewrite keeps them
+        records = () if getattr(args, "tables_only", False) else ("machine.json", "commands.txt")
         for name in ("table.md", "table.json", "study.png", *records):
             if os.path.isfile(os.path.join(args.out_dir, name)):
                 shutil.copy(os.path.join(args.out_dir, name), os.path.join(args.results_dir, name))

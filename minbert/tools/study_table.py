@@ -2,7 +2,8 @@
 
 minbert.tools.study runs the configurations; this file turns scores[config][seed] into
   table.md / table.json   per configuration: dev SST acc, Quora acc, STS r and overall of the kept model (the
-                          final epoch, or the best-epoch one: the study's --select_epoch), mean ± sd over seeds; its paired difference from the baseline on the same seed,
+                          final epoch, or the best-epoch one: the study's --select_epoch), mean ± sd over seeds;
+                          its paired difference from the baseline on the same seed,
                           mean with a 95% t-interval over seeds, d̄ ± t_{0.975, n−1} · s_d / √n (Student, n − 1
                           degrees of freedom); and, for a configuration with a control (CONTROLS), its paired
                           difference from that control. Below each: the paired t-test's p, Holm-adjusted over
@@ -22,9 +23,9 @@ import platform
 import shlex
 
 from minbert.core.report import markdown_table, pyplot
-from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_bootstrap, format_difference, format_holm
-from minbert.tools.seed_statistics import format_mean_sd
-from minbert.tools.seed_statistics import format_power, mean_sd, paired_difference, power_note, sign_flip_note, t_interval
+from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_bootstrap, format_difference
+from minbert.tools.seed_statistics import format_holm, format_mean_sd, format_power, mean_sd, paired_difference
+from minbert.tools.seed_statistics import power_note, sign_flip_note, t_interval
 
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
 # A configuration's control: what it differs from in exactly one respect, so its effect is the
@@ -70,10 +71,12 @@ def summarise(scores: dict, seeds: list[int], ensemble: dict | None, resampled: 
                 d = out[name][which]["overall"]
                 d["seed_example"] = bootstrap_difference(d["mean"], against[key])
     if ensemble is not None:
-        row = {"seeds": seeds, "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
+        row = {"seeds": seeds,
+               "scores": {m: {"mean": ensemble[m], "sd": None, "values": [ensemble[m]]} for m in METRICS},
                "difference": {}}
         if "baseline" in out:
-            row["difference"] = {m: {"mean": ensemble[m] - out["baseline"]["scores"][m]["mean"], "low": None, "high": None,
+            row["difference"] = {m: {"mean": ensemble[m] - out["baseline"]["scores"][m]["mean"], "low": None,
+                                     "high": None,
                                      "values": None, "inside_noise": None} for m in METRICS}
             # Song/Hu/Pan compare their ensemble with their best single model: the member with the highest dev
             # overall (chosen on the same dev set the ensemble is scored on, so this favours the member).
@@ -95,7 +98,8 @@ def summarise(scores: dict, seeds: list[int], ensemble: dict | None, resampled: 
 def write_table(out_dir: str, summary: dict, header: dict) -> str:
     rows = []
     for name, row in summary.items():
-        cells = {"configuration": name, "n": len(row["seeds"]) if name != "ensemble" else f"1 ({len(row['seeds'])} members)"}
+        cells = {"configuration": name,
+                 "n": len(row["seeds"]) if name != "ensemble" else f"1 ({len(row['seeds'])} members)"}
         for m in METRICS:
             s = row["scores"][m]
             cells[m] = format_mean_sd(s["mean"], s["sd"])
@@ -105,8 +109,10 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
         rows.append(cells)
     columns = ["configuration", "n", *METRICS, "Δ overall vs baseline [95% CI]", *(f"Δ {m}" for m in METRICS[:3])]
     holm_rows = [{"configuration": name, **{f"Δ {m}": format_holm(row["difference"].get(m)) for m in METRICS}}
-                 for name, row in summary.items() if any(row["difference"].get(m, {}).get("p") is not None for m in METRICS)]
-    kept = {"best": "the kept (best-epoch) model", "last": "the final epoch (fixed in advance)"}[header.get("select_epoch", "best")]
+                 for name, row in summary.items()
+                 if any(row["difference"].get(m, {}).get("p") is not None for m in METRICS)]
+    kept = {"best": "the kept (best-epoch) model",
+            "last": "the final epoch (fixed in advance)"}[header.get("select_epoch", "best")]
     fewer = header.get("fewer_seeds", {})   # configurations run on the first k seeds only
     md = (f"# Multitask study: dev scores of {kept}, mean ± sd over seeds\n\n"
           f"Budget (every run): `{shlex.join(header['budget'])}`, {header['examples_per_epoch'] or 'one pass of'} "
@@ -114,7 +120,8 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
           + (" (" + ", ".join(f"{n}: the first {k}" for n, k in fewer.items()) + ")" if fewer else "") + ". "
           "Δ: paired difference from the baseline on the same seed, mean [95% t-interval over seeds, n − 1 df]; "
           "\"(noise)\": the interval contains 0. The ensemble is one model, a uniform average of the baseline seeds' "
-          "outputs: its Δ here is against the baseline mean, without a seed interval (its bootstrap intervals are below "
+          "outputs: its Δ here is against the baseline mean, without a seed interval (its bootstrap "
+          "intervals are below "
           "the table).\n\n"
           f"Machine: {describe(header['machine'])}.\n\n"
           + markdown_table(rows, columns) + "\n")
@@ -123,7 +130,8 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
         vs_mean, vs_best, best = ens["difference"], ens["difference_vs_best_member"], ens["best_member"]
         md += ("\nUniform seed average against its members: dev overall "
                f"{ens['scores']['overall']['mean']:.4f}; {vs_mean['overall']['mean']:+.4f} against the members' mean "
-               f"({summary['baseline']['scores']['overall']['mean']:.4f}); {vs_best['overall']:+.4f} against the best member "
+               f"({summary['baseline']['scores']['overall']['mean']:.4f}); {vs_best['overall']:+.4f} "
+               "against the best member "
                f"(seed {best['seed']}, {best['overall']:.4f}, picked by the same dev set), per task "
                + ", ".join(f"{m} {vs_best[m]:+.4f}" for m in METRICS[:3]) + ".\n")
         if "bootstrap" in ens:
@@ -132,8 +140,10 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                    f"{b['best_member']['resamples']} resamples, the same resample for the average and every member; "
                    "percentile 95% interval and two-sided bootstrap p): dev overall "
                    + "; ".join(f"{b[k]['mean']:+.4f} {format_bootstrap(b[k], ' (no resample ≤ 0)')} against {what}"
-                               for k, what in (("members_mean", "the members' mean"), ("best_member", f"the best member (seed {best['seed']})")))
-                   + ". It covers the dev sample only: not a new draw of seeds, and not the choice of the best member on "
+                               for k, what in (("members_mean", "the members' mean"),
+                                               ("best_member", f"the best member (seed {best['seed']})")))
+                   + ". It covers the dev sample only: not a new draw of seeds, and not the choice "
+                     "of the best member on "
                    "this same dev set.\n")
     if holm_rows:
         family = sum(1 for r in holm_rows if r["Δ overall"] != "–")
@@ -145,29 +155,39 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                + sign_flip_note(min(len(r["seeds"]) for r in summary.values())) + "\n\n"
                + markdown_table(holm_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
         n = len(header["seeds"])   # the caption's; each cell is at its own row's n (the seeds its differences pair)
-        power_rows = [{"configuration": name, **{f"Δ {m}": format_power(row["difference"].get(m), len(row["difference"][m]["values"]), family)
+        power_rows = [{"configuration": name,
+                       **{f"Δ {m}": format_power(row["difference"].get(m), len(row["difference"][m]["values"]), family)
                                                  for m in METRICS}}
                       for name, row in summary.items() if row["difference"].get("overall", {}).get("p") is not None]
-        md += ("\n## Power: the |Δ| these seeds could detect\n\n" + power_note(n, family) + (" Rows with fewer seeds: at their own n." if fewer else "")
+        md += ("\n## Power: the |Δ| these seeds could detect\n\n" + power_note(n, family)
+               + (" Rows with fewer seeds: at their own n." if fewer else "")
                + " Cell: at 0.05 / at "
-               f"0.05/{family}.\n\n" + markdown_table(power_rows, ["configuration", *(f"Δ {m}" for m in METRICS)]) + "\n")
+               f"0.05/{family}.\n\n" + markdown_table(power_rows, ["configuration", *(f"Δ {m}" for m in METRICS)])
+               + "\n")
     booted = {name: row for name, row in summary.items() if "seed_example" in row["difference"].get("overall", {})}
     if booted:
         first = next(iter(booted.values()))["difference"]["overall"]["seed_example"]
         cell = lambda d: "–" if not d or "seed_example" not in d else format_bootstrap(d["seed_example"])
-        md += ("\n## Δ overall with the dev sets resampled too\n\nThe intervals above are over seeds only (unit: seeds, "
+        md += ("\n## Δ overall with the dev sets resampled too\n\nThe intervals above are over "
+               "seeds only (unit: seeds, "
                "the dev sets held fixed). Here each of "
-               f"{first['resamples']} resamples draws the paired seeds with replacement and each task's dev examples with "
+               f"{first['resamples']} resamples draws the paired seeds with replacement and each "
+               "task's dev examples with "
                "replacement (the same examples for every seed and both configurations), rescores every run from its "
                "outputs.pt and averages the paired differences (minbert/tools/seed_example_bootstrap.py): percentile "
-               "95% interval and two-sided bootstrap p, whose floor is 2/resamples (unit: seeds and dev examples together). "
+               "95% interval and two-sided bootstrap p, whose floor is 2/resamples (unit: seeds and dev "
+               "examples together). "
                "Resampling n seeds understates their spread where n is small (no Student correction: 3 seeds allow 10 "
-               "distinct draws), so this interval can be narrower than the t-interval: it adds the dev sets' sampling to "
+               "distinct draws), so this interval can be narrower than the t-interval: it adds the "
+               "dev sets' sampling to "
                "the seeds', it does not replace the seed interval. Verdicts stay with the Holm table.\n\n"
-               + markdown_table([{"configuration": name, "Δ overall [95%, seeds]": format_difference(row["difference"]["overall"]),
+               + markdown_table([{"configuration": name,
+                                  "Δ overall [95%, seeds]": format_difference(row["difference"]["overall"]),
                                   "[95%, seeds × examples]": cell(row["difference"]["overall"]),
-                                  "vs its control [95%, seeds]": format_difference(row.get("difference_vs_control", {}).get("overall")),
-                                  "vs its control [95%, seeds × examples]": cell(row.get("difference_vs_control", {}).get("overall"))}
+                                  "vs its control [95%, seeds]": format_difference(row.get("difference_vs_control",
+                                                                                           {}).get("overall")),
+                                  "vs its control [95%, seeds × examples]": cell(row.get("difference_vs_control",
+                                                                                         {}).get("overall"))}
                                  for name, row in booted.items()],
                                 ["configuration", "Δ overall [95%, seeds]", "[95%, seeds × examples]",
                                  "vs its control [95%, seeds]", "vs its control [95%, seeds × examples]"]) + "\n")
@@ -180,13 +200,18 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                f"the |Δ| detectable with 80% power at 0.05 / at 0.05/{len(controlled)}.\n\n"
                + markdown_table([{"configuration": name, "control": row["control"],
                                   **{f"Δ {m}": format_difference(row["difference_vs_control"][m]) for m in order}}
-                                 for name, row in controlled.items()], ["configuration", "control", *(f"Δ {m}" for m in order)])
-               + "\n\n" + markdown_table([{"configuration": name, **{f"Holm p, Δ {m}": format_holm(row["difference_vs_control"][m])
-                                                                       for m in order}} for name, row in controlled.items()],
+                                 for name, row in controlled.items()],
+                                ["configuration", "control", *(f"Δ {m}" for m in order)])
+               + "\n\n" + markdown_table([{"configuration": name,
+                                           **{f"Holm p, Δ {m}": format_holm(row["difference_vs_control"][m])
+                                                                       for m in order}} for name,
+                                          row in controlled.items()],
                                          ["configuration", *(f"Holm p, Δ {m}" for m in order)])
                + "\n\n" + markdown_table([{"configuration": name, **{f"80% power, Δ {m}": format_power(
-                   row["difference_vs_control"][m], len(row["difference_vs_control"][m]["values"]), len(controlled)) for m in order}}
-                   for name, row in controlled.items()], ["configuration", *(f"80% power, Δ {m}" for m in order)]) + "\n")
+                   row["difference_vs_control"][m], len(row["difference_vs_control"][m]["values"]), len(controlled))
+                                                                     for m in order}}
+                   for name, row in controlled.items()], ["configuration", *(f"80% power, Δ {m}" for m in order)])
+               + "\n")
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out_dir, "table.json"), "w") as f:
