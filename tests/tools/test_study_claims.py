@@ -603,12 +603,13 @@ def test_the_old_heading_is_gone_and_every_link_to_the_studies_page_resolves():
 def chunks(text: str) -> list[str]:
     """A page cut into table cells and sentences, whitespace joined (a sentence may break across lines)."""
     out = []
-    for cell in " ".join(text.split()).split("|"):
-        out += re.split(r"(?<=[.;])\s+(?=[A-Z*])", cell)
+    for block in re.split(r"\n\s*\n|\n(?=- )", text):   # paragraphs and list items first
+        for cell in " ".join(block.split()).split("|"):
+            out += re.split(r"(?<=[.;])\s+(?=[A-Z*])", cell)
     return out
 
 
-NOT_CONFIRMED_AS_ABSENT = [r"(?<!not shown )\babsent\b", r"\bno effect\b", r"\bno verdict stands\b",
+NOT_CONFIRMED_AS_ABSENT = [r"(?<!not shown )\babsent\b(?!\")", r"\bno effect\b(?!\")", r"\bno verdict stands\b",
                            r"\b(disproved|refuted|ruled out)\b", r"\bdoes not (help|work)\b"]
 
 
