@@ -67,7 +67,7 @@ from minbert.tools.study_table import CONTROLS, METRICS, describe, machine, plot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# The budget proposed for a 2-core CPU (docs/studies.md, "What replicates at small scale"): MiniLM on the shipped data.
+# The budget proposed for a 2-core CPU (docs/studies.md, "What the studies test at small scale"): MiniLM, shipped data.
 # No --limit: it would cut every task to the same size and erase the size imbalance that annealed sampling and
 # Muppet's natural mix are about; --examples_per_epoch (a study flag) sets the compute instead.
 DEFAULT_BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "--head_lr", "1e-3",
