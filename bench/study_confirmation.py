@@ -46,8 +46,10 @@ SECONDARY = [("head_pretraining", "baseline", "overall", 6), ("baseline_every_ta
              ("pcgrad", "baseline", "overall", 5), ("gradvac", "baseline", "overall", 5)]
 CONFIGS = ["baseline", "concat", "mnr", "head_pretraining", "baseline_every_task", "pcgrad", "gradvac"]
 SEEDS_PER_CONFIG = {"mnr": 10, "head_pretraining": 6, "baseline_every_task": 5, "pcgrad": 5, "gradvac": 5}
+# The plan's budget, with amendment 1's --amp off (fp32 forced: the machine changed to one with native bf16)
 BUDGET = ["--model", "minilm-l6", "--pooling", "mean", "--lr", "1e-4", "--head_lr", "1e-3", "--hidden_dropout_prob", "0.1",
-          "--batch_size", "32", "--epochs", "2", "--sst_test", "none", "--para_test", "none", "--sts_test", "none"]
+          "--batch_size", "32", "--epochs", "2", "--sst_test", "none", "--para_test", "none", "--sts_test", "none",
+          "--amp", "off"]
 
 
 def per_seed(table: dict, name: str, metric: str) -> dict:
