@@ -183,7 +183,7 @@ def train(args, stop):
                     outputs = forward(batch)                                    # (B, M, K)
                 loss, per_head = heads.task_loss(outputs, batch["labels"], args.head_reduction)
                 mv = heads.multiverse_loss() if spec["penalty"] else torch.zeros((), device=device)
-                finite = loop.add({"task": loss, "mv": mv})   # the epoch's mean losses count finite steps only
+                finite = progress.add_losses(loop.running, {"task": loss, "mv": mv})   # the epoch's means: finite only
                 if not finite:     # never written into the weights or the averages
                     log.print(f"non-finite loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
                 # 2) backward and the optimizer step
@@ -199,9 +199,8 @@ def train(args, stop):
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
                 scores = distributed.on_main(lambda: score(args.task, run(dev), dev.labels))
-            loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},   # + ex/s, elapsed_s
-                                 **{f"loss_{k}": round(m, 4) for k, m in loop.means().items()},
-                                 "active_heads": int(heads.active.sum()), **log.epoch_times()})
+            loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                                 **log.epoch_record(), "active_heads": int(heads.active.sum())})   # + losses, ex/s
             log.epoch_end(loop.history)   # console, metrics.jsonl, TensorBoard
             if loop.improved(scores[headline]):   # best.pt: this model's weights and scores
                 checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)

@@ -182,7 +182,7 @@ def train(args, stop):
                                 loss = loss + adversary.loss(task, batch, out)
                             if noise:       # R3F/R4F's noise term
                                 loss = loss + noise.loss(task, batch, out)
-                        if not loop.add({task: loss}):   # the epoch's mean loss counts the finite losses only
+                        if not progress.add_losses(loop.running, {task: loss}):   # the epoch's mean: finite ones only
                             finite = False
                             log.print(f"non-finite {task} loss at epoch {epoch} step {step} "
                                       f"(batch ids {batch['ids'][:3]}...)")
@@ -212,8 +212,8 @@ def train(args, stop):
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
                 scores = distributed.on_main(lambda: task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev))
             model.train()
-            loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},   # + ex/s, elapsed_s
-                                 **{f"loss_{t}": round(m, 4) for t, m in loop.means().items()}, **log.epoch_times()})
+            loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                                 **log.epoch_record()})   # mean losses, ex/s, elapsed_s (every session of the run)
             log.epoch_end(loop.history)   # console, metrics.jsonl, TensorBoard
             if loop.improved(scores["overall"]):   # best.pt: this model's weights and scores
                 checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)

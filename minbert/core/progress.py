@@ -7,12 +7,12 @@ log lines off a terminal (tqdm hides itself when stderr is not a terminal, so a 
 nothing for half an hour, and a slow run could not be told from a hung one).
 
 `Log(args, update, loop, steps_per_epoch)` is what the training loop calls: `for step in log.steps(epoch)`, then
-`log.step(examples)` after each optimizer step, `log.epoch_times()` into the epoch's record and
+`log.step(examples)` after each optimizer step, `log.epoch_record()` into the epoch's record and
 `log.epoch_end(history)` after it. It reads what it shows itself: the loss sums of `loop.running` ({name: [sum,
-count]}, both scripts), the learning rates and gradient norm of the update (`update.last_lr`, `update.grad_norm`,
-minbert/run/optimizer_step.py), the loop's position. Its one rate (`RecentRate`) is that of the last RATE_WINDOW
-steps, not the average since the epoch began (on a machine whose load changed, that average was off by 1.7x);
-the bar, the progress lines, the ETA and the records all use it.
+count]} in both scripts, kept by `add_losses`), the learning rates and gradient norm of the update
+(`update.last_lr`, `update.grad_norm`, minbert/run/optimizer_step.py), the loop's position. Its one rate
+(`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began (on a machine whose
+load changed, that average was off by 1.7x); the bar, the progress lines, the ETA and the records all use it.
 
 - On a terminal: a tqdm bar with the running losses, ex/s and the ETA (tqdm's own rate left out).
 - In a log (stdout or stderr not a terminal): one line, flushed, as the epoch starts (before its first step,
@@ -111,6 +111,22 @@ def _print(text: str) -> None:
     print(text, flush=True)
 
 
+def add_losses(sums: dict, losses: dict) -> bool:
+    """Add each loss (a 0-d tensor) to the running sums {name: [sum, count]} (`loop.running`, both scripts) if every
+    one is finite; returns whether they were (a non-finite step's loss is left out: one NaN would stick in the mean)."""
+    values = {name: loss.item() for name, loss in losses.items()}
+    if not all(math.isfinite(v) for v in values.values()):
+        return False
+    for name, value in values.items():
+        sums[name] = [sums[name][0] + value, sums[name][1] + 1]
+    return True
+
+
+def means(sums: dict) -> dict:
+    """The mean of each name's running sum {name: [sum, count]} (0 before its first)."""
+    return {name: s / max(n, 1) for name, (s, n) in sums.items()}
+
+
 class RecentRate:
     """Steps and examples per second over the last `window` steps (fewer at the start). `add(now, examples)` after
     each step; a pause between calls (evaluation) is left out by `restart(now)`, so only training time counts."""
@@ -175,7 +191,7 @@ class Log:
         position = self.loop.step + 1   # loop.step is this step's index until the loop moves on
         if not self.main:
             return
-        shown = {name: f"{mean:.3f}" for name, mean in self.loop.means().items()} | numbers
+        shown = {name: f"{mean:.3f}" for name, mean in means(self.loop.running).items()} | numbers
         if self.terminal:
             self.bar.set_postfix({"ex/s": f"{self.rate.examples_per_s():.0f}", "ETA": self.eta(position)} | shown)
         elif self.session_steps == 1 or now - self.shown >= self.args.log_seconds or position == self.total:
@@ -187,9 +203,11 @@ class Log:
         if step % self.args.log_every == 0:
             self.write(self.record(step))
 
-    def epoch_times(self) -> dict:
-        """The epoch record's speed (examples over training seconds, every session of the epoch) and elapsed time."""
-        return {"train_examples_per_s": round(self.epoch_examples / max(self.epoch_s, 1e-9), 1),
+    def epoch_record(self) -> dict:
+        """The epoch record's mean losses (loss_<name>), speed (examples over training seconds, every session of the
+        epoch) and elapsed time."""
+        return {**{f"loss_{name}": round(mean, 4) for name, mean in means(self.loop.running).items()},
+                "train_examples_per_s": round(self.epoch_examples / max(self.epoch_s, 1e-9), 1),
                 "elapsed_s": round(self.elapsed(), 1)}
 
     def epoch_end(self, history: list) -> None:

@@ -6,7 +6,7 @@ nanoGPT's checkpoint dict built in its loop):
 - `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last(out_dir, dict)`
   is save to last.pt plus removing the now older interrupted.pt; `save_weights` writes best.pt.
 - `LoopState`: where the loop is (epoch, step), the best score so far, the per-epoch history, this epoch's
-  running loss sums ({name: [sum, count]}, `loop.add({name: loss})`, `loop.means()`) and a script's own lists
+  running loss sums ({name: [sum, count]}, kept by `progress.add_losses`) and a script's own lists
   (`extra`). `loop.epochs(n)` yields the epochs still to run; the
   script's step loop sets `loop.step` as it goes, so a resume starts where the save was made.
 - `resume_state(parts, loop, args)` / `restore(ck, parts, loop)`: the script names its objects with a
@@ -242,20 +242,6 @@ class LoopState:
         """The epochs still to run; the caller ends each with next_epoch()."""
         while self.epoch <= num_epochs:
             yield self.epoch
-
-    def add(self, losses: dict) -> bool:
-        """Add each loss (a 0-d tensor) to this epoch's sums if every one is finite; returns whether they were (a
-        non-finite step's loss is left out: one NaN would stick in the mean)."""
-        values = {name: loss.item() for name, loss in losses.items()}
-        if not all(math.isfinite(v) for v in values.values()):
-            return False
-        for name, value in values.items():
-            self.running[name] = [self.running[name][0] + value, self.running[name][1] + 1]
-        return True
-
-    def means(self) -> dict:
-        """This epoch's mean loss of each name (0 before its first)."""
-        return {name: s / max(n, 1) for name, (s, n) in self.running.items()}
 
     def improved(self, score: float) -> bool:
         """True (and `score` kept as the best) when `score` beats every earlier epoch's."""
