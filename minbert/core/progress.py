@@ -3,8 +3,8 @@ metrics.jsonl, TensorBoard), all from one set of numbers.
 
 Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and its log records (loss, learning_rate, grad_norm,
 epoch); PyTorch Lightning's `log_every_n_steps` (its 50 is our default) and its progress bar, which falls back to
-log lines off a terminal (tqdm hides itself when stderr is not a terminal, so a run logged to a file printed
-nothing for half an hour, and a slow run could not be told from a hung one).
+log lines off a terminal (tqdm hides itself when stderr is not a terminal: without lines, a run logged to a file
+would print nothing for half an hour, and a slow run could not be told from a hung one).
 
 `Log(args, update, loop, steps_per_epoch)` is what the training loop calls: `for step in log.steps(epoch)`, then
 `log.step(examples)` after each optimizer step, `log.epoch_record()` into the epoch's record and
@@ -12,7 +12,7 @@ nothing for half an hour, and a slow run could not be told from a hung one).
 count]} in both scripts, kept by `add_losses`), the learning rates and gradient norm of the update
 (`update.last_lr`, `update.grad_norm`, minbert/run/optimizer_step.py), the loop's position. Its one rate
 (`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began (on a machine whose
-load changed, that average was off by 1.7x); the bar, the progress lines, the ETA and the records all use it.
+load changes, that average can be off by 1.7x); the bar, the progress lines, the ETA and the records all use it.
 
 - On a terminal: a tqdm bar with the running losses, ex/s and the ETA (tqdm's own rate left out).
 - In a log (stdout or stderr not a terminal): one line, flushed, as the epoch starts (before its first step,
@@ -161,6 +161,7 @@ class Log:
         self.epoch_s, self.epoch_examples = 0.0, 0   # this epoch's training seconds and examples, every session
         self.last = {}                               # the loss sums at the previous record
         self.rate, self.bar, self.writer, self.purge = RecentRate(), None, None, None
+        self.epoch, self.session_steps, self.mark, self.shown = 1, 0, self.start, self.start   # set by steps()
 
     # ------------------------------------------------------------------ the loop's calls
     def steps(self, epoch: int):
@@ -197,7 +198,7 @@ class Log:
         elif self.session_steps == 1 or now - self.shown >= self.args.log_seconds or position == self.total:
             losses = " | " + " ".join(f"{k} {v}" for k, v in shown.items()) if shown else ""
             self.print(f"{self.position(position)} | {self.rate.steps_per_s():.2f} steps/s, "
-                       f"{self.rate.examples_per_s():.0f} ex/s | {self.eta(position)}{losses}")
+                       f"{self.rate.examples_per_s():.0f} ex/s | ETA {self.eta(position)}{losses}")
             self.shown = now
         step = self.completed() + 1
         if step % self.args.log_every == 0:
@@ -233,7 +234,7 @@ class Log:
         per_step = 1 / self.rate.steps_per_s()
         epoch = (self.total - position) * per_step
         run = epoch + (self.args.epochs - self.epoch) * self.total * per_step
-        return f"ETA epoch {_duration(epoch)}, run {_duration(run)}"
+        return f"epoch {_duration(epoch)}, run {_duration(run)}"
 
     def print(self, text: str) -> None:
         """A line of its own: above tqdm's bar on a terminal, else printed and flushed."""
