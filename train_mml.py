@@ -35,13 +35,13 @@ from tqdm import tqdm
 from minbert.adamw import AdamW
 from minbert.core import flags, interrupt, progress
 from minbert.methods import mml
-from minbert.run import checkpoint, distributed, fast_paths, run_dir, step_log
+from minbert.run import checkpoint, distributed, run_dir
 from minbert.tasks import glue, metrics
 from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.core.atomic import atomic_write
-from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything, set_threads
+from minbert.core.device import autocast, grad_scaler
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, export
 from minbert.core.report import markdown_table, plot_heads, write_jsonl
@@ -99,16 +99,8 @@ def train(args, stop):
     # ------------------------------------------------------------------ setup (every input checked before work)
     flags.writable_dir(args.out_dir, "--out_dir")
     ck = checkpoint.load_for_resume(args, "train_mml.py") if args.resume else None
-    seed_everything(args.seed)
-    device = distributed.setup(args.device)   # + process group under torchrun
-    args.amp, amp_reason = resolve_amp(args.amp, device)
+    device, fast = run_dir.start(args, ck, f"task {args.task}, method {args.method}")   # seed, device, amp, threads
     spec = METHODS[args.method]
-    print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, task {args.task}, "
-          f"method {args.method}")
-    set_threads(args.threads, device, resumed=checkpoint.saved_args(ck).get("threads", 0) if ck else 0)   # one line
-    args.threads = torch.get_num_threads()   # what the checkpoints record: a resume keeps it, so it is exact
-    fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
-    print(f"fast paths: {fast}")
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -161,13 +153,12 @@ def train(args, stop):
     # ------------------------------------------------------------------ optimizer, batch stream, resumable state
     steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
     optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=fast.fused_adamw)
-    scaler = grad_scaler(device, args.amp)
-    update = OptimizerStep(optimizer, None, scaler, args.out_dir)   # step, skip non-finite (no schedule: the paper's)
+    update = OptimizerStep(optimizer, None, grad_scaler(device, args.amp), args.out_dir)   # no schedule: the paper's
     stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch
-    loop = checkpoint.LoopState(running={"task": 0.0, "mv": 0.0, "n": 0},   # epoch, step, best, history, loss sums
+    loop = checkpoint.LoopState(running={"task": [0.0, 0], "mv": [0.0, 0]},   # epoch, step, best, history, loss sums
                                 extra={"trace": [], "events": []})   # (step, active heads) per step; eliminations
-    log = step_log.StepLog(args, update, loop, steps_per_epoch, args.batch_size * distributed.world_size())
-    parts = {"model": model, "optimizer": optimizer, "scaler": scaler, "stream": stream, "log": log}   # resume state
+    log = progress.Log(args, update, loop, steps_per_epoch)   # bar, steps.jsonl, --report_to, time across resumes
+    parts = {"model": model, "optimizer": optimizer, "scaler": update.scaler, "stream": stream, "log": log}   # resume
     if ck is not None:
         if args.predict_only:
             model.load_state_dict(ck["model"])
@@ -177,16 +168,12 @@ def train(args, stop):
         del ck
     trace, events = loop.extra["trace"], loop.extra["events"]
 
-    def resume_state():   # last.pt and interrupted.pt: everything an exact resume needs, at a step boundary
-        return {**checkpoint.state_dicts(parts), **checkpoint.rng_states(), **loop.state_dict(),
-                "args": json.dumps(vars(args))}
-
     # ------------------------------------------------------------------ training loop
     headline = PAPER_METRIC[args.task]   # the best epoch by the paper's metric
-    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
+    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"),   # a Ctrl-C saves the last step boundary
+                     lambda path: checkpoint.save(path, checkpoint.resume_state(parts, loop, args))):
         for epoch in loop.epochs(args.epochs):
-            bar = log.bar(epoch)   # tqdm, or log lines (minbert/core/progress.py)
-            for step in bar:
+            for step in log.steps(epoch):   # under a bar, or with progress lines in a log
                 loop.step = step   # where a resume starts
                 stop.check()       # 0) Ctrl-C/SIGTERM during the last step stops here: interrupted.pt, exit (above)
                 global_step = (epoch - 1) * steps_per_epoch + step + 1
@@ -196,36 +183,29 @@ def train(args, stop):
                     outputs = forward(batch)                                    # (B, M, K)
                 loss, per_head = heads.task_loss(outputs, batch["labels"], args.head_reduction)
                 mv = heads.multiverse_loss() if spec["penalty"] else torch.zeros((), device=device)
-                total = loss + LAMBDA * mv
-                finite = bool(torch.isfinite(total))
+                finite = progress.add_losses(loop.running, {"task": loss, "mv": mv})   # the epoch's means: finite only
                 if not finite:     # never written into the weights or the averages
-                    tqdm.write(f"non-finite loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
+                    log.print(f"non-finite loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
                 # 2) backward and the optimizer step
-                update.backward(sync.before_backward(total))
+                update.backward(sync.before_backward(loss + LAMBDA * mv))
                 finite = update(finite)
                 # 3) method hook: Algorithm 1's moving averages and, every K steps, MeanShift elimination
                 if eliminator is not None:
                     eliminate(eliminator, per_head if finite else None, global_step, epoch, heads, events, args)
                 trace.append((global_step, int(heads.active.sum())))
-                if finite:
-                    loop.running = {"task": loop.running["task"] + loss.item(), "mv": loop.running["mv"] + mv.item(),
-                                    "n": loop.running["n"] + 1}
-                log.step(bar, loss=loop.running["task"] / max(loop.running["n"], 1), active=trace[-1][1])   # 4) log
+                log.step(args.batch_size * distributed.world_size(), active=trace[-1][1])   # 4) the log
             loop.step = steps_per_epoch
 
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
                 scores = distributed.on_main(lambda: score(args.task, run(dev), dev.labels))
-            n = max(loop.running["n"], 1)
             loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                                 "loss_task": round(loop.running["task"] / n, 4),
-                                 "loss_mv": round(loop.running["mv"] / n, 4),
-                                 "active_heads": int(heads.active.sum()), **log.epoch_times()})
+                                 **log.epoch_record(), "active_heads": int(heads.active.sum())})   # + losses, ex/s
             log.epoch_end(loop.history)   # console, metrics.jsonl, TensorBoard
             if loop.improved(scores[headline]):   # best.pt: this model's weights and scores
                 checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
             loop.next_epoch()
-            checkpoint.save_last(args.out_dir, resume_state())   # resume from the next epoch's start
+            checkpoint.save_last(args.out_dir, checkpoint.resume_state(parts, loop, args))   # the next epoch from 0
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
     if not distributed.is_main():

@@ -16,22 +16,19 @@ A paper's recipe: python train_multitask.py @recipes/NAME.args. Smoke run: add -
 Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/last.pt (or interrupted.pt).
 """
 
-import json
 import os
 
-import torch
 from torch import nn
-from tqdm import tqdm
 
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
-from minbert.core import flags, interrupt
+from minbert.core import flags, interrupt, progress
 from minbert.methods import gradient_compromise, gradvac, head_pretraining, loss_scaling, mnr, pals, pcgrad, r3f, smart
-from minbert.run import checkpoint, distributed, fast_paths, run_dir, stages, step_log
+from minbert.run import checkpoint, distributed, run_dir, stages
 from minbert.tasks import data, multitask, sampling
 from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
-from minbert.core.device import autocast, grad_scaler, resolve_amp, seed_everything, set_threads
+from minbert.core.device import autocast, grad_scaler
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
 from minbert.core.report import markdown_table, plot_panels
@@ -82,6 +79,7 @@ def parse_args(argv=None):
     args = p.parse(argv, checkpoint, *METHODS)   # --dry_run prints every flag, its value and source, and exits
     if args.use_gpu and not args.device.startswith(("auto", "cuda")):
         p.error(f"--use_gpu means --device cuda, but --device {args.device} was given")
+    args.device = "cuda" if args.use_gpu else args.device
     stages.resolve(args)       # --pals_after / --init_from set the flags they imply
     data.resolve_paths(args)   # unset file flags from --data_dir
     args.lr = args.lr or (1e-3 if args.option == "pretrain" else 1e-5)
@@ -101,21 +99,13 @@ def train(args, stop):
     # ------------------------------------------------------------------ setup (every input checked before work)
     flags.check_outputs(args, [f"{t}_{s}" for t in TASKS for s in ("dev", "test")])
     ck = checkpoint.load_for_resume(args, "train_multitask.py") if args.resume else None
-    seed_everything(args.seed)
-    device = distributed.setup("cuda" if args.use_gpu else args.device)   # + process group under torchrun
-    args.amp, amp_reason = resolve_amp(args.amp, device)
-    print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, option {args.option}")
-    set_threads(args.threads, device, resumed=checkpoint.saved_args(ck).get("threads", 0) if ck else 0)   # one line
-    args.threads = torch.get_num_threads()   # what the checkpoints record: a resume keeps it, so it is exact
-    fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
-    print(f"fast paths: {fast}")
+    device, fast = run_dir.start(args, ck, f"option {args.option}")   # seed, device, amp, threads, fast paths
     for note in args.data_notes:
         print(f"data: {note}")
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
-    pair_modes = {t: "cross" if h in CROSS_HEADS else "separate" for t, h in (("para", args.para_head),
-                                                                              ("sts", args.sts_head))}
+    pair_modes = {t: "cross" if getattr(args, f"{t}_head") in CROSS_HEADS else "separate" for t in ("para", "sts")}
     train, dev, test = (data.load_split(args, split, tokenizer, pair_modes) for split in ("train", "dev", "test"))
     sizes = [len(train[t]) for t in TASKS]
     print("train sizes", dict(zip(TASKS, sizes)), "| dev", {t: len(dev[t]) for t in TASKS})
@@ -143,8 +133,7 @@ def train(args, stop):
     total_steps = steps_per_epoch * args.epochs
     optimizer = AdamW(two_learning_rates(args, model), lr=args.lr, fused=fast.fused_adamw)
     scheduler = linear_warmup_decay(optimizer, int(args.warmup * total_steps), total_steps)
-    scaler = grad_scaler(device, args.amp)
-    update = OptimizerStep(optimizer, scheduler, scaler, args.out_dir)   # step, schedule, skip non-finite
+    update = OptimizerStep(optimizer, scheduler, grad_scaler(device, args.amp), args.out_dir)   # skips non-finite
     amp = autocast(device, args.amp)   # the --amp context of every forward (a no-op for off)
     sampler = sampling.TaskSampler(sizes, "annealed" if args.grad_compromise else args.schedule, args.epochs, args.seed)
     streams = [distributed.stream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]
@@ -154,25 +143,21 @@ def train(args, stop):
     trainable = [p for p in model.parameters() if p.requires_grad]
     surgery = pcgrad.from_args(args, trainable, args.seed) or gradvac.from_args(args, model, trainable, args.seed)
     loop = checkpoint.LoopState(running={t: [0.0, 0] for t in TASKS})   # epoch, step, best, history, loss sums
-    log = step_log.StepLog(args, update, loop, steps_per_epoch)   # steps.jsonl, --report_to, time across resumes
-    parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler, "smart": adversary,
-             "surgery": surgery, "sampler": sampler, "streams": streams, "mnr": ranking, "log": log}   # resume state
+    log = progress.Log(args, update, loop, steps_per_epoch)   # bar, steps.jsonl, --report_to, time across resumes
+    parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": update.scaler,   # resume state
+             "smart": adversary, "surgery": surgery, "sampler": sampler, "streams": streams, "mnr": ranking, "log": log}
     if ck is not None:
         checkpoint.restore(ck, parts, loop)   # the parts' states, every RNG, the loop's position
         del ck   # the checkpoint's tensors are in the model and optimizer now
 
-    def resume_state():   # last.pt and interrupted.pt: everything an exact resume needs, at a step boundary
-        return {**checkpoint.state_dicts(parts), **checkpoint.rng_states(), **loop.state_dict(),
-                "args": json.dumps(vars(args))}
-
     # ------------------------------------------------------------------ training loop
-    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
+    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"),   # a Ctrl-C saves the last step boundary
+                     lambda path: checkpoint.save(path, checkpoint.resume_state(parts, loop, args))):
         for epoch in loop.epochs(args.epochs):
             sampler.set_epoch(epoch)
             if ranking:
                 ranking.set_epoch(epoch)
-            bar = log.bar(epoch)   # tqdm, or log lines (minbert/core/progress.py)
-            for step in bar:
+            for step in log.steps(epoch):   # under a bar, or with progress lines in a log
                 loop.step = step   # where a resume starts
                 stop.check()       # 0) Ctrl-C/SIGTERM during the last step stops here: interrupted.pt, exit (above)
                 finite = True
@@ -197,21 +182,18 @@ def train(args, stop):
                                 loss = loss + adversary.loss(task, batch, out)
                             if noise:       # R3F/R4F's noise term
                                 loss = loss + noise.loss(task, batch, out)
-                        if not torch.isfinite(loss):
+                        if not progress.add_losses(loop.running, {task: loss}):   # the epoch's mean: finite ones only
                             finite = False
-                            tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} "
-                                       f"(batch ids {batch['ids'][:3]}...)")
-                        else:   # the epoch's mean loss counts the finite losses (a skipped step's NaN would stick)
-                            loop.running[task] = [loop.running[task][0] + loss.item(), loop.running[task][1] + 1]
+                            log.print(f"non-finite {task} loss at epoch {epoch} step {step} "
+                                      f"(batch ids {batch['ids'][:3]}...)")
                         losses[task] = losses.get(task, 0.0) + loss
-                        log.seen += len(batch["ids"]) * world
                     if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
                         losses = compromise.scale(losses, epoch)
                     # 4) backward: per task for surgery (local gradients, averaged across ranks in 5), else summed
                     if surgery:
                         with sync.no_sync():
                             surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS],
-                                               scaler)
+                                               update.scaler)
                     else:
                         loss = sum(losses.values()) / args.grad_accum
                         if world > 1:   # torchrun: the gradients are averaged across ranks here, in this backward
@@ -223,7 +205,7 @@ def train(args, stop):
                 update(finite)   # 6) the optimizer step and LR schedule; a bad step (non-finite loss) is skipped here
                 if adversary:    # 7) SMART's teacher follows the student
                     adversary.update_teacher()
-                log.step(bar, **{t: s / max(n, 1) for t, (s, n) in loop.running.items()})   # 8) steps.jsonl
+                log.step(len(tasks) * args.grad_accum * args.batch_size * world)   # 8) the log: this step's examples
             loop.step = steps_per_epoch
 
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
@@ -231,13 +213,12 @@ def train(args, stop):
                 scores = distributed.on_main(lambda: task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev))
             model.train()
             loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                                 **{f"loss_{t}": round(s / max(n, 1), 4) for t, (s, n) in loop.running.items()},
-                                 **log.epoch_times()})   # ex/s and elapsed_s, over every session of the run
+                                 **log.epoch_record()})   # mean losses, ex/s, elapsed_s (every session of the run)
             log.epoch_end(loop.history)   # console, metrics.jsonl, TensorBoard
             if loop.improved(scores["overall"]):   # best.pt: this model's weights and scores
                 checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
             loop.next_epoch()
-            checkpoint.save_last(args.out_dir, resume_state())   # resume from the next epoch's start
+            checkpoint.save_last(args.out_dir, checkpoint.resume_state(parts, loop, args))   # the next epoch from 0
 
     if distributed.is_main():
         finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, loop.history)

@@ -1,8 +1,9 @@
 """How many minbert files a learner must open to follow one plain fine-tune step (no method on).
 
 Runs a tiny `train_multitask.py --option finetune` (BertConfig.tiny, 24 rows per task, one epoch) under
-sys.setprofile and lists every file of the repository whose functions are called while the loop runs one
-optimizer step: from the first batch's forward to the end of that step (import-time code does not count).
+sys.setprofile and lists every file of the repository whose functions are called, or call, while the loop runs
+one optimizer step: from the first batch's forward to the end of that step (import-time code does not count; the
+script counts by its train(), whose loop calls the rest).
 Run it on any checkout (`--repo`) to compare two layouts; it only reads the checkout's own code.
 
     python bench/learner_path.py [--repo PATH]
@@ -36,8 +37,10 @@ def main():
         if event != "call":
             return
         f = frame.f_code.co_filename
-        if state["on"] and f.startswith(str(repo)) and frame.f_code.co_name != "<module>":
-            called.setdefault(os.path.relpath(f, repo), set()).add(frame.f_code.co_name)
+        if state["on"]:   # the function called, and the one calling it (the script's train(), whose loop is the step)
+            for code in (frame.f_code, frame.f_back and frame.f_back.f_code):
+                if code and code.co_filename.startswith(str(repo)) and code.co_name != "<module>":
+                    called.setdefault(os.path.relpath(code.co_filename, repo), set()).add(code.co_name)
         if frame.f_code.co_name == "task_loss" and f.endswith("multitask.py") and not state["steps"]:
             state["on"] = True        # the first batch's loss: the step has begun
         if frame.f_code.co_name == "zero_grad" and state["on"]:

@@ -3,16 +3,16 @@
 The folders are the layers, bottom to top; a folder imports only from folders below it
 (tests/test_imports.py checks it, and that no import circle exists):
 
-    core/       what everything stands on: errors, atomic files, flags and recipes, devices, progress
+    core/       what everything stands on: errors, atomic files, flags and recipes, devices, the training log
     bert/       the model: config, attention, dropout, layers, BertModel, tokenizer
     adamw.py    the optimizer, written out
     tasks/      the datasets, their heads, sampling between them, metrics
     methods/    one paper per file: PALs, SMART, R3F, PCGrad, GradVac, ..., MML, MeanShift, SimCSE
-    run/        a training run's machinery: checkpoints, run folders, DDP, fast paths, stages
+    run/        a training run's machinery: checkpoints, run folders, DDP, the optimizer step, fast paths, stages
     tools/      commands around runs: download, studies, ensembles
     classroom/  the student copy and the grader (instructor-only)
 
-`python -m minbert --help` lists the commands; training is `python train_multitask.py` and `python train_mml.py`.
+`python -m minbert --help` (__main__.py) lists the commands; training is `python train_multitask.py` and `python train_mml.py`.
 """
 
 

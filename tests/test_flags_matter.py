@@ -43,7 +43,7 @@ NOT_VISIBLE = {
     "overwrite": "lets a run write into a folder another run used: test_run_dir.py",
     "data": "minbert.tools.simcse_stage: points at another sentence file: test_simcse.py",
     "nli": "minbert.tools.simcse_stage: supervised SimCSE on an NLI file: test_simcse.py",
-    "report_to": "needs the optional tensorboard package: test_step_log.py (a stand-in writer; refused without it)",
+    "report_to": "needs the optional tensorboard package: test_progress.py (a stand-in writer; refused without it)",
 }
 
 # A non-default value for flags where the automatic choice (switch on, another choice, double the

@@ -203,7 +203,7 @@ def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_p
 
 def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path, monkeypatch):
     # a CPU refuses --amp fp16 (minbert.core.device.resolve_amp): forced here, to run the GradScaler path on any machine
-    monkeypatch.setattr(train_mml, "resolve_amp", lambda amp, device: (amp, "forced for the test"))
+    monkeypatch.setattr("minbert.core.device.resolve_amp", lambda amp, device: (amp, "forced for the test"))
     for amp in ("fp16", "bf16"):
         run(setup, tmp_path / amp, "--heads", "4", "--epochs", "1", "--amp", amp)
         state = torch.load(tmp_path / amp / "last.pt", weights_only=True)

@@ -101,7 +101,7 @@ def test_pretrain_option_leaves_encoder_weights_untouched(setup, tmp_path):
 
 def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path, monkeypatch):
     # a CPU refuses --amp fp16 (minbert.core.device.resolve_amp): forced here, to run the GradScaler path on any machine
-    monkeypatch.setattr(train_multitask, "resolve_amp", lambda amp, device: (amp, "forced for the test"))
+    monkeypatch.setattr("minbert.core.device.resolve_amp", lambda amp, device: (amp, "forced for the test"))
     for amp in ("fp16", "bf16"):
         run(setup, tmp_path / amp, "--amp", amp, "--epochs", "1")
         state = torch.load(tmp_path / amp / "run" / "last.pt", weights_only=True)
@@ -154,7 +154,7 @@ METHOD_FLAGS = {
 @pytest.mark.parametrize("method", sorted(METHOD_FLAGS))
 def test_each_method_flag_trains_and_keeps_weights_finite(setup, tmp_path, method, monkeypatch):
     # a CPU refuses --amp fp16 (minbert.core.device.resolve_amp): forced here, to run the GradScaler path on any machine
-    monkeypatch.setattr(train_multitask, "resolve_amp", lambda amp, device: (amp, "forced for the test"))
+    monkeypatch.setattr("minbert.core.device.resolve_amp", lambda amp, device: (amp, "forced for the test"))
     history = run(setup, tmp_path, "--epochs", "1", *METHOD_FLAGS[method])
     assert 0.0 <= history[-1]["overall"] <= 1.0, f"{method}: overall score {history[-1]['overall']} out of range"
     state = torch.load(tmp_path / "run" / "last.pt", weights_only=True)

@@ -2,5 +2,6 @@
 
 Errors a user can act on (errors), files written atomically (atomic), flags and recipe files (flags,
 recipes), the device and AMP choice (device), checkpoints from the hub (hub), model folders and raw
-outputs (export), progress lines, Ctrl-C handling (interrupt) and result tables (report).
+outputs (export), the training log: progress lines, steps.jsonl, metrics.jsonl, TensorBoard (progress),
+Ctrl-C handling (interrupt) and result tables (report).
 """

@@ -1,28 +1,58 @@
-"""Progress a user can see in any log.
+"""The training log: what a run shows as it goes (a bar or progress lines) and what it leaves (steps.jsonl,
+metrics.jsonl, TensorBoard), all from one set of numbers.
 
-On a terminal the training loop shows a tqdm bar. tqdm writes to stderr and (with `disable=None`) hides itself
-when stderr is not a terminal, so a run logged to a file printed nothing for half an hour, and a slow run could
-not be told from a hung one. Anchors: Hugging Face Trainer's `logging_steps` (periodic log lines) and PyTorch
-Lightning's progress bar, which falls back to log lines off a terminal.
+Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and its log records (loss, learning_rate, grad_norm,
+epoch); PyTorch Lightning's `log_every_n_steps` (its 50 is our default) and its progress bar, which falls back to
+log lines off a terminal (tqdm hides itself when stderr is not a terminal: without lines, a run logged to a file
+would print nothing for half an hour, and a slow run could not be told from a hung one).
 
-`bar(...)` returns tqdm when stdout and stderr are both terminals, else a `LogBar` with the same interface
-(iterate, `set_postfix`, `write`) that prints one line to stdout, flushed, as the epoch starts (before its first
-step, which pays one-off setup), after the first step, then every --log_seconds seconds, and at the end of the
-epoch (the step records of minbert/run/step_log.py come every --log_every steps between them):
+`Log(args, update, loop, steps_per_epoch)` is what the training loop calls: `for step in log.steps(epoch)`, then
+`log.step(examples)` after each optimizer step, `log.epoch_record()` into the epoch's record and
+`log.epoch_end(history)` after it. It reads what it shows itself: the loss sums of `loop.running` ({name: [sum,
+count]} in both scripts, kept by `add_losses`), the learning rates and gradient norm of the update
+(`update.last_lr`, `update.grad_norm`, minbert/run/optimizer_step.py), the loop's position. Its one rate
+(`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began (on a machine whose
+load changes, that average can be off by 1.7x); the bar, the progress lines, the ETA and the records all use it.
+
+- On a terminal: a tqdm bar with the running losses, ex/s and the ETA (tqdm's own rate left out).
+- In a log (stdout or stderr not a terminal): one line, flushed, as the epoch starts (before its first step,
+  which pays one-off setup), after the first step, then every --log_seconds seconds and at the epoch's end:
 
     epoch 1/6 step 120/500 (24%) | 2.1 steps/s, 67 ex/s | ETA epoch 3m01s, run 41m20s | sst 1.234 para 0.456
 
-The rate and the ETA are those of the last RATE_WINDOW steps (`RecentRate`), not the average since the epoch
-began: on a machine whose load changes, the average since the start was off by 1.7x. (tqdm's own bar smooths
-its rate the same way, with an exponential moving average.) `phase(iterable, desc, total)` is the same for
-work that is not a training epoch (dev evaluation, writing predictions): a line as it starts, then a tqdm bar,
-or in a log a line every 30 s and at its end.
+- Every --log_every optimizer steps, rank 0 appends one JSON line to OUT_DIR/steps.jsonl (docs/outputs.md) and
+  prints it as a line (above the bar on a terminal):
 
-`show(bar, **numbers)` puts the running losses after the bar (floats to 3 places); `log_epoch(history, out_dir)`
-prints an epoch's record above the bar and rewrites metrics.jsonl with every record so far. The per-step records
-(steps.jsonl, TensorBoard) are minbert/run/step_log.py's.
+    {"step": 150, "epoch": 1, "lr": 9.5e-05, "head_lr": 0.00095, "loss_sst": 1.52, "loss_para": 0.61,
+     "loss_sts": 2.9, "examples_per_s": 63.1, "grad_norm": 4.2, "elapsed_s": 80.2}
+    step 150 (epoch 1) | loss sst 1.520 para 0.610 sts 2.900 | lr 9.5e-05, heads 9.5e-04 | grad norm 4.20 | 63 ex/s
+
+  step: optimizer updates since the run began (over epochs and resumes); lr: the learning rate the update used,
+  of the first parameter group (the encoder), head_lr the last group's when it differs; loss_<name>: the mean of
+  the batch losses since the previous record (or since the epoch began; the bar shows the epoch's running mean);
+  examples_per_s: the recent rate, counting each step at its nominal size (batches × --batch_size × ranks, as
+  Trainer's samples per second); grad_norm: the L2 norm of the gradient the update applied (after accumulation,
+  DDP's average, PCGrad/GradVac and fp16's unscale); elapsed_s: seconds since the run began, earlier sessions of
+  a resumed run included. A non-finite number is written as null (JSON has no NaN).
+- `--report_to tensorboard` also writes each number as a scalar (train/<name>) and each epoch's dev scores
+  (dev/<metric>, at the epoch's last step) into OUT_DIR/tensorboard (`tensorboard --logdir runs`); the package is
+  an optional extra, and without it the flag is refused at parse time, naming `pip install tensorboard`.
+- `epoch_end` prints the epoch's record and rewrites metrics.jsonl with every record so far.
+
+Resume: the log's state (the run's seconds so far, the epoch's training seconds and examples, the loss sums at
+the last record) is in every resume checkpoint, so a resumed run records the epoch's true speed and the run's true
+elapsed time. The records of the steps a resume redoes are dropped from steps.jsonl, and TensorBoard purges its
+events from the first redone step on: a resumed run's steps.jsonl is the uninterrupted run's, one record a step.
+
+`phase(iterable, desc, total)` shows work that is not a training epoch (dev evaluation, predictions): a line as it
+starts, then a tqdm bar, or in a log a line every 30 s and at its end. Left out: other trackers (W&B, MLflow);
+records from ranks other than 0 (their losses are their own shards').
 """
 
+import argparse
+import importlib.util
+import json
+import math
 import os
 import sys
 import time
@@ -31,23 +61,36 @@ from collections import deque
 from minbert.core.flags import at_least, positive
 from minbert.core.report import write_jsonl
 
-# Steps between steps.jsonl records (and their lines). 50 is Lightning's log_every_n_steps: on the README's CPU
-# quick start (about 0.5 s a step) a record every ~25 s, near the 30 s time rule; on a GPU (bert-base, ~8 steps/s)
-# every ~6 s, a few hundred records per run. Trainer's 500 would give the quick start one record in 4 minutes.
+# Steps between records. 50 is Lightning's log_every_n_steps: on the README's CPU quick start (about 0.5 s a step)
+# a record every ~25 s, near the 30 s time rule; on a GPU (bert-base, ~8 steps/s) every ~6 s, a few hundred records
+# per run. Trainer's 500 would give the quick start one record in 4 minutes.
 LOG_EVERY = 50
 LOG_SECONDS = 30.0   # seconds between progress lines in a log
 RATE_WINDOW = 50     # steps: the rate and the ETA are those of the last RATE_WINDOW steps
+STEPS = "steps.jsonl"
+TENSORBOARD = "tensorboard"
+REPORT_TO = ("none", "tensorboard")
+clock = time.monotonic   # every time the log reads; tests put a fake clock here
 
 
-def add_args(parser):
-    """--log_every and --log_seconds; returns their group (minbert/run/step_log.py adds --report_to to it)."""
-    g = parser.add_argument_group("progress and logs (minbert/core/progress.py, minbert/run/step_log.py)")
+def add_args(parser) -> None:
+    g = parser.add_argument_group("progress and logs (minbert/core/progress.py)")
     g.add_argument("--log_every", type=at_least(1), default=LOG_EVERY,
                    help="every N optimizer steps: a record in OUT_DIR/steps.jsonl (losses, lr, gradient norm, ex/s) "
                         "and a line on the terminal or in the log; lower it for short runs")
     g.add_argument("--log_seconds", type=positive, default=LOG_SECONDS,
                    help="when stdout is not a terminal, print a progress line at least every T seconds")
-    return g
+    g.add_argument("--report_to", type=report_to, choices=REPORT_TO, default="none",
+                   help="tensorboard: also write the step records and dev scores to OUT_DIR/tensorboard "
+                        "(needs pip install tensorboard); steps.jsonl is written either way")
+
+
+def report_to(text: str) -> str:
+    """type= of --report_to: refuses tensorboard, at parse time, where the package is not installed."""
+    if text == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
+        raise argparse.ArgumentTypeError("the tensorboard package is not installed: pip install tensorboard "
+                                         "(or leave the flag out: OUT_DIR/steps.jsonl has the same numbers)")
+    return text
 
 
 def on_terminal() -> bool:
@@ -58,6 +101,30 @@ def _duration(seconds: float) -> str:
     seconds = int(max(seconds, 0))
     h, m, s = seconds // 3600, seconds % 3600 // 60, seconds % 60
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def _finite(x):
+    return x if x is None or math.isfinite(x) else None
+
+
+def _print(text: str) -> None:
+    print(text, flush=True)
+
+
+def add_losses(sums: dict, losses: dict) -> bool:
+    """Add each loss (a 0-d tensor) to the running sums {name: [sum, count]} (`loop.running`, both scripts) if every
+    one is finite; returns whether they were (a non-finite step's loss is left out: one NaN would stick in the mean)."""
+    values = {name: loss.item() for name, loss in losses.items()}
+    if not all(math.isfinite(v) for v in values.values()):
+        return False
+    for name, value in values.items():
+        sums[name] = [sums[name][0] + value, sums[name][1] + 1]
+    return True
+
+
+def means(sums: dict) -> dict:
+    """The mean of each name's running sum {name: [sum, count]} (0 before its first)."""
+    return {name: s / max(n, 1) for name, (s, n) in sums.items()}
 
 
 class RecentRate:
@@ -82,93 +149,209 @@ class RecentRate:
         return sum(n for _, n in self.steps) / max(sum(s for s, _ in self.steps), 1e-9)
 
 
-class LogBar:
-    """tqdm's loop interface (iterate, set_postfix, write), printing a log line now and then instead of a bar.
-    `desc` names a phase (evaluation, predictions) in place of "epoch i/n"; a phase prints no first-step line."""
+class Log:
+    """The training loop's log; see the module docstring. Rank 0 alone prints and writes files."""
 
-    def __init__(self, iterable, epoch: int, epochs: int, total: int, initial: int = 0, seconds: float = LOG_SECONDS,
-                 stream=None, clock=time.monotonic, desc: str | None = None):
-        self.iterable, self.epoch, self.epochs, self.total, self.initial = iterable, epoch, epochs, total, initial
-        self.seconds, self.desc = seconds, desc
-        self.stream, self.clock = stream, clock
-        self.postfix, self.lines, self.rate = {}, 0, RecentRate()
+    def __init__(self, args, update, loop, steps_per_epoch: int):
+        self.args, self.update, self.loop, self.total = args, update, loop, steps_per_epoch
+        self.main = int(os.environ.get("RANK", "0")) == 0   # torchrun's rank; a single process is rank 0
+        self.terminal = on_terminal()
+        self.path = os.path.join(args.out_dir, STEPS)
+        self.start, self.before = clock(), 0.0       # this session's start; seconds of earlier sessions
+        self.epoch_s, self.epoch_examples = 0.0, 0   # this epoch's training seconds and examples, every session
+        self.last = {}                               # the loss sums at the previous record
+        self.rate, self.bar, self.writer, self.purge = RecentRate(), None, None, None
+        self.epoch, self.session_steps, self.mark, self.shown = 1, 0, self.start, self.start   # set by steps()
 
-    def set_postfix(self, postfix: dict | None = None, **kwargs) -> None:
-        self.postfix = dict(postfix or {}, **kwargs)
+    # ------------------------------------------------------------------ the loop's calls
+    def steps(self, epoch: int):
+        """The epoch's step indices from the loop's position (a resume starts mid-epoch), under a tqdm bar on a
+        terminal; in a log, a line now, before the slow first step."""
+        self.epoch, self.session_steps = epoch, 0
+        self.mark = self.shown = clock()
+        self.rate.restart(self.mark)
+        steps = range(self.loop.step, self.total)
+        if self.main and self.terminal:
+            from tqdm import tqdm
+            self.bar = tqdm(steps, desc=f"epoch {epoch}/{self.args.epochs}", initial=self.loop.step, total=self.total,
+                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+            return self.bar
+        if self.main and self.loop.step < self.total:
+            self.print(f"{self.position(self.loop.step)} | starting; a line after the first step, "
+                       f"then every {self.args.log_seconds:.0f} s")
+        return steps
 
-    def __iter__(self):
-        if self.initial < self.total:   # at once, so a log shows the loop has begun before the slow first step
-            first = "" if self.desc else "a line after the first step, then "
-            self.print(f"{self.position(self.initial)} | starting; {first}every {self.seconds:.0f} s")
-        last = self.clock()
-        self.rate.restart(last)
-        done = 0
-        for step in self.iterable:
-            yield step
-            done += 1
-            now = self.clock()
-            self.rate.add(now)
-            position = self.initial + done
-            if (done == 1 and not self.desc) or now - last >= self.seconds or position == self.total:
-                self.line(position, self.rate.steps_per_s())
-                last = now
+    def step(self, examples: int, **numbers) -> None:
+        """After an optimizer step of `examples` examples: the rate, the bar's numbers or a progress line now and
+        then, and every --log_every steps a record. `numbers`: more to show after the losses."""
+        now = clock()
+        took, self.mark = now - self.mark, now
+        self.epoch_s, self.epoch_examples = self.epoch_s + took, self.epoch_examples + examples
+        self.rate.add(now, examples)
+        self.session_steps += 1
+        position = self.loop.step + 1   # loop.step is this step's index until the loop moves on
+        if not self.main:
+            return
+        shown = {name: f"{mean:.3f}" for name, mean in means(self.loop.running).items()} | numbers
+        if self.terminal:
+            self.bar.set_postfix({"ex/s": f"{self.rate.examples_per_s():.0f}", "ETA": self.eta(position)} | shown)
+        elif self.session_steps == 1 or now - self.shown >= self.args.log_seconds or position == self.total:
+            losses = " | " + " ".join(f"{k} {v}" for k, v in shown.items()) if shown else ""
+            self.print(f"{self.position(position)} | {self.rate.steps_per_s():.2f} steps/s, "
+                       f"{self.rate.examples_per_s():.0f} ex/s | ETA {self.eta(position)}{losses}")
+            self.shown = now
+        step = self.completed() + 1
+        if step % self.args.log_every == 0:
+            self.write(self.record(step))
 
-    def line(self, position: int, steps_per_s: float) -> None:
-        left = self.total - position
-        eta_epoch = left / steps_per_s
-        eta_run = eta_epoch + (self.epochs - self.epoch) * self.total / steps_per_s
-        post = dict(self.postfix)
-        rate = f"{steps_per_s:.2f} {'batches' if self.desc else 'steps'}/s"
-        if "ex/s" in post:   # the training loop's recent rate (minbert/run/step_log.py)
-            rate += f", {post.pop('ex/s')} ex/s"
-        losses = " ".join(f"{k} {v}" for k, v in post.items())
-        eta = (f"ETA {_duration(eta_epoch)}" if self.desc
-               else f"ETA epoch {_duration(eta_epoch)}, run {_duration(eta_run)}")
-        self.print(f"{self.position(position)} | {rate} | {eta}" + (f" | {losses}" if losses else ""))
+    def epoch_record(self) -> dict:
+        """The epoch record's mean losses (loss_<name>), speed (examples over training seconds, every session of the
+        epoch) and elapsed time."""
+        return {**{f"loss_{name}": round(mean, 4) for name, mean in means(self.loop.running).items()},
+                "train_examples_per_s": round(self.epoch_examples / max(self.epoch_s, 1e-9), 1),
+                "elapsed_s": round(self.elapsed(), 1)}
 
+    def epoch_end(self, history: list) -> None:
+        """Print the epoch's record, rewrite metrics.jsonl, add its dev scores to TensorBoard; next epoch's clock."""
+        if self.main:
+            write_jsonl(os.path.join(self.args.out_dir, "metrics.jsonl"), history)
+            self.print(str(history[-1]))
+        if self.tensorboard():
+            record = history[-1]
+            for key, value in record.items():
+                if key != "epoch" and not key.startswith(("loss_", "train_", "elapsed")) and _finite(value) is not None:
+                    self.writer.add_scalar(f"dev/{key}", value, record["epoch"] * self.total)
+            self.writer.flush()
+        self.epoch_s, self.epoch_examples, self.last = 0.0, 0, {}   # the loop's loss sums restart with the epoch
+
+    # ------------------------------------------------------------------ lines
     def position(self, position: int) -> str:
-        percent = 100 * position / max(self.total, 1)
-        if self.desc:
-            return f"{self.desc} {position}/{self.total} ({percent:.0f}%)"
-        return f"epoch {self.epoch}/{self.epochs} step {position}/{self.total} ({percent:.0f}%)"
+        return (f"epoch {self.epoch}/{self.args.epochs} step {position}/{self.total} "
+                f"({100 * position / max(self.total, 1):.0f}%)")
 
-    def write(self, text: str) -> None:   # tqdm.write's place: a line of its own
-        self.print(text)
+    def eta(self, position: int) -> str:
+        """The time left of the epoch and of the run, at the recent rate."""
+        per_step = 1 / self.rate.steps_per_s()
+        epoch = (self.total - position) * per_step
+        run = epoch + (self.args.epochs - self.epoch) * self.total * per_step
+        return f"epoch {_duration(epoch)}, run {_duration(run)}"
 
     def print(self, text: str) -> None:
-        print(text, file=self.stream or sys.stdout, flush=True)
+        """A line of its own: above tqdm's bar on a terminal, else printed and flushed."""
+        if self.bar is not None and self.terminal:
+            self.bar.write(text)
+        else:
+            _print(text)
+
+    # ------------------------------------------------------------------ a record
+    def completed(self) -> int:
+        """Optimizer steps finished since the run began (at a step boundary)."""
+        return (self.loop.epoch - 1) * self.total + self.loop.step
+
+    def elapsed(self) -> float:
+        return self.before + clock() - self.start
+
+    def record(self, step: int) -> dict:
+        lrs = self.update.last_lr
+        record = {"step": step, "epoch": self.loop.epoch, "lr": lrs[0]}
+        if lrs[-1] != lrs[0]:
+            record["head_lr"] = lrs[-1]
+        for name, (s, n) in self.loop.running.items():
+            s0, n0 = self.last.get(name, (0.0, 0))
+            if n > n0:
+                record[f"loss_{name}"] = _finite(round((s - s0) / (n - n0), 4))
+        self.last = {name: tuple(sums) for name, sums in self.loop.running.items()}
+        record["examples_per_s"] = round(self.rate.examples_per_s(), 1)
+        record["grad_norm"] = _finite(float(self.update.grad_norm))
+        record["elapsed_s"] = round(self.elapsed(), 1)
+        return record
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tensorboard():
+            for key, value in record.items():
+                if key not in ("step", "epoch") and value is not None:
+                    self.writer.add_scalar(f"train/{key}", value, record["step"])
+        self.print(line(record))
+
+    def tensorboard(self):
+        """The SummaryWriter of --report_to tensorboard (made on first use, rank 0 only), else None."""
+        if self.writer is None and self.main and self.args.report_to == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+            self.writer = SummaryWriter(os.path.join(self.args.out_dir, TENSORBOARD), purge_step=self.purge)
+        return self.writer
+
+    # ------------------------------------------------------------------ resume
+    def state_dict(self) -> dict:
+        return {"elapsed_s": self.elapsed(), "epoch_s": self.epoch_s, "epoch_examples": self.epoch_examples,
+                "last": {k: list(v) for k, v in self.last.items()}, "step": self.completed()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.before, self.start = state["elapsed_s"], clock()
+        self.epoch_s, self.epoch_examples = state["epoch_s"], state["epoch_examples"]
+        self.last = {k: tuple(v) for k, v in state["last"].items()}
+        self.purge = state["step"] + 1   # the first step this session redoes
+        if self.main and os.path.isfile(self.path):   # drop the records of the steps the resume redoes
+            with open(self.path) as f:
+                kept = [x for x in f if (_step(x) or math.inf) <= state["step"]]
+            with open(self.path, "w") as f:
+                f.writelines(kept)
+
+
+def _step(text: str):
+    """A steps.jsonl line's step; None for a line cut short by a crash."""
+    try:
+        return json.loads(text)["step"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def line(record: dict) -> str:
+    """The printed line of a step record."""
+    def number(value, digits):
+        return "nan" if value is None else f"{value:.{digits}f}"
+
+    losses = " ".join(f"{k[5:]} {number(v, 3)}" for k, v in record.items() if k.startswith("loss_"))
+    lr = f"lr {record['lr']:.1e}" + (f", heads {record['head_lr']:.1e}" if "head_lr" in record else "")
+    return (f"step {record['step']} (epoch {record['epoch']}) | loss {losses} | {lr} | "
+            f"grad norm {number(record['grad_norm'], 2)} | {record['examples_per_s']:.0f} ex/s")
+
+
+class LogBar:
+    """A phase's progress in a log, tqdm's loop interface (iterate, write): a line as it starts, then every
+    `seconds` and at its end ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
+
+    def __init__(self, iterable, desc: str, total: int, seconds: float = LOG_SECONDS):
+        self.iterable, self.desc, self.total, self.seconds = iterable, desc, total, seconds
+        self.rate, self.lines = RecentRate(), 0
+
+    def __iter__(self):
+        self.write(f"{self.where(0)} | starting; every {self.seconds:.0f} s")
+        last = clock()
+        self.rate.restart(last)
+        for done, item in enumerate(self.iterable, 1):
+            yield item
+            now = clock()
+            self.rate.add(now)
+            if now - last >= self.seconds or done == self.total:
+                left = (self.total - done) / self.rate.steps_per_s()
+                self.write(f"{self.where(done)} | {self.rate.steps_per_s():.2f} batches/s | ETA {_duration(left)}")
+                last = now
+
+    def where(self, done: int) -> str:
+        return f"{self.desc} {done}/{self.total} ({100 * done / max(self.total, 1):.0f}%)"
+
+    def write(self, text: str) -> None:
+        _print(text)
         self.lines += 1
-
-
-def bar(iterable, epoch: int, epochs: int, total: int, initial: int = 0, disable: bool = False, args=None):
-    """A tqdm bar on a terminal, else a LogBar (--log_seconds from `args`); `disable`: no output at all (ranks
-    other than 0)."""
-    if disable or on_terminal():
-        from tqdm import tqdm
-        return tqdm(iterable, desc=f"epoch {epoch}/{epochs}", initial=initial, total=total, disable=disable or None)
-    return LogBar(iterable, epoch, epochs, total, initial, seconds=getattr(args, "log_seconds", LOG_SECONDS))
 
 
 def phase(iterable, desc: str, total: int, seconds: float = LOG_SECONDS):
     """Progress of work that is not an epoch (evaluation, predictions): on a terminal a line, then a tqdm bar that
-    disappears when done; in a log lines as it starts, every `seconds` and at its end ("predict dev sst, para, sts
-    12/35 (34%) | ...")."""
+    disappears when done; in a log a LogBar."""
     if on_terminal():
         from tqdm import tqdm
         print(f"{desc}: {total} batches", flush=True)
         return tqdm(iterable, desc=desc, total=total, leave=False)
-    return LogBar(iterable, 1, 1, total, seconds=seconds, desc=desc)
-
-
-def show(bar, **numbers) -> None:
-    """The numbers after the bar (or in the next log line); floats to 3 places."""
-    bar.set_postfix({k: f"{v:.3f}" if isinstance(v, float) else v for k, v in numbers.items()})
-
-
-def log_epoch(history: list, out_dir, write: bool = True) -> None:
-    """Print the last epoch's record above the bar; rewrite OUT_DIR/metrics.jsonl with every record so far
-    (with write=False, on ranks other than 0, no file)."""
-    if write:
-        write_jsonl(os.path.join(out_dir, "metrics.jsonl"), history)
-    from tqdm import tqdm
-    tqdm.write(str(history[-1]))
+    return LogBar(iterable, desc, total, seconds=seconds)

@@ -2,6 +2,6 @@
 variant chosen and what is left out; each owns its flags (add_args / from_args).
 
 PALs (pals), SMART (smart), R3F/R4F (r3f), PCGrad (pcgrad), GradVac (gradvac), Gradient Compromise
-(gradient_compromise), MNR loss (mnr), loss scaling, head pretraining, MML (mml), MeanShift
-(meanshift) and SimCSE (simcse).
+(gradient_compromise), MNR loss (mnr), loss scaling (loss_scaling), head pretraining (head_pretraining),
+MML (mml) and its paper's protocol (mml_protocol), MeanShift (meanshift) and SimCSE (simcse).
 """

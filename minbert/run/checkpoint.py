@@ -6,20 +6,20 @@ nanoGPT's checkpoint dict built in its loop):
 - `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last(out_dir, dict)`
   is save to last.pt plus removing the now older interrupted.pt; `save_weights` writes best.pt.
 - `LoopState`: where the loop is (epoch, step), the best score so far, the per-epoch history, this epoch's
-  running loss sums and a script's own lists (`extra`). `loop.epochs(n)` yields the epochs still to run; the
+  running loss sums ({name: [sum, count]}, kept by `progress.add_losses`) and a script's own lists
+  (`extra`). `loop.epochs(n)` yields the epochs still to run; the
   script's step loop sets `loop.step` as it goes, so a resume starts where the save was made.
-- `state_dicts(parts)` / `rng_states()` / `restore(ck, parts, loop)`: the script names its objects with
-  a state_dict once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams) and builds
-  the resume dict in sight: `{**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": ...}`.
+- `resume_state(parts, loop, args)` / `restore(ck, parts, loop)`: the script names its objects with a
+  state_dict once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams, the log), and
+  the resume dict is `{**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": ...}`.
 - `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
   a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
 - `resume_note(loop)`: the line a resumed run prints ("resuming at epoch 1, step 86; no epoch finished yet").
 
-The progress bar lives in minbert/core/progress.py, Ctrl-C in minbert/core/interrupt.py (`stop.saving`),
-metrics.jsonl in progress.log_epoch; none of them is part of the state. The step log (minbert/run/step_log.py) is
-a part: its clock (the run's seconds so far, the epoch's training seconds and examples) continues on resume.
+Ctrl-C lives in minbert/core/interrupt.py (`stop.saving`). The log (minbert/core/progress.py) is a part: its
+clock (the run's seconds so far, the epoch's training seconds and examples) continues on resume.
 
-On disk (unchanged since the single TrainState object, so older last.pt/interrupted.pt/best.pt load): one
+On disk: one
 key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
 torchrun), "epoch", "step", "best", "history", "running", "extra", and "args" (the flags as JSON). best.pt
 holds only "model", "args" and "scores".
@@ -212,6 +212,11 @@ def state_dicts(parts: dict) -> dict:
     def one(obj):
         return [o.state_dict() for o in obj] if isinstance(obj, list) else None if obj is None else obj.state_dict()
     return {name: one(obj) for name, obj in parts.items()}
+
+
+def resume_state(parts: dict, loop: "LoopState", args) -> dict:
+    """last.pt and interrupted.pt: everything an exact resume needs, at a step boundary."""
+    return {**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": json.dumps(vars(args))}
 
 
 def rng_states() -> dict:

@@ -12,12 +12,12 @@ identical weights). Ten skipped steps in a row stop the run with advice: that is
 not a bad batch. The schedule moves on either way, so a resumed run and an uninterrupted one
 see the same learning rates.
 
-For the step log (minbert/run/step_log.py) each update keeps `last_lr`, the learning rates it used, and, when
-`measure` was set before it, `grad_norm`: the L2 norm over all gradients it applies. That is the place where the
-norm is cheap and right: once per update, after every micro-batch of gradient accumulation, after DDP averaged the
-gradients across ranks (in the last backward) and PCGrad/GradVac combined them, and after fp16's unscale
-(`GradScaler.unscale_`, which the scaler's step then does not repeat), so it is the norm of the gradient the
-optimizer sees. Clipping would read the same number (torch.nn.utils.clip_grad_norm_'s total norm).
+Each update keeps what the log (minbert/core/progress.py) reads: `last_lr`, the learning rates it used, and
+`grad_norm`, the L2 norm of the gradient it applied, a 0-d tensor (read as a number on record steps only, so no
+device sync a step). It is taken once per update, after every micro-batch of gradient accumulation, after DDP
+averaged the gradients across ranks (in the last backward) and PCGrad/GradVac combined them, and after fp16's
+unscale (`GradScaler.unscale_`, which the scaler's step then does not repeat), so it is the norm of the gradient
+the optimizer sees: torch.nn.utils.clip_grad_norm_'s total norm.
 """
 
 import torch
@@ -33,7 +33,7 @@ class OptimizerStep:
         self.optimizer, self.scheduler, self.scaler, self.out_dir = optimizer, scheduler, scaler, out_dir
         self.bad_steps = 0
         self.world = distributed.world_size()   # build it after distributed.setup()
-        self.measure, self.grad_norm, self.last_lr = False, None, [g["lr"] for g in optimizer.param_groups]
+        self.grad_norm, self.last_lr = None, [g["lr"] for g in optimizer.param_groups]
 
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
@@ -43,7 +43,7 @@ class OptimizerStep:
         if self.world > 1:      # every rank skips together: a rank stepping alone would break DDP's identical weights
             finite = not distributed.any_rank(not finite)
         self.last_lr = [g["lr"] for g in self.optimizer.param_groups]
-        self.grad_norm = self.gradient_norm() if self.measure else None
+        self.grad_norm = self.gradient_norm()
         if self.scaler:         # skips the step itself when the scaled gradients overflowed
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -58,12 +58,12 @@ class OptimizerStep:
                             f"--amp off; {self.out_dir}/last.pt holds the last finished epoch")
         return finite
 
-    def gradient_norm(self) -> float:
-        """‖g‖₂ over every gradient of the optimizer's parameters, unscaled first under fp16."""
+    def gradient_norm(self) -> torch.Tensor:
+        """‖g‖₂ over every gradient of the optimizer's parameters (0-d), unscaled first under fp16."""
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
         if not grads:
-            return 0.0
+            return torch.zeros(())
         norms = torch.stack([torch.linalg.vector_norm(g.detach().float()) for g in grads])   # (P,) one per tensor
-        return float(torch.linalg.vector_norm(norms))
+        return torch.linalg.vector_norm(norms)

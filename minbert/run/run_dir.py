@@ -60,13 +60,31 @@ NO_PERMISSION = {errno.EACCES, errno.EPERM}
 def add_run_args(parser, out_dir: str, seed: int) -> None:
     """The flags both training scripts share, each group from the module that owns it: the machine (device, amp,
     compile, seed), the run folder and resume, progress in logs, fast paths."""
-    from minbert.run import checkpoint, fast_paths, step_log   # here: importing run_dir alone stays light
-    from minbert.core import device
+    from minbert.run import checkpoint, fast_paths   # here: importing run_dir alone stays light
+    from minbert.core import device, progress
     device.add_args(parser, seed=seed)
     checkpoint.add_args(parser, out_dir=out_dir)
     add_args(parser)
-    step_log.add_args(parser)
+    progress.add_args(parser)
     fast_paths.add_args(parser)
+
+
+def start(args, ck, about: str):
+    """What both scripts do first, with the flags of `add_run_args`: the seed, the device (joining torchrun's
+    process group), --amp, the thread count (a resume keeps the checkpoint `ck`'s) and the fast paths, each said
+    in a line ("device cpu, amp off (...), model minilm-l6, ABOUT"). Returns (device, fast paths)."""
+    import torch
+    from minbert.core.device import resolve_amp, seed_everything, set_threads
+    from minbert.run import checkpoint, distributed, fast_paths
+    seed_everything(args.seed)
+    device = distributed.setup(args.device)   # + process group under torchrun
+    args.amp, amp_reason = resolve_amp(args.amp, device)
+    print(f"device {device}, amp {args.amp} ({amp_reason}), model {args.model}, {about}")
+    set_threads(args.threads, device, resumed=checkpoint.saved_args(ck).get("threads", 0) if ck else 0)   # one line
+    args.threads = torch.get_num_threads()   # what the checkpoints record: a resume keeps it, so it is exact
+    fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
+    print(f"fast paths: {fast}")
+    return device, fast
 
 
 def add_args(parser) -> None:
