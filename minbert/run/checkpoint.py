@@ -259,7 +259,14 @@ class LoopState:
 
     def load_state_dict(self, ck: dict) -> None:
         self.epoch, self.step, self.best, self.history = ck["epoch"], ck["step"], ck["best"], ck["history"]
-        self.running, self.extra = ck["running"], ck["extra"]
+        self.running, self.extra = _sums(ck["running"]), ck["extra"]
+
+
+def _sums(running: dict) -> dict:
+    """Loss sums as {name: [sum, count]}; an MML checkpoint of an earlier minbert kept {"task", "mv", "n"}."""
+    if set(running) == {"task", "mv", "n"}:
+        return {name: [value, running["n"]] for name, value in running.items() if name != "n"}
+    return running
 
 
 def restore(ck: dict, parts: dict, loop: "LoopState") -> None:

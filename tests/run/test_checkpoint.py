@@ -102,6 +102,16 @@ def test_checkpoint_in_the_old_train_state_layout_still_restores(tmp_path):
     assert set(now) == set(old), f"the key layout on disk changed: {sorted(set(now) ^ set(old))}"
 
 
+def test_an_mml_checkpoint_with_the_earlier_loss_sums_resumes_in_the_one_shape():
+    """train_mml.py kept {"task": sum, "mv": sum, "n": count} before both scripts kept {name: [sum, count]}: a run
+    interrupted under the earlier code resumes with the same means (not a TypeError at its first step)."""
+    loop = checkpoint.LoopState(running={"task": [0.0, 0], "mv": [0.0, 0]})
+    loop.load_state_dict({"epoch": 2, "step": 7, "best": 0.5, "history": [], "extra": {},
+                          "running": {"task": 3.5, "mv": 1.25, "n": 5}})
+    assert loop.running == {"task": [3.5, 5], "mv": [1.25, 5]}, \
+        f"LoopState.load_state_dict: an earlier MML checkpoint's sums should read as [sum, count]: {loop.running}"
+
+
 def test_loop_state_walks_the_remaining_positions_and_keeps_the_best():
     loop = checkpoint.LoopState(running={"n": 0}, epoch=2, step=5)
     loop.running["n"] = 7
