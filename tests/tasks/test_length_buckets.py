@@ -55,7 +55,7 @@ def close(actual, expected, where):
     """fp32 equality up to rounding: max |actual - expected| <= 1e-6 x max(1, max |expected|) (a gradient of size 5
     rounds at a few 1e-7); the message gives the sizes, not the tensors."""
     diff, scale = (actual - expected).abs().max().item(), max(1.0, expected.abs().max().item())
-    assert diff <= 1e-6 * scale, f"{where}: max abs diff {diff:.3g} > 1e-6 x {scale:.3g} (shape {tuple(expected.shape)})"
+    assert diff <= 1e-6 * scale, f"{where}: max abs diff {diff:.3g} > 1e-6 x {scale:.3g}, shape {tuple(expected.shape)}"
 
 
 def loss_and_grads(model, task, batch):
