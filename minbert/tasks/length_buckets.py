@@ -11,11 +11,12 @@ batch's padding already is. Attention adds a large negative number to the masked
 they weigh exactly 0; positions count from the left and padding goes on the right, so every real token keeps its
 position; the pooled vector is the [CLS] token's or the mean over attention_mask 1. The losses and the gradients
 are those of the unpadded batch (tests/tasks/test_length_buckets.py: each task's loss, both poolings, to 1e-6 in
-fp32). What it costs is the padded tokens' compute: at most twice the tokens of a batch just past a bucket's edge.
+fp32). What it costs is the padded tokens' compute: under twice a batch's tokens from 32 tokens on (33 -> 64),
+more for short batches (10 -> 32).
 
 Where it is used: the training scripts with `--compile` on CUDA (`use_on`). Not on a CPU: there is no CUDA graph
 to replay there, torch.compile's CPU code takes a varying T after one recompile (minbert/bert/compiled.py), and a
-CPU step's time is its arithmetic, so padded tokens would only cost time (up to twice a batch's). A run without
+CPU step's time is its arithmetic, so padded tokens would only cost time. A run without
 --compile pads as before, to each batch's longest, and computes exactly what it did.
 """
 
