@@ -36,7 +36,7 @@ from minbert.adamw import AdamW
 from minbert.core import flags, interrupt, progress
 from minbert.methods import mml
 from minbert.run import checkpoint, distributed, run_dir
-from minbert.tasks import glue, metrics
+from minbert.tasks import glue, length_buckets, metrics
 from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
@@ -125,6 +125,7 @@ def train(args, stop):
     model.to(device).train()
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(encoder, [heads])
+        length_buckets.use_on(device, train, dev)   # CUDA: few static shapes
     sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
     print(f"{heads.num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, "
           f"head dropout {spec['dropout']}"

@@ -24,7 +24,7 @@ from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.core import flags, interrupt, progress
 from minbert.methods import gradient_compromise, gradvac, head_pretraining, loss_scaling, mnr, pals, pcgrad, r3f, smart
 from minbert.run import checkpoint, distributed, run_dir, stages
-from minbert.tasks import data, multitask, sampling
+from minbert.tasks import data, length_buckets, multitask, sampling
 from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
@@ -119,6 +119,7 @@ def train(args, stop):
     model.to(device).train()
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(model, list(model.heads.values()))
+        length_buckets.use_on(device, *train.values(), *dev.values(), *test.values())   # CUDA: few static shapes
     eval_bs = max(64, args.batch_size)
     if args.predict_only:
         model.load_state_dict(ck["model"])

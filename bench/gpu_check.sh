@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The GPU check: run it whenever a GPU is at hand, and commit its results file with the card named in it.
 #
-#   bash bench/gpu_check.sh                 # on one GPU, offline: <= 8 min; writes bench/results/gpu_check.md
-#   bash bench/gpu_check.sh --cpu-smoke     # no GPU: tiny sizes on CPU, writes /tmp/gpu_check_smoke.md (~2 min)
+#   bash bench/gpu_check.sh                 # on one GPU, offline: <= 10 min; writes bench/results/gpu_check.md
+#   bash bench/gpu_check.sh --cpu-smoke     # no GPU: tiny sizes on CPU, writes /tmp/gpu_check_smoke.md (minutes: it compiles)
 #
 # What it measures (bench/gpu_check.py): what `--amp auto` chooses; a bf16 and an fp16 (GradScaler) train step of
-# minbert's BertModel against Hugging Face's BertModel at bert-base shape (random weights) and with the packaged
-# MiniLM; the peak GPU memory of each; and the README's quick start for 1 epoch with its dev scores. Offline:
+# minbert's BertModel eager, compiled (--compile's torch.compile) and compiled with CUDA graphs, against Hugging
+# Face's BertModel, at bert-base shape (random weights) and with the packaged MiniLM, with AdamW's own share; the
+# peak GPU memory of each; one eager and one compiled step under torch.profiler (kernels, launch calls, GPU busy
+# fraction); and the README's quick start for 1 epoch, eager and with --compile, with its dev scores. Offline:
 # MiniLM comes from its pip package (requirements-model.txt), the data from data/; HF_HUB_OFFLINE=1 makes any
 # attempt to reach the network fail loudly instead. Needs requirements-dev.txt (transformers) and a CUDA torch.
 #
@@ -23,4 +25,4 @@ if [[ $# -gt 0 ]]; then
     exit 2
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-exec timeout 480 python bench/gpu_check.py --out bench/results/gpu_check.md
+exec timeout 600 python bench/gpu_check.py --out bench/results/gpu_check.md

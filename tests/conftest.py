@@ -31,26 +31,45 @@ import signal
 import warnings
 from pathlib import Path
 
-# The suite runs on the CPU even where a GPU is present: its pinned outputs, and the references the training scripts
-# are compared with, are CPU numbers, and `--device auto` would otherwise train on the GPU. Set before torch first
-# looks for CUDA; the child processes inherit it. The GPU is checked by bench/gpu_check.sh.
-os.environ["CUDA_VISIBLE_DEVICES"] = ""
+# What the caller's shell sets must not change what a test checks. Set before torch, transformers or huggingface_hub
+# read them (huggingface_hub copies HF_HUB_OFFLINE into a constant at import); the child processes inherit the same.
+# - Threads: one per test process (OMP_NUM_THREADS=1, whatever the shell says), so `pytest -n auto` on a 16-core
+#   machine runs near one thread per worker instead of 16 each (a load of 111 on 16 cores was seen), and so the
+#   numbers a test compares do not depend on the machine: a CPU's sums depend on how many threads split them.
+#   torch.compile's own compile workers likewise (TORCHINDUCTOR_COMPILE_THREADS).
+# - HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE: the tests that need offline set it themselves (monkeypatch.setenv); the
+#   dry-run table of a model in no cache said "the run would stop" instead of "downloads it first" when set.
+# - torchrun's variables (RANK, WORLD_SIZE, ...): a test is one process unless it starts torchrun itself.
+# The GPU is left visible: every test that compares numbers or builds a model pins --device cpu and its precision
+# (bench/results/gpu_tests.md lists them), and the tests marked `gpu` (pytest.ini) need one and skip without it.
+PINNED_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+CLEARED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+               "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+os.environ.update(PINNED_ENV)
+for _name in CLEARED_ENV:
+    os.environ.pop(_name, None)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from minbert.core import report  # noqa: E402
-from minbert.core.device import choose_threads, current_load, usable_cores  # noqa: E402
 
-# One thread count for the whole session, chosen once as the scripts choose theirs (the cores free at start; an
-# OMP_NUM_THREADS already set wins): torch's default of one thread per core runs several times slower on a machine
-# with a core busy, the threads waiting for each other on it (bench/results/threads.md: the quick start at 2 threads
-# 5 ex/s, at 1 thread 56). The training runs the tests start as child
-# processes inherit it, whatever the load does later: a CPU's sums depend on how many threads split them, and the
-# scripts would otherwise choose again (minbert/core/device.py, set_threads), so two runs compared for equality
-# could differ by a rounding.
-os.environ.setdefault("OMP_NUM_THREADS", str(choose_threads(usable_cores(), current_load())))
-torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+torch.set_num_threads(1)
+
+
+def pytest_runtest_setup(item):
+    """A test marked `gpu` skips, saying why, only where no CUDA GPU is visible. Asked here, when such a test is
+    about to run, not at import: CUDA is not even initialised in a session without one."""
+    if item.get_closest_marker("gpu") and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (marked gpu); none is visible here")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Each test starts with one torch thread, whatever the test before it did (a run with --threads 2 sets torch's
+    threads for the whole process; a test's environment changes go through monkeypatch, which undoes them)."""
+    torch.set_num_threads(1)
+
 
 # Root writes to read-only files and folders (CAP_DAC_OVERRIDE). A child process started with
 # preexec_fn=meet_file_modes drops that capability from its bounding set before exec (what

@@ -62,7 +62,8 @@ def test_multitask_with_pals_smart_pcgrad_writes_the_pinned_outputs(tiny_model, 
     write_task_files(data)
     out = tmp_path / "run"
     args = ["--model", str(tiny_model), "--data_dir", str(data), "--out_dir", str(out), "--epochs", "2",
-            "--batch_size", "4", "--lr", "1e-3", "--hidden_dropout_prob", "0.1", "--seed", "3", "--amp", "off",
+            "--batch_size", "4", "--lr", "1e-3", "--hidden_dropout_prob", "0.1", "--seed", "3",
+            "--device", "cpu", "--amp", "off",
             "--pals", "--pals_size", "8", "--pals_heads", "2", "--smart", "1", "--surgery", "pcgrad",
             "--fast_paths", "off"]   # the readable path, as before the refactor (the fused AdamW rounds differently)
     for task in ("sst", "para", "sts"):
@@ -82,7 +83,8 @@ def test_mml_writes_the_pinned_metrics(tiny_model, tmp_path):
     out = tmp_path / "run"
     train_mml.main(["--task", "RTE", "--method", "mml", "--model", str(tiny_model), "--glue_dir", str(glue),
                     "--out_dir", str(out), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3",
-                    "--amp", "off", "--heads", "16", "--eliminate_every", "5", "--eval_tasks", "QNLI",
+                    "--device", "cpu", "--amp", "off", "--heads", "16", "--eliminate_every", "5",
+                    "--eval_tasks", "QNLI",
                     "--fast_paths", "off"])
     check("mml/metrics.jsonl", metrics(out / "metrics.jsonl"))
     check("mml/cross_dataset.json", (out / "cross_dataset.json").read_text())

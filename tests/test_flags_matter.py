@@ -133,7 +133,7 @@ def captured(main, argv, out) -> dict:
 def multitask_run(tiny, out, extra):
     args = ["--model", str(tiny / "model"), "--data_dir", str(tiny / "cs224n"), "--out_dir", str(out / "run"),
             "--epochs", "2", "--steps_per_epoch", "3", "--batch_size", "4", "--lr", "1e-3", "--seed", "3",
-            "--amp", "off", "--hidden_dropout_prob", "0.1"]
+            "--device", "cpu", "--amp", "off", "--hidden_dropout_prob", "0.1"]
     args += [a for t in ("sst", "para", "sts") for s in ("dev", "test")
              for a in (f"--{t}_{s}_out", str(out / "predictions" / f"{t}-{s}.csv"))]
     return captured(train_multitask.main, args + extra, out)
@@ -141,8 +141,8 @@ def multitask_run(tiny, out, extra):
 
 def mml_run(tiny, out, extra):
     args = ["--task", "RTE", "--model", str(tiny / "model"), "--glue_dir", str(tiny / "glue"), "--out_dir",
-            str(out / "run"), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--amp", "off",
-            "--eval_tasks", "QNLI"]
+            str(out / "run"), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--device", "cpu",
+            "--amp", "off", "--eval_tasks", "QNLI"]
     return captured(train_mml.main, args + extra, out)
 
 
@@ -151,7 +151,7 @@ def simcse_run(tiny, out, extra):
     if not sentences.exists():
         sentences.write_text("\n".join(sentence(i) for i in range(24)) + "\n")
     args = ["--model", str(tiny / "model"), "--data", str(sentences), "--data_dir", str(tiny / "cs224n"),
-            "--out_dir", str(out / "run"), "--batch_size", "8", "--seed", "3", "--amp", "off",
+            "--out_dir", str(out / "run"), "--batch_size", "8", "--seed", "3", "--device", "cpu", "--amp", "off",
             "--lr", "1e-3"]
     return captured(simcse_stage.main, args + extra, out)
 

@@ -182,7 +182,8 @@ def tiny_run(tmp_path_factory):
 
     def run(out, *flags):
         args = ["--model", str(model), "--data_dir", str(root / "data"), "--out_dir", str(out / "run"),
-                "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--amp", "off", "--keep_resume_state"]
+                "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--device", "cpu", "--amp", "off",
+                "--keep_resume_state"]
         for task in ("sst", "para", "sts"):
             for split in ("dev", "test"):
                 args += [f"--{task}_{split}_out", str(out / "predictions" / f"{task}-{split}-output.csv")]

@@ -72,7 +72,7 @@ def test_quick_start_runs_offline_and_writes_everything_under_its_out_dir(offlin
     args = readme_command("train_multitask.py")
     assert "--option" in args and "finetune" in args and "--out_dir" in args, f"README quick start command: {args}"
     out = tmp_path / "run"
-    history = train_multitask.main(args + ["--limit", "8", "--out_dir", str(out)])
+    history = train_multitask.main(args + ["--limit", "8", "--device", "cpu", "--amp", "off", "--out_dir", str(out)])
     assert 0.0 <= history[-1]["overall"] <= 1.0
     written = sorted(p.name for p in (out / "predictions").glob("*.csv"))
     expected = ["para-dev-output.csv", STAND_IN_PARA_TEST, "sst-dev-output.csv", "sst-test-output.csv",
@@ -92,5 +92,6 @@ def test_quick_start_runs_offline_and_writes_everything_under_its_out_dir(offlin
 def test_readme_mml_quick_start_runs_offline_on_shipped_glue(offline, tmp_path):
     args = readme_command("train_mml.py")
     assert "--glue_dir" not in args, "the MML quick start must use the GLUE files shipped in data/glue_data"
-    history = train_mml.main(args + ["--limit", "16", "--epochs", "1", "--out_dir", str(tmp_path)])
+    history = train_mml.main(args + ["--limit", "16", "--epochs", "1", "--device", "cpu", "--amp", "off",
+                                     "--out_dir", str(tmp_path)])
     assert history and "accuracy" in history[-1]

@@ -40,7 +40,7 @@ def run(setup, out, *extra, task="RTE", method="mml"):
     glue, model = setup
     args = ["--task", task, "--method", method, "--model", str(model), "--glue_dir", str(glue), "--out_dir", str(out),
             "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--seed", "3",
-            "--amp", "off",   # the same numbers on every CPU (auto would pick bf16 on some)
+            "--device", "cpu", "--amp", "off",   # the same numbers on every CPU (auto would pick bf16 on some)
             "--keep_resume_state"]   # these tests read last.pt of finished runs
     return train_mml.main(args + list(extra))
 
@@ -154,7 +154,7 @@ def test_study_writes_tables_for_one_task_two_methods_one_seed(setup, tmp_path):
     glue, model = setup
     out = tmp_path / "study"
     argv = ["--tasks", "RTE", "--methods", "bert,mml4", "--seeds", "1", "--model", str(model), "--epochs", "1",
-            "--glue_dir", str(glue), "--out_dir", str(out), "--batch_size", "8"]
+            "--glue_dir", str(glue), "--out_dir", str(out), "--batch_size", "8", "--device", "cpu", "--amp", "off"]
     tables = mml_study.main(argv)
     for name in ("table1.md", "table1.json", "cross_dataset.md", "cross_dataset.json", "performance_profile.png"):
         assert (out / name).is_file(), f"minbert.tools.mml_study did not write {name}"

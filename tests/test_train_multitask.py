@@ -37,7 +37,7 @@ def run(setup, out, *extra):
     data, model = setup
     args = ["--model", str(model), "--data_dir", str(data), "--out_dir", str(out / "run"),
             "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--hidden_dropout_prob", "0.1", "--seed", "3",
-            "--amp", "off",   # the same numbers on every CPU (auto would pick bf16 on some)
+            "--device", "cpu", "--amp", "off",   # the same numbers on every CPU (auto would pick bf16 on some)
             "--keep_resume_state"]   # these tests read last.pt of finished runs
     for task in ("sst", "para", "sts"):
         for split in ("dev", "test"):

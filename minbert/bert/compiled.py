@@ -16,9 +16,13 @@ Variant chosen:
 - Both attention paths compile: the written-out softmax(QKᵀ/√D + mask)V and
   F.scaled_dot_product_attention (BertConfig.fast_attention).
 - Batches of varying T (length-aware batching) trigger one recompile, after which torch marks T
-  as dynamic and stops recompiling.
-Left out: CUDA graphs ("reduce-overhead" mode) and `fullgraph=True` (our CPU dropout is an
-autograd.Function and MML heads mask with a buffer; both compile, with graph breaks allowed).
+  as dynamic and stops recompiling. On CUDA the training scripts pad batches to a few lengths instead
+  (minbert/tasks/length_buckets.py): the static shapes that CUDA graphs need.
+- `mode` is torch.compile's: None (the default: fused kernels, launched one by one from Python) or
+  "reduce-overhead" (CUDA graphs: a step's kernels recorded once per shape and replayed with one launch).
+  The scripts use the default; bench/gpu_check.py measures both on a GPU, eager and Hugging Face beside them.
+Left out: `fullgraph=True` (our CPU dropout is an autograd.Function and MML heads mask with a buffer;
+both compile, with graph breaks allowed).
 """
 
 from torch import nn
@@ -26,12 +30,12 @@ from torch import nn
 from minbert.bert.layers import BertLayer, Embeddings, Pooler
 
 
-def compile_blocks(model: nn.Module, heads: list[nn.Module]) -> int:
-    """Compile in place every BERT block inside `model` and each module of `heads`. Returns the
-    number of modules compiled (a model with no BERT block is a caller's mistake)."""
+def compile_blocks(model: nn.Module, heads: list[nn.Module], mode: str | None = None) -> int:
+    """Compile in place every BERT block inside `model` and each module of `heads` (torch.compile's `mode`).
+    Returns the number of modules compiled (a model with no BERT block is a caller's mistake)."""
     blocks = [m for m in model.modules() if isinstance(m, (Embeddings, BertLayer, Pooler))]
     if not blocks:
         raise ValueError("minbert.bert.compiled.compile_blocks: found no BertLayer/Embeddings/Pooler in the model")
     for m in blocks + list(heads):
-        m.compile()
+        m.compile(mode=mode)
     return len(blocks) + len(heads)

@@ -1,6 +1,6 @@
 """tasks: what the model is trained on and how it is scored.
 
 The CS224N readers (data), GLUE (glue), the heads on top of the encoder (multitask, pair_heads),
-how batches are drawn across tasks (sampling), the metrics (metrics), and a sentence-embedding evaluation
-(embedding_eval).
+how batches are drawn across tasks (sampling), batches padded to a few lengths for --compile on CUDA
+(length_buckets), the metrics (metrics), and a sentence-embedding evaluation (embedding_eval).
 """

@@ -41,6 +41,7 @@ from typing import Iterator
 import torch
 
 from minbert.core.errors import UserError
+from minbert.tasks.length_buckets import pad_to_bucket
 
 # default file names inside --data_dir (the handout's data/ folder)
 CS224N_FILES = {
@@ -328,7 +329,11 @@ class TaskData:
 
     `label_dtype` defaults to float32 if any label is a float (STS), else long (SST, Quora with
     cross-entropy); pass torch.float32 for Quora trained with BCE-with-logits.
-    Unlabeled splits (test files) produce batches without a "labels" key."""
+    Unlabeled splits (test files) produce batches without a "labels" key.
+
+    `buckets` (False): pad each batch to the next of a few lengths (minbert.tasks.length_buckets) instead of its
+    longest example; `--compile` on CUDA turns it on (length_buckets.use_on), for the few static shapes that
+    CUDA graphs need. The padding is masked: the model computes the same for the real tokens either way."""
 
     def __init__(self, examples: list[Example], tokenizer, max_length: int, pair_mode: str = "cross",
                  label_dtype: torch.dtype | None = None):
@@ -341,7 +346,7 @@ class TaskData:
             raise ValueError("TaskData: examples mix single sentences and pairs (some text2 are None)")
         self.is_pair = is_pair.pop()
         self.pair_mode = pair_mode if self.is_pair else None
-        self.tokenizer = tokenizer
+        self.tokenizer, self.max_length, self.buckets = tokenizer, max_length, False
         self.ids = [e.id for e in examples]
 
         # tokenize every example once; batches only pad (cached ids, dynamic padding)
@@ -410,7 +415,7 @@ class TaskData:
             batch["labels"] = self.labels[index]
         batch["ids"] = [self.ids[i] for i in group]
         batch["index"] = index
-        return batch
+        return pad_to_bucket(batch, self.max_length, self.tokenizer.pad_id) if self.buckets else batch
 
 
 # ----------------------------------------------------------------------------------------------

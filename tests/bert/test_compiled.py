@@ -75,3 +75,38 @@ def test_compiled_forward_and_train_step_equal_eager(fast_attention):
         torch.testing.assert_close(outs[1][1][n], outs[0][1][n], **TOL, msg=lambda m: f"{where}: grad of {n} differs: {m}")
     for n in params[0]:
         torch.testing.assert_close(params[1][n], params[0][n], **TOL, msg=lambda m: f"{where}: {n} after AdamW differs: {m}")
+
+
+@pytest.mark.gpu   # CUDA graphs exist only on CUDA: skipped, with the reason, where no GPU is visible
+def test_cuda_graphs_train_steps_on_length_buckets_equal_eager_on_the_gpu():
+    """mode="reduce-overhead" (CUDA graphs) over batches padded to length buckets: three train steps, each on a
+    batch of another length, give eager's losses and weights on the same GPU (fp32, TF32 off)."""
+    from minbert.tasks.length_buckets import pad_to_bucket
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    cfg = BertConfig.tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, fast_attention=True)
+    eager = MultitaskBert(BertModel(cfg), dropout=0.0).cuda()
+    graphs = MultitaskBert(BertModel(cfg), dropout=0.0).cuda()
+    graphs.load_state_dict(eager.state_dict())
+    compile_blocks(graphs, list(graphs.heads.values()), mode="reduce-overhead")
+    batches = []
+    for T in (12, 20, 40):   # buckets 32, 32, 64: one shape replayed, one new
+        b = batch()
+        b = {k: v.repeat(1, -(-T // 12))[:, :T] if v.dim() == 2 else v for k, v in b.items()}
+        batches.append({k: v.cuda() for k, v in pad_to_bucket(b, 512, 0).items()})
+    losses = []
+    for model in (eager, graphs):
+        opt, seen = AdamW(model.parameters(), lr=1e-4, eps=1e-6), []
+        for b in batches:
+            torch.compiler.cudagraph_mark_step_begin()
+            loss = task_loss("sst", model("sst", b), b["labels"])
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            seen.append(loss.item())
+        losses.append(seen)
+    where = "minbert.bert.compiled.compile_blocks(mode='reduce-overhead') on CUDA, bucketed batches"
+    torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), **TOL,
+                               msg=lambda m: f"{where}: the losses of 3 steps differ from eager: {m}")
+    for (n, p), q in zip(eager.named_parameters(), graphs.parameters()):
+        torch.testing.assert_close(q, p, **TOL, msg=lambda m: f"{where}: {n} after 3 steps differs from eager: {m}")

@@ -48,7 +48,7 @@ def fails(capsys, main, argv, *expected):
 def multitask_args(setup, tmp_path, *extra):
     data, model = setup
     args = ["--model", str(model), "--data_dir", str(data), "--out_dir", str(tmp_path / "run"), "--epochs", "1",
-            "--batch_size", "4", "--amp", "off"]
+            "--batch_size", "4", "--device", "cpu", "--amp", "off"]
     for task in ("sst", "para", "sts"):
         for split in ("dev", "test"):
             args += [f"--{task}_{split}_out", str(tmp_path / "pred" / f"{task}-{split}.csv")]
@@ -238,7 +238,7 @@ def test_mml_resume_from_best_pt_is_refused(mml_setup, tmp_path, capsys):
     run_mml(mml_setup, tmp_path, "--epochs", "1", "--method", "bert")
     glue, model = mml_setup
     argv = ["--task", "RTE", "--method", "bert", "--model", str(model), "--glue_dir", str(glue), "--out_dir", str(tmp_path),
-            "--epochs", "1", "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--amp", "off",
+            "--epochs", "1", "--batch_size", "4", "--lr", "1e-3", "--seed", "3", "--device", "cpu", "--amp", "off",
             "--resume", str(tmp_path / "best.pt")]
     fails(capsys, train_mml.main, argv, "holds only a model's weights", "--predict_only")
 

@@ -89,12 +89,13 @@ def encoder_tensors(run_dir):
 def test_chained_pipeline_simcse_multitask_pals_after_mml_runs_end_to_end(tmp_path):
     data, model = tiny_run_inputs(tmp_path)
     common = ["--data_dir", str(data), "--epochs", "1", "--batch_size", "4", "--lr", "1e-3",
-              "--hidden_dropout_prob", "0.1", "--limit", "12", "--seed", "3"]
+              "--hidden_dropout_prob", "0.1", "--limit", "12", "--seed", "3", "--device", "cpu", "--amp", "off"]
     preds = lambda d: sum(([f"--{t}_{s}_out", str(d / f"{t}-{s}.csv")] for t in ("sst", "para", "sts") for s in ("dev", "test")), [])
 
     # 1) SimCSE writes an encoder folder
     simcse_stage.main(["--model", str(model), "--data", "cs224n", "--data_dir", str(data), "--limit", "12",
-                       "--batch_size", "4", "--max_steps", "2", "--out_dir", str(tmp_path / "simcse")])
+                       "--batch_size", "4", "--max_steps", "2", "--device", "cpu", "--amp", "off",
+                       "--out_dir", str(tmp_path / "simcse")])
     assert all((tmp_path / "simcse" / "model" / f).is_file() for f in FILES), "minbert.tools.simcse_stage.main: exported folder incomplete"
 
     # 2) multitask fine-tuning from the SimCSE encoder: writes model/, outputs.pt, stage.json
@@ -126,7 +127,8 @@ def test_chained_pipeline_simcse_multitask_pals_after_mml_runs_end_to_end(tmp_pa
     glue = tmp_path / "glue"
     write_glue(glue)
     train_mml.main(["--task", "RTE", "--method", "bert", "--model", str(run1 / "model"), "--glue_dir", str(glue),
-                    "--out_dir", str(tmp_path / "mml"), "--epochs", "1", "--batch_size", "4", "--limit", "8"])
+                    "--out_dir", str(tmp_path / "mml"), "--epochs", "1", "--batch_size", "4", "--limit", "8",
+                    "--device", "cpu", "--amp", "off"])
     assert all((tmp_path / "mml" / "model" / f).is_file() for f in FILES), "train_mml.py: exported folder incomplete"
     assert BertModel.from_pretrained(tmp_path / "mml" / "model") is not None
 

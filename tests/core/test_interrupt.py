@@ -159,7 +159,7 @@ def test_interrupted_study_keeps_finished_runs_and_continues_the_cut_one(mml_set
 
     def argv(out):
         return ["--tasks", "RTE", "--methods", "bert,mml4", "--seeds", "1", "--model", str(model), "--epochs", "2",
-                "--glue_dir", str(glue), "--out_dir", str(out), "--batch_size", "8", "--amp", "off"]
+                "--glue_dir", str(glue), "--out_dir", str(out), "--batch_size", "8", "--device", "cpu", "--amp", "off"]
 
     full = mml_study.main(argv(tmp_path / "full"))
     with monkeypatch.context() as m:   # bert: 2 epochs x 3 steps; the 5th step is mml4's 2nd

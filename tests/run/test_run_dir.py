@@ -27,7 +27,7 @@ def run(setup, out_dir, *extra):
     data, model = setup
     return train_multitask.main(["--model", str(model), "--data_dir", str(data), "--out_dir", str(out_dir),
                                  "--epochs", "2", "--batch_size", "4", "--lr", "1e-3", "--hidden_dropout_prob", "0.1",
-                                 "--seed", "3", "--amp", "off", *extra])
+                                 "--seed", "3", "--device", "cpu", "--amp", "off", *extra])
 
 
 def prediction_lines(folder):
@@ -128,7 +128,7 @@ def test_mml_run_says_where_its_outputs_went_and_drops_its_resume_state(mml_setu
     glue, model = mml_setup
     out = tmp_path / "mml"
     train_mml.main(["--task", "rte", "--method", "bert", "--model", str(model), "--glue_dir", str(glue),
-                    "--out_dir", str(out), "--epochs", "1", "--batch_size", "8", "--amp", "off"])
+                    "--out_dir", str(out), "--epochs", "1", "--batch_size", "8", "--device", "cpu", "--amp", "off"])
     assert not (out / "last.pt").exists(), "a finished train_mml.py run must drop last.pt"
     assert (out / "model").is_dir() and (out / "best.pt").is_file() and (out / "metrics.jsonl").is_file()
     assert f"run folder {out}" in capsys.readouterr().out, "train_mml.py must print where its outputs went"
@@ -178,7 +178,7 @@ def test_predict_only_refuses_an_existing_explicit_prediction_file(setup, tmp_pa
 def test_mml_predict_only_keeps_the_runs_cross_dataset_scores(mml_setup, tmp_path):
     glue, model = mml_setup
     argv = ["--task", "RTE", "--method", "bert", "--model", str(model), "--glue_dir", str(glue), "--out_dir",
-            str(tmp_path), "--epochs", "1", "--batch_size", "8", "--amp", "off"]
+            str(tmp_path), "--epochs", "1", "--batch_size", "8", "--device", "cpu", "--amp", "off"]
     train_mml.main(argv + ["--eval_tasks", "QNLI"])
     before = sha256s(tmp_path)
     train_mml.main(argv + ["--eval_tasks", "MNLI", "--predict_only", "--resume", str(tmp_path / "best.pt")])

@@ -43,14 +43,14 @@ def runs(tmp_path_factory):
     save_tiny_model(model)
     write_glue(glue)
     common = ["--model", str(model), "--data_dir", str(data), "--epochs", "1", "--batch_size", "4", "--lr", "1e-3",
-              "--amp", "off", "--seed", "3"]
+              "--device", "cpu", "--amp", "off", "--seed", "3"]
     train_multitask.main(common + ["--out_dir", str(root / "pooler")])
     train_multitask.main(common + ["--out_dir", str(root / "bi"), "--pooling", "mean", "--para_head", "siamese",
                                    "--sts_head", "cosine"])
     train_mml.main(["--task", "RTE", "--model", str(model), "--glue_dir", str(glue), "--out_dir", str(root / "mml"),
                     "--epochs", "1", "--batch_size", "4", "--lr", "1e-3", "--heads", "8", "--eliminate_every", "3",
                     "--min_bandwidth", "0.001",
-                    "--amp", "off", "--seed", "3"])
+                    "--device", "cpu", "--amp", "off", "--seed", "3"])
     return SimpleNamespace(root=root, data=data, glue=glue, pooler=root / "pooler", bi=root / "bi", mml=root / "mml")
 
 

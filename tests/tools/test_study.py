@@ -217,7 +217,7 @@ def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("study")
     data, model = tiny_run_inputs(root)
     budget = ["--model", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3",
-              "--hidden_dropout_prob", "0.1", "--amp", "off", "--limit", "12"]
+              "--hidden_dropout_prob", "0.1", "--device", "cpu", "--amp", "off", "--limit", "12"]
     argv = ["--configs", "baseline,concat,pals_after,ensemble", "--seeds", "1,2,3", "--in_process", "--examples_per_epoch", "36"]
     whole = study.main([*argv, "--out_dir", str(root / "whole"), "--results_dir", str(root / "results"), "--", *budget])
     return root, argv, budget, whole
