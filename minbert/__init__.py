@@ -12,7 +12,8 @@ The folders are the layers, bottom to top; a folder imports only from folders be
     tools/      commands around runs: download, studies, ensembles
     classroom/  the student copy and the grader (instructor-only)
 
-`python -m minbert --help` (__main__.py) lists the commands; training is `python train_multitask.py` and `python train_mml.py`.
+`python -m minbert --help` (__main__.py) lists the commands; training is `python train_multitask.py` and
+`python train_mml.py`.
 """
 
 

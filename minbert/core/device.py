@@ -27,7 +27,8 @@
   malloc hands every block larger than 32 MB straight back to the kernel when it is freed, so a
   tensor that size allocated on every step (the word-embedding gradient, AdamW temporaries) pays
   one page fault per 4 KB page, every step: sqrt into a fresh 47 MB tensor (MiniLM's word
-  embeddings) took 14.5 ms, against 2.2 ms into reused memory, on a 2-core EPYC under KVM. mallopt(M_MMAP_MAX=0, M_TRIM_THRESHOLD=huge) keeps freed
+  embeddings) took 14.5 ms, against 2.2 ms into reused memory, on a 2-core EPYC under KVM.
+  mallopt(M_MMAP_MAX=0, M_TRIM_THRESHOLD=huge) keeps freed
   memory in the process for reuse, as the jemalloc/tcmalloc preloads recommended for CPU training
   do. The price: the process's RSS stays at its peak. Linux/glibc only; elsewhere it does nothing.
 """

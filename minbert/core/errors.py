@@ -27,7 +27,8 @@ def cli(main, argv=None):
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        print("\ninterrupted: quit without saving; the last checkpoint (last.pt) still resumes exactly", file=sys.stderr)
+        print("\ninterrupted: quit without saving; the last checkpoint (last.pt) still resumes exactly",
+              file=sys.stderr)
         sys.exit(130)
     except NotImplementedError as e:
         # A classroom stub (minbert/classroom/assignments.py) names the assignment and the function to write,

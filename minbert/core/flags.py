@@ -6,7 +6,8 @@ stops at parse time with argparse's own message ("argument --batch_size: expecte
 that message and "--help for all flags", not argparse's full usage block first. A mistyped flag or choice gets
 the closest known one (`suggest`, difflib, as a mistyped data file does): "unrecognized arguments: --epoch_s 3;
 did you mean --epochs?", "argument --task: invalid choice: 'RTF'; did you mean 'RTE'? (choose from ...)";
-`unknown(what, value, choices)` words the same for the lists a module checks itself (--configs, --tasks). `writable_dir` and
+`unknown(what, value, choices)` words the same for the lists a module checks itself (--configs, --tasks).
+`writable_dir` and
 `writable_file` check output paths the same early way, by creating (and removing) a scratch
 file where the output will go: that catches a missing permission, a read-only disk, and a path
 whose parent is a file, which os.access alone would not. An unwritable prediction path then
@@ -49,7 +50,8 @@ class BriefParser(argparse.ArgumentParser):
         """argparse's choices check, with the closest choice named."""
         if action.choices is not None and value not in action.choices:
             choices = ", ".join(map(repr, action.choices))
-            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{suggest(str(value), action.choices, repr)} "
+            raise argparse.ArgumentError(action, "invalid choice: "
+                                                 f"{value!r}{suggest(str(value), action.choices, repr)} "
                                                  f"(choose from {choices})")
 
 
@@ -123,7 +125,8 @@ def _number(kind):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
         return value
@@ -135,7 +138,8 @@ def at_least(lo, kind=int):
     def parse(text: str):
         value = _number(kind)(text)
         if value < lo:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} >= {lo}, got {text}")
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what} >= {lo}, got {text}")
         return value
     return parse
 

@@ -15,7 +15,8 @@ boundary, to `interrupted.pt`) and exits with status 130. A step takes seconds, 
 Phases that change no training state are abortable: there a signal raises `Interrupted` at
 once. Setup (loading data and the model) is abortable until the script calls `defer()` as the
 training loop starts; evaluation and writing predictions run inside `with stop.abortable():`,
-and the run is saved at the last boundary (the evaluation is simply redone on resume). Checkpoint writes are never abortable, and
+and the run is saved at the last boundary (the evaluation is simply redone on resume). Checkpoint writes are never
+abortable, and
 they are atomic anyway (checkpoint.py). A second Ctrl-C quits at once without saving (the last
 `last.pt` still resumes exactly, as after a SIGKILL).
 

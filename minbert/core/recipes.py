@@ -124,7 +124,8 @@ def changed_flags(parser, config: dict) -> dict[str, list[str]]:
                 continue
             name = action.option_strings[-1] if action.option_strings else action.dest
             value = flag["value"]
-            shown = name if value is True else f"{name} {' '.join(map(str, value)) if isinstance(value, list) else value}"
+            text = " ".join(map(str, value)) if isinstance(value, list) else value
+            shown = name if value is True else f"{name} {text}"
             changed.setdefault(group.title.split(" (")[0], []).append(
                 shown + (" (recipe)" if flag["source"] == "recipe" else ""))
     return changed

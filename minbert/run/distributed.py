@@ -146,7 +146,8 @@ class Sync:
         if active():
             # broadcast_buffers=False: buffers (MML's β and moving averages, R4F's power-iteration
             # vectors) are kept equal by the rules in the module docstring, not overwritten by rank 0.
-            self.ddp = DistributedDataParallel(_LossPassThrough(model), device_ids=[device.index] if device.type == "cuda" else None,
+            self.ddp = DistributedDataParallel(_LossPassThrough(model),
+                                               device_ids=[device.index] if device.type == "cuda" else None,
                                                find_unused_parameters=True, broadcast_buffers=False)
 
     def before_backward(self, loss: torch.Tensor, last: bool = True) -> torch.Tensor:

@@ -161,7 +161,8 @@ def default_paths(data_dir: str) -> tuple[dict[str, str], list[str]]:
     prediction files are written; those test predictions are for dev pairs)."""
     paths = {key: os.path.join(data_dir, name) for key, name in CS224N_FILES.items()}
     notes = []
-    if not os.path.isfile(paths["para_train"]) and os.path.isfile(os.path.join(data_dir, QUORA_SAMPLE_FILES["para_train"])):
+    sample = os.path.join(data_dir, QUORA_SAMPLE_FILES["para_train"])
+    if not os.path.isfile(paths["para_train"]) and os.path.isfile(sample):
         paths.update({key: os.path.join(data_dir, name) for key, name in QUORA_SAMPLE_FILES.items()})
         notes.append(f"Quora: {CS224N_FILES['para_train']} is not in {data_dir}/, so the shipped sample trains "
                      f"({QUORA_SAMPLE_FILES['para_train']}, 16k pairs; dev {QUORA_SAMPLE_FILES['para_dev']}, 2k)")
