@@ -33,7 +33,7 @@ from torch import nn
 from tqdm import tqdm
 
 from minbert.adamw import AdamW
-from minbert.core import flags, interrupt, progress
+from minbert.core import flags, interrupt
 from minbert.methods import mml
 from minbert.run import checkpoint, distributed, fast_paths, run_dir, step_log
 from minbert.tasks import glue, metrics
@@ -48,9 +48,10 @@ from minbert.core.report import markdown_table, plot_heads, write_jsonl
 from minbert.methods.mml import LAMBDA, METHODS
 from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs
 from minbert.run.optimizer_step import OptimizerStep
-from minbert.tasks.data import TaskData
+from minbert.tasks.data import TaskData, to_device
 from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_category_labels
-from minbert.tasks.multitask import to_device
+from minbert.tasks.scoring import eval_batch, in_order
+from minbert.tools import trained_run
 
 
 def parser():
@@ -143,20 +144,13 @@ def train(args, stop):
         d = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
         return heads(d)
 
-    @torch.inference_mode()
     def run(data):
-        """Eq. 5 outputs for a whole split, in file order: (N, K) probabilities or (N,) values."""
+        """Eq. 5 outputs (heads.predict) for a whole split, in file order: (N, K) probabilities or (N,) values."""
         model.eval()
-        outs = [None] * len(data)
-        size = max(64, args.batch_size)   # progress: a line as it starts, then a bar (or a line every 30 s in logs)
-        for batch in progress.phase(data.batches(size, shuffle=False), "score", math.ceil(len(data) / size)):
-            with autocast(device, args.amp):
-                outputs = forward(to_device(batch, device))                     # (B, M, K)
-            out = heads.predict(outputs.float()).cpu()     # Eq. 5 in fp32 (autocast would round the mean to bf16)
-            for i, o in zip(batch["index"].tolist(), out):
-                outs[i] = o
+        out = in_order({"score": data}, lambda _, batch: forward(batch), device, args.amp,
+                       eval_batch(args.batch_size), "score", after=heads.predict)["score"].outputs
         model.train()
-        return torch.stack(outs)
+        return out
 
     # ------------------------------------------------------------------ optimizer, batch stream, resumable state
     steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
@@ -235,7 +229,8 @@ def train(args, stop):
         model.load_state_dict(checkpoint.load(source)["model"])
         # the best model as a complete folder: --model RUN_DIR/model loads it in either script
         export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
-               {"model": args.model, "args": vars(args), "best_dev": max(loop.history, key=lambda r: r[headline])})
+               {"model": args.model, "args": vars(args), "best_dev": max(loop.history, key=lambda r: r[headline])},
+               "train_mml.py", trained_run.model_args("train_mml.py", args, encoder.config.hidden_size))
     cross_dataset(args, stop, run, load, source, dev)
     if args.predict_only:
         return loop.history

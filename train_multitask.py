@@ -36,7 +36,10 @@ from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
 from minbert.core.report import markdown_table, plot_panels
 from minbert.run.optimizer_step import OptimizerStep
-from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores, to_device
+from minbert.tasks.data import to_device
+from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores
+from minbert.tasks.scoring import eval_batch
+from minbert.tools import trained_run
 
 METHODS = (multitask, pals, stages, sampling, loss_scaling, mnr, head_pretraining, smart, r3f, pcgrad, gradvac,
            gradient_compromise)   # each adds its flag group (add_args) and its rules (check_args)
@@ -129,7 +132,7 @@ def train(args, stop):
     model.to(device).train()
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(model, list(model.heads.values()))
-    eval_bs = max(64, args.batch_size)
+    eval_bs = eval_batch(args.batch_size)
     if args.predict_only:
         model.load_state_dict(ck["model"])
         return write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.resume) \
@@ -260,7 +263,8 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
     outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, kept)
     save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble
     export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
-           stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])})
+           stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])},
+           "train_multitask.py", trained_run.model_args("train_multitask.py", args, model.encoder.config.hidden_size))
     columns = ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]
     print("\n" + markdown_table(history, columns))
     print(f"best dev overall {max(r['overall'] for r in history):.4f}")

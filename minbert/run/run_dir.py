@@ -35,6 +35,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import zipfile
@@ -131,6 +132,34 @@ def refuse_to_replace(paths, flag: str = "--out_dir") -> None:
     if there is not None:
         raise UserError(f"{there} already exists; nothing was changed. Choose another {flag}, or add --overwrite "
                         f"to replace it")
+
+
+def unfinished(root) -> str | None:
+    """Why the run in `root` has no model yet, by its run.json: still training, interrupted (with the command that
+    resumes it) or failed; None when run.json says nothing of the kind."""
+    root = Path(root)
+    try:
+        marker = json.loads((root / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    status = marker.get("status") if isinstance(marker, dict) else None
+    if status not in ("running", "stopped, resumable", "failed"):
+        return None
+    script = marker.get("script", "its script")
+    state = next((root / n for n in ("interrupted.pt", "last.pt") if (root / n).is_file()), None)   # the newer first
+    command = (marker.get("sessions") or [{}])[-1].get("command") or [script]
+    resume = None
+    if state is not None and isinstance(command, list) and all(isinstance(c, str) for c in command):
+        kept = [c for i, c in enumerate(command) if c != "--resume" and (i == 0 or command[i - 1] != "--resume")
+                and not c.startswith("--resume=")]
+        resume = f"python {shlex.join(kept)} --resume {state}"
+    if status == "running":
+        then = f"; if it was stopped, `{resume}` continues it" if resume else ""
+        return (f"{script} is still training it (run.json: running, started {marker.get('started', '?')}); "
+                f"its model/ is written when it ends{then}")
+    if status == "stopped, resumable" and resume:
+        return f"{script} was interrupted (run.json: stopped, resumable); `{resume}` finishes it and writes model/"
+    return f"{script} stopped before it finished (run.json: {status}); nothing to resume, train it again"
 
 
 class RunDir:

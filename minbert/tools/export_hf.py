@@ -6,7 +6,7 @@
 and in Python: `transformers.pipeline("text-classification", model="runs/sst-hf")("A gorgeous film.")`.
 
 BertForSequenceClassification classifies BERT's pooler output through dropout and one linear layer. A head of
-that shape exports exactly (minbert/run/trained.py, hf_head): train_multitask.py's linear heads on the pooler
+that shape exports exactly (minbert/tools/trained_run.py, hf_head): train_multitask.py's linear heads on the pooler
 output with cross-encoded pairs (the default --pooling pooler --head linear; SST-5 with the handout's five label
 names, Quora as one sigmoid probability, STS as a regression score), and every train_mml.py run, MML's M heads
 included (Eq. 5 averages their logits: one linear map). Other heads (mean pooling, PALs, MLP heads, bi-encoder
@@ -36,12 +36,12 @@ def main(argv=None):
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
         raise UserError(f"{out} already exists and is not empty; nothing was changed. Choose another OUT_DIR, or "
                         f"add --overwrite to replace it")
-    from minbert.run.trained import load_run   # torch loads here, after the flags are checked
+    from minbert.tools.trained_run import load_run   # torch loads here, after the flags are checked
     run = load_run(args.run_dir, device="cpu", amp="off")
     task = args.task or run.tasks[0]
     head = run.hf_head(task)   # a UserError saying why, for a head of another shape
     export_hf_classifier(out, run.folder, head["weight"], head["bias"], head["labels"], head["problem_type"],
-                         run.args.max_seq_len)
+                         run.max_seq_len)
     print(f"wrote {out}: the {task} head as BertForSequenceClassification ({', '.join(head['labels'])}); "
           f"transformers.pipeline(\"text-classification\", model=\"{out}\") loads it")
     return out

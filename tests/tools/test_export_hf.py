@@ -19,8 +19,8 @@ from minbert.core.errors import UserError
 from minbert.methods import pals
 from minbert.tasks import multitask
 from minbert.tasks.multitask import SST_LABELS, TASKS
-from minbert.tools import export_hf
-from test_trained import runs  # noqa: F401  (fixture: three finished tiny runs)
+from minbert.tools import export_hf, trained_run
+from test_trained_run import runs  # noqa: F401  (fixture: three finished tiny runs)
 
 SENTENCES = ["good movie", "bad plot and dull actor", "a fun story with a great actor and a nice plot"]
 PAIRS = [("good movie", "nice film"), ("the plot", "a fun story"), ("boring smart dull", "dull")]
@@ -76,7 +76,8 @@ def run_folder(tmp_path, *argv):
     encoder = BertModel.from_pretrained(args.model)
     model = multitask.from_args(args, encoder, pals.from_args(args, encoder.config, TASKS))
     export.export(tmp_path / "run" / "model", encoder, Tokenizer.from_pretrained(args.model),
-                  {"heads": model.heads, "pals": model.pals}, {"args": vars(args)})
+                  {"heads": model.heads, "pals": model.pals}, {"args": vars(args)}, "train_multitask.py",
+                  trained_run.model_args("train_multitask.py", args, encoder.config.hidden_size))
     return tmp_path / "run"
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from minbert.core.errors import cli
 from minbert.tools import predict
-from test_trained import runs, written  # noqa: F401  (runs: a fixture, three finished tiny runs)
+from test_trained_run import runs, written  # noqa: F401  (runs: a fixture, three finished tiny runs)
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE = ["--device", "cpu", "--amp", "off"]
