@@ -173,8 +173,9 @@ class RunDir:
 
     # ------------------------------------------------------------------ entry: refuse, or claim
     def same_run(self) -> bool:
+        """--resume names this folder's checkpoint (or, with --predict_only, the folder or its model/)."""
         resume = getattr(self.args, "resume", None)
-        return bool(resume) and Path(resume).resolve().parent == self.root.resolve()
+        return bool(resume) and self.root.resolve() in (Path(resume).resolve(), Path(resume).resolve().parent)
 
     def __enter__(self):
         args, root = self.args, self.root
@@ -208,7 +209,8 @@ class RunDir:
             raise UserError(f"{path} already exists (from another run); nothing was changed. Leave the --*_out "
                             f"flags out (the files then go to {root / 'predictions'}), choose other paths, "
                             f"or add --overwrite")
-        if _is_main():
+        self.keep_marker = predict_only and same   # the run's run.json stays as it was (its status, its end)
+        if _is_main() and not self.keep_marker:
             try:
                 self.claim(used and not same, marker if same else {})
             except OSError as e:   # a read-only folder, /proc, a full disk
@@ -278,7 +280,7 @@ class RunDir:
             if predictions.is_dir() and not any(predictions.iterdir()):
                 predictions.rmdir()
             resume = self.resume_state(unreadable=getattr(error, "path", None))
-            marker = self.read_marker()
+            marker = {} if self.keep_marker else self.read_marker()
             if marker:
                 try:   # on a full disk even run.json may not fit: it then still says "running"
                     self.write_marker(marker | {"status": "stopped, resumable" if resume else "failed"})
@@ -319,9 +321,9 @@ class RunDir:
             for name in drop:
                 if (self.root / name).is_file():
                     (self.root / name).unlink()
-        marker = self.read_marker()
-        ended = datetime.datetime.now().isoformat(timespec="seconds")
-        self.write_marker(marker | {"status": "finished", "ended": ended})
+        if not self.keep_marker:
+            ended = datetime.datetime.now().isoformat(timespec="seconds")
+            self.write_marker(self.read_marker() | {"status": "finished", "ended": ended})
         print(summary(self.root, [p for p in _outputs(args) if p.exists() and not self._inside(p)]))
 
 

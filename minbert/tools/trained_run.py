@@ -66,7 +66,7 @@ def model_args(script: str, args, hidden_size: int) -> dict:
 
 def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | None = None,
              progress: bool = False) -> "TrainedRun":
-    """The run in `path` (its --out_dir, or that folder's model/) on `device`, under `amp` (as the scripts'
+    """The run in `path` (its --out_dir, or that folder's model/ or best.pt) on `device`, under `amp` (as the scripts'
     --device and --amp), scoring `batch_size` inputs at a time (default EVAL_BATCH); `progress`: a bar (or log
     lines) while scoring. Raises a UserError for a folder that is not a finished run."""
     folder = _model_folder(Path(path))
@@ -120,6 +120,7 @@ class TrainedRun:
 
     def __init__(self, folder, model_args, tokenizer, device, amp, batch_size, progress):
         self.folder, self.model_args, self.tokenizer = folder, model_args, tokenizer
+        self.script = "train_multitask.py" if isinstance(self, MultitaskRun) else "train_mml.py"   # what trained it
         self.max_seq_len = model_args["max_seq_len"]   # the run's --max_seq_len: inputs are cut as it trained
         self.device, self.amp, self.batch_size, self.progress = device, amp, batch_size, progress
 
@@ -241,12 +242,15 @@ class MMLRun(TrainedRun):
     def pooled(self, batch) -> torch.Tensor:
         return self.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
 
+    def scores(self, data: TaskData | None) -> torch.Tensor:
+        """Eq. 5 in input order: (N, K) probabilities, or (N,) STS-B scores. The (B, M, K) outputs of every head
+        come under --amp; Eq. 5 (heads.predict) runs in fp32, as train_mml.py scores them."""
+        return self.in_order(data, lambda batch: self.heads(self.pooled(batch)), after=self.heads.predict)
+
     def classify(self, inputs) -> list[dict]:
         """Eq. 5 for each input (a pair, or a sentence for CoLA and SST-2): {"label", "name", "probabilities"};
         STS-B: {"score"}."""
-        data = self.data(inputs, glue.is_pair_task(self.task), self.task)
-        # (B, M, K) outputs of every head under --amp; Eq. 5 (heads.predict) in fp32, as train_mml.py scores them
-        out = self.in_order(data, lambda batch: self.heads(self.pooled(batch)), after=self.heads.predict)
+        out = self.scores(self.data(inputs, glue.is_pair_task(self.task), self.task))
         if not self.labels:
             return [{"score": float(y)} for y in out]
         return [{"label": int(p.argmax()), "name": self.labels[int(p.argmax())], "probabilities": p.tolist()}
@@ -276,8 +280,10 @@ class MMLRun(TrainedRun):
 
 # ---------------------------------------------------------------------------------------------- loading, checked
 def _model_folder(path: Path) -> Path:
-    """`path` (a run's --out_dir or its model/) -> the model folder, checked to hold every file (regular files);
-    a run still training, interrupted or failed says which, and how to go on."""
+    """`path` (a run's --out_dir, its model/, or a file in the run folder such as best.pt) -> the model folder,
+    checked to hold every file (regular files); a run still training, interrupted or failed says which, and how
+    to go on."""
+    path = path.parent if path.is_file() and path.suffix == ".pt" else path
     if not path.is_dir():
         raise UserError(f"{path}: no such folder; pass the --out_dir of a finished train_multitask.py or "
                         f"train_mml.py run (or its {MODEL_DIR}/ folder)")
