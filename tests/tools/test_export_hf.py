@@ -105,3 +105,16 @@ def test_an_out_dir_with_files_is_not_replaced_without_overwrite(runs, tmp_path)
     assert mine.read_text() == "mine", "a refused export changed the folder"
     export_hf.main([str(runs.pooler), str(tmp_path / "out"), "--overwrite"])
     assert "BertForSequenceClassification" in mine.read_text()
+
+
+def test_dry_run_makes_the_exports_checks_and_writes_nothing(runs, tmp_path, capsys):
+    """--dry_run once approved what the export refuses: it now refuses the same, and approves what it would write."""
+    folder = run_folder(tmp_path, "--pooling", "mean")
+    for argv, why in (([str(folder), str(tmp_path / "out")], "read the mean of the token states"),
+                      ([str(tmp_path / "nowhere"), str(tmp_path / "out")], "no such folder")):
+        with pytest.raises(UserError, match=why):
+            export_hf.main([*argv, "--dry_run"])
+    with pytest.raises(SystemExit) as e:
+        export_hf.main([str(runs.pooler), str(tmp_path / "out"), "--dry_run"])
+    assert e.value.code == 0 and "would write" in capsys.readouterr().out, "--dry_run on an exportable run: exit 0"
+    assert not (tmp_path / "out").exists(), "export-hf --dry_run wrote the folder"
