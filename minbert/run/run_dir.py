@@ -236,9 +236,12 @@ class RunDir:
 
     def fresh_predictions(self) -> None:
         """--predict_only: when the default prediction folder already holds any of this command's files, every
-        default path moves to a new folder beside it (predictions-2, -3, ...), so the run's files stay as they are."""
+        default path moves to a new folder beside it (predictions-2, -3, ...), so the run's files stay as they are.
+        A path given explicitly (not the flag's own handout name in predictions/) stays, and is refused if it exists."""
+        from minbert.tasks.data import PREDICTION_FILES, STAND_IN_PARA_TEST
         default = self.root / "predictions"
-        moved = {f: p for f, p in _output_flags(self.args).items() if p.parent == default}
+        moved = {f: p for f, p in _output_flags(self.args).items() if p.parent == default
+                 and p.name in (PREDICTION_FILES[f], STAND_IN_PARA_TEST if f == "para_test_out" else None)}
         if not any(p.exists() for p in moved.values()):
             return
         folder = fresh_path(default)
