@@ -259,10 +259,7 @@ def glue_data(args, tokenizer, task: str, split: str) -> TaskData:
 def predict_only(args, stop, device) -> list:
     """--predict_only: the model/ of the run in --resume (a run folder, or a file in it), loaded and checked as
     `python -m minbert predict` loads it (minbert/tools/trained_run.py): its dev scores and --eval_tasks."""
-    run = trained_run.load_run(args.resume, str(device), args.amp, eval_batch(args.batch_size))
-    if run.script != "train_mml.py":
-        raise UserError(f"--predict_only --resume {args.resume}: a {run.script} run; this script scores its own "
-                        f"runs (any run: python -m minbert predict {args.resume})")
+    run = trained_run.load_run(args.resume, str(device), args.amp, eval_batch(args.batch_size), script="train_mml.py")
     if run.task != args.task:
         raise UserError(f"--predict_only --resume {args.resume}: that run was trained on {run.task}, not --task "
                         f"{args.task}; give --task {run.task}")

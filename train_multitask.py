@@ -280,10 +280,7 @@ def predict_only(args, stop, device) -> None:
     """--predict_only: the model/ of the run in --resume (a run folder, or a file in it), loaded and checked as
     `python -m minbert predict` loads it (minbert/tools/trained_run.py), on the dev and test files of this command,
     tokenized as that run was (its tokenizer, --max_seq_len and pair heads)."""
-    run = trained_run.load_run(args.resume, str(device), args.amp)
-    if run.script != "train_multitask.py":
-        raise UserError(f"--predict_only --resume {args.resume}: a {run.script} run; this script predicts with its "
-                        f"own runs (any run: python -m minbert predict {args.resume})")
+    run = trained_run.load_run(args.resume, str(device), args.amp, script="train_multitask.py")
     args.max_seq_len = run.max_seq_len
     pair_modes = {t: "separate" if run.model.bi_encoder(t) else "cross" for t in ("para", "sts")}
     dev, test = (data.load_split(args, split, run.tokenizer, pair_modes) for split in ("dev", "test"))

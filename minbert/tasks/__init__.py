@@ -1,5 +1,6 @@
 """tasks: what the model is trained on and how it is scored.
 
 The CS224N readers (data), GLUE (glue), the heads on top of the encoder (multitask, pair_heads),
-how batches are drawn across tasks (sampling), the metrics, and a sentence-embedding evaluation.
+how batches are drawn across tasks (sampling), scoring a split in input order (scoring: the one evaluation loop
+of both scripts and of a finished run), the metrics, and a sentence-embedding evaluation.
 """

@@ -2,5 +2,7 @@
 
 download (data and checkpoints), simcse_stage (train an encoder with SimCSE before fine-tuning),
 study and mml_study (the two seeded studies and their tables), seed_statistics (intervals and
-Holm-adjusted p-values), ensemble (combine finished runs).
+Holm-adjusted p-values), ensemble (combine finished runs); a finished run in use: trained_run
+(minbert.load_run: the model rebuilt from the run's record, also what --predict_only loads), predict
+(its heads on your sentences) and export_hf (a head as a Hugging Face classifier).
 """

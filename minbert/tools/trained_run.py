@@ -65,19 +65,23 @@ def model_args(script: str, args, hidden_size: int) -> dict:
 
 
 def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | None = None,
-             progress: bool = False) -> "TrainedRun":
+             progress: bool = False, script: str | None = None) -> "TrainedRun":
     """The run in `path` (its --out_dir, or that folder's model/ or best.pt) on `device`, under `amp` (as the scripts'
     --device and --amp), scoring `batch_size` inputs at a time (default EVAL_BATCH); `progress`: a bar (or log
-    lines) while scoring. Raises a UserError for a folder that is not a finished run."""
+    lines) while scoring; `script`: only a run of that script (its --predict_only). Raises a UserError for a folder
+    that is not a finished run."""
     folder = _model_folder(Path(path))
     stage = _read_json(folder / STAGE)
-    script, spec = (stage.get("script"), stage.get("model_args")) if isinstance(stage, dict) else (None, None)
+    made_by, spec = (stage.get("script"), stage.get("model_args")) if isinstance(stage, dict) else (None, None)
     config = BertConfig.from_json(folder / "config.json")
     if spec is None:   # exported before stage.json held the record: the same record from the flags it stored
-        script, spec = _older_record(folder, stage, config.hidden_size)
-    if script not in SCRIPTS or not isinstance(spec, dict):
+        made_by, spec = _older_record(folder, stage, config.hidden_size)
+    if made_by not in SCRIPTS or not isinstance(spec, dict):
         raise UserError(f"{folder / STAGE}: no \"script\" ({' or '.join(SCRIPTS)}) and \"model_args\" record; it "
                         f"is not the model/ folder of a train_multitask.py or train_mml.py run")
+    if script not in (None, made_by):
+        raise UserError(f"{path}: a {made_by} run; {script} --predict_only reads its own runs (any run: "
+                        f"python -m minbert predict {path})")
     tensors = _read_tensors(folder / TASK_MODULES)
     encoder = _encoder(folder, config, spec.get("fast_attention") is True)
     length = spec.get("max_seq_len")
@@ -86,7 +90,7 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
                         f"{encoder.config.max_position_embeddings} (the encoder's positions)")
     try:
         with torch.device("meta"):   # the heads' shapes, without memory, until the strict load checks them
-            if script == "train_multitask.py":
+            if made_by == "train_multitask.py":
                 pals = spec["pals"] and PALs(encoder.config, TASKS, spec["pals"]["size"], spec["pals"]["heads"])
                 model = MultitaskBert(encoder, dropout=0.0, pals=pals, **spec["multitask"])
                 if spec["r4f"]:   # R4F's heads are stored spectrally normalised (minbert/methods/r3f.py)
@@ -97,7 +101,7 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
                                             spec["num_heads"])
                 modules = {"heads": heads}
     except (TypeError, ValueError, KeyError, AttributeError) as e:
-        raise UserError(f"{folder / STAGE}: its model_args describe no {script} model ({type(e).__name__}: "
+        raise UserError(f"{folder / STAGE}: its model_args describe no {made_by} model ({type(e).__name__}: "
                         f"{' '.join(str(e).split())[:200]})") from None
     try:
         nn.ModuleDict(modules).load_state_dict(tensors, strict=True, assign=True)
@@ -108,7 +112,7 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
     amp, _ = resolve_amp(amp, device)
     tokenizer = Tokenizer.from_pretrained(folder)
     setting = (folder, spec, tokenizer, device, amp, batch_size or EVAL_BATCH, progress)
-    if script == "train_multitask.py":
+    if made_by == "train_multitask.py":
         return MultitaskRun(*setting, model=model.to(device).eval())
     return MMLRun(*setting, encoder=encoder.to(device).eval(), heads=heads.to(device).eval())
 
@@ -120,7 +124,6 @@ class TrainedRun:
 
     def __init__(self, folder, model_args, tokenizer, device, amp, batch_size, progress):
         self.folder, self.model_args, self.tokenizer = folder, model_args, tokenizer
-        self.script = "train_multitask.py" if isinstance(self, MultitaskRun) else "train_mml.py"   # what trained it
         self.max_seq_len = model_args["max_seq_len"]   # the run's --max_seq_len: inputs are cut as it trained
         self.device, self.amp, self.batch_size, self.progress = device, amp, batch_size, progress
 

@@ -128,7 +128,7 @@ def test_input_order_is_kept_and_batch_size_changes_nothing(runs):
     assert torch.allclose(b, a[[index[s] for s in shuffled]], atol=ATOL), \
         "minbert.tools.trained_run: the answers do not follow the order of the inputs"
     c = torch.tensor([r["probabilities"] for r in single.sentiment(sentences)])
-    assert torch.allclose(a, c, atol=ATOL), "minbert.tools.trained_run: batch size 1 and 64 give different probabilities"
+    assert torch.allclose(a, c, atol=ATOL), "minbert.tools.trained_run: batch sizes 1 and 64 give other probabilities"
 
 
 def test_predict_runs_only_the_heads_asked_for(runs, monkeypatch):
