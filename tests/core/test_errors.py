@@ -230,7 +230,9 @@ def test_failed_prediction_write_says_how_to_write_them_again(setup, tmp_path, c
     monkeypatch.setattr(train_multitask.data, "write_predictions", disk_full)
     text = fails(capsys, train_multitask.main, multitask_args(setup, tmp_path), "No space left on device",
                  "--predict_only --resume")
-    assert str(tmp_path / "run" / "best.pt") in text, "the message must name the checkpoint that holds the model"
+    assert f"--predict_only --resume {tmp_path / 'run'}" in text, "the message must name the run that holds the model"
+    assert (tmp_path / "run" / "model" / "task_modules.safetensors").is_file(), \
+        "the model/ folder --predict_only reads must be written before the predictions"
 
 
 def test_mml_resume_from_best_pt_is_refused(mml_setup, tmp_path, capsys):
