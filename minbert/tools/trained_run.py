@@ -90,16 +90,7 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
                         f"{encoder.config.max_position_embeddings} (the encoder's positions)")
     try:
         with torch.device("meta"):   # the heads' shapes, without memory, until the strict load checks them
-            if made_by == "train_multitask.py":
-                pals = spec["pals"] and PALs(encoder.config, TASKS, spec["pals"]["size"], spec["pals"]["heads"])
-                model = MultitaskBert(encoder, dropout=0.0, pals=pals, **spec["multitask"])
-                if spec["r4f"]:   # R4F's heads are stored spectrally normalised (minbert/methods/r3f.py)
-                    r3f.spectral_norm_heads(model)
-                modules = {"heads": model.heads} | ({"pals": model.pals} if pals else {})
-            else:
-                heads = mml.MultiverseHeads(encoder.config.hidden_size, glue.TASKS[spec["task"]].num_labels,
-                                            spec["num_heads"])
-                modules = {"heads": heads}
+            model, modules = _build(made_by, spec, encoder)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise UserError(f"{folder / STAGE}: its model_args describe no {made_by} model ({type(e).__name__}: "
                         f"{' '.join(str(e).split())[:200]})") from None
@@ -110,11 +101,23 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
                         f"({' '.join(str(e).split())[:300]})") from None
     device = pick_device(device)
     amp, _ = resolve_amp(amp, device)
-    tokenizer = Tokenizer.from_pretrained(folder)
-    setting = (folder, spec, tokenizer, device, amp, batch_size or EVAL_BATCH, progress)
+    setting = (folder, spec, Tokenizer.from_pretrained(folder), device, amp, batch_size or EVAL_BATCH, progress)
     if made_by == "train_multitask.py":
         return MultitaskRun(*setting, model=model.to(device).eval())
-    return MMLRun(*setting, encoder=encoder.to(device).eval(), heads=heads.to(device).eval())
+    return MMLRun(*setting, encoder=encoder.to(device).eval(), heads=modules["heads"].to(device).eval())
+
+
+def _build(script: str, spec: dict, encoder: BertModel) -> tuple:
+    """(model, {prefix: module} whose tensors task_modules.safetensors holds) as `script` built them, from the
+    record `spec`: MultitaskBert with its PALs and R4F's normalised heads, or MML's heads (model None)."""
+    if script == "train_multitask.py":
+        pals = spec["pals"] and PALs(encoder.config, TASKS, spec["pals"]["size"], spec["pals"]["heads"])
+        model = MultitaskBert(encoder, dropout=0.0, pals=pals, **spec["multitask"])
+        if spec["r4f"]:   # R4F's heads are stored spectrally normalised (minbert/methods/r3f.py)
+            r3f.spectral_norm_heads(model)
+        return model, {"heads": model.heads} | ({"pals": model.pals} if pals else {})
+    heads = mml.MultiverseHeads(encoder.config.hidden_size, glue.TASKS[spec["task"]].num_labels, spec["num_heads"])
+    return None, {"heads": heads}
 
 
 class TrainedRun:

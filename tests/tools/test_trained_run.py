@@ -260,3 +260,36 @@ def test_import_minbert_stays_light():
     out = subprocess.run([sys.executable, "-c", "import minbert, sys; print('torch' in sys.modules)"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", f"`import minbert` imported torch: {out.stdout}{out.stderr}"
+
+
+@pytest.mark.parametrize("argv", [["--pals", "--pals_size", "8", "--pals_heads", "2", "--r3f", "1", "--r4f"],
+                                  ["--head", "mlp", "--head_layers", "2", "--sts_head", "cross_tanh"]],
+                         ids=["pals_r4f", "mlp_tanh"])
+def test_a_model_is_rebuilt_from_its_record_alone(tmp_path, argv):
+    """What the export writes (the record, the tensors) rebuilds the same model: PALs inside the encoder, R4F's
+    spectrally normalised heads, MLP heads and the tanh-scaled STS head answer as the model that was exported."""
+    from minbert.bert.model import BertModel
+    from minbert.bert.tokenizer import Tokenizer
+    from minbert.core import export
+    from minbert.methods import pals, r3f
+    from minbert.tasks import multitask
+    from minbert.tasks.multitask import TASKS
+    from minbert.tools import trained_run
+    args = train_multitask.parse_args(["--model", str(save_tiny_model(tmp_path / "base")), *argv])
+    encoder = BertModel.from_pretrained(args.model)
+    model = multitask.from_args(args, encoder, pals.from_args(args, encoder.config, TASKS))
+    r3f.from_args(args, model)
+    torch.manual_seed(0)
+    for p in model.parameters():   # not the initial values, so a head left fresh would show
+        p.data.normal_(0, 0.1)
+    tokenizer = Tokenizer.from_pretrained(args.model)
+    export.export(tmp_path / "run" / "model", encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
+                  {"args": vars(args)}, "train_multitask.py",
+                  trained_run.model_args("train_multitask.py", args, encoder.config.hidden_size))
+    run = minbert.load_run(tmp_path / "run", device="cpu", amp="off")
+    pairs = [("good movie", "nice film"), ("a dull plot", "the actor")]
+    batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], max_length=128)
+    with torch.no_grad():
+        want = model.eval()("sts", batch)
+    got = torch.tensor(run.similarity(pairs))
+    assert torch.allclose(got, want, atol=ATOL), f"rebuilt from the record ({argv}): STS {got} vs the model's {want}"
