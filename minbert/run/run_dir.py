@@ -7,17 +7,19 @@ PyTorch Lightning's checkpoint retention. What this module does, for both traini
    or model loads, it refuses a --out_dir that already holds another run's files (checkpoints, metrics,
    predictions, model/), and any explicit prediction file (--*_out outside the folder) that already exists,
    unless --overwrite is given; --overwrite first removes the old run's artefacts (only the names minbert
-   writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt,
-   best.pt with --predict_only) continues the same run and is always allowed: "same run" means the checkpoint
-   lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end times and
-   the files written outside the folder (so a resume may rewrite those). `--predict_only` never replaces a
-   prediction file: where predictions/ holds any, its files go to a new predictions-2/ (-3, ...; `fresh_path`),
-   and an explicit --*_out that exists is refused. The commands around runs refuse likewise (`refuse_to_replace`).
+   writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt;
+   with --predict_only OUT_DIR itself) continues the same run and is always allowed: "same run" means the
+   checkpoint lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end
+   times, the status and the files written outside the folder (so a resume may rewrite those); `unfinished`
+   reads it to say why a run has no model yet. `--predict_only` never replaces a prediction file and leaves
+   run.json as it was: where predictions/ holds any, its default files go to a new predictions-2/ (-3, ...;
+   `fresh_path`), and an explicit --*_out that exists is refused, inside the folder or outside it. The commands
+   around runs refuse likewise (`refuse_to_replace`).
 2. **No litter.** A run that fails before it saved anything (a wrong --model, a bad data file) leaves no folder
    behind when it created the folder itself.
 3. **Lean checkpoints.** `checkpoint.save_last` writes last.pt and then deletes interrupted.pt: once a
    resume from it has saved a later state, it is stale (and 3x the model's size). A finished run keeps what a
-   user needs: model/ (the best model as a complete folder), best.pt (its weights, for --predict_only),
+   user needs: model/ (the best model as a complete folder, what --predict_only reads), best.pt (its weights),
    outputs.pt, metrics, plots and predictions; its resume state (last.pt: weights + AdamW's two moments, about
    3x the model) goes unless --keep_resume_state. No --save_total_limit: the scripts never keep more than
    best.pt and last.pt (one per epoch would be the case that needs a limit), so a limit would have nothing to do.
