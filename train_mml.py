@@ -23,6 +23,7 @@ CPU smoke run with the packaged MiniLM on the shipped RTE files (a few minutes):
 Resume after Ctrl-C or a crash: the same command plus --resume runs/mml/last.pt (or interrupted.pt)
 """
 
+import functools
 import json
 import math
 import os
@@ -48,9 +49,10 @@ from minbert.core.report import markdown_table, plot_heads, write_jsonl
 from minbert.methods.mml import LAMBDA, METHODS
 from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs
 from minbert.run.optimizer_step import OptimizerStep
-from minbert.tasks.data import TaskData
+from minbert.tasks.data import TaskData, to_device
 from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_category_labels
-from minbert.tasks.multitask import to_device
+from minbert.tasks.scoring import eval_batch, in_order
+from minbert.tools import trained_run
 
 
 def parser():
@@ -98,16 +100,15 @@ def main(argv=None):
 def train(args, stop):
     # ------------------------------------------------------------------ setup (every input checked before work)
     flags.writable_dir(args.out_dir, "--out_dir")
-    ck = checkpoint.load_for_resume(args, "train_mml.py") if args.resume else None
+    ck = checkpoint.load_for_resume(args, "train_mml.py") if args.resume and not args.predict_only else None
     device, fast = run_dir.start(args, ck, f"task {args.task}, method {args.method}")   # seed, device, amp, threads
     spec = METHODS[args.method]
+    if args.predict_only:   # no training: the run's model/, loaded as `python -m minbert predict` loads it
+        return predict_only(args, stop, device) if distributed.is_main() else []
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
-
-    def load(task, split):
-        return TaskData(read_glue(args.glue_dir, task, split)[: args.limit or None], tokenizer, args.max_seq_len)
-
+    load = functools.partial(glue_data, args, tokenizer)   # load(task, split)
     train, dev = load(args.task, "train"), load(args.task, "dev")
     print(f"{args.task}: train {len(train)}, dev {len(dev)}")
     if args.epochs is None:   # §4.2's 10/30/100 epochs for large/medium/small sets
@@ -136,20 +137,13 @@ def train(args, stop):
         d = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
         return heads(d)
 
-    @torch.inference_mode()
     def run(data):
-        """Eq. 5 outputs for a whole split, in file order: (N, K) probabilities or (N,) values."""
+        """Eq. 5 outputs (heads.predict) for a whole split, in file order: (N, K) probabilities or (N,) values."""
         model.eval()
-        outs = [None] * len(data)
-        size = max(64, args.batch_size)   # progress: a line as it starts, then a bar (or a line every 30 s in logs)
-        for batch in progress.phase(data.batches(size, shuffle=False), "score", math.ceil(len(data) / size)):
-            with autocast(device, args.amp):
-                outputs = forward(to_device(batch, device))                     # (B, M, K)
-            out = heads.predict(outputs.float()).cpu()     # Eq. 5 in fp32 (autocast would round the mean to bf16)
-            for i, o in zip(batch["index"].tolist(), out):
-                outs[i] = o
+        out = in_order({"score": data}, lambda _, batch: forward(batch), device, args.amp,
+                       eval_batch(args.batch_size), "score", after=heads.predict)["score"].outputs
         model.train()
-        return torch.stack(outs)
+        return out
 
     # ------------------------------------------------------------------ optimizer, batch stream, resumable state
     steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
@@ -161,11 +155,7 @@ def train(args, stop):
     log = progress.Log(args, update, loop, steps_per_epoch)   # bar, steps.jsonl, --report_to, time across resumes
     parts = {"model": model, "optimizer": optimizer, "scaler": update.scaler, "stream": stream, "log": log}   # resume
     if ck is not None:
-        if args.predict_only:
-            model.load_state_dict(ck["model"])
-            loop.epoch = args.epochs + 1     # no training: straight to the scores below
-        else:
-            checkpoint.restore(ck, parts, loop)   # the parts' states, every RNG, the loop's position
+        checkpoint.restore(ck, parts, loop)   # the parts' states, every RNG, the loop's position
         del ck
     trace, events = loop.extra["trace"], loop.extra["events"]
 
@@ -211,16 +201,12 @@ def train(args, stop):
     # ------------------------------------------------------------------ cross-dataset scores of the best model
     if not distributed.is_main():
         return loop.history
-    source = args.resume if args.predict_only else os.path.join(args.out_dir, "best.pt")
-    if not args.predict_only:
-        model.load_state_dict(checkpoint.load(source)["model"])
-        # the best model as a complete folder: --model RUN_DIR/model loads it in either script
-        export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
-               {"model": args.model, "args": vars(args), "best_dev": max(loop.history, key=lambda r: r[headline])})
-    cross_dataset(args, stop, run, load, source, dev)
-    if args.predict_only:
-        return loop.history
-
+    model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
+    # the best model as a complete folder: --model RUN_DIR/model loads it in either script, --predict_only reads it
+    export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
+           {"model": args.model, "args": vars(args), "best_dev": max(loop.history, key=lambda r: r[headline])},
+           "train_mml.py", trained_run.model_args("train_mml.py", args, encoder.config.hidden_size))
+    cross_dataset(args, stop, run, load, args.out_dir)
     summary(args, loop, trace, events, heads)   # the epochs' table, the best score, heads.png
     return loop.history
 
@@ -246,12 +232,31 @@ def eliminate(eliminator, per_head, global_step, epoch, heads, events, args) -> 
                    f"{events[-1]['active_after']} active")
 
 
-def cross_dataset(args, stop, run, load, source, dev) -> None:
-    """--predict_only's dev scores, and the best model's scores on --eval_tasks in its category's binary space."""
+def glue_data(args, tokenizer, task: str, split: str) -> TaskData:
+    """`task`'s `split` from --glue_dir, at most --limit examples, cut to --max_seq_len."""
+    return TaskData(read_glue(args.glue_dir, task, split)[: args.limit or None], tokenizer, args.max_seq_len)
+
+
+def predict_only(args, stop, device) -> list:
+    """--predict_only: the model/ of the run in --resume (a run folder, or a file in it), loaded and checked as
+    `python -m minbert predict` loads it (minbert/tools/trained_run.py): its dev scores and --eval_tasks."""
+    run = trained_run.load_run(args.resume, str(device), args.amp, eval_batch(args.batch_size), script="train_mml.py")
+    if run.task != args.task:
+        raise UserError(f"--predict_only --resume {args.resume}: that run was trained on {run.task}, not --task "
+                        f"{args.task}; give --task {run.task}")
+    args.max_seq_len = run.max_seq_len
+    load = functools.partial(glue_data, args, run.tokenizer)
+    cross_dataset(args, stop, run.scores, load, args.resume, dev=load(args.task, "dev"))
+    return []
+
+
+def cross_dataset(args, stop, run, load, source, dev=None) -> None:
+    """--predict_only's dev scores (`dev`), and the model's scores on --eval_tasks in its category's binary space.
+    `run(data)`: Eq. 5's outputs in input order; the model is safe in the run folder `source`."""
     cross = {}
     try:
         with stop.abortable():
-            if args.predict_only:
+            if dev is not None:
                 print(f"{source}: dev {score(args.task, run(dev), dev.labels)}")
             for task in args.eval_tasks:
                 cross[task] = {}

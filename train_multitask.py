@@ -33,7 +33,10 @@ from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
 from minbert.core.report import markdown_table, plot_panels
 from minbert.run.optimizer_step import OptimizerStep
-from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores, to_device
+from minbert.tasks.data import to_device
+from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores
+from minbert.tasks.scoring import eval_batch
+from minbert.tools import trained_run
 
 METHODS = (multitask, pals, stages, sampling, loss_scaling, mnr, head_pretraining, smart, r3f, pcgrad, gradvac,
            gradient_compromise)   # each adds its flag group (add_args) and its rules (check_args)
@@ -98,10 +101,12 @@ def main(argv=None):
 def train(args, stop):
     # ------------------------------------------------------------------ setup (every input checked before work)
     flags.check_outputs(args, [f"{t}_{s}" for t in TASKS for s in ("dev", "test")])
-    ck = checkpoint.load_for_resume(args, "train_multitask.py") if args.resume else None
+    ck = checkpoint.load_for_resume(args, "train_multitask.py") if args.resume and not args.predict_only else None
     device, fast = run_dir.start(args, ck, f"option {args.option}")   # seed, device, amp, threads, fast paths
     for note in args.data_notes:
         print(f"data: {note}")
+    if args.predict_only:   # no training: the run's model/, loaded as `python -m minbert predict` loads it
+        return predict_only(args, stop, device) if distributed.is_main() else None
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
@@ -120,11 +125,7 @@ def train(args, stop):
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(model, list(model.heads.values()))
         length_buckets.use_on(device, *train.values(), *dev.values(), *test.values())   # CUDA: few static shapes
-    eval_bs = max(64, args.batch_size)
-    if args.predict_only:
-        model.load_state_dict(ck["model"])
-        return write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.resume) \
-            if distributed.is_main() else None
+    eval_bs = eval_batch(args.batch_size)
     head_pretraining.from_args(args, model, train, dev, device)   # --head_pretrain_epochs, before the run
     sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
 
@@ -238,11 +239,13 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
     kept = os.path.join(args.out_dir, f"{args.select_epoch}.pt")   # best.pt, or last.pt: the model as it is now
     if args.select_epoch == "best":
         model.load_state_dict(checkpoint.load(kept)["model"])
-    print(f"\ntraining done; the {args.select_epoch} model ({kept}) predicts the dev and test sets", flush=True)
-    outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, kept)
-    save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble
+    # the model as a complete folder first: --predict_only reads it, should writing the predictions fail
     export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
-           stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])})
+           stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])},
+           "train_multitask.py", trained_run.model_args("train_multitask.py", args, model.encoder.config.hidden_size))
+    print(f"\ntraining done; the {args.select_epoch} model ({kept}) predicts the dev and test sets", flush=True)
+    outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.out_dir)
+    save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble
     columns = ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]
     print("\n" + markdown_table(history, columns))
     print(f"best dev overall {max(r['overall'] for r in history):.4f}")
@@ -255,9 +258,20 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
               "finetune --batch_size 32 --lr 2e-5 --epochs 5")
 
 
+def predict_only(args, stop, device) -> None:
+    """--predict_only: the model/ of the run in --resume (a run folder, or a file in it), loaded and checked as
+    `python -m minbert predict` loads it (minbert/tools/trained_run.py), on the dev and test files of this command,
+    tokenized as that run was (its tokenizer, --max_seq_len and pair heads)."""
+    run = trained_run.load_run(args.resume, str(device), args.amp, script="train_multitask.py")
+    args.max_seq_len = run.max_seq_len
+    pair_modes = {t: "separate" if run.model.bi_encoder(t) else "cross" for t in ("para", "sts")}
+    dev, test = (data.load_split(args, split, run.tokenizer, pair_modes) for split in ("dev", "test"))
+    write_all_predictions(args, stop, run.model, dev, test, eval_batch(args.batch_size), device, args.resume)
+
+
 def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source):
     """The handout's six prediction files from `model`; returns the raw outputs {split: run_heads(...)}.
-    The weights are safe in `source` whatever happens here."""
+    The model is safe in the run folder `source` whatever happens here."""
     outputs = {}
     try:
         with stop.abortable():

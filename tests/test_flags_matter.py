@@ -31,7 +31,7 @@ NOT_VISIBLE = {
     "fast_attention": "the same maths by design (test_attention.py: SDPA equals the explicit path)",
     "threads": "how many CPU threads torch runs, not what it computes; the choice: test_device.py",
     "resume": "continues a run exactly: test_interrupt.py and test_train_*.py resume tests",
-    "predict_only": "rewrites the predictions of a checkpoint: test_errors.py",
+    "predict_only": "rewrites the predictions of a finished run: test_errors.py, test_run_dir.py",
     "data_dir": "points at another copy of the data: test_data.py (default paths)",
     "glue_dir": "points at another copy of the data: test_glue.py",
     **{f"{t}_{s}": "points at another data file: test_data.py" for t in ("sst", "para", "sts")

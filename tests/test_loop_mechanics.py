@@ -450,7 +450,8 @@ def test_run_folder_flags_and_predict_only_needs_resume(capsys):
     checkpoint.check_args(parser.parse_args(["--predict_only", "--resume", "x.pt"]), parser)   # fine
     with pytest.raises(SystemExit):
         checkpoint.check_args(parser.parse_args(["--predict_only"]), parser)
-    assert "--predict_only needs --resume CHECKPOINT (e.g. runs/here/best.pt)" in capsys.readouterr().err
+    assert "--predict_only needs --resume RUN_DIR, a finished run's --out_dir (e.g. runs/here)" \
+        in capsys.readouterr().err
 
 
 def test_save_makes_the_folders_and_save_last_retires_interrupted_pt(tmp_path):

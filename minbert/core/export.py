@@ -11,7 +11,9 @@ arXiv:2101.11038). One stage hands its model to the next through a folder:
         vocab.txt                 byte copy of the vocabulary } what Tokenizer.from_pretrained
         tokenizer_config.json     do_lower_case stated        } reads
         task_modules.safetensors  heads (and PALs) by parameter name: what --init_from reads
-        stage.json                what the run started from, its arguments and dev scores
+        stage.json                what the run started from, its arguments and dev scores, and
+                                  the record that rebuilds it: "script" and "model_args" (the
+                                  model's keyword arguments; minbert/tools/trained_run.py)
     RUN_DIR/outputs.pt            raw dev/test outputs (logits, scores) + dev labels: what
                                   `python -m minbert ensemble` combines without a model
 
@@ -62,9 +64,10 @@ def write_json(path, record: dict) -> None:
 
 
 def export(directory, encoder, tokenizer, modules: dict[str, nn.Module] | None = None,
-           stage: dict | None = None) -> Path:
+           stage: dict | None = None, script: str | None = None, model_args: dict | None = None) -> Path:
     """Write the complete model folder (see the module docstring). `modules` maps a prefix to a
-    module whose state goes into task_modules.safetensors (e.g. {"heads": ..., "pals": ...})."""
+    module whose state goes into task_modules.safetensors (e.g. {"heads": ..., "pals": ...});
+    `script` and `model_args` (a training script's model) go into stage.json beside `stage`."""
     from safetensors.torch import save_file
     directory = Path(directory)
     encoder.save_pretrained(directory, tokenizer=tokenizer)
@@ -74,7 +77,8 @@ def export(directory, encoder, tokenizer, modules: dict[str, nn.Module] | None =
             state |= {f"{prefix}.{k}": v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
     if state:
         atomic_write(directory / TASK_MODULES, lambda p: save_file(state, p, metadata={"format": "pt"}))
-    write_json(directory / STAGE, stage or {})
+    record = {"script": script, "model_args": model_args} if script else {}
+    write_json(directory / STAGE, (stage or {}) | record)
     return directory
 
 

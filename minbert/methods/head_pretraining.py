@@ -23,7 +23,8 @@ import torch
 from minbert.adamw import AdamW
 from minbert.core import flags
 from minbert.core.device import autocast
-from minbert.tasks.multitask import run_heads, task_loss, task_scores, to_device
+from minbert.tasks.data import to_device
+from minbert.tasks.multitask import run_heads, task_loss, task_scores
 
 
 def pretrain_heads(model, train: dict, dev: dict, epochs: int, batch_size: int, lr: float,

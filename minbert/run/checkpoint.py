@@ -58,13 +58,14 @@ def add_args(parser, out_dir: str) -> None:
     g.add_argument("--out_dir", default=out_dir, help="where the run writes: checkpoints, metrics.jsonl, model/, plots")
     g.add_argument("--resume", default=None, help="continue from OUT_DIR/last.pt or interrupted.pt of this script")
     g.add_argument("--predict_only", action="store_true",
-                   help="no training: write the predictions/scores of the model in --resume (best.pt or last.pt), "
-                        "beside the run's own files, never over them; your own sentences: python -m minbert predict")
+                   help="no training: write the predictions/scores of the finished run in --resume (its --out_dir; "
+                        "its model/, loaded as python -m minbert predict loads it), beside the run's own files, never "
+                        "over them; your own sentences: python -m minbert predict")
 
 
 def check_args(args, parser) -> None:
     if args.predict_only and not args.resume:
-        parser.error(f"--predict_only needs --resume CHECKPOINT (e.g. {args.out_dir}/best.pt)")
+        parser.error(f"--predict_only needs --resume RUN_DIR, a finished run's --out_dir (e.g. {args.out_dir})")
 
 
 class UnreadableCheckpoint(UserError):
@@ -148,7 +149,7 @@ def saved_args(ck: dict) -> dict:
 
 def load_for_resume(args, script: str) -> dict:
     """Load --resume for `script` and refuse what cannot continue this command: a file that is no
-    checkpoint of this script, a weights-only file (best.pt) unless --predict_only, and a checkpoint
+    checkpoint of this script, a weights-only file (best.pt), and a checkpoint
     trained with other flags than `args` (those in WHERE say where things are, not what is
     trained, and may change). Flags left at None take the checkpoint's value."""
     ck = load(args.resume)
@@ -163,15 +164,13 @@ def load_for_resume(args, script: str) -> dict:
                                    + ", ".join(f"--{k}" for k in foreign[:3])
                                    + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
                                    + ". Resume it with the script that wrote it")
-    if args.predict_only:
-        return ck
     if "optimizer" not in ck:
         last = Path(args.resume).parent / "last.pt"
         raise UserError(f"--resume {args.resume} holds only a model's weights (best.pt keeps no optimizer, schedule or "
                         f"data position), so training cannot continue from it. Continue an unfinished run with "
                         f"--resume {last} "
-                        f"(or interrupted.pt; a finished run keeps last.pt only with --keep_resume_state); use these "
-                        f"weights with --predict_only --resume {args.resume}")
+                        f"(or interrupted.pt; a finished run keeps last.pt only with --keep_resume_state); predict "
+                        f"with the finished run's model: --predict_only --resume {Path(args.resume).parent}")
     for k, v in now.items():
         if v is None and saved.get(k) is not None:   # e.g. train_mml's --epochs: the paper's rule, resolved then
             setattr(args, k, saved[k])

@@ -7,17 +7,19 @@ PyTorch Lightning's checkpoint retention. What this module does, for both traini
    or model loads, it refuses a --out_dir that already holds another run's files (checkpoints, metrics,
    predictions, model/), and any explicit prediction file (--*_out outside the folder) that already exists,
    unless --overwrite is given; --overwrite first removes the old run's artefacts (only the names minbert
-   writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt,
-   best.pt with --predict_only) continues the same run and is always allowed: "same run" means the checkpoint
-   lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end times and
-   the files written outside the folder (so a resume may rewrite those). `--predict_only` never replaces a
-   prediction file: where predictions/ holds any, its files go to a new predictions-2/ (-3, ...; `fresh_path`),
-   and an explicit --*_out that exists is refused. The commands around runs refuse likewise (`refuse_to_replace`).
+   writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt;
+   with --predict_only OUT_DIR itself) continues the same run and is always allowed: "same run" means the
+   checkpoint lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end
+   times, the status and the files written outside the folder (so a resume may rewrite those); `unfinished`
+   reads it to say why a run has no model yet. `--predict_only` never replaces a prediction file and leaves
+   run.json as it was: where predictions/ holds any, its default files go to a new predictions-2/ (-3, ...;
+   `fresh_path`), and an explicit --*_out that exists is refused, inside the folder or outside it. The commands
+   around runs refuse likewise (`refuse_to_replace`).
 2. **No litter.** A run that fails before it saved anything (a wrong --model, a bad data file) leaves no folder
    behind when it created the folder itself.
 3. **Lean checkpoints.** `checkpoint.save_last` writes last.pt and then deletes interrupted.pt: once a
    resume from it has saved a later state, it is stale (and 3x the model's size). A finished run keeps what a
-   user needs: model/ (the best model as a complete folder), best.pt (its weights, for --predict_only),
+   user needs: model/ (the best model as a complete folder, what --predict_only reads), best.pt (its weights),
    outputs.pt, metrics, plots and predictions; its resume state (last.pt: weights + AdamW's two moments, about
    3x the model) goes unless --keep_resume_state. No --save_total_limit: the scripts never keep more than
    best.pt and last.pt (one per epoch would be the case that needs a limit), so a limit would have nothing to do.
@@ -35,6 +37,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import zipfile
@@ -151,6 +154,34 @@ def refuse_to_replace(paths, flag: str = "--out_dir") -> None:
                         f"to replace it")
 
 
+def unfinished(root) -> str | None:
+    """Why the run in `root` has no model yet, by its run.json: still training, interrupted (with the command that
+    resumes it) or failed; None when run.json says nothing of the kind."""
+    root = Path(root)
+    try:
+        marker = json.loads((root / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    status = marker.get("status") if isinstance(marker, dict) else None
+    if status not in ("running", "stopped, resumable", "failed"):
+        return None
+    script = marker.get("script", "its script")
+    state = next((root / n for n in ("interrupted.pt", "last.pt") if (root / n).is_file()), None)   # the newer first
+    command = (marker.get("sessions") or [{}])[-1].get("command") or [script]
+    resume = None
+    if state is not None and isinstance(command, list) and all(isinstance(c, str) for c in command):
+        kept = [c for i, c in enumerate(command) if c != "--resume" and (i == 0 or command[i - 1] != "--resume")
+                and not c.startswith("--resume=")]
+        resume = f"python {shlex.join(kept)} --resume {state}"
+    if status == "running":
+        then = f"; if it was stopped, `{resume}` continues it" if resume else ""
+        return (f"{script} is still training it (run.json: running, started {marker.get('started', '?')}); "
+                f"its model/ is written when it ends{then}")
+    if status == "stopped, resumable" and resume:
+        return f"{script} was interrupted (run.json: stopped, resumable); `{resume}` finishes it and writes model/"
+    return f"{script} stopped before it finished (run.json: {status}); nothing to resume, train it again"
+
+
 class RunDir:
     """Context manager around a script's work: claim the folder on entry; on success drop the resume state
     and print the summary; on a failure before anything was saved, remove the folder it created."""
@@ -162,8 +193,9 @@ class RunDir:
 
     # ------------------------------------------------------------------ entry: refuse, or claim
     def same_run(self) -> bool:
+        """--resume names this folder's checkpoint (or, with --predict_only, the folder or its model/)."""
         resume = getattr(self.args, "resume", None)
-        return bool(resume) and Path(resume).resolve().parent == self.root.resolve()
+        return bool(resume) and self.root.resolve() in (Path(resume).resolve(), Path(resume).resolve().parent)
 
     def __enter__(self):
         args, root = self.args, self.root
@@ -197,7 +229,8 @@ class RunDir:
             raise UserError(f"{path} already exists (from another run); nothing was changed. Leave the --*_out "
                             f"flags out (the files then go to {root / 'predictions'}), choose other paths, "
                             f"or add --overwrite")
-        if _is_main():
+        self.keep_marker = predict_only and same   # the run's run.json stays as it was (its status, its end)
+        if _is_main() and not self.keep_marker:
             try:
                 self.claim(used and not same, marker if same else {})
             except OSError as e:   # a read-only folder, /proc, a full disk
@@ -223,9 +256,12 @@ class RunDir:
 
     def fresh_predictions(self) -> None:
         """--predict_only: when the default prediction folder already holds any of this command's files, every
-        default path moves to a new folder beside it (predictions-2, -3, ...), so the run's files stay as they are."""
+        default path moves to a new folder beside it (predictions-2, -3, ...), so the run's files stay as they are.
+        A path given explicitly (not the flag's own handout name in predictions/) stays, and is refused if it exists."""
+        from minbert.tasks.data import PREDICTION_FILES, STAND_IN_PARA_TEST
         default = self.root / "predictions"
-        moved = {f: p for f, p in _output_flags(self.args).items() if p.parent == default}
+        moved = {f: p for f, p in _output_flags(self.args).items() if p.parent == default
+                 and p.name in (PREDICTION_FILES[f], STAND_IN_PARA_TEST if f == "para_test_out" else None)}
         if not any(p.exists() for p in moved.values()):
             return
         folder = fresh_path(default)
@@ -267,7 +303,7 @@ class RunDir:
             if predictions.is_dir() and not any(predictions.iterdir()):
                 predictions.rmdir()
             resume = self.resume_state(unreadable=getattr(error, "path", None))
-            marker = self.read_marker()
+            marker = {} if self.keep_marker else self.read_marker()
             if marker:
                 try:   # on a full disk even run.json may not fit: it then still says "running"
                     self.write_marker(marker | {"status": "stopped, resumable" if resume else "failed"})
@@ -308,9 +344,9 @@ class RunDir:
             for name in drop:
                 if (self.root / name).is_file():
                     (self.root / name).unlink()
-        marker = self.read_marker()
-        ended = datetime.datetime.now().isoformat(timespec="seconds")
-        self.write_marker(marker | {"status": "finished", "ended": ended})
+        if not self.keep_marker:
+            ended = datetime.datetime.now().isoformat(timespec="seconds")
+            self.write_marker(self.read_marker() | {"status": "finished", "ended": ended})
         print(summary(self.root, [p for p in _outputs(args) if p.exists() and not self._inside(p)]))
 
 

@@ -8,7 +8,8 @@ Two of the papers' pipelines start from a finished run's model folder (minbert/c
                          train (--pals_after_heads: the task heads too). It means --pals
                          --pals_init zero --option pretrain.
 `resolve(args)` turns these flags into the ones they imply; `start(args, model)` loads and
-freezes, and records in OUT_DIR/stage.json what the run started from (--predict_only leaves that record alone).
+freezes, and records in OUT_DIR/stage.json what the run started from (--predict_only, which trains nothing,
+never calls it).
 """
 
 import os
@@ -46,6 +47,6 @@ def start(args, model) -> dict:
         print(summarise(stage["init_from"]))
     if args.pals_after:     # only the PALs (and, if asked, the heads) train
         freeze_for_pals_after(model, train_heads=args.pals_after_heads)
-    if distributed.is_main() and not args.predict_only:   # --predict_only keeps the run's own record
+    if distributed.is_main():
         write_json(os.path.join(args.out_dir, STAGE), stage)
     return stage

@@ -2,5 +2,6 @@
 
 The CS224N readers (data), GLUE (glue), the heads on top of the encoder (multitask, pair_heads),
 how batches are drawn across tasks (sampling), batches padded to a few lengths for --compile on CUDA
-(length_buckets), the metrics (metrics), and a sentence-embedding evaluation (embedding_eval).
+(length_buckets), scoring a split in input order (scoring: the one evaluation loop of both scripts and of a
+finished run), the metrics (metrics), and a sentence-embedding evaluation (embedding_eval).
 """

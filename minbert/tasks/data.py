@@ -320,6 +320,11 @@ def read_quora(path, labeled: bool = True) -> list[Example]:
 # Tokenized, length-aware batching
 
 
+def to_device(batch: dict, device) -> dict:
+    """A batch's tensors on `device` (its ids list stays as it is)."""
+    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
 class TaskData:
     """One split of one task, tokenized once.
 

@@ -38,19 +38,16 @@ per-layer similarity targets (--gradvac_groups layer): it is here because it rea
 parameter names.
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from minbert.core import flags
 from minbert.bert.model import BertModel
-from minbert.core.device import autocast
 from minbert.core.errors import UserError
-from minbert.core.progress import phase
 from minbert.tasks.metrics import accuracy, cs224n_overall, pearson
 from minbert.tasks.pair_heads import ConcatHead, CosineHead, DotHead, SiameseHead, TanhScaledHead
+from minbert.tasks.scoring import in_order
 
 TASKS = ("sst", "para", "sts")
 NUM_OUTPUTS = {"sst": 5, "para": 1, "sts": 1}
@@ -217,26 +214,13 @@ def predictions(task: str, output: torch.Tensor) -> list:
 # ---------------------------------------------------------------------- evaluation
 
 
-def to_device(batch: dict, device) -> dict:
-    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
-
-
-@torch.inference_mode()
 def run_heads(model: MultitaskBert, splits: dict, batch_size: int, device, amp: str, desc: str = "eval") -> dict:
-    """Head outputs for every example of each split {task: TaskData}, in length-sorted batches
-    (least padding): {task: (ids, positions in the split, outputs)}. Leaves the model in eval mode.
-    Progress (minbert/core/progress.py phase): a line as it starts, then a bar or a line every 30 s in logs."""
+    """Head outputs for every example of each split {task: TaskData} (minbert/tasks/scoring.py), in the order they
+    were scored, length-sorted (the prediction files' order): {task: (ids, positions in the split, outputs)}.
+    Leaves the model in eval mode."""
     model.eval()
-    results = {task: ([], [], []) for task in splits}                # ids, positions, outputs
-    batches = ((task, batch) for task, data in splits.items() for batch in data.batches(batch_size, shuffle=False))
-    total = sum(math.ceil(len(data) / batch_size) for data in splits.values())
-    for task, batch in phase(batches, f"{desc} {', '.join(splits)}", total):
-        ids, index, outs = results[task]
-        with autocast(device, amp):
-            outs.append(model(task, to_device(batch, device)).float().cpu())
-        ids += batch["ids"]
-        index.append(batch["index"])
-    return {task: (ids, torch.cat(index), torch.cat(outs)) for task, (ids, index, outs) in results.items()}
+    scored = in_order(splits, model, device, amp, batch_size, f"{desc} {', '.join(splits)}")
+    return {task: ([splits[task].ids[i] for i in s.order], s.order, s.outputs[s.order]) for task, s in scored.items()}
 
 
 def task_scores(results: dict, splits: dict) -> dict:
@@ -306,11 +290,15 @@ def check_args(args, parser) -> None:
         parser.error("--para_head cross_tanh: the tanh-scaled head is for STS scores; use --sts_head cross_tanh")
 
 
+def model_args(args) -> dict:
+    """MultitaskBert's keyword arguments that shape the model, from the flags: what a run records at export."""
+    return {"head": args.head, "pooling": args.pooling, "pair_heads": {"para": args.para_head, "sts": args.sts_head},
+            "head_layers": args.head_layers, "head_activation": args.head_activation}
+
+
 def from_args(args, encoder: BertModel, pals=None) -> MultitaskBert:
     if args.max_seq_len > encoder.config.max_position_embeddings:
         raise UserError(f"--max_seq_len {args.max_seq_len}: {args.model} has only "
                         f"{encoder.config.max_position_embeddings} positions")
-    return MultitaskBert(encoder, head=args.head, dropout=args.hidden_dropout_prob, pals=pals, pooling=args.pooling,
-                         pair_heads={"para": args.para_head, "sts": args.sts_head},
-                         frozen_encoder=args.option == "pretrain", head_layers=args.head_layers,
-                         head_activation=args.head_activation)
+    return MultitaskBert(encoder, dropout=args.hidden_dropout_prob, pals=pals, frozen_encoder=args.option == "pretrain",
+                         **model_args(args))

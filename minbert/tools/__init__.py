@@ -3,6 +3,7 @@
 download (data and checkpoints), simcse_stage (train an encoder with SimCSE before fine-tuning),
 study and mml_study (the two seeded studies), study_table (the multitask study's tables), seed_statistics
 (intervals and Holm-adjusted p-values), seed_example_bootstrap (a paired difference resampled over seeds and
-examples), ensemble (combine finished runs), predict (a run's heads on new sentences) and export_hf (a run's
-head as a Hugging Face model).
+examples), ensemble (combine finished runs); a finished run in use: trained_run (minbert.load_run: the model
+rebuilt from the run's record, also what --predict_only loads), predict (its heads on your sentences) and
+export_hf (a head as a Hugging Face classifier).
 """

@@ -6,13 +6,15 @@
 and in Python: `transformers.pipeline("text-classification", model="runs/sst-hf")("A gorgeous film.")`.
 
 BertForSequenceClassification classifies BERT's pooler output through dropout and one linear layer. A head of
-that shape exports exactly (minbert/run/trained.py, hf_head): train_multitask.py's linear heads on the pooler
+that shape exports exactly (minbert/tools/trained_run.py, hf_head): train_multitask.py's linear heads on the pooler
 output with cross-encoded pairs (the default --pooling pooler --head linear; SST-5 with the handout's five label
 names, Quora as one sigmoid probability, STS as a regression score), and every train_mml.py run, MML's M heads
 included (Eq. 5 averages their logits: one linear map). Other heads (mean pooling, PALs, MLP heads, bi-encoder
 or tanh-scaled pair heads) have no place in that class: the command says which, in one line, and writes nothing.
+`--dry_run` makes every check the export makes (the run, its head, OUT_DIR) and says what it would write.
 """
 
+import sys
 from pathlib import Path
 
 from minbert.core import flags
@@ -31,20 +33,35 @@ def parser():
 
 
 def main(argv=None):
-    args = parser().parse(argv)
+    args = parser().parse(argv, sys.modules[__name__])   # --dry_run: describe(args) below, then exit
+    run, task, head = checked(args)
+    out = Path(args.out_dir)
+    export_hf_classifier(out, run.folder, head["weight"], head["bias"], head["labels"], head["problem_type"],
+                         run.max_seq_len)
+    print(f"wrote {out}: {what(task, head)}; transformers.pipeline(\"text-classification\", model=\"{out}\") loads it")
+    return out
+
+
+def checked(args) -> tuple:
+    """(run, task, head): every check of the export, before anything is written."""
     out = Path(args.out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
         raise UserError(f"{out} already exists and is not empty; nothing was changed. Choose another OUT_DIR, or "
                         f"add --overwrite to replace it")
-    from minbert.run.trained import load_run   # torch loads here, after the flags are checked
+    from minbert.tools.trained_run import load_run   # torch loads here, after the flags are checked
     run = load_run(args.run_dir, device="cpu", amp="off")
     task = args.task or run.tasks[0]
-    head = run.hf_head(task)   # a UserError saying why, for a head of another shape
-    export_hf_classifier(out, run.folder, head["weight"], head["bias"], head["labels"], head["problem_type"],
-                         run.args.max_seq_len)
-    print(f"wrote {out}: the {task} head as BertForSequenceClassification ({', '.join(head['labels'])}); "
-          f"transformers.pipeline(\"text-classification\", model=\"{out}\") loads it")
-    return out
+    return run, task, run.hf_head(task)   # hf_head: a UserError saying why, for a head of another shape
+
+
+def describe(args) -> list[tuple[str, str]]:
+    """--dry_run's rows: the export's own checks made, what it would write."""
+    run, task, head = checked(args)
+    return [("would write", f"{args.out_dir}: {what(task, head)}")]
+
+
+def what(task: str, head: dict) -> str:
+    return f"the {task} head as BertForSequenceClassification ({', '.join(head['labels'])})"
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 
 Inputs: sentences as arguments, or one per line on stdin, or the rows of a CSV/TSV file (--file; columns
 --text_column and --pair_column). A pair is two sentences separated by a tab or by " ||| ". What comes out, per
-input (minbert/run/trained.py): from a multitask run, SST-5's label, its name and the 5 probabilities for a
+input (minbert/tools/trained_run.py): from a multitask run, SST-5's label, its name and the 5 probabilities for a
 sentence, the paraphrase probability and the STS score for a pair (--task chooses the heads that run); from an
 MML run, its GLUE task's label and probabilities, or STS-B's score. Only the heads asked for run, in
 length-sorted batches of --batch_size (the scripts' evaluation batches), on --device under --amp as the scripts.
@@ -50,8 +50,9 @@ def parser():
                         "for pairs; an MML run answers its own task)")
     g.add_argument("--format", choices=["table", "csv", "jsonl"], default="table",
                    help="table: for reading; csv: one column per value; jsonl: one JSON object per input")
-    g.add_argument("--batch_size", type=flags.at_least(1), default=64,
-                   help="inputs per forward pass (64: the scripts' evaluation batches, so the same numbers)")
+    g.add_argument("--batch_size", type=flags.at_least(1), default=None,
+                   help="inputs per forward pass (default: the scripts' evaluation batch, EVAL_BATCH in "
+                        "minbert/tasks/scoring.py, so the same numbers)")
     add_device_args(p.add_argument_group("machine"))
     return p
 
@@ -60,15 +61,16 @@ def main(argv=None):
     args = parser().parse(argv)
     if args.file and args.sentences:
         raise UserError("give sentences as arguments or --file, not both")
-    from minbert.run.trained import load_run   # torch loads here, after the flags are checked
+    from minbert.tools.trained_run import load_run   # torch loads here, after the flags are checked
     with redirect_stdout(sys.stderr):   # stdout is for the results: the threads line goes to stderr
         set_threads(args.threads)
-        run = load_run(args.run_dir, device=args.device, amp=args.amp, batch_size=args.batch_size)
+        run = load_run(args.run_dir, device=args.device, amp=args.amp, batch_size=args.batch_size, progress=True)
     if args.file:
         ids, inputs = read_file(args)
     else:
         ids, inputs = None, read_lines(args.sentences or stdin_lines(), bool(args.sentences))
-    records = run.predict(inputs, args.task.split(",") if args.task else None)
+    with redirect_stdout(sys.stderr):   # the progress lines too
+        records = run.predict(inputs, args.task.split(",") if args.task else None)
     if ids is not None:
         records = [{"id": i} | r for i, r in zip(ids, records)]
     write(records, args.format, sys.stdout)

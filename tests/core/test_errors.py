@@ -199,11 +199,10 @@ def test_resume_from_a_truncated_last_pt_is_a_short_message_and_run_json_not_res
 
 def test_resume_from_another_scripts_checkpoint_names_the_foreign_flags(setup, mml_setup, tmp_path, capsys):
     run_mml(mml_setup, tmp_path / "mml", "--epochs", "1", "--method", "bert")
-    for ck in ("last.pt", "best.pt"):   # best.pt with --predict_only would fail later, loading the weights
-        argv = multitask_args(setup, tmp_path, "--resume", str(tmp_path / "mml" / ck))
-        if ck == "best.pt":
-            argv.append("--predict_only")
-        short_failure(capsys, train_multitask.main, argv, "written by another script", "has no flag --")
+    argv = multitask_args(setup, tmp_path, "--resume", str(tmp_path / "mml" / "last.pt"))
+    short_failure(capsys, train_multitask.main, argv, "written by another script", "has no flag --")
+    argv = multitask_args(setup, tmp_path, "--resume", str(tmp_path / "mml"), "--predict_only")
+    short_failure(capsys, train_multitask.main, argv, "a train_mml.py run", "python -m minbert predict")
 
 
 def test_resume_from_a_weights_file_without_a_model_key_is_refused(setup, tmp_path, capsys):
@@ -231,7 +230,9 @@ def test_failed_prediction_write_says_how_to_write_them_again(setup, tmp_path, c
     monkeypatch.setattr(train_multitask.data, "write_predictions", disk_full)
     text = fails(capsys, train_multitask.main, multitask_args(setup, tmp_path), "No space left on device",
                  "--predict_only --resume")
-    assert str(tmp_path / "run" / "best.pt") in text, "the message must name the checkpoint that holds the model"
+    assert f"--predict_only --resume {tmp_path / 'run'}" in text, "the message must name the run that holds the model"
+    assert (tmp_path / "run" / "model" / "task_modules.safetensors").is_file(), \
+        "the model/ folder --predict_only reads must be written before the predictions"
 
 
 def test_mml_resume_from_best_pt_is_refused(mml_setup, tmp_path, capsys):

@@ -187,3 +187,32 @@ def test_mml_predict_only_keeps_the_runs_cross_dataset_scores(mml_setup, tmp_pat
     assert not changed, f"train_mml.py --predict_only changed the run's own files {changed}"
     assert "MNLI" in (tmp_path / "cross_dataset-2.json").read_text(), \
         "train_mml.py --predict_only must write its scores beside the run's, to cross_dataset-2.json"
+
+
+def test_predict_only_again_goes_to_a_new_folder_and_leaves_run_json_as_it_was(setup, tmp_path):
+    """A second --predict_only on one run writes to predictions-3, never over predictions-2; neither rewrites the
+    run's run.json (it once lost the training's end time and status)."""
+    out = tmp_path / "run"
+    run(setup, out, "--epochs", "1")
+    marker = (out / "run.json").read_bytes()
+    run(setup, out, "--epochs", "1", "--predict_only", "--resume", str(out))
+    first = sha256s(out / "predictions-2")
+    run(setup, out, "--epochs", "1", "--predict_only", "--resume", str(out / "model"))
+    assert sha256s(out / "predictions-2") == first, "a second --predict_only changed the first one's predictions"
+    assert sha256s(out / "predictions-3") == first, "the second --predict_only must write its own predictions-3"
+    assert (out / "run.json").read_bytes() == marker, "--predict_only rewrote the run's run.json"
+
+
+@pytest.mark.parametrize("inside", ["notes.txt", "predictions/sst-test-output.csv"])
+def test_predict_only_refuses_an_explicit_prediction_path_inside_the_run_folder(setup, tmp_path, inside):
+    """An explicit --*_out that names a file in the run folder is the user's choice of file: refused, as outside it,
+    never moved elsewhere or written over."""
+    out = tmp_path / "run"
+    run(setup, out, "--epochs", "1")
+    target = out / inside
+    if not target.exists():
+        target.write_text("mine")
+    before = sha256s(out)
+    with pytest.raises(UserError, match="--sst_dev_out"):
+        run(setup, out, "--epochs", "1", "--sst_dev_out", str(target), "--predict_only", "--resume", str(out))
+    assert sha256s(out) == before, "a refused --predict_only changed the run folder"

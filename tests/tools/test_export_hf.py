@@ -19,8 +19,8 @@ from minbert.core.errors import UserError
 from minbert.methods import pals
 from minbert.tasks import multitask
 from minbert.tasks.multitask import SST_LABELS, TASKS
-from minbert.tools import export_hf
-from test_trained import runs  # noqa: F401  (fixture: three finished tiny runs)
+from minbert.tools import export_hf, trained_run
+from test_trained_run import runs  # noqa: F401  (fixture: three finished tiny runs)
 
 SENTENCES = ["good movie", "bad plot and dull actor", "a fun story with a great actor and a nice plot"]
 PAIRS = [("good movie", "nice film"), ("the plot", "a fun story"), ("boring smart dull", "dull")]
@@ -76,7 +76,8 @@ def run_folder(tmp_path, *argv):
     encoder = BertModel.from_pretrained(args.model)
     model = multitask.from_args(args, encoder, pals.from_args(args, encoder.config, TASKS))
     export.export(tmp_path / "run" / "model", encoder, Tokenizer.from_pretrained(args.model),
-                  {"heads": model.heads, "pals": model.pals}, {"args": vars(args)})
+                  {"heads": model.heads, "pals": model.pals}, {"args": vars(args)}, "train_multitask.py",
+                  trained_run.model_args("train_multitask.py", args, encoder.config.hidden_size))
     return tmp_path / "run"
 
 
@@ -104,3 +105,16 @@ def test_an_out_dir_with_files_is_not_replaced_without_overwrite(runs, tmp_path)
     assert mine.read_text() == "mine", "a refused export changed the folder"
     export_hf.main([str(runs.pooler), str(tmp_path / "out"), "--overwrite"])
     assert "BertForSequenceClassification" in mine.read_text()
+
+
+def test_dry_run_makes_the_exports_checks_and_writes_nothing(runs, tmp_path, capsys):
+    """--dry_run once approved what the export refuses: it now refuses the same, and approves what it would write."""
+    folder = run_folder(tmp_path, "--pooling", "mean")
+    for argv, why in (([str(folder), str(tmp_path / "out")], "read the mean of the token states"),
+                      ([str(tmp_path / "nowhere"), str(tmp_path / "out")], "no such folder")):
+        with pytest.raises(UserError, match=why):
+            export_hf.main([*argv, "--dry_run"])
+    with pytest.raises(SystemExit) as e:
+        export_hf.main([str(runs.pooler), str(tmp_path / "out"), "--dry_run"])
+    assert e.value.code == 0 and "would write" in capsys.readouterr().out, "--dry_run on an exportable run: exit 0"
+    assert not (tmp_path / "out").exists(), "export-hf --dry_run wrote the folder"

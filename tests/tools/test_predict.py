@@ -17,7 +17,7 @@ import pytest
 
 from minbert.core.errors import cli
 from minbert.tools import predict
-from test_trained import runs, written  # noqa: F401  (runs: a fixture, three finished tiny runs)
+from test_trained_run import runs, written  # noqa: F401  (runs: a fixture, three finished tiny runs)
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE = ["--device", "cpu", "--amp", "off"]
@@ -99,3 +99,43 @@ def test_a_real_process_prints_the_mistake_and_no_traceback(runs):
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "Traceback" not in p.stderr, f"exit {p.returncode}:\n{p.stderr[-1500:]}"
     assert p.stderr.strip().splitlines()[-1] == f"error: {empty}:3: empty 'sentence'", p.stderr
+
+
+# SST-5's classes as the CS224N handout names them, written out here (not imported): the oracle for the names
+HANDOUT_SST_NAMES = ("negative", "somewhat negative", "neutral", "somewhat positive", "positive")
+
+
+def test_the_name_printed_with_an_sst_label_is_that_labels(runs, capsys):
+    out = predicted(capsys, str(runs.pooler), "--file", str(runs.data / "ids-sst-dev.csv"), "--format", "jsonl")
+    rows = [json.loads(line) for line in out.splitlines()]
+    wrong = [(r["sst_label"], r["sst_name"]) for r in rows if r["sst_name"] != HANDOUT_SST_NAMES[r["sst_label"]]]
+    assert not wrong, f"predict prints a name that is not its label's (label, name): {wrong[:3]}"
+    assert all(r["sst_label"] == max(range(5), key=r["sst_probabilities"].__getitem__) for r in rows), \
+        "predict: the SST label is not the most probable class"
+
+
+def test_the_batch_size_asked_for_is_the_one_used(runs, capsys, monkeypatch):
+    """`predict --batch_size` and `load_run(batch_size=)` score in batches of that size; the default is the
+    scripts' evaluation batch (64)."""
+    import minbert
+    from minbert.tasks.data import TaskData
+    used = []
+    real = TaskData.batches
+    monkeypatch.setattr(TaskData, "batches", lambda self, size, shuffle, **kw: used.append(size) or
+                        real(self, size, shuffle, **kw))
+    predicted(capsys, str(runs.pooler), "--file", str(runs.data / "ids-sst-dev.csv"), "--batch_size", "3")
+    run = minbert.load_run(runs.pooler, device="cpu", amp="off", batch_size=5)
+    run.sentiment(["good movie", "bad plot"])
+    minbert.load_run(runs.mml, device="cpu", amp="off").classify([("a cat", "the cat")])
+    assert used == [3, 5, 64], f"batch sizes used by predict --batch_size 3, load_run(batch_size=5), default: {used}"
+
+
+def test_a_glue_tsv_is_read_with_no_quoting(runs, capsys, tmp_path):
+    """GLUE's .tsv files are not quoted: a '"' is part of the text (SST-2 has sentences that begin with one)."""
+    sentences = ['"the cat" sat', 'a " lone quote', 'plain "quoted" words']
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(f"{s}\t1\n" for s in sentences))
+    rows = [json.loads(line) for line in
+            predicted(capsys, str(runs.pooler), "--file", str(tsv), "--format", "jsonl").splitlines()]
+    assert [r["sentence"] for r in rows] == sentences, \
+        f"predict --file {tsv.name}: the quotes were parsed, not kept as text: {[r['sentence'] for r in rows]}"

@@ -1,4 +1,4 @@
-"""Grades minbert/run/trained.py: a finished run loaded for use (minbert.load_run), on tiny real runs.
+"""Grades minbert/tools/trained_run.py: a finished run loaded for use (minbert.load_run), on tiny real runs.
 
 Oracles: (c) the training scripts' own outputs for the same rows — train_multitask.py's prediction files (labels
 equal; STS scores to 1e-5) and outputs.pt (probabilities from its raw logits to 1e-5), for a cross-encoder run on
@@ -69,26 +69,26 @@ def test_predictions_equal_the_training_scripts_own_files(runs, kind):
     got = run.sentiment([e.text for e in sst])
     want = written(files / "sst-dev-output.csv")
     assert [g["label"] for g in got] == [int(want[e.id]) for e in sst], \
-        f"minbert.run.trained ({kind}): SST labels differ from the script's sst-dev-output.csv"
+        f"minbert.tools.trained_run ({kind}): SST labels differ from the script's sst-dev-output.csv"
     order = {i: k for k, i in enumerate(raw["dev"]["sst"]["ids"])}
     logits = raw["dev"]["sst"]["outputs"][[order[e.id] for e in sst]]
     probs = torch.tensor([g["probabilities"] for g in got])
     assert torch.allclose(probs, logits.softmax(-1), atol=ATOL), \
-        f"minbert.run.trained ({kind}): SST probabilities differ from softmax of the script's outputs.pt logits"
+        f"minbert.tools.trained_run ({kind}): SST probabilities differ from softmax of the script's outputs.pt logits"
     quora = read_quora(runs.data / "quora-dev.csv")
     para = run.paraphrase([(e.text, e.text2) for e in quora])
     want = written(files / "para-dev-output.csv")
     assert [int(p > 0.5) for p in para] == [int(want[e.id]) for e in quora], \
-        f"minbert.run.trained ({kind}): paraphrase labels (probability > 0.5) differ from para-dev-output.csv"
+        f"minbert.tools.trained_run ({kind}): paraphrase labels (probability > 0.5) differ from para-dev-output.csv"
     sts = read_sts(runs.data / "sts-dev.csv")
     scores = torch.tensor(run.similarity([(e.text, e.text2) for e in sts]))
     want = written(files / "sts-dev-output.csv")
     assert torch.allclose(scores, torch.tensor([want[e.id] for e in sts]), atol=ATOL), \
-        f"minbert.run.trained ({kind}): STS scores differ from sts-dev-output.csv by more than {ATOL}"
+        f"minbert.tools.trained_run ({kind}): STS scores differ from sts-dev-output.csv by more than {ATOL}"
     test = read_sst(runs.data / "ids-sst-test-student.csv", labeled=False)
     want = written(files / "sst-test-output.csv")
     assert [g["label"] for g in run.sentiment([e.text for e in test])] == [int(want[e.id]) for e in test], \
-        f"minbert.run.trained ({kind}): SST test labels differ from sst-test-output.csv"
+        f"minbert.tools.trained_run ({kind}): SST test labels differ from sst-test-output.csv"
 
 
 def test_mml_is_eq_5_over_the_active_heads_only(runs):
@@ -111,7 +111,7 @@ def test_mml_is_eq_5_over_the_active_heads_only(runs):
     run = minbert.load_run(runs.mml, device="cpu", amp="off")
     got = torch.tensor([r["probabilities"] for r in run.classify(pairs)])
     assert torch.allclose(got, expected, atol=ATOL), \
-        "minbert.run.trained.MMLRun.classify: not Eq. 5 (softmax of the mean logit of the ACTIVE heads)"
+        "minbert.tools.trained_run.MMLRun.classify: not Eq. 5 (softmax of the mean logit of the ACTIVE heads)"
     accuracy = float((got.argmax(-1) == torch.tensor([e.label for e in rows])).float().mean())
     scored = json.loads((runs.mml / "metrics.jsonl").read_text().splitlines()[0])["accuracy"]
     assert abs(accuracy - scored) < 1e-9, f"dev accuracy {accuracy} differs from train_mml.py's own {scored}"
@@ -126,9 +126,9 @@ def test_input_order_is_kept_and_batch_size_changes_nothing(runs):
     b = torch.tensor([r["probabilities"] for r in batched.sentiment(shuffled)])
     index = {s: i for i, s in enumerate(sentences)}
     assert torch.allclose(b, a[[index[s] for s in shuffled]], atol=ATOL), \
-        "minbert.run.trained: the answers do not follow the order of the inputs"
+        "minbert.tools.trained_run: the answers do not follow the order of the inputs"
     c = torch.tensor([r["probabilities"] for r in single.sentiment(sentences)])
-    assert torch.allclose(a, c, atol=ATOL), "minbert.run.trained: batch size 1 and 64 give different probabilities"
+    assert torch.allclose(a, c, atol=ATOL), "minbert.tools.trained_run: batch sizes 1 and 64 give other probabilities"
 
 
 def test_predict_runs_only_the_heads_asked_for(runs, monkeypatch):
@@ -181,33 +181,78 @@ def test_a_pickle_in_place_of_safetensors_is_never_loaded(runs, tmp_path):
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Payload()))
     with pytest.raises(UserError, match="never read"):
         minbert.load_run(folder)
-    assert not ran.exists(), "minbert.run.trained: loading a run executed the pickle in it"
+    assert not ran.exists(), "minbert.tools.trained_run: loading a run executed the pickle in it"
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda a: a.update(head="mlp", head_layers=1000), "head_layers 1000,"),
-    (lambda a: a.update(pooling="evil"), "invalid choice: 'evil'"),
-    (lambda a: a.update(pals=True, pals_size=10 ** 6, pals_heads=1), "does not fit"),
-    (lambda a: a.update(max_seq_len=[1, 2]), "expected a number or a word"),
-], ids=["huge_mlp", "unknown_pooling", "huge_pals", "a_list"])
-def test_hostile_flags_are_refused_before_anything_is_built(runs, tmp_path, edit, message):
+    (lambda a: a["multitask"].update(head="mlp", head_layers=1000), "does not fit.*Missing key"),
+    (lambda a: a["multitask"].update(pooling="evil"), "describe no train_multitask.py model.*pooling must be one of"),
+    (lambda a: a.update(pals={"size": 10 ** 6, "heads": 1}), "does not fit.*Missing key"),
+    (lambda a: a.update(max_seq_len=[1, 2]), r"max_seq_len \[1, 2\]; expected an integer"),
+    (lambda a: a["multitask"].update(head="mlp", head_layers="x"), "describe no train_multitask.py model.*TypeError"),
+], ids=["huge_mlp", "unknown_pooling", "huge_pals", "a_list", "a_word"])
+def test_hostile_records_are_refused_before_anything_is_built(runs, tmp_path, edit, message):
     folder = copy_run(runs, tmp_path)
     stage = json.loads((folder / "stage.json").read_text())
-    edit(stage["args"])
+    edit(stage["model_args"])
     (folder / "stage.json").write_text(json.dumps(stage))
-    with pytest.raises(UserError, match=message):
+    with pytest.raises(UserError, match=message) as e:
         minbert.load_run(folder)
+    assert "\n" not in str(e.value), f"one line, got: {e.value}"
 
 
 def test_tensors_that_do_not_fit_are_refused(runs, tmp_path):
     folder = copy_run(runs, tmp_path)
     tensors = load_file(str(folder / "task_modules.safetensors"))
     save_file(tensors | {"heads.extra": torch.zeros(1)}, str(folder / "task_modules.safetensors"))
-    with pytest.raises(UserError, match="unexpected heads.extra"):
+    with pytest.raises(UserError, match='does not fit.*Unexpected key.*"heads.extra"'):
         minbert.load_run(folder)
     save_file({k: v for k, v in tensors.items() if k != "heads.sst.1.bias"}, str(folder / "task_modules.safetensors"))
-    with pytest.raises(UserError, match="missing heads.sst.1.bias"):
+    with pytest.raises(UserError, match='does not fit.*Missing key.*"heads.sst.1.bias"'):
         minbert.load_run(folder)
+
+
+@pytest.mark.parametrize("kind", ["pooler", "mml"])
+def test_the_record_names_the_script_and_the_model_arguments(runs, kind):
+    """stage.json says which script made the model and its keyword arguments; a run exported before it held that
+    record (only the flags, "args") loads from its run folder's run.json and gives the same answers."""
+    import shutil
+    stage = json.loads((getattr(runs, kind) / "model" / "stage.json").read_text())
+    script = "train_mml.py" if kind == "mml" else "train_multitask.py"
+    assert stage["script"] == script and stage["model_args"]["max_seq_len"] == 128, \
+        f"minbert/core/export.py: stage.json lacks the record of the {script} model: {stage.get('model_args')}"
+    older = Path(shutil.copytree(getattr(runs, kind), getattr(runs, kind).parent / f"{kind}-older"))
+    (older / "model" / "stage.json").write_text(json.dumps({k: v for k, v in stage.items()
+                                                            if k not in ("script", "model_args")}))
+    inputs = [("good movie", "nice film"), ("bad plot", "dull actor")] if kind == "mml" else ["good movie", "bad"]
+    want = minbert.load_run(getattr(runs, kind), device="cpu", amp="off").predict(inputs)
+    assert minbert.load_run(older, device="cpu", amp="off").predict(inputs) == want, \
+        "minbert.tools.trained_run: a run exported with only its flags answers differently"
+
+
+@pytest.mark.parametrize("status, resumable, says", [
+    ("running", True, "still training it .* continues it"),
+    ("stopped, resumable", True, "was interrupted .* finishes it"),
+    ("failed", False, "stopped before it finished"),
+])
+def test_a_run_not_finished_says_which_and_names_the_resume_line(runs, tmp_path, status, resumable, says):
+    from minbert.tools import export_hf, predict
+    folder = tmp_path / "run"
+    folder.mkdir()
+    command = ["train_multitask.py", "--epochs", "3", "--out_dir", str(folder), "--resume", "old.pt"]
+    (folder / "run.json").write_text(json.dumps({"script": "train_multitask.py", "status": status,
+                                                  "started": "2026-01-01T00:00:00",
+                                                  "sessions": [{"started": "x", "command": command}]}))
+    if resumable:
+        (folder / "interrupted.pt").write_bytes(b"")
+    resume = f"`python train_multitask.py --epochs 3 --out_dir {folder} --resume {folder / 'interrupted.pt'}`"
+    for name, call in (("load_run", lambda: minbert.load_run(folder)),
+                       ("predict", lambda: predict.main([str(folder), "good movie"])),
+                       ("export-hf", lambda: export_hf.main([str(folder), str(tmp_path / "hf")]))):
+        with pytest.raises(UserError, match=says) as e:
+            call()
+        assert (resume in str(e.value)) == resumable and "\n" not in str(e.value), \
+            f"{name} on a run whose run.json says {status!r}: expected one line naming {resume}, got: {e.value}"
 
 
 def test_import_minbert_stays_light():
@@ -215,3 +260,36 @@ def test_import_minbert_stays_light():
     out = subprocess.run([sys.executable, "-c", "import minbert, sys; print('torch' in sys.modules)"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", f"`import minbert` imported torch: {out.stdout}{out.stderr}"
+
+
+@pytest.mark.parametrize("argv", [["--pals", "--pals_size", "8", "--pals_heads", "2", "--r3f", "1", "--r4f"],
+                                  ["--head", "mlp", "--head_layers", "2", "--sts_head", "cross_tanh"]],
+                         ids=["pals_r4f", "mlp_tanh"])
+def test_a_model_is_rebuilt_from_its_record_alone(tmp_path, argv):
+    """What the export writes (the record, the tensors) rebuilds the same model: PALs inside the encoder, R4F's
+    spectrally normalised heads, MLP heads and the tanh-scaled STS head answer as the model that was exported."""
+    from minbert.bert.model import BertModel
+    from minbert.bert.tokenizer import Tokenizer
+    from minbert.core import export
+    from minbert.methods import pals, r3f
+    from minbert.tasks import multitask
+    from minbert.tasks.multitask import TASKS
+    from minbert.tools import trained_run
+    args = train_multitask.parse_args(["--model", str(save_tiny_model(tmp_path / "base")), *argv])
+    encoder = BertModel.from_pretrained(args.model)
+    model = multitask.from_args(args, encoder, pals.from_args(args, encoder.config, TASKS))
+    r3f.from_args(args, model)
+    torch.manual_seed(0)
+    for p in model.parameters():   # not the initial values, so a head left fresh would show
+        p.data.normal_(0, 0.1)
+    tokenizer = Tokenizer.from_pretrained(args.model)
+    export.export(tmp_path / "run" / "model", encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
+                  {"args": vars(args)}, "train_multitask.py",
+                  trained_run.model_args("train_multitask.py", args, encoder.config.hidden_size))
+    run = minbert.load_run(tmp_path / "run", device="cpu", amp="off")
+    pairs = [("good movie", "nice film"), ("a dull plot", "the actor")]
+    batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], max_length=128)
+    with torch.no_grad():
+        want = model.eval()("sts", batch)
+    got = torch.tensor(run.similarity(pairs))
+    assert torch.allclose(got, want, atol=ATOL), f"rebuilt from the record ({argv}): STS {got} vs the model's {want}"

@@ -2,8 +2,10 @@
 
 A run folder of train_multitask.py or train_mml.py holds its best model as RUN_DIR/model/
 (minbert/core/export.py): the encoder (config.json, model.safetensors, vocab.txt), the heads
-(task_modules.safetensors) and the flags it trained with (stage.json, "args"). `load_run(RUN_DIR)` rebuilds
-that model from those flags, in eval mode, and answers:
+(task_modules.safetensors) and stage.json, whose "script" and "model_args" say which model that is: the keyword
+arguments of MultitaskBert (with the PALs' size, R4F, the attention path) or of MML's MultiverseHeads, and the
+--max_seq_len the inputs are cut to. `load_run(RUN_DIR)` builds that model from them and loads the tensors with
+`load_state_dict(strict=True)`, in eval mode, and answers:
 
     train_multitask.py   sentiment(sentences)  SST-5: label 0-4, its name, the 5 probabilities (softmax of the logits)
                          paraphrase(pairs)     Quora: the probability of a paraphrase (sigmoid of the one logit)
@@ -14,86 +16,108 @@ that model from those flags, in eval mode, and answers:
     both                 encode(sentences)     (N, C): the pooled vector a head reads
                          predict(inputs)       one record per input: what `python -m minbert predict` prints
 
-Inputs are tokenized and batched as the scripts evaluate (minbert/tasks/data.py: length-sorted batches, the run's
---max_seq_len), and the outputs are put back in input order. `hf_head(task)` gives a head in the shape of Hugging
-Face's BertForSequenceClassification (pooler -> dropout -> one linear layer), or says in one line why it has
-another shape (`python -m minbert export-hf`).
+Inputs are tokenized and scored as the scripts evaluate (minbert/tasks/scoring.py: length-sorted batches of
+EVAL_BATCH, the run's --max_seq_len), and the outputs are put back in input order. `hf_head(task)` gives a head in
+the shape of Hugging Face's BertForSequenceClassification (pooler -> dropout -> one linear layer), or says in one
+line why it has another shape (`python -m minbert export-hf`). `train_multitask.py --predict_only` loads its
+model here too.
 
 A run folder may come from someone else, so loading it runs no code: tensors come from safetensors files only
-(never a pickle: no pytorch_model.bin, no .pt), the flags from JSON, each checked by the scripts' own flag
-definitions (types, choices, ranges), and the tensors must fit the model those flags describe, with no key
-missing, extra or misshapen; the model is built on the meta device first, so a flag asking for a huge model
-costs nothing before that check. Anything wrong is one UserError naming the file.
+(never a pickle: no pytorch_model.bin, no .pt), the record from JSON; the heads are built on the meta device
+first, so a record asking for a huge model costs nothing before the strict load refuses it. Anything wrong is
+one UserError naming the file; a run still training or interrupted says so, with the line that resumes it.
 """
 
-import argparse
 import json
-import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
-from tqdm import tqdm
+from torch import nn
 
+from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
-from minbert.core import flags
-from minbert.core.device import autocast, pick_device, resolve_amp
+from minbert.core.device import pick_device, resolve_amp
 from minbert.core.errors import UserError
 from minbert.core.export import MODEL_DIR, STAGE, TASK_MODULES
-from minbert.methods import mml, pals, r3f
+from minbert.methods import mml, r3f
+from minbert.methods.pals import PALs
+from minbert.run import run_dir
 from minbert.tasks import glue, multitask
 from minbert.tasks.data import Example, TaskData
-from minbert.tasks.multitask import CROSS_HEADS, SST_LABELS, TASKS, to_device
+from minbert.tasks.multitask import CROSS_HEADS, SST_LABELS, TASKS, MultitaskBert
+from minbert.tasks.scoring import EVAL_BATCH, in_order
 
 FILES = ("config.json", "model.safetensors", "vocab.txt", TASK_MODULES, STAGE)   # what a run's model/ holds
-# the flags that shape the model (and its inputs), read from stage.json; every other one is for training
-MULTITASK_FLAGS = ("head", "head_layers", "head_activation", "pooling", "para_head", "sts_head", "fast_attention",
-                   "pals", "pals_size", "pals_heads", "r3f", "r4f", "max_seq_len")
-MML_FLAGS = ("task", "method", "heads", "max_seq_len")
-BATCH_SIZE = 64   # the scripts' evaluation batch (max(64, --batch_size)): the same batches, the same numbers
+SCRIPTS = ("train_multitask.py", "train_mml.py")
 
 
-def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int = BATCH_SIZE) -> "TrainedRun":
-    """The run in `path` (its --out_dir, or that folder's model/) on `device`, under `amp` (as the scripts'
-    --device and --amp). Raises a UserError for a folder that is not a finished run."""
+def model_args(script: str, args, hidden_size: int) -> dict:
+    """What stage.json records as "model_args" for `script`'s model, from its flags `args`: exactly what
+    load_run needs to build it again (the encoder's own config is config.json)."""
+    if script == "train_multitask.py":
+        return {"multitask": multitask.model_args(args), "max_seq_len": args.max_seq_len, "r4f": args.r4f,
+                "pals": {"size": args.pals_size, "heads": args.pals_heads} if args.pals else None,
+                "fast_attention": args.fast_attention}
+    return {"task": args.task, "num_heads": mml.resolve_num_heads(args.method, hidden_size, args.heads),
+            "max_seq_len": args.max_seq_len}
+
+
+def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | None = None,
+             progress: bool = False, script: str | None = None) -> "TrainedRun":
+    """The run in `path` (its --out_dir, or that folder's model/ or best.pt) on `device`, under `amp` (as the scripts'
+    --device and --amp), scoring `batch_size` inputs at a time (default EVAL_BATCH); `progress`: a bar (or log
+    lines) while scoring; `script`: only a run of that script (its --predict_only). Raises a UserError for a folder
+    that is not a finished run."""
     folder = _model_folder(Path(path))
-    record = _read_json(folder / STAGE)
-    saved = record.get("args") if isinstance(record, dict) else None
-    if not isinstance(saved, dict):
-        raise UserError(f"{folder / STAGE}: no \"args\" object (the flags the run trained with); it is not a "
-                        f"train_multitask.py or train_mml.py run")
-    kind = "multitask" if "sts_head" in saved else "mml" if "method" in saved else None
-    if kind is None:
-        raise UserError(f"{folder / STAGE}: the flags are neither train_multitask.py's nor train_mml.py's")
+    stage = _read_json(folder / STAGE)
+    made_by, spec = (stage.get("script"), stage.get("model_args")) if isinstance(stage, dict) else (None, None)
+    config = BertConfig.from_json(folder / "config.json")
+    if spec is None:   # exported before stage.json held the record: the same record from the flags it stored
+        made_by, spec = _older_record(folder, stage, config.hidden_size)
+    if made_by not in SCRIPTS or not isinstance(spec, dict):
+        raise UserError(f"{folder / STAGE}: no \"script\" ({' or '.join(SCRIPTS)}) and \"model_args\" record; it "
+                        f"is not the model/ folder of a train_multitask.py or train_mml.py run")
+    if script not in (None, made_by):
+        raise UserError(f"{path}: a {made_by} run; {script} --predict_only reads its own runs (any run: "
+                        f"python -m minbert predict {path})")
     tensors = _read_tensors(folder / TASK_MODULES)
-    if kind == "multitask":
-        args = _flags(saved, folder / STAGE, MULTITASK_FLAGS, multitask, pals, r3f)
-        if args.head == "mlp" and args.head_layers > len(tensors):   # each hidden layer has tensors in the file
-            raise UserError(f"{folder / STAGE}: head_layers {args.head_layers}, but {folder / TASK_MODULES} holds "
-                            f"only {len(tensors)} tensors")
-    else:
-        args = _flags(saved, folder / STAGE, MML_FLAGS, mml, glue)
-    encoder = _encoder(folder, args.fast_attention if kind == "multitask" else False)
-    C = encoder.config.hidden_size
-    with torch.device("meta"):   # the heads' shapes, without memory, until they are checked against the file
-        if kind == "multitask":
-            args.model, args.hidden_dropout_prob = str(folder), 0.0   # what from_args reads besides the flags above
-            model = multitask.from_args(args, encoder, pals.from_args(args, encoder.config, TASKS))
-            if args.r4f:   # R4F's heads are stored spectrally normalised (minbert/methods/r3f.py)
-                r3f.spectral_norm_heads(model)
-            modules = {"heads": model.heads, "pals": model.pals}
-        else:
-            num_labels = glue.TASKS[args.task].num_labels
-            heads = mml.MultiverseHeads(C, num_labels, mml.resolve_num_heads(args.method, C, args.heads))
-            modules = {"heads": heads}
-    _load_strict(modules, tensors, folder / TASK_MODULES)
+    encoder = _encoder(folder, config, spec.get("fast_attention") is True)
+    length = spec.get("max_seq_len")
+    if type(length) is not int or not 5 <= length <= encoder.config.max_position_embeddings:
+        raise UserError(f"{folder / STAGE}: max_seq_len {length!r}; expected an integer from 5 to "
+                        f"{encoder.config.max_position_embeddings} (the encoder's positions)")
+    try:
+        with torch.device("meta"):   # the heads' shapes, without memory, until the strict load checks them
+            model, modules = _build(made_by, spec, encoder)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise UserError(f"{folder / STAGE}: its model_args describe no {made_by} model ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:200]})") from None
+    try:
+        nn.ModuleDict(modules).load_state_dict(tensors, strict=True, assign=True)
+    except RuntimeError as e:
+        raise UserError(f"{folder / TASK_MODULES}: does not fit the model its stage.json describes "
+                        f"({' '.join(str(e).split())[:300]})") from None
     device = pick_device(device)
     amp, _ = resolve_amp(amp, device)
-    tokenizer = Tokenizer.from_pretrained(folder)
-    if kind == "multitask":
-        return MultitaskRun(folder, args, model.to(device).eval(), tokenizer, device, amp, batch_size)
-    return MMLRun(folder, args, encoder.to(device).eval(), heads.to(device).eval(), tokenizer, device, amp,
-                  batch_size)
+    setting = (folder, spec, Tokenizer.from_pretrained(folder), device, amp, batch_size or EVAL_BATCH, progress)
+    if made_by == "train_multitask.py":
+        return MultitaskRun(*setting, model=model.to(device).eval())
+    return MMLRun(*setting, encoder=encoder.to(device).eval(), heads=modules["heads"].to(device).eval())
+
+
+def _build(script: str, spec: dict, encoder: BertModel) -> tuple:
+    """(model, {prefix: module} whose tensors task_modules.safetensors holds) as `script` built them, from the
+    record `spec`: MultitaskBert with its PALs and R4F's normalised heads, or MML's heads (model None)."""
+    if script == "train_multitask.py":
+        pals = spec["pals"] and PALs(encoder.config, TASKS, spec["pals"]["size"], spec["pals"]["heads"])
+        model = MultitaskBert(encoder, dropout=0.0, pals=pals, **spec["multitask"])
+        if spec["r4f"]:   # R4F's heads are stored spectrally normalised (minbert/methods/r3f.py)
+            r3f.spectral_norm_heads(model)
+        return model, {"heads": model.heads} | ({"pals": model.pals} if pals else {})
+    heads = mml.MultiverseHeads(encoder.config.hidden_size, glue.TASKS[spec["task"]].num_labels, spec["num_heads"])
+    return None, {"heads": heads}
 
 
 class TrainedRun:
@@ -101,9 +125,10 @@ class TrainedRun:
 
     tasks: tuple = ()
 
-    def __init__(self, folder, args, tokenizer, device, amp, batch_size):
-        self.folder, self.args, self.tokenizer = folder, args, tokenizer
-        self.device, self.amp, self.batch_size = device, amp, batch_size
+    def __init__(self, folder, model_args, tokenizer, device, amp, batch_size, progress):
+        self.folder, self.model_args, self.tokenizer = folder, model_args, tokenizer
+        self.max_seq_len = model_args["max_seq_len"]   # the run's --max_seq_len: inputs are cut as it trained
+        self.device, self.amp, self.batch_size, self.progress = device, amp, batch_size, progress
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.folder}: tasks {', '.join(self.tasks)}>"
@@ -117,23 +142,14 @@ class TrainedRun:
         if not rows:
             return None
         examples = [Example(str(i), a, b, None) for i, (a, b) in enumerate(rows)]
-        return TaskData(examples, self.tokenizer, self.args.max_seq_len, pair_mode=pair_mode)
+        return TaskData(examples, self.tokenizer, self.max_seq_len, pair_mode=pair_mode)
 
-    @torch.inference_mode()
     def in_order(self, data: TaskData | None, forward, after=None) -> torch.Tensor:
-        """forward(batch) under --amp on every batch, then after(outputs) in fp32; rows back in input order."""
+        """forward(batch) under --amp on every batch, then after(outputs) in fp32; rows in input order."""
         if data is None:
             return torch.empty(0)
-        out = None
-        batches = data.batches(self.batch_size, shuffle=False)   # length-sorted, as the scripts' evaluation
-        for batch in tqdm(batches, desc="predict", total=math.ceil(len(data) / self.batch_size), leave=False,
-                          disable=None):   # a bar on a terminal only
-            with autocast(self.device, self.amp):
-                y = forward(to_device(batch, self.device))
-            y = (after or (lambda t: t))(y.float()).cpu()
-            out = torch.empty((len(data), *y.shape[1:])) if out is None else out
-            out[batch["index"]] = y
-        return out
+        return in_order({"predict": data}, lambda _, batch: forward(batch), self.device, self.amp, self.batch_size,
+                        "predict" if self.progress else None, after)["predict"].outputs
 
     def check_tasks(self, tasks, default) -> tuple:
         tasks = tuple([tasks] if isinstance(tasks, str) else tasks or default)
@@ -148,8 +164,8 @@ class MultitaskRun(TrainedRun):
 
     tasks = TASKS
 
-    def __init__(self, folder, args, model, tokenizer, device, amp, batch_size):
-        super().__init__(folder, args, tokenizer, device, amp, batch_size)
+    def __init__(self, *setting, model):
+        super().__init__(*setting)
         self.model = model
 
     def outputs(self, task: str, inputs) -> torch.Tensor:
@@ -197,7 +213,7 @@ class MultitaskRun(TrainedRun):
         problem_type. A UserError says why when the head has another shape."""
         self.check_tasks([task], ())
         why = None
-        if self.args.pooling != "pooler":
+        if self.model.pooling != "pooler":
             why = ("its heads read the mean of the token states (--pooling mean); BertForSequenceClassification "
                    "reads the pooler output")
         elif self.model.pals is not None:
@@ -207,7 +223,7 @@ class MultitaskRun(TrainedRun):
             why = (f"--{task}_head {kind} " + ("scales the score by tanh onto 0-5" if kind in CROSS_HEADS else
                                               "encodes the two sentences apart (a bi-encoder)")
                    + "; BertForSequenceClassification reads the pair as one sequence through one linear layer")
-        elif self.args.head != "linear":
+        elif self.model_args["multitask"]["head"] != "linear":
             why = "an MLP head (--head mlp); BertForSequenceClassification's classifier is one linear layer"
         if why:
             raise UserError(f"{self.folder}: the {task} head does not fit Hugging Face's "
@@ -223,21 +239,24 @@ class MultitaskRun(TrainedRun):
 class MMLRun(TrainedRun):
     """A train_mml.py run: one GLUE task, M heads on BERT's pooler output (one for --method bert)."""
 
-    def __init__(self, folder, args, encoder, heads, tokenizer, device, amp, batch_size):
-        super().__init__(folder, args, tokenizer, device, amp, batch_size)
-        self.encoder, self.heads, self.task = encoder, heads, args.task
-        self.tasks = (args.task,)
-        self.labels = glue.TASKS[args.task].label_names   # () for STS-B's score
+    def __init__(self, *setting, encoder, heads):
+        super().__init__(*setting)
+        self.encoder, self.heads, self.task = encoder, heads, self.model_args["task"]
+        self.tasks = (self.task,)
+        self.labels = glue.TASKS[self.task].label_names   # () for STS-B's score
 
     def pooled(self, batch) -> torch.Tensor:
         return self.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
 
+    def scores(self, data: TaskData | None) -> torch.Tensor:
+        """Eq. 5 in input order: (N, K) probabilities, or (N,) STS-B scores. The (B, M, K) outputs of every head
+        come under --amp; Eq. 5 (heads.predict) runs in fp32, as train_mml.py scores them."""
+        return self.in_order(data, lambda batch: self.heads(self.pooled(batch)), after=self.heads.predict)
+
     def classify(self, inputs) -> list[dict]:
         """Eq. 5 for each input (a pair, or a sentence for CoLA and SST-2): {"label", "name", "probabilities"};
         STS-B: {"score"}."""
-        data = self.data(inputs, glue.is_pair_task(self.task), self.task)
-        # (B, M, K) outputs of every head under --amp; Eq. 5 (heads.predict) in fp32, as train_mml.py scores them
-        out = self.in_order(data, lambda batch: self.heads(self.pooled(batch)), after=self.heads.predict)
+        out = self.scores(self.data(inputs, glue.is_pair_task(self.task), self.task))
         if not self.labels:
             return [{"score": float(y)} for y in out]
         return [{"label": int(p.argmax()), "name": self.labels[int(p.argmax())], "probabilities": p.tolist()}
@@ -267,18 +286,38 @@ class MMLRun(TrainedRun):
 
 # ---------------------------------------------------------------------------------------------- loading, checked
 def _model_folder(path: Path) -> Path:
-    """`path` (a run's --out_dir or its model/) -> the model folder, checked to hold every file (regular files)."""
+    """`path` (a run's --out_dir, its model/, or a file in the run folder such as best.pt) -> the model folder,
+    checked to hold every file (regular files); a run still training, interrupted or failed says which, and how
+    to go on."""
+    path = path.parent if path.is_file() and path.suffix == ".pt" else path
     if not path.is_dir():
         raise UserError(f"{path}: no such folder; pass the --out_dir of a finished train_multitask.py or "
                         f"train_mml.py run (or its {MODEL_DIR}/ folder)")
     folder = path / MODEL_DIR if not (path / "config.json").is_file() and (path / MODEL_DIR).is_dir() else path
     missing = [name for name in FILES if not (folder / name).is_file()]
     if missing:
+        unfinished = run_dir.unfinished(path.parent if path.name == MODEL_DIR else path)
+        if unfinished:
+            raise UserError(f"{path}: not a finished run: {unfinished}")
         also = " (model.bin files are pickles, which can run code, and are never read here)" \
             if "model.safetensors" in missing and any(folder.glob("*.bin")) else ""
         raise UserError(f"{path}: not a finished run: {folder} lacks {', '.join(missing)}{also}. A run writes "
                         f"{MODEL_DIR}/ at its end; pass a train_multitask.py or train_mml.py --out_dir")
     return folder
+
+
+def _older_record(folder: Path, stage, hidden_size: int) -> tuple:
+    """(script, model_args) of a model/ exported before stage.json held them: the script from its run folder's
+    run.json, the record from the flags stage.json stored ("args")."""
+    marker = folder.parent / run_dir.MARKER
+    script = _read_json(marker).get("script") if marker.is_file() and folder.name == MODEL_DIR else None
+    saved = stage.get("args") if isinstance(stage, dict) else None
+    if script not in SCRIPTS or not isinstance(saved, dict):
+        return None, None
+    try:
+        return script, json.loads(json.dumps(model_args(script, SimpleNamespace(**saved), hidden_size)))
+    except (AttributeError, TypeError, ValueError) as e:
+        raise UserError(f"{folder / STAGE}: its flags describe no {script} model ({e})") from None
 
 
 def _read_json(path: Path):
@@ -296,68 +335,15 @@ def _read_tensors(path: Path) -> dict:
         raise UserError(f"{path}: not a readable safetensors file ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def _encoder(folder: Path, fast_attention: bool) -> BertModel:
+def _encoder(folder: Path, config: BertConfig, fast_attention: bool) -> BertModel:
     """The encoder from model.safetensors only (from_pretrained would fall back on a pickled .bin)."""
     from safetensors import safe_open
-    from minbert.bert.config import BertConfig
-    config = BertConfig.from_json(folder / "config.json")
     with safe_open(str(folder / "model.safetensors"), "pt") as f:   # the header only: is the file that deep?
         stored = len(list(f.keys()))
     if config.num_hidden_layers > stored:
         raise UserError(f"{folder / 'config.json'}: {config.num_hidden_layers} layers, but model.safetensors holds "
                         f"only {stored} tensors")
     return BertModel.from_pretrained(folder / "model.safetensors", fast_attention=fast_attention)
-
-
-class _Refusal(flags.BriefParser):
-    def error(self, message):
-        raise UserError(message)
-
-
-def _flags(saved: dict, source: Path, keys: tuple, *modules) -> argparse.Namespace:
-    """The run's flags `keys` as the scripts define them (each module's add_args and check_args; the others at their
-    defaults): a value of the wrong type, out of range or not among the choices is refused, as the scripts would."""
-    p = _Refusal(prog=str(source), add_help=False)
-    for module in modules:
-        module.add_args(p)
-    p.add_argument("--max_seq_len", type=flags.between(5, 512, int), default=128)   # the scripts' own flag
-    argv = []
-    for action in p._actions:
-        value = saved.get(action.dest) if action.dest in keys else None
-        if value is None or not action.option_strings:
-            continue
-        if isinstance(action, argparse._StoreTrueAction):
-            if not isinstance(value, bool):
-                raise UserError(f"{source}: {action.dest} is {value!r}; expected true or false")
-            argv += [action.option_strings[0]] if value else []
-        elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            argv += [f"{action.option_strings[0]}={value}"]
-        else:
-            raise UserError(f"{source}: {action.dest} is {value!r}; expected a number or a word")
-    try:
-        args = p.parse_args(argv)
-        flags.check(args, p, *modules)
-    except UserError as e:
-        raise UserError(f"{source}: {e} (the flags stored with the run)") from None
-    return args
-
-
-def _load_strict(modules: dict, tensors: dict, source: Path) -> None:
-    """Every tensor of `modules` (built on the meta device) from `tensors` by prefix.name, shapes equal, none extra."""
-    wanted = {f"{prefix}.{k}": (m, k, v.shape) for prefix, m in modules.items() if m is not None
-              for k, v in m.state_dict().items()}
-    missing = sorted(set(wanted) - set(tensors))
-    extra = sorted(set(tensors) - set(wanted))
-    shapes = [f"{k} {tuple(tensors[k].shape)}, expected {tuple(wanted[k][2])}"
-              for k in sorted(set(wanted) & set(tensors)) if tensors[k].shape != wanted[k][2]]
-    problems = [f"missing {k}" for k in missing] + [f"unexpected {k}" for k in extra] + [f"shape of {s}" for s in shapes]
-    if problems:
-        more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
-        raise UserError(f"{source}: does not fit the model its stage.json describes ({problems[0]}{more})")
-    for prefix, module in modules.items():
-        if module is not None:
-            state = {k: tensors[f"{prefix}.{k}"] for k in module.state_dict()}
-            module.load_state_dict(state, assign=True)
 
 
 def _rows(inputs) -> list[tuple[str, str | None]]:
