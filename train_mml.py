@@ -236,6 +236,7 @@ def train(args, stop):
         # the best model as a complete folder: --model RUN_DIR/model loads it in either script
         export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
                {"model": args.model, "args": vars(args), "best_dev": max(loop.history, key=lambda r: r[headline])})
+        checkpoint.share_weights(source, os.path.join(args.out_dir, MODEL_DIR))   # one copy: best.pt names model/
     cross_dataset(args, stop, run, load, source, dev)
     if args.predict_only:
         return loop.history

@@ -259,8 +259,11 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
     print(f"\ntraining done; the {args.select_epoch} model ({kept}) predicts the dev and test sets", flush=True)
     outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, kept)
     save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble
-    export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
+    best, folder = os.path.join(args.out_dir, "best.pt"), os.path.join(args.out_dir, MODEL_DIR)
+    checkpoint.own_weights(best)   # a resumed finished run: best.pt's weights back before model/ is rewritten
+    export(folder, model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
            stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])})
+    checkpoint.share_weights(best, folder)   # one copy on disk: best.pt names model/ when it holds the same weights
     columns = ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]
     print("\n" + markdown_table(history, columns))
     print(f"best dev overall {max(r['overall'] for r in history):.4f}")
