@@ -201,11 +201,13 @@ def train(args, stop):
     # ------------------------------------------------------------------ cross-dataset scores of the best model
     if not distributed.is_main():
         return loop.history
-    model.load_state_dict(checkpoint.load(os.path.join(args.out_dir, "best.pt"))["model"])
+    best = os.path.join(args.out_dir, "best.pt")
+    model.load_state_dict(checkpoint.load(best)["model"])
     # the best model as a complete folder: --model RUN_DIR/model loads it in either script, --predict_only reads it
     export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
            {"model": args.model, "args": vars(args), "best_dev": max(loop.history, key=lambda r: r[headline])},
            "train_mml.py", trained_run.model_args("train_mml.py", args, encoder.config.hidden_size))
+    checkpoint.share_weights(best, os.path.join(args.out_dir, MODEL_DIR))   # one copy: best.pt names model/
     cross_dataset(args, stop, run, load, args.out_dir)
     summary(args, loop, trace, events, heads)   # the epochs' table, the best score, heads.png
     return loop.history

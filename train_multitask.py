@@ -239,10 +239,13 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
     kept = os.path.join(args.out_dir, f"{args.select_epoch}.pt")   # best.pt, or last.pt: the model as it is now
     if args.select_epoch == "best":
         model.load_state_dict(checkpoint.load(kept)["model"])
+    best, folder = os.path.join(args.out_dir, "best.pt"), os.path.join(args.out_dir, MODEL_DIR)
+    checkpoint.own_weights(best)   # a resumed finished run: best.pt's weights back before model/ is rewritten
     # the model as a complete folder first: --predict_only reads it, should writing the predictions fail
-    export(os.path.join(args.out_dir, MODEL_DIR), model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
+    export(folder, model.encoder, tokenizer, {"heads": model.heads, "pals": model.pals},
            stage | {"args": vars(args), "best_dev": history and max(history, key=lambda r: r["overall"])},
            "train_multitask.py", trained_run.model_args("train_multitask.py", args, model.encoder.config.hidden_size))
+    checkpoint.share_weights(best, folder)   # one copy on disk: best.pt names model/ when it holds the same weights
     print(f"\ntraining done; the {args.select_epoch} model ({kept}) predicts the dev and test sets", flush=True)
     outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.out_dir)
     save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble

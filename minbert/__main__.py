@@ -16,6 +16,7 @@ COMMANDS = {                # command: (module with main(argv), one line for --h
     "simcse": ("minbert.tools.simcse_stage", "unsupervised SimCSE: contrastive sentence embeddings, before fine-tuning"),
     "predict": ("minbert.tools.predict", "a finished run's heads on your sentences: SST, paraphrase, STS, a GLUE task"),
     "export-hf": ("minbert.tools.export_hf", "a run's task head as a Hugging Face BertForSequenceClassification folder"),
+    "export-st": ("minbert.tools.export_st", "a mean-pooled run's encoder as a sentence-transformers folder"),
     "classroom": ("minbert.classroom.cli", "instructor: student copy, grade, Gradescope autograder, check"),
 }
 

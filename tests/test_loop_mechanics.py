@@ -295,7 +295,7 @@ def test_best_pt_keeps_the_best_epoch_not_the_last(tiny_run, tmp_path, monkeypat
     monkeypatch.setattr(train_multitask, "task_scores", scripted)
     monkeypatch.setattr(checkpoint, "save_last", saving)
     history = run(tmp_path, "--epochs", "2", "--steps_per_epoch", "2")
-    best = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
+    best = checkpoint.load(tmp_path / "run" / "best.pt")
     assert best["scores"]["overall"] == 0.9, f"best.pt scores: {best['scores']} (expected epoch 1's, overall 0.9)"
     assert [r["overall"] for r in history] == [0.9, 0.5]
     assert any((snapshots[0][k] != snapshots[1][k]).any() for k in snapshots[0]), "fixture: epoch 2 must change weights"

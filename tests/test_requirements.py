@@ -74,3 +74,20 @@ def test_runtime_code_imports_only_runtime_requirements():
              if m not in optional and not set(distributions(m)) & named}
     assert not extra, f"minbert/ and the scripts import packages that requirements.txt does not name: {extra}"
     assert "transformers" not in imported_modules(RUNTIME), "minbert/ must never import transformers"
+
+
+def test_pyproject_installs_the_package_with_the_runtime_requirements():
+    """`pip install -e .` must put every folder of minbert/ on the path (a package it leaves out is a
+    ModuleNotFoundError outside the clone) and ask for exactly requirements.txt, nothing else."""
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    tool = project["tool"]["setuptools"]
+    assert project["project"]["dynamic"] == ["dependencies"] and "dependencies" not in project["project"], \
+        "pyproject.toml: the dependencies must come from requirements.txt (dynamic), not a second list"
+    assert tool["dynamic"]["dependencies"] == {"file": ["requirements.txt"]}, \
+        f"pyproject.toml: [tool.setuptools.dynamic] should read requirements.txt, reads {tool['dynamic']}"
+    assert tool["packages"]["find"] == {"include": ["minbert", "minbert.*"]}, \
+        f"pyproject.toml should install the package minbert and its folders only, finds {tool['packages']['find']}"
+    folders = {p.parent for p in (ROOT / "minbert").rglob("*.py") if "__pycache__" not in p.parts}
+    unpackaged = sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file())
+    assert not unpackaged, f"setuptools installs only folders with an __init__.py; these have none: {unpackaged}"

@@ -89,7 +89,7 @@ def test_resume_after_interrupt_equals_uninterrupted_run(setup, tmp_path, monkey
 
 def test_pretrain_option_leaves_encoder_weights_untouched(setup, tmp_path):
     run(setup, tmp_path, "--option", "pretrain", "--epochs", "1")
-    trained = torch.load(tmp_path / "run" / "best.pt", weights_only=True)["model"]
+    trained = checkpoint.load(tmp_path / "run" / "best.pt")["model"]
     original = BertModel.from_pretrained(setup[1]).state_dict()
     for name, value in original.items():
         assert torch.equal(trained[f"encoder.{name}"], value), f"--option pretrain changed encoder weight {name}"
@@ -164,7 +164,7 @@ def test_each_method_flag_trains_and_keeps_weights_finite(setup, tmp_path, metho
 
 def test_pals_with_frozen_bert_train_only_pals_and_heads(setup, tmp_path):
     run(setup, tmp_path, "--epochs", "1", *METHOD_FLAGS["pals_frozen_bert"])
-    trained = torch.load(tmp_path / "run" / "best.pt", weights_only=True)["model"]
+    trained = checkpoint.load(tmp_path / "run" / "best.pt")["model"]
     original = BertModel.from_pretrained(setup[1]).state_dict()
     changed = [n for n, v in original.items() if not torch.equal(trained[f"encoder.{n}"], v)]
     assert not changed, f"--pals --option pretrain changed BERT weights {changed[:3]}"

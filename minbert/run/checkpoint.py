@@ -15,6 +15,12 @@ nanoGPT's checkpoint dict built in its loop):
 - `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
   a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
 - `resume_note(loop)`: the line a resumed run prints ("resuming at epoch 1, step 86; no epoch finished yet").
+- `share_weights(best.pt, model/)` / `own_weights(best.pt)`: one copy of the weights in a finished run. At its end
+  a run exports model/ from best.pt's weights; best.pt then gives up its copy and names model/ instead
+  ("weights_in"), once every tensor there is checked equal to its own; it keeps only what model/ lacks (MML's
+  elimination statistics). `load` puts them back under "model", so
+  `--predict_only --resume best.pt` and the script's own reload are unchanged. `own_weights` copies them back into
+  best.pt before model/ is written from other weights (`--select_epoch last`).
 
 Ctrl-C lives in minbert/core/interrupt.py (`stop.saving`). The log (minbert/core/progress.py) is a part: its
 clock (the run's seconds so far, the epoch's training seconds and examples) continues on resume.
@@ -22,7 +28,8 @@ clock (the run's seconds so far, the epoch's training seconds and examples) cont
 On disk: one
 key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
 torchrun), "epoch", "step", "best", "history", "running", "extra", and "args" (the flags as JSON). best.pt
-holds only "model", "args" and "scores".
+holds only "model", "args" and "scores"; in a finished run "weights_in" (model/, relative to it) holds the weights
+and "model" only what model/ lacks.
 
 Files are written with `atomic_write` (a crash mid-write leaves the previous file) and read
 with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
@@ -33,6 +40,7 @@ the plain module (never a torch.compile or DDP wrapper), so no `_orig_mod.`/`mod
 
 import json
 import math
+import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,14 +113,70 @@ def _save_file(state: dict, tmp) -> None:
 
 
 def load(path, map_location="cpu") -> dict:
+    """The checkpoint's dict; a best.pt that names its weights' folder ("weights_in") gets them back as "model"."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such checkpoint file")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        ck = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # a pickled object (refused: it could run code), a truncated or foreign file
         raise UnreadableCheckpoint(path, f"{path}: not a readable minbert checkpoint: {_why_unreadable(path, e)}. "
                                          "minbert writes last.pt, interrupted.pt and best.pt in a run folder") from None
+    if isinstance(ck, dict) and "weights_in" in ck:
+        folder = path.parent / ck["weights_in"]
+        try:
+            ck["model"] = weights_in(folder) | ck["model"]
+        except Exception as e:   # the folder gone, or a file in it cut short
+            raise UserError(f"{path} keeps its weights in {folder} (the run's exported model), which cannot be read "
+                            f"({type(e).__name__}: {str(e)[:200]}); copy best.pt together with that folder") from None
+    return ck
+
+
+def weights_in(folder) -> dict:
+    """A model's state_dict from the folder core/export.py wrote: the encoder's tensors (Hugging Face names there)
+    under encoder.<our names>, the task modules' (heads, PALs) as they were saved."""
+    from safetensors.torch import load_file
+    from minbert.bert.config import BertConfig
+    from minbert.bert.model import checkpoint_names
+    from minbert.core.export import TASK_MODULES
+    folder = Path(folder)
+    encoder = load_file(str(folder / "model.safetensors"))
+    state = {f"encoder.{ours}": encoder[theirs]
+             for ours, theirs in checkpoint_names(BertConfig.from_json(folder / "config.json")).items()}
+    if (folder / TASK_MODULES).is_file():
+        state |= load_file(str(folder / TASK_MODULES))
+    return state
+
+
+def share_weights(best, folder) -> bool:
+    """best.pt without its own copy of the tensors that `folder` (model/, exported from them) holds, each checked
+    equal, naming `folder` instead; it keeps what the folder lacks (train_mml.py's elimination statistics). A folder
+    with another tensor, or a different one, leaves best.pt whole. True when best.pt now names the folder.
+    Rank 0 only (the end of a run): no barrier."""
+    best, folder = Path(best), Path(folder)
+    ck = torch.load(best, map_location="cpu", weights_only=True)
+    if "weights_in" in ck:
+        return True
+    try:
+        theirs = weights_in(folder)
+    except Exception:   # no such folder, or not one model's files: keep the copy
+        return False
+    ours = ck["model"]
+    if not set(theirs) <= set(ours) or not all(torch.equal(ours[k], theirs[k]) for k in theirs):
+        return False
+    ck["model"] = {k: v for k, v in ours.items() if k not in theirs}
+    ck["weights_in"] = os.path.relpath(folder, best.parent)
+    atomic_write(best, lambda tmp: _save_file(ck, tmp))
+    return True
+
+
+def own_weights(best) -> None:
+    """best.pt with its weights in it again (read from the folder it names), before that folder is rewritten."""
+    best = Path(best)
+    if best.is_file() and "weights_in" in torch.load(best, map_location="cpu", weights_only=True):
+        ck = load(best)
+        del ck["weights_in"]
+        atomic_write(best, lambda tmp: _save_file(ck, tmp))
 
 
 def _why_unreadable(path: Path, error: Exception) -> str:

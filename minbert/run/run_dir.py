@@ -19,8 +19,9 @@ PyTorch Lightning's checkpoint retention. What this module does, for both traini
    behind when it created the folder itself.
 3. **Lean checkpoints.** `checkpoint.save_last` writes last.pt and then deletes interrupted.pt: once a
    resume from it has saved a later state, it is stale (and 3x the model's size). A finished run keeps what a
-   user needs: model/ (the best model as a complete folder, what --predict_only reads), best.pt (its weights),
-   outputs.pt, metrics, plots and predictions; its resume state (last.pt: weights + AdamW's two moments, about
+   user needs: model/ (the best model as a complete folder, what --predict_only reads), best.pt (its scores and
+   flags; it names model/ for the weights instead of a second copy: checkpoint.share_weights), outputs.pt,
+   metrics, plots and predictions; its resume state (last.pt: weights + AdamW's two moments, about
    3x the model) goes unless --keep_resume_state. No --save_total_limit: the scripts never keep more than
    best.pt and last.pt (one per epoch would be the case that needs a limit), so a limit would have nothing to do.
 4. **It says where it is.** The end of every run prints the folder, what it holds with sizes, and its total.

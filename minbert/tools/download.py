@@ -9,7 +9,7 @@ Download the public datasets minbert trains on.
 `cs224n` fetches the CS224N default-final-project files (SST-5, Quora, STS, CFIMDB; train, dev and
 unlabeled test splits) from the handout repository gpoesia/minbert-default-final-project on GitHub.
 Each file is streamed with a tqdm progress bar to a `.part` name and then renamed, so a file under
-its final name is always complete (minbert.core.hub.download_file). Files that are already there are skipped,
+its final name is always complete (download_file). Files that are already there are skipped,
 which means rerunning the command after an interruption fetches only what is missing.
 data/README.md lists the sources, licences and split sizes.
 
@@ -29,21 +29,58 @@ import argparse
 import os
 import shutil
 import urllib.error
+import urllib.request
 import zipfile
+from http.client import IncompleteRead
+from pathlib import Path
+
+from tqdm import tqdm
 
 from minbert.core import flags
 from minbert.core.errors import UserError, cli
 from minbert.core.flags import BriefParser, writable_dir
-from minbert.core.hub import download_file
 from minbert.tasks.data import DataError
 from minbert.tasks.glue import DEFAULT_GLUE_DIR, TASKS
 
+TIMEOUT = 30  # seconds a single network operation may stall before we give up
 CS224N_URL = "https://raw.githubusercontent.com/gpoesia/minbert-default-final-project/main/data/{name}"
 CS224N_NAMES = [
     f"{task}-{split}.csv"
     for task in ("ids-sst", "quora", "sts", "ids-cfimdb")
     for split in ("train", "dev", "test-student")
 ]
+
+
+def download_file(url: str, dest: Path, desc: str) -> Path:
+    """Stream url to dest with a tqdm progress bar (bytes, unit_scale), writing to
+    dest.with_suffix(dest.suffix + '.part') then os.replace (atomic: no half-written file is ever
+    left under the final name).
+
+    Raises urllib.error.HTTPError for an HTTP error status (e.g. 404), and ConnectionError when
+    the server closes the connection before sending the whole file."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_suffix(dest.suffix + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as response, open(part, "wb") as f:
+            total = int(response.headers.get("Content-Length") or 0) or None  # None: size unknown
+            received = 0
+            with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc) as bar:
+                while chunk := response.read(1 << 20):  # 1 MiB at a time
+                    f.write(chunk)
+                    received += len(chunk)
+                    bar.update(len(chunk))
+        # a dropped connection can also look like a clean end of stream, so count the bytes
+        if total is not None and received != total:
+            raise ConnectionError(f"{url}: received {received} of {total} bytes")
+        os.replace(part, dest)  # atomic on POSIX and Windows: dest is either absent or whole
+    except IncompleteRead as e:
+        part.unlink(missing_ok=True)
+        raise ConnectionError(f"{url}: connection closed after {len(e.partial)} bytes") from e
+    except BaseException:  # includes Ctrl-C: never leave a .part file behind
+        part.unlink(missing_ok=True)
+        raise
+    return dest
 
 
 def download_cs224n(dest: str = "data") -> list[str]:

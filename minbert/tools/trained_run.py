@@ -215,7 +215,8 @@ class MultitaskRun(TrainedRun):
         why = None
         if self.model.pooling != "pooler":
             why = ("its heads read the mean of the token states (--pooling mean); BertForSequenceClassification "
-                   "reads the pooler output")
+                   "reads the pooler output: train with --pooling pooler (the default) for a pipeline folder, or "
+                   "export this run's encoder with python -m minbert export-st (sentence-transformers)")
         elif self.model.pals is not None:
             why = "PALs (--pals) add task layers inside the encoder; BertForSequenceClassification has none"
         elif task != "sst" and self.model.pair_heads[task] != "cross":

@@ -88,12 +88,11 @@ def test_dry_run_is_a_short_table_of_the_changes_the_model_the_data_and_the_step
     from minbert.tasks import data
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "minbert"))
     rows = table(train_multitask.parse_args, ["@recipes/benton-baseline.args", "--seed", "5", "--steps_per_epoch", "0",
                                               "--dry_run"], capsys)
     assert len(sum(rows.values(), [])) <= 12, f"--dry_run must be a short table, got {rows}"
     assert rows["model"] == [f"bert-base-uncased: NOT downloaded yet: the run downloads it first (about 440 MB) "
-                             f"into {tmp_path / 'minbert'}"], f"--dry_run must warn that the model is downloaded first: {rows}"
+                             f"into {tmp_path / 'hf'}"], f"--dry_run must warn that the model is downloaded first: {rows}"
     changed = " ".join(rows["changed"])
     assert "--lr 1e-05 (recipe)" in changed and "--seed 5" in changed and "--seed 5 (recipe)" not in changed, changed
     assert "--max_seq_len" not in changed, f"a flag at its default is not a change: {changed}"

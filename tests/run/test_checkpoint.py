@@ -17,6 +17,7 @@ import torch
 
 from minbert.run import checkpoint
 from minbert.core.errors import UserError
+from test_trained import runs  # noqa: F401  (fixture: three finished tiny runs)
 
 
 class Evil:
@@ -171,3 +172,83 @@ def test_resume_note_is_a_plain_line_never_best_minus_infinity():
     loop.improved(0.5), loop.improved(0.61234)
     note = checkpoint.resume_note(loop)
     assert note == "resuming at epoch 3, step 0; 2 epoch(s) done, best dev score so far 0.6123", note
+
+
+# ---------------------------------------------------------------------- one copy of the weights in a finished run
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished tiny train_multitask.py run of one epoch that keeps last.pt: best and last are the same model."""
+    import train_multitask
+    from conftest import save_tiny_model, write_task_files
+    root = tmp_path_factory.mktemp("one_copy")
+    (root / "data").mkdir()
+    write_task_files(root / "data")
+    train_multitask.main(["--model", str(save_tiny_model(root / "model")), "--data_dir", str(root / "data"),
+                          "--out_dir", str(root / "run"), "--epochs", "1", "--batch_size", "4", "--amp", "off",
+                          "--seed", "3", "--keep_resume_state"])
+    return root / "run"
+
+
+def test_a_finished_run_keeps_its_weights_once_and_best_pt_still_loads_them(finished):
+    """best.pt names model/ instead of holding a second copy; checkpoint.load gives back the very tensors the
+    training loop saved (last.pt's: with one epoch the best model is the last)."""
+    stored = torch.load(finished / "best.pt", weights_only=True)
+    assert stored["model"] == {} and stored["weights_in"] == "model", \
+        f"a finished run's best.pt should name model/ instead of copying its weights; it holds {sorted(stored)}"
+    assert (finished / "best.pt").stat().st_size < 100_000, \
+        f"best.pt is {(finished / 'best.pt').stat().st_size:,} bytes: it still holds the weights"
+    trained = torch.load(finished / "last.pt", weights_only=True)["model"]
+    got = checkpoint.load(finished / "best.pt")["model"]
+    assert set(got) == set(trained), f"best.pt's weights via model/: keys differ: {sorted(set(got) ^ set(trained))[:4]}"
+    for k, v in trained.items():
+        assert torch.equal(got[k], v), f"checkpoint.load(best.pt)['model'][{k}] differs from the trained weights"
+
+
+def test_best_pt_keeps_its_copy_when_model_dir_holds_other_weights(tmp_path):
+    """share_weights compares every tensor: a model/ written from other weights (--select_epoch last) is no copy."""
+    from conftest import save_tiny_model
+    from minbert.bert.model import BertModel
+    encoder = BertModel.from_pretrained(save_tiny_model(tmp_path / "base"))
+    model = torch.nn.ModuleDict({"encoder": encoder, "heads": torch.nn.Linear(encoder.config.hidden_size, 2)})
+    checkpoint.save_weights(tmp_path / "best.pt", model, Namespace(lr=0.1), scores={"overall": 0.5})
+    with torch.no_grad():
+        encoder.layers[0].out_dense.bias.add_(1e-3)           # training went on after best.pt
+    from minbert.core.export import export
+    export(tmp_path / "model", encoder, None, {"heads": model["heads"]})
+    assert not checkpoint.share_weights(tmp_path / "best.pt", tmp_path / "model"), \
+        "share_weights must refuse a model/ whose weights differ from best.pt's"
+    assert "model" in torch.load(tmp_path / "best.pt", weights_only=True), "best.pt lost its weights"
+
+    with torch.no_grad():
+        encoder.layers[0].out_dense.bias.sub_(1e-3)
+    export(tmp_path / "model", encoder, None, {"heads": model["heads"]})
+    saved = torch.load(tmp_path / "best.pt", weights_only=True)["model"]
+    assert checkpoint.share_weights(tmp_path / "best.pt", tmp_path / "model"), "the same weights: one copy"
+    checkpoint.own_weights(tmp_path / "best.pt")   # before model/ is rewritten from other weights
+    back = torch.load(tmp_path / "best.pt", weights_only=True)
+    assert "weights_in" not in back and all(torch.equal(back["model"][k], v) for k, v in saved.items()), \
+        "own_weights must put best.pt's own weights back in it"
+
+
+def test_best_pt_without_its_model_dir_is_one_line(finished, tmp_path):
+    import shutil
+    shutil.copy(finished / "best.pt", tmp_path / "best.pt")   # copied alone, without model/
+    with pytest.raises(UserError) as e:
+        checkpoint.load(tmp_path / "best.pt")
+    assert str(tmp_path / "model") in str(e.value) and "\n" not in str(e.value), \
+        f"checkpoint.load: a best.pt without its model/ should say where the weights are, in one line: {e.value}"
+
+
+def test_both_scripts_finished_runs_keep_one_copy(runs):
+    """train_multitask.py (pooler and mean pooling) and train_mml.py (MML heads, some eliminated)."""
+    for kind in ("pooler", "bi", "mml"):
+        best = getattr(runs, kind) / "best.pt"
+        stored = torch.load(best, weights_only=True)
+        kept = sorted(stored.get("model", {}))
+        assert stored.get("weights_in") == "model" and all(k.startswith("eliminator.") for k in kept), \
+            f"{best}: a finished run's best.pt should name model/ and keep only what it lacks, it keeps {kept[:4]}"
+        got = checkpoint.load(best)["model"]
+        assert any(k.startswith("encoder.") for k in got) and set(kept) <= set(got), \
+            f"{best}: checkpoint.load should give the encoder from model/ and best.pt's own tensors"

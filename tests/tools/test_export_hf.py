@@ -82,7 +82,9 @@ def run_folder(tmp_path, *argv):
 
 
 @pytest.mark.parametrize("argv, task, why", [
-    (["--pooling", "mean"], "sst", "read the mean of the token states (--pooling mean)"),
+    (["--pooling", "mean"], "sst", "(--pooling mean); BertForSequenceClassification reads the pooler output: train "
+                                   "with --pooling pooler (the default) for a pipeline folder, or export this run's "
+                                   "encoder with python -m minbert export-st"),
     (["--pals", "--pals_size", "8", "--pals_heads", "2"], "sst", "PALs (--pals) add task layers inside the encoder"),
     (["--head", "mlp"], "sst", "an MLP head (--head mlp)"),
     (["--sts_head", "cosine"], "sts", "--sts_head cosine encodes the two sentences apart"),

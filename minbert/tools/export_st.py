@@ -1,0 +1,92 @@
+"""python -m minbert export-st RUN_DIR OUT_DIR: a mean-pooled run's encoder as a sentence-transformers folder.
+
+    python -m minbert export-st runs/quickstart runs/quickstart-st
+
+and in Python: `SentenceTransformer("runs/quickstart-st").encode(sentences)`, the vectors of
+`minbert.load_run("runs/quickstart").encode(sentences)`.
+
+A train_multitask.py run with `--pooling mean` (the quick start's) reads each sentence as the mean of the
+encoder's token states over its real tokens: exactly sentence-transformers' Transformer module followed by its
+Pooling module in mean mode. The folder is the one `SentenceTransformer.save` writes (Reimers & Gurevych 2019,
+arXiv:1908.10084), written here as plain files (sentence-transformers is no dependency of minbert):
+
+    OUT_DIR/
+        modules.json                 the module list: Transformer (this folder), then Pooling (1_Pooling/)
+        sentence_bert_config.json    max_seq_length: the run's --max_seq_len, so inputs are cut as the run cut them
+        config.json, model.safetensors, vocab.txt, tokenizer_config.json    the run's encoder (also what
+                                     transformers' AutoModel / AutoTokenizer load)
+        1_Pooling/config.json        mean pooling over the real tokens, nothing else
+
+A run on BERT's pooler output (every train_mml.py run, train_multitask.py's default --pooling pooler) or with PALs
+(task layers inside the encoder, one encoder per task) has no such folder: the command says which, in one line,
+and writes nothing.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import minbert
+from minbert.core import flags
+from minbert.core.atomic import atomic_write
+from minbert.core.errors import UserError, cli
+from minbert.core.export import write_json
+
+ENCODER_FILES = ("config.json", "model.safetensors", "vocab.txt")   # byte copies of the run's model/ folder
+
+
+def parser():
+    p = flags.ArgumentParser(prog="python -m minbert export-st", description=__doc__)
+    p.add_argument("run_dir", help="the --out_dir of a finished train_multitask.py run trained with --pooling mean")
+    p.add_argument("out_dir", help="the new folder that SentenceTransformer(OUT_DIR) loads")
+    p.add_argument("--overwrite", action="store_true", help="replace what --out_dir already holds (default: refuse)")
+    return p
+
+
+def refusal(run) -> str | None:
+    """Why `run`'s sentence vectors are not sentence-transformers' Transformer + mean Pooling, or None."""
+    pooling = getattr(getattr(run, "model", None), "pooling", "pooler")   # a train_mml.py run reads the pooler output
+    if pooling != "mean":
+        return (f"its sentence vector is BERT's pooler output (--pooling {pooling}), not a mean of the token states: "
+                f"train with --pooling mean for a sentence-transformers folder (python -m minbert export-hf makes a "
+                f"pipeline folder of a pooler head)")
+    if getattr(run.model, "pals", None) is not None:
+        return "PALs (--pals) add task layers inside the encoder, so each task has its own encoder"
+    return None
+
+
+def export_sentence_transformers(directory, model_folder, max_seq_length: int) -> Path:
+    """Write the folder of the module docstring from a run's model folder (its encoder and tokenizer files)."""
+    source, directory = Path(model_folder), Path(directory)
+    (directory / "1_Pooling").mkdir(parents=True, exist_ok=True)
+    for name in ENCODER_FILES:
+        atomic_write(directory / name, lambda p, name=name: shutil.copyfile(source / name, p))
+    tokenizer = json.loads((source / "tokenizer_config.json").read_text()) | {"model_max_length": max_seq_length}
+    write_json(directory / "tokenizer_config.json", tokenizer)
+    width = json.loads((source / "config.json").read_text())["hidden_size"]
+    write_json(directory / "1_Pooling" / "config.json",
+               {"word_embedding_dimension": width, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+                "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False})
+    write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
+    write_json(directory / "modules.json",
+               [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])
+    return directory
+
+
+def main(argv=None):
+    args = parser().parse(argv)
+    out = Path(args.out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
+        raise UserError(f"{out} already exists and is not empty; nothing was changed. Choose another OUT_DIR, or "
+                        f"add --overwrite to replace it")
+    run = minbert.load_run(args.run_dir, device="cpu", amp="off")   # torch loads here, after the flags are checked
+    if why := refusal(run):
+        raise UserError(f"{run.folder}: not a sentence-transformers model: {why}")
+    export_sentence_transformers(out, run.folder, run.max_seq_len)
+    print(f"wrote {out}: the encoder with mean pooling; SentenceTransformer(\"{out}\") loads it")
+    return out
+
+
+if __name__ == "__main__":
+    cli(main)
