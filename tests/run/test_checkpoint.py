@@ -17,7 +17,7 @@ import torch
 
 from minbert.run import checkpoint
 from minbert.core.errors import UserError
-from test_trained import runs  # noqa: F401  (fixture: three finished tiny runs)
+from test_trained_run import runs  # noqa: F401  (fixture: three finished tiny runs)
 
 
 class Evil:

@@ -19,7 +19,7 @@ import minbert
 from minbert.core.errors import UserError
 from minbert.tools import export_st
 from test_export_hf import run_folder
-from test_trained import runs  # noqa: F401  (fixture: three finished tiny runs)
+from test_trained_run import runs  # noqa: F401  (fixture: three finished tiny runs)
 
 SENTENCES = ["good movie", "bad plot and dull actor", "a fun story with a great actor and a nice plot " * 20]
 
@@ -48,8 +48,8 @@ def test_the_sentence_transformers_folder_encodes_as_load_run_does(runs, tmp_pat
     export_st.main([str(runs.bi), str(tmp_path / "st")])
     run = minbert.load_run(runs.bi, device="cpu", amp="off")
     cut = json.loads((tmp_path / "st" / "sentence_bert_config.json").read_text())["max_seq_length"]
-    assert cut == run.args.max_seq_len, f"export-st: sentence_bert_config.json cuts at {cut}, the run at " \
-                                        f"{run.args.max_seq_len} (--max_seq_len)"
+    assert cut == run.max_seq_len, f"export-st: sentence_bert_config.json cuts at {cut}, the run at " \
+                                        f"{run.max_seq_len} (--max_seq_len)"
     ours = run.encode(SENTENCES)
     theirs = sentence_transformer_encode(tmp_path / "st", SENTENCES)
     assert theirs.shape == ours.shape, f"export-st: {tuple(theirs.shape)} vectors, load_run.encode {tuple(ours.shape)}"
