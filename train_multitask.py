@@ -235,7 +235,8 @@ def two_learning_rates(args, model) -> list[dict]:
 
 
 def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, history):
-    """The kept model's (--select_epoch) six prediction files, raw outputs (for ensembles), model folder, table, plot."""
+    """The kept model's (--select_epoch) six prediction files, raw outputs (for ensembles), model folder, table,
+    plot."""
     kept = os.path.join(args.out_dir, f"{args.select_epoch}.pt")   # best.pt, or last.pt: the model as it is now
     if args.select_epoch == "best":
         model.load_state_dict(checkpoint.load(kept)["model"])

@@ -9,13 +9,16 @@ import importlib.util
 import sys
 
 COMMANDS = {                # command: (module with main(argv), one line for --help)
-    "download": ("minbert.tools.download", "fetch the datasets (cs224n, glue); checkpoints download on first use (--model)"),
+    "download": ("minbert.tools.download",
+                 "fetch the datasets (cs224n, glue); checkpoints download on first use (--model)"),
     "study": ("minbert.tools.study", "the multitask study: configurations x seeds, tables with Holm-adjusted p"),
     "mml-study": ("minbert.tools.mml_study", "the MML study on GLUE: methods x tasks x seeds, and its tables"),
     "ensemble": ("minbert.tools.ensemble", "combine finished train_multitask.py runs and score the ensemble"),
-    "simcse": ("minbert.tools.simcse_stage", "unsupervised SimCSE: contrastive sentence embeddings, before fine-tuning"),
+    "simcse": ("minbert.tools.simcse_stage",
+               "unsupervised SimCSE: contrastive sentence embeddings, before fine-tuning"),
     "predict": ("minbert.tools.predict", "a finished run's heads on your sentences: SST, paraphrase, STS, a GLUE task"),
-    "export-hf": ("minbert.tools.export_hf", "a run's task head as a Hugging Face BertForSequenceClassification folder"),
+    "export-hf": ("minbert.tools.export_hf",
+                  "a run's task head as a Hugging Face BertForSequenceClassification folder"),
     "export-st": ("minbert.tools.export_st", "a mean-pooled run's encoder as a sentence-transformers folder"),
     "classroom": ("minbert.classroom.cli", "instructor: student copy, grade, Gradescope autograder, check"),
 }

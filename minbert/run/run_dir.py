@@ -51,7 +51,8 @@ RESUME_STATE = ("last.pt", "interrupted.pt")
 # Every name a minbert run writes into its folder. A folder holding any of them (other than the marker and
 # stage.json, which a run writes before it has trained anything) is another run's.
 ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "steps.jsonl", "tensorboard", "curves.png",
-             "outputs.pt", "model", "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json", "stage.json",
+             "outputs.pt", "model", "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json",
+             "stage.json",
              MARKER)
 PREDICT_ONLY = re.compile(r"predictions-\d+|cross_dataset-\d+\.json")   # what --predict_only adds (fresh_path)
 SETUP_ONLY = {MARKER, "stage.json"}   # what a run that failed before training may have written

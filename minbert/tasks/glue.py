@@ -343,7 +343,8 @@ def describe(args) -> list[tuple[str, str]]:
     """--dry_run's rows for train_mml.py: --task's train and dev examples (read as the run reads them, --limit
     applied; nothing tokenized) and the steps per epoch they make."""
     try:
-        rows = {split: len(read_glue(args.glue_dir, args.task, split)[: args.limit or None]) for split in ("train", "dev")}
+        rows = {split: len(read_glue(args.glue_dir, args.task, split)[: args.limit or None])
+                for split in ("train", "dev")}
     except DataError as e:
         return [("data", f"the run would stop: {e}")]
     epochs = f"x {args.epochs} epochs" if args.epochs else "(--epochs: the paper's 10/30/100 by training size)"
@@ -356,7 +357,8 @@ def add_args(parser) -> None:
     g.add_argument("--task", required=True, type=task_name, choices=list(TASKS),
                    help="GLUE task to fine-tune on; STS-B* is STS-B binarised (<=2 vs >=4)")
     g.add_argument("--glue_dir", default=DEFAULT_GLUE_DIR, help="folder with GLUE's layout (TASK/train.tsv, dev.tsv)")
-    g.add_argument("--eval_tasks", default="", help="comma list of same-category tasks to score the best model on, e.g. QNLI,MNLI")
+    g.add_argument("--eval_tasks", default="",
+                   help="comma list of same-category tasks to score the best model on, e.g. QNLI,MNLI")
 
 
 def check_args(args, parser) -> None:
