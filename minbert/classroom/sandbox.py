@@ -140,7 +140,7 @@ def isolation_available() -> tuple[str, str]:
 
 def _cgroups() -> list[tuple[str, dict]]:
     """[(a new control group's folder, {file: value})], v2 where it is mounted with memory and pids, else v1."""
-    base, name = Path("/sys/fs/cgroup"), f"minbert-box-{os.getpid()}-{random.getrandbits(32):08x}"
+    base, name = Path("/sys/fs/cgroup"), f"minbert-box-{box_cleanup().owner()}-{random.getrandbits(32):08x}"
     groups = []
     try:
         if (base / "cgroup.controllers").exists():
@@ -286,7 +286,7 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         root = None
         if level == "user+chroot":
             if chroot_root is None:
-                made.append(tempfile.mkdtemp(prefix="minbert-box-root-"))
+                made.append(str(box_cleanup().folder("box-root")))
                 chroot_root = box_root().link_tree(made[0] + "/root")
             root = str(chroot_root)
         inside = "/box"
