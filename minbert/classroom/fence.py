@@ -20,18 +20,18 @@ Why modes and not a dispatcher registration per operator: a mode sees every call
 key would run it (CPU, sparse, meta), and recording and checking are one mechanism, so a list derived by recording
 is exactly what the check compares against. A refusal registered at CompositeImplicitAutograd would also fire
 inside allowed operators that use an unlisted composite internally, which no recording at either layer sees.
-The fence has no switch: nothing the submission can reach changes what it checks. The lists live in the checks'
-closures (no attribute to set, no record-or-refuse flag, no canary), and every check first verifies both layers:
-the call layer that the operator mode is the only one on its stack with the dispatcher's Python key on; the
-operator layer that the call mode is on its stack and enabled, or that this operator runs inside the call mode's
-own handler (found by its code object on the Python stack, which no submission can forge). A failed verification
-refuses the call as REMOVED: the kernel never runs. What would take a mode off between two checks is taken away
-at `install`, in every module that holds it: popping a mode (a function-mode pop is left to torch's own
-`handle_torch_function` alone, recognised by its code objects), `_disable_current_modes`, the guards that disable
-torch functions or exclude the Python key. Tensor printing, which torch runs with the modes off, prints the values
-through `tolist` instead. Modes are per thread, so the child refuses new threads, and a Tensor subclass that
-brings its own `__torch_function__`/`__torch_dispatch__` is refused. A refusal fails its case even when the
-submission catches the exception (the kernel did not run either way).
+
+No switch: nothing the submission can reach changes what the fence checks. The lists and torch's names live in
+the checks' closures (no flag, no canary), and every check first verifies both layers: the call layer that the
+operator mode is alone on its stack with the Python key on; the operator layer that the call mode is alone on its
+stack and enabled, or that this operator runs inside the call mode's handler (its code object on the Python
+stack). Else the call is refused as REMOVED, before the kernel runs. `install` takes away, in every module that
+holds them, what would take a mode off between two checks: the pops (a function-mode pop is left to torch's own
+`handle_torch_function`, recognised by its callers' code objects), `_disable_current_modes`, the guards that
+disable torch functions or exclude the Python key; tensors then print through `tolist`. Modes are per thread, so
+the child refuses new threads; a Tensor subclass with its own handlers is refused. A refusal fails its case even
+when caught. Left to the check of the solution's text before it runs: code that rebinds the fence's closures or
+torch's own objects (a mode class's handler, an OpOverload's name), which needs dunder or private names.
 
 What no operator list can tell apart: torch's own Python implementation of an assignment (`torch.optim.AdamW.step`
 runs `mul_`, `lerp_`, `addcdiv_`, which AdamW's list must allow) computes with the same operators as a student's.
@@ -43,6 +43,7 @@ from the reference solution (allowlist_recording.py).
 
 import sys
 import traceback
+from types import MappingProxyType
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -88,7 +89,7 @@ def normal_op_name(name: str) -> str:
     return name if "." in name.partition("::")[2] else name + ".default"
 
 
-def call_name(func) -> str:
+def call_name(func, public=None) -> str:
     """The public dotted name of a torch callable, as the call layer and the lists write it: 'torch.matmul',
     'torch.Tensor.softmax', 'torch.nn.functional.gelu', 'torch.Tensor.shape.__get__', 'torch.ops.aten.mm.default';
     otherwise the object's module and qualified name ('torch._C._set_grad_enabled')."""
@@ -96,7 +97,7 @@ def call_name(func) -> str:
         return f"torch.ops.{func.namespace}.{func._schema.name.partition('::')[2]}.{func._overloadname}"
     if isinstance(func, torch._ops.OpOverloadPacket):
         return f"torch.ops.{func._qualified_op_name.replace('::', '.')}"
-    found = _public_names().get(id(func))
+    found = (public or _public_names()).get(id(func))
     if found and found[0] is func:
         return found[1]
     owner = getattr(func, "__self__", None)
@@ -174,7 +175,6 @@ class Fence:
 
     def install(self):
         """Both modes on, for good: the child exits with them on, and nothing that would take them off is left."""
-        _public_names()                                  # named before the submission can rename torch's callables
         for mode in self.modes:
             mode.__enter__()
         _take_away(self.refuse)
@@ -203,7 +203,8 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
     this function's locals, held by the closures only."""
     len_dispatch, dispatch_at, len_function, function_at = _len_dispatch, _dispatch_at, _len_function, _function_at
     excluded, python, all_disabled = _excluded, _PYTHON, torch._C._is_torch_function_all_disabled
-    name_op, name_call, stack, frame = op_name, call_name, traceback.extract_stack, sys._getframe
+    stack, frame, public = traceback.extract_stack, sys._getframe, MappingProxyType(dict(_public_names()))
+    name_op, name_call = op_name, lambda func: call_name(func, public)   # torch's names, as this fence was built
 
     def refuse(name: str):
         """Record the refusal (it fails the case even if the submission catches it) and raise it."""
