@@ -22,16 +22,16 @@ is exactly what the check compares against. A refusal registered at CompositeImp
 inside allowed operators that use an unlisted composite internally, which no recording at either layer sees.
 
 No switch: nothing the submission can reach changes what the fence checks. The lists and torch's names live in
-the checks' closures (no flag, no canary), and every check first verifies both layers: the call layer that the
-operator mode is alone on its stack with the Python key on; the operator layer that the call mode is alone on its
-stack and enabled, or that this operator runs inside the call mode's handler (its code object on the Python
-stack). Else the call is refused as REMOVED, before the kernel runs. `install` takes away, in every module that
+the checks' closures (no flag, no canary), and every check first verifies both layers: each that the other's mode
+is alone on its stack and on (torch functions enabled, the Python key not excluded), or that this check runs inside
+the other's handler (its code object on the Python stack: torch sets a mode aside while its handler runs). Else the call is refused as REMOVED, before the kernel runs. `install` takes away, in every module that
 holds them, what would take a mode off between two checks: the pops (a function-mode pop is left to torch's own
 `handle_torch_function`, recognised by its callers' code objects), `_disable_current_modes`, the guards that
 disable torch functions or exclude the Python key; tensors then print through `tolist`. Modes are per thread, so
 the child refuses new threads; a Tensor subclass with its own handlers is refused. A refusal fails its case even
 when caught. Left to the check of the solution's text before it runs: code that rebinds the fence's closures or
-torch's own objects (a mode class's handler, an OpOverload's name), which needs dunder or private names.
+torch's own objects (a mode class's handler, an OpOverload's name) or reaches a kernel below the Python key (an
+operator's `redispatch`, a kernel registered through `torch.library`): names on no list.
 
 What no operator list can tell apart: torch's own Python implementation of an assignment (`torch.optim.AdamW.step`
 runs `mul_`, `lerp_`, `addcdiv_`, which AdamW's list must allow) computes with the same operators as a student's.
@@ -229,9 +229,9 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
         elif name not in calls:
             refuse(name)
 
-    def in_call_handler() -> bool:
-        """The call mode is set aside while its handler runs the call (torch's stash, or handle_torch_function's
-        pop): an operator inside that call is under the call layer when the handler is on the Python stack."""
+    def inside(handler) -> bool:
+        """Whether `handler`'s code runs further up this Python stack. A mode is set aside while its handler runs
+        the call (torch's stash, or handle_torch_function's pop): what runs inside is under that layer still."""
         f = frame(2)
         while f is not None and f.f_code is not handler:
             f = f.f_back
@@ -239,7 +239,8 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
 
     class CallMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            if op_mode is not None and (len_dispatch() != 1 or dispatch_at(0) is not op_mode or excluded(python)):
+            if op_mode is not None and not (len_dispatch() == 1 and dispatch_at(0) is op_mode
+                                            and not excluded(python) or inside(op_handler)):
                 refuse(REMOVED)
             check_call(func, types)
             return func(*args, **(kwargs or {}))
@@ -253,12 +254,12 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if call_mode is not None and not (len_function() == 1 and function_at(0) is call_mode
-                                              and not all_disabled() or in_call_handler()):
+                                              and not all_disabled() or inside(call_handler)):
                 refuse(REMOVED)
             check_op(func, types)
             return func(*args, **(kwargs or {}))
 
-    handler = CallMode.__torch_function__.__code__
+    call_handler, op_handler = CallMode.__torch_function__.__code__, OpMode.__torch_dispatch__.__code__
     call_mode = CallMode() if "calls" in layers else None
     op_mode = OpMode() if "ops" in layers else None
     return check_op, check_call, refuse, (call_mode, op_mode)

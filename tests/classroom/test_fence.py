@@ -204,6 +204,57 @@ def test_a_refusal_fails_the_case_even_when_the_code_catches_it():
         assert f.case_done("/t")[0] == "torch.nn.functional.scaled_dot_product_attention" and y.shape == q.shape
 
 
+def test_honest_code_passes_each_layers_check_of_the_other():
+    """Each check verifies the other layer, and each mode is set aside while its own handler runs: an operator
+    inside a checked call (the backward kernels of torch.autograd.grad), and a call made by an operator outside any call
+    (`torch.from_numpy` is no torch function; its operator re-enters the call layer), must pass. The mml reference
+    lost two hidden cases to a call layer that saw the operator mode set aside."""
+    import numpy as np
+    ids, x = torch.arange(4), torch.ones(3, requires_grad=True)
+    with fenced("mml") as f:
+        keep = torch.from_numpy(np.array([0, 1, 0, 1]) == 0)
+        kept, dropped = ids[keep], ids[~keep]
+        assert f.case_done("/t") == ("", ""), "the mml reference's own line was refused"
+    with fenced("smart") as f:
+        grad, = torch.autograd.grad((x * x).sum(), x)
+        assert f.case_done("/t") == ("", "") and grad.tolist() == [2.0, 2.0, 2.0]
+    assert kept.tolist() == [0, 2] and dropped.tolist() == [1, 3]
+
+
+class ByCall(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+
+class ByOp(torch.Tensor):
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("layer, subclass", [("calls", ByCall), ("ops", ByOp)])
+def test_a_tensor_subclass_is_refused_by_its_layer_alone(layer, subclass):
+    """A subclass's own __torch_function__ or __torch_dispatch__ runs outside the mode that called it."""
+    x = torch.Tensor._make_subclass(subclass, torch.ones(2))
+    assert refusal("attention", lambda: x + 1, (layer,)) == FENCE.SUBCLASS
+
+
+def test_a_thread_is_refused():
+    """Modes are per thread: a thread started by the submission would run without them."""
+    import _thread
+    saved = _thread.start_new_thread, threading._start_new_thread
+    try:
+        with fenced("attention") as f:
+            FENCE.refuse_threads(f)
+            with pytest.raises(FENCE.Banned):
+                threading.Thread(target=lambda: None).start()
+            assert f.case_done("/t")[0] == FENCE.THREAD
+    finally:
+        _thread.start_new_thread, threading._start_new_thread = saved
+
+
 # ---------------------------------------------------------------------- no switch: the fence alone, installed for good
 
 # Each route, as a determined student with the grader's source wrote it (every private name a string handed to the
