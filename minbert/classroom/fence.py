@@ -211,23 +211,19 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
         refusals.append((name, [(f.filename, f.lineno) for f in stack()]))
         raise Banned(name)
 
-    def check_op(func, types):
+    def check(name: str, types, allowed, seen):
         if any(t not in PLAIN for t in types):
             refuse(SUBCLASS)
-        name = name_op(func)
-        if ops is None:
-            seen_ops.add(name)
-        elif name not in ops:
+        if allowed is None:
+            seen.add(name)
+        elif name not in allowed:
             refuse(name)
 
+    def check_op(func, types):
+        check(name_op(func), types, ops, seen_ops)
+
     def check_call(func, types):
-        if any(t not in PLAIN for t in types):
-            refuse(SUBCLASS)
-        name = name_call(func)
-        if calls is None:
-            seen_calls.add(name)
-        elif name not in calls:
-            refuse(name)
+        check(name_call(func), types, calls, seen_calls)
 
     def inside(handler) -> bool:
         """Whether `handler`'s code runs further up this Python stack. A mode is set aside while its handler runs
@@ -272,10 +268,9 @@ TAKEN = ("_pop_torch_dispatch_stack", "_unset_dispatch_mode", "DisableTorchFunct
 
 
 def _take_away(refuse):
-    """Replace, in every module that holds them, torch's ways to take a mode off or to switch a layer off: each
-    refuses REMOVED. A torch-function pop is torch's own handle_torch_function's (it sets the mode aside while the
-    mode's handler runs, as the C++ side does): allowed only when its caller chain is that function's code. Tensor
-    printing, which torch runs with every mode popped, goes through `tolist` under the fence instead."""
+    """Replace TAKEN, the torch-function pop and `_disable_current_modes` in every module that holds them: each
+    refuses REMOVED, but a pop whose callers are torch's own handle_torch_function (it sets the mode aside while
+    the mode's handler runs, as the C++ side does). Tensors print through `tolist`, under the fence."""
     import contextlib
     import torch.overrides as O
     import torch.utils._python_dispatch as D
