@@ -4,6 +4,7 @@
     folder(kind)               a new temporary folder named for its owner (`minbert-grade-<pid>-<start>-…`), once
                                `sweep()` has removed what an owner killed with SIGKILL left: its folders and its
                                boxes' control groups (`minbert-box-<pid>-<start>-…`)
+    remove_cgroups(paths)      control groups removed, the processes still in them killed first
     signals_as_interrupts()    around a grade, in the main thread: SIGTERM, SIGHUP and SIGINT raise `Stopped`
                                (a KeyboardInterrupt) once, so every `finally` runs; a second signal is ignored,
                                and one that arrives during a cleanup step (`guard.shielded()`) is raised after
@@ -30,6 +31,7 @@ import signal
 import stat
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -131,7 +133,6 @@ _OWNED = re.compile(r"minbert-(?:grade|box-root|box)-(\d+)-(\d+)-")
 
 def sweep():
     """Remove the temporary folders and control groups whose owner (named in them) no longer runs."""
-    from minbert.classroom.sandbox import remove_cgroups
     for where, remove in [(tempfile.gettempdir(), remove_tree)] + [(c, lambda p: remove_cgroups([p])) for c in CGROUPS]:
         try:
             names = os.listdir(where)
@@ -144,6 +145,26 @@ def sweep():
                     remove(os.path.join(where, name))
                 except OSError:
                     pass                            # another user's, or going: the next sweep looks again
+
+
+def remove_cgroups(paths: list[str]):
+    """Remove control groups, killing the processes still in them first."""
+    for path in paths:
+        for _ in range(100):
+            try:
+                procs = Path(path, "cgroup.procs").read_text().split()
+            except OSError:
+                break
+            for pid in procs:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            try:
+                os.rmdir(path)
+                break
+            except OSError:
+                time.sleep(0.02)
 
 
 def folder(kind: str) -> Path:

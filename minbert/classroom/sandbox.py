@@ -185,25 +185,6 @@ def controller(group: str) -> str:
     return "v2" if parent == "cgroup" else parent
 
 
-def remove_cgroups(paths: list[str]):
-    for path in paths:
-        for _ in range(100):
-            try:
-                procs = Path(path, "cgroup.procs").read_text().split()
-            except OSError:
-                break
-            for pid in procs:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            try:
-                os.rmdir(path)
-                break
-            except OSError:
-                time.sleep(0.02)
-
-
 def processes_of(uid: int) -> list[int]:
     found = []
     for d in os.listdir("/proc"):
@@ -326,7 +307,7 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
             left_over = isolate and uid is not None and not kill_user(uid)
             if uid is not None and not left_over:
                 release_uid(uid)                      # (a uid with a process left stays reserved)
-        _all(killed, lambda: remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
+        _all(killed, lambda: box_cleanup().remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
              lambda: outside and box_cleanup().remove_tree(outside), *[lambda m=m: box_cleanup().remove_tree(m) for m in made])
     log_r, res_r = list(chunks)
     if left_over:
