@@ -6,7 +6,7 @@
     cases.py       the cases, drawn per submission in the parent
     scenarios.py   the glue that calls a graded function (run by the parent and by the child)
     sandbox.py     the child's box: namespaces, a whitelist root, a fresh user, one process, rlimits, a deadline
-    cleanup.py     a grade's cleanup whatever ends it: folders removed without recursion, signals as Ctrl-C
+    cleanup.py     a grade's cleanup whatever ends it (a SIGKILLed one's by the next): no recursion, signals as Ctrl-C
     child.py       the child process: imports the submission, runs the cases, saves the outputs
     fence.py       the runtime fence in the child: every operator and torch call checked against the allow-lists
     allowlists.py  the allow-lists: the shared tensor-maths vocabulary, the review of each record's own entries

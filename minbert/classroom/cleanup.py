@@ -1,6 +1,10 @@
 """A grade's cleanup, whatever ends the grade: folders removed without recursion, SIGTERM and SIGHUP taken as Ctrl-C.
 
     remove_tree(path)          remove a folder and all it holds, iteratively, never following a link
+    folder(kind)               a new temporary folder named for its owner (`minbert-grade-<pid>-<start>-…`), once
+                               `sweep()` has removed what an owner killed with SIGKILL left: its folders and its
+                               boxes' control groups (`minbert-box-<pid>-<start>-…`)
+    remove_cgroups(paths)      control groups removed, the processes still in them killed first
     signals_as_interrupts()    around a grade, in the main thread: SIGTERM, SIGHUP and SIGINT raise `Stopped`
                                (a KeyboardInterrupt) once, so every `finally` runs; a second signal is ignored,
                                and one that arrives during a cleanup step (`guard.shielded()`) is raised after
@@ -15,15 +19,21 @@ removed as a name and never entered, and it checks on the way up that each paren
 Why the signals: Python's default for SIGTERM and SIGHUP is to die at once, skipping every `finally`, so a
 grader stopped by its scheduler (Gradescope's timeout, `kill`, a closed terminal) left its boxes' folders
 and the hard-link tree on disk. SIGKILL cannot be caught: then the box dies with its grader (the launcher's
-parent-death signal) and the grader's temporary folder stays, holding only what the grader wrote.
+parent-death signal), and its folders and control groups stay until the next grade's `sweep`. Each carries its
+owner in its name, the process id and its start time (/proc/<pid>/stat), so a sweep removes nothing whose owner
+still runs, even when its process id was reused.
 """
 
 import errno
 import os
+import re
 import signal
 import stat
+import tempfile
 import threading
+import time
 from contextlib import contextmanager
+from pathlib import Path
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -102,6 +112,65 @@ class Tasks:
         with self.cv:
             self.stopped = True
             self.cv.wait_for(lambda: self.running == 0)
+
+
+def _started(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat), or '' when there is none."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner() -> str:
+    """'<pid>-<start>' of this process: what the names of its folders and control groups carry."""
+    return f"{os.getpid()}-{_started(os.getpid())}"
+
+
+CGROUPS = ("/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu")
+_OWNED = re.compile(r"minbert-(?:grade|box-root|box)-(\d+)-(\d+)-")
+
+
+def sweep():
+    """Remove the temporary folders and control groups whose owner (named in them) no longer runs."""
+    for where, remove in [(tempfile.gettempdir(), remove_tree)] + [(c, lambda p: remove_cgroups([p])) for c in CGROUPS]:
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        for name in names:
+            m = _OWNED.match(name)
+            if m and _started(int(m[1])) != m[2]:
+                try:
+                    remove(os.path.join(where, name))
+                except OSError:
+                    pass                            # another user's, or going: the next sweep looks again
+
+
+def remove_cgroups(paths: list[str]):
+    """Remove control groups, killing the processes still in them first."""
+    for path in paths:
+        for _ in range(100):
+            try:
+                procs = Path(path, "cgroup.procs").read_text().split()
+            except OSError:
+                break
+            for pid in procs:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            try:
+                os.rmdir(path)
+                break
+            except OSError:
+                time.sleep(0.02)
+
+
+def folder(kind: str) -> Path:
+    """A new temporary folder `minbert-<kind>-<owner>-…`, made after a sweep."""
+    sweep()
+    return Path(tempfile.mkdtemp(prefix=f"minbert-{kind}-{owner()}-"))
 
 
 def remove_tree(path) -> None:

@@ -20,12 +20,18 @@ Why modes and not a dispatcher registration per operator: a mode sees every call
 key would run it (CPU, sparse, meta), and recording and checking are one mechanism, so a list derived by recording
 is exactly what the check compares against. A refusal registered at CompositeImplicitAutograd would also fire
 inside allowed operators that use an unlisted composite internally, which no recording at either layer sees.
-Modes are per thread and can be popped: so the child refuses new threads, a Tensor subclass that brings its
-own `__torch_function__`/`__torch_dispatch__` is refused, and after every case `intact()` checks that both modes are
-the only ones on their stacks and still see a canary call; the case fails otherwise. A refusal fails its case even
-when the submission catches the exception. What a pop-compute-push inside one case would still get past needs
-private names (`torch._C._pop_torch_dispatch_stack`, `torch.utils._python_dispatch._disable_current_modes`): the
-integrity report flags every such line (integrity.py).
+
+No switch: nothing the submission can reach changes what the fence checks. The lists and torch's names live in
+the checks' closures (no flag, no canary), and every check first verifies both layers: each that the other's mode
+is alone on its stack and on (torch functions enabled, the Python key not excluded), or that this check runs inside
+the other's handler (its code object on the Python stack: torch sets a mode aside while its handler runs). Else the call is refused as REMOVED, before the kernel runs. `install` takes away, in every module that
+holds them, what would take a mode off between two checks: the pops (a function-mode pop is left to torch's own
+`handle_torch_function`, recognised by its callers' code objects), `_disable_current_modes`, the guards that
+disable torch functions or exclude the Python key; tensors then print through `tolist`. Modes are per thread, so
+the child refuses new threads; a Tensor subclass with its own handlers is refused. A refusal fails its case even
+when caught. Left to the check of the solution's text before it runs: code that rebinds the fence's closures or
+torch's own objects (a mode class's handler, an OpOverload's name) or reaches a kernel below the Python key (an
+operator's `redispatch`, a kernel registered through `torch.library`): names on no list.
 
 What no operator list can tell apart: torch's own Python implementation of an assignment (`torch.optim.AdamW.step`
 runs `mul_`, `lerp_`, `addcdiv_`, which AdamW's list must allow) computes with the same operators as a student's.
@@ -37,6 +43,7 @@ from the reference solution (allowlist_recording.py).
 
 import sys
 import traceback
+from types import MappingProxyType
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -48,12 +55,6 @@ THREAD = "a new thread (the fence watches the grading thread only)"
 REMOVED = "code that removed or disabled the operator fence"
 FIXED = (SUBCLASS, THREAD, REMOVED)
 PLAIN = (torch.Tensor, torch.nn.Parameter)     # what a case's tensors are; no subclass runs code of its own
-
-# Captured when this module is loaded, before any submission code: what intact() relies on.
-_len_dispatch, _dispatch_at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
-_len_function, _function_at = torch._C._len_torch_function_stack, torch._C._get_function_stack_at
-_pop_dispatch, _pop_function = torch._C._pop_torch_dispatch_stack, torch._C._pop_torch_function_stack
-_zeros = torch.zeros
 
 # Where torch's public callables live, searched in this order for an object's public name.
 PUBLIC = ("torch", "torch.Tensor", "torch.nn.functional", "torch.nn", "torch.nn.init", "torch.linalg",
@@ -88,7 +89,7 @@ def normal_op_name(name: str) -> str:
     return name if "." in name.partition("::")[2] else name + ".default"
 
 
-def call_name(func) -> str:
+def call_name(func, public=None) -> str:
     """The public dotted name of a torch callable, as the call layer and the lists write it: 'torch.matmul',
     'torch.Tensor.softmax', 'torch.nn.functional.gelu', 'torch.Tensor.shape.__get__', 'torch.ops.aten.mm.default';
     otherwise the object's module and qualified name ('torch._C._set_grad_enabled')."""
@@ -96,7 +97,7 @@ def call_name(func) -> str:
         return f"torch.ops.{func.namespace}.{func._schema.name.partition('::')[2]}.{func._overloadname}"
     if isinstance(func, torch._ops.OpOverloadPacket):
         return f"torch.ops.{func._qualified_op_name.replace('::', '.')}"
-    found = _public_names().get(id(func))
+    found = (public or _public_names()).get(id(func))
     if found and found[0] is func:
         return found[1]
     owner = getattr(func, "__self__", None)
@@ -160,109 +161,144 @@ class Banned(RuntimeError):
 
 
 class Fence:
-    """The two modes and what they saw. `ops`/`calls`: the allow-lists (None: record, refuse nothing)."""
+    """One assignment's layers and the refusals they made. `ops`/`calls`: the allow-lists, fixed here (None: record
+    what runs, refuse nothing); `layers`: the modes to build (a test builds one alone; each then verifies only
+    that one)."""
 
-    def __init__(self, ops, calls, key: str = ""):
-        self.ops, self.calls, self.key = ops, calls, key
+    def __init__(self, ops, calls, key: str = "", layers=("calls", "ops")):
+        self.key = key
+        self.refusals = []                               # (name, [(file, line), ...]): what case_done reports
         self.seen_ops, self.seen_calls = set(), set()
-        self.refused = None                              # the first refusal of the current case
-        self.refused_at = []                             # (file, line) of its stack, outermost first
-        self.canary, self.saw_canary = False, set()
-        self.modes = (_CallMode(self), _OpMode(self))
-
-    def refuse(self, name: str):
-        """Record the refusal (it fails the case even if the submission catches it) and raise it."""
-        if self.refused is None:
-            self.refused, self.refused_at = name, [(f.filename, f.lineno) for f in traceback.extract_stack()]
-        raise Banned(name)
-
-    def check_op(self, func, types):
-        name = op_name(func)
-        if self.canary:
-            self.saw_canary.add("op")
-            return
-        if any(t not in PLAIN for t in types):
-            self.refuse(SUBCLASS)
-        if self.ops is None:
-            self.seen_ops.add(name)
-        elif name not in self.ops:
-            self.refuse(name)
-
-    def check_call(self, func, types):
-        if self.canary:
-            self.saw_canary.add("call")
-            return
-        if any(t not in PLAIN for t in types):
-            self.refuse(SUBCLASS)
-        name = call_name(func)
-        if self.calls is None:
-            self.seen_calls.add(name)
-        elif name not in self.calls:
-            self.refuse(name)
+        self.check_op, self.check_call, self.refuse, self.modes = _layers(
+            None if ops is None else frozenset(ops), None if calls is None else frozenset(calls), layers,
+            self.refusals, self.seen_ops, self.seen_calls)
 
     def install(self):
-        _public_names()                                  # named before the submission can rename torch's callables
+        """Both modes on, for good: the child exits with them on, and nothing that would take them off is left."""
         for mode in self.modes:
-            mode.__enter__()                             # never left: the child exits with the fence on
-
-    def intact(self) -> bool:
-        """Both modes, and nothing else, on their stacks, and both still see a call (the canary)."""
-        call_mode, op_mode = self.modes
-        if (_len_function() != 1 or _function_at(0) is not call_mode or _len_dispatch() != 1
-                or _dispatch_at(0) is not op_mode):
-            return False
-        self.canary, self.saw_canary = True, set()
-        try:
-            _zeros(())
-        finally:
-            self.canary = False
-        return self.saw_canary == {"op", "call"}
+            mode.__enter__()
+        _take_away(self.refuse)
 
     def case_done(self, template: str) -> tuple[str, str]:
-        """(the name that fails the case just run, or '': its first refusal, or REMOVED when the fence is not
-        intact; 'minbert/x.py:N', the innermost line of the submission's package on the refusal's stack, or ''),
-        and the fence ready for the next case."""
-        refused, stack = self.refused, self.refused_at
-        self.refused, self.refused_at = None, []
-        if not self.intact():
-            refused, stack = refused or REMOVED, stack if refused else []
-            self._reinstall()
+        """(the name that fails the case just run, or '': its first refusal, or REMOVED when the modes are not both
+        on; 'minbert/x.py:N', the innermost line of the submission's package on the refusal's stack, or '')."""
+        refused, stack = self.refusals[0] if self.refusals else ("", [])
+        self.refusals.clear()
+        call_mode, op_mode = self.modes
+        if not refused and not (_len_function() == 1 and _function_at(0) is call_mode and _len_dispatch() == 1
+                                and _dispatch_at(0) is op_mode and not torch._C._is_torch_function_all_disabled()
+                                and not _excluded(_PYTHON)):
+            refused = REMOVED
         inside = [f"{file.removeprefix(template + '/')}:{line}" for file, line in stack if file.startswith(template + "/")]
-        return refused or "", inside[-1] if inside else ""
-
-    def _reinstall(self):
-        while _len_function():
-            _pop_function()
-        while _len_dispatch():
-            _pop_dispatch(None)
-        self.modes = (_CallMode(self), _OpMode(self))
-        self.install()
+        return refused, inside[-1] if inside else ""
 
 
-class _CallMode(TorchFunctionMode):
-    def __init__(self, fence):
-        super().__init__()
-        self.fence = fence
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.fence.check_call(func, types)
-        return func(*args, **(kwargs or {}))
+_len_dispatch, _dispatch_at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
+_len_function, _function_at = torch._C._len_torch_function_stack, torch._C._get_function_stack_at
+_excluded, _PYTHON = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.Python
 
 
-class _OpMode(TorchDispatchMode):
-    def __init__(self, fence):
-        super().__init__()
-        self.fence = fence
+def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
+    """(check_op, check_call, refuse, (call mode or None, op mode or None)): the lists and what the checks use are
+    this function's locals, held by the closures only."""
+    len_dispatch, dispatch_at, len_function, function_at = _len_dispatch, _dispatch_at, _len_function, _function_at
+    excluded, python, all_disabled = _excluded, _PYTHON, torch._C._is_torch_function_all_disabled
+    stack, frame, public = traceback.extract_stack, sys._getframe, MappingProxyType(dict(_public_names()))
+    name_op, name_call = op_name, lambda func: call_name(func, public)   # torch's names, as this fence was built
 
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """False: torch would otherwise wrap __torch_dispatch__ in torch._dynamo.disable, and the first op of every
-        box would import torch._dynamo (sympy included): seconds per assignment, for a compiler no box uses."""
-        return False
+    def refuse(name: str):
+        """Record the refusal (it fails the case even if the submission catches it) and raise it."""
+        refusals.append((name, [(f.filename, f.lineno) for f in stack()]))
+        raise Banned(name)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.fence.check_op(func, types)
-        return func(*args, **(kwargs or {}))
+    def check(name: str, types, allowed, seen):
+        if any(t not in PLAIN for t in types):
+            refuse(SUBCLASS)
+        if allowed is None:
+            seen.add(name)
+        elif name not in allowed:
+            refuse(name)
+
+    def check_op(func, types):
+        check(name_op(func), types, ops, seen_ops)
+
+    def check_call(func, types):
+        check(name_call(func), types, calls, seen_calls)
+
+    def inside(handler) -> bool:
+        """Whether `handler`'s code runs further up this Python stack. A mode is set aside while its handler runs
+        the call (torch's stash, or handle_torch_function's pop): what runs inside is under that layer still."""
+        f = frame(2)
+        while f is not None and f.f_code is not handler:
+            f = f.f_back
+        return f is not None
+
+    class CallMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if op_mode is not None and not (len_dispatch() == 1 and dispatch_at(0) is op_mode
+                                            and not excluded(python) or inside(op_handler)):
+                refuse(REMOVED)
+            check_call(func, types)
+            return func(*args, **(kwargs or {}))
+
+    class OpMode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            """False: torch would otherwise wrap __torch_dispatch__ in torch._dynamo.disable, and the first op of
+            every box would import torch._dynamo (sympy included): seconds per assignment, for no compiler."""
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if call_mode is not None and not (len_function() == 1 and function_at(0) is call_mode
+                                              and not all_disabled() or inside(call_handler)):
+                refuse(REMOVED)
+            check_op(func, types)
+            return func(*args, **(kwargs or {}))
+
+    call_handler, op_handler = CallMode.__torch_function__.__code__, OpMode.__torch_dispatch__.__code__
+    call_mode = CallMode() if "calls" in layers else None
+    op_mode = OpMode() if "ops" in layers else None
+    return check_op, check_call, refuse, (call_mode, op_mode)
+
+
+# What takes a mode off or switches a layer off (torch._C's names): refused once the fence is installed.
+TAKEN = ("_pop_torch_dispatch_stack", "_unset_dispatch_mode", "DisableTorchFunction", "_DisableTorchDispatch",
+         "_ExcludeDispatchKeyGuard", "_SetExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard",
+         "_dispatch_tls_set_dispatch_key_excluded", "_RestorePythonTLSSnapshot")
+
+
+def _take_away(refuse):
+    """Replace TAKEN, the torch-function pop and `_disable_current_modes` in every module that holds them: each
+    refuses REMOVED, but a pop whose callers are torch's own handle_torch_function (it sets the mode aside while
+    the mode's handler runs, as the C++ side does). Tensors print through `tolist`, under the fence."""
+    import contextlib
+    import torch.overrides as O
+    import torch.utils._python_dispatch as D
+
+    def refused(*args, **kwargs):
+        refuse(REMOVED)
+
+    chain = (O._pop_mode.__code__, O._pop_mode_temporarily.__wrapped__.__code__,
+             contextlib._GeneratorContextManager.__enter__.__code__, O.handle_torch_function.__code__)
+    pop, frame = torch._C._pop_torch_function_stack, sys._getframe
+
+    def torch_own_pop():
+        f = frame(1)
+        for code in chain:
+            if f is None or f.f_code is not code:
+                refuse(REMOVED)
+            f = f.f_back
+        return pop()
+
+    swap = {id(o): (o, refused) for o in [getattr(torch._C, n) for n in TAKEN] + [D._disable_current_modes]}
+    swap[id(pop)] = pop, torch_own_pop                  # (each original held here until every module is done)
+    for module in list(sys.modules.values()):
+        space = getattr(module, "__dict__", None)
+        if isinstance(space, dict):
+            for name, value in list(space.items()):
+                if id(value) in swap and swap[id(value)][0] is value:
+                    space[name] = swap[id(value)][1]
+    torch._tensor_str._str = lambda self, tensor_contents=None: f"tensor({self.tolist()})"
 
 
 def refuse_threads(fence: Fence):

@@ -30,7 +30,6 @@ import os
 import re
 import secrets
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -267,7 +266,7 @@ def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, sal
     salt = secrets.randbits(48) if salt is None else salt
     with cleanup.signals_as_interrupts() as guard:
         level, _ = isolation(require_isolation)
-        tmp = Path(tempfile.mkdtemp(prefix="minbert-grade-"))
+        tmp = cleanup.folder("grade")              # after removing what a grade killed with SIGKILL left
         try:
             return _grade(Path(sub), selected, handout, timeout, workers, salt, level, tmp, guard)
         finally:

@@ -140,7 +140,7 @@ def isolation_available() -> tuple[str, str]:
 
 def _cgroups() -> list[tuple[str, dict]]:
     """[(a new control group's folder, {file: value})], v2 where it is mounted with memory and pids, else v1."""
-    base, name = Path("/sys/fs/cgroup"), f"minbert-box-{os.getpid()}-{random.getrandbits(32):08x}"
+    base, name = Path("/sys/fs/cgroup"), f"minbert-box-{box_cleanup().owner()}-{random.getrandbits(32):08x}"
     groups = []
     try:
         if (base / "cgroup.controllers").exists():
@@ -183,25 +183,6 @@ def controller(group: str) -> str:
     """'memory', 'pids' or 'cpu' for a v1 group's folder; 'v2' for a unified one."""
     parent = Path(group).parent.name
     return "v2" if parent == "cgroup" else parent
-
-
-def remove_cgroups(paths: list[str]):
-    for path in paths:
-        for _ in range(100):
-            try:
-                procs = Path(path, "cgroup.procs").read_text().split()
-            except OSError:
-                break
-            for pid in procs:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            try:
-                os.rmdir(path)
-                break
-            except OSError:
-                time.sleep(0.02)
 
 
 def processes_of(uid: int) -> list[int]:
@@ -286,7 +267,7 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         root = None
         if level == "user+chroot":
             if chroot_root is None:
-                made.append(tempfile.mkdtemp(prefix="minbert-box-root-"))
+                made.append(str(box_cleanup().folder("box-root")))
                 chroot_root = box_root().link_tree(made[0] + "/root")
             root = str(chroot_root)
         inside = "/box"
@@ -326,7 +307,7 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
             left_over = isolate and uid is not None and not kill_user(uid)
             if uid is not None and not left_over:
                 release_uid(uid)                      # (a uid with a process left stays reserved)
-        _all(killed, lambda: remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
+        _all(killed, lambda: box_cleanup().remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
              lambda: outside and box_cleanup().remove_tree(outside), *[lambda m=m: box_cleanup().remove_tree(m) for m in made])
     log_r, res_r = list(chunks)
     if left_over:

@@ -175,3 +175,21 @@ def test_stopping_the_tasks_waits_for_the_running_one_and_starts_no_other():
     worker.join(30)
     assert not stopper.is_alive() and ran == ["running"]
     assert tasks.run(box, "late") == [] and ran == ["running"], "a task started after stop()"
+
+
+def test_a_sweep_removes_what_an_owner_no_longer_running_left_and_keeps_a_running_ones(tmp_path, monkeypatch):
+    """Names carry their owner's pid and start time: a folder of a process that ended goes, one naming this process
+    stays, and one naming this pid with another start time (the pid reused since) goes."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.run([sys.executable, "-c", "from minbert.classroom import cleanup; print(cleanup.owner())"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    mine = cleanup.owner()
+    names = {"ended": f"minbert-grade-{ended}-x", "reused": f"minbert-box-root-{os.getpid()}-1-x",
+             "mine": f"minbert-grade-{mine}-x", "other": "unrelated-123-456-x"}
+    for name in names.values():
+        (tmp_path / name).mkdir()
+        chain(tmp_path / name, 3)
+    made = cleanup.folder("grade")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([names["mine"], names["other"], made.name]), \
+        "the sweep removed a running owner's folder, or kept one whose owner ended"
+    assert made.name.startswith(f"minbert-grade-{mine}-")

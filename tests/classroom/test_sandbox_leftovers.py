@@ -23,7 +23,7 @@ import pytest
 from classroom_helpers import (LEVEL, ROOT, Boxes, first_failure, grade, needs_isolation, scores, solution, student,  # noqa: F401
                                with_block)
 
-from minbert.classroom import results, sandbox
+from minbert.classroom import cleanup, results, sandbox
 
 pytestmark = [needs_isolation, pytest.mark.slow]   # each grades in a sandbox: seconds to a minute a test; CI runs them
 
@@ -346,3 +346,48 @@ def test_two_grades_at_once_use_their_own_users_and_neither_box_reads_the_other_
         assert report["tests"][0]["output"].startswith("raised AssertionError"), report["tests"][0]["output"]
         assert list(folders[me].iterdir()) == [], f"grade {me} left {list(folders[me].iterdir())}"
     assert uids["a"] and uids["b"] and not uids["a"] & uids["b"], f"the two grades' boxes shared a uid: {uids}"
+
+
+def cgroups_of(pid: int) -> list[str]:
+    """The control groups a grade with process id `pid` made (their names carry it: cleanup.owner)."""
+    return [f"{c}/{n}" for c in cleanup.CGROUPS if os.path.isdir(c) for n in os.listdir(c)
+            if n.startswith(f"minbert-box-{pid}-")]
+
+
+def test_what_a_grader_killed_mid_box_left_is_gone_after_the_next_grade(student, tmp_path):
+    """SIGKILL cannot be caught: a grade killed mid-box left its temporary folder (at user+chroot the hard-link tree,
+    34,173 entries) and its box's control groups, a few more each time. The next grade removes them, once their
+    owner is gone; a grade still running keeps its own."""
+    grader_tmp = tmp_path / "grader-tmp"
+    busy = with_block(student, tmp_path / "busy", "attention.py", "attention", "while True:\n    pass")
+    cmd = [sys.executable, "-m", "minbert", "classroom", "grade", str(busy), "--assignments", "attention", "--salt", "1",
+           "--timeout", "300"]
+    killed, alive = (started(cmd + ["--json", str(tmp_path / f"{n}.json")], tmp_path, grader_tmp) for n in "ka")
+    try:
+        uids = wait_for_a_box(killed)
+        wait_for_a_box(alive)
+        left = sorted(p.name for p in grader_tmp.iterdir() if p.name.startswith(f"minbert-grade-{killed.pid}-"))
+        groups = cgroups_of(killed.pid)
+        killed.kill()
+        killed.communicate(timeout=60)
+        end = time.monotonic() + 60
+        while [p for p in map(int, filter(str.isdigit, os.listdir("/proc"))) if _uid(p) in uids]:
+            assert time.monotonic() < end, "the killed grader's box outlived it by a minute"
+            time.sleep(0.1)
+        assert left and all((grader_tmp / n).exists() for n in left) and cgroups_of(killed.pid) == groups, \
+            "the killed grader left nothing to clean: the test would show nothing"
+        out = tmp_path / "second.json"
+        second = started([sys.executable, "-m", "minbert", "classroom", "grade", str(student), "--assignments",
+                          "attention", "--salt", "1", "--json", str(out)], tmp_path, grader_tmp)
+        _, err = second.communicate(timeout=600)
+        assert second.returncode == 0 and out.exists(), err[-2000:]
+        assert not [n for n in left if (grader_tmp / n).exists()], f"the killed grade's folder is still there: {left}"
+        assert not cgroups_of(killed.pid), f"the killed grade's control groups are still there: {cgroups_of(killed.pid)}"
+        assert [p for p in grader_tmp.iterdir() if p.name.startswith(f"minbert-grade-{alive.pid}-")], \
+            "the second grade removed the folder of a grade still running"
+    finally:                                              # the grades killed here by the test
+        for p in (killed, alive):
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=60)
+        cleanup.sweep()
