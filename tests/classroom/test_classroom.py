@@ -245,7 +245,7 @@ def test_autograder_zip_runs_end_to_end_and_results_json_validates(tmp_path):
     students = [t for t in report["tests"] if t["visibility"] != "hidden"]
     assert {t["visibility"] for t in students} == {"visible", "after_due_date"}
     hidden = [t for t in report["tests"] if t["visibility"] == "hidden"]
-    assert [t["name"] for t in hidden] == ["instructor only: salt and integrity report"] and hidden[0]["max_score"] == 0
+    assert [t["name"] for t in hidden] == ["instructor only: salt and the gate's refusals"] and hidden[0]["max_score"] == 0
     assert scores([{**t, "assignment": t["name"].split(": ")[0].split(". ")[1]} for t in students]) == {
         "attention": 10, "adamw": 10, "smart": 0}
 
