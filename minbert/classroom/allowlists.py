@@ -43,7 +43,8 @@ cumprod logsumexp any all count_nonzero sort topk kthvalue median
 mm bmm addmm baddbmm addbmm dot vdot mv addmv _softmax _log_softmax
 _softmax_backward_data _log_softmax_backward_data tanh_backward sigmoid_backward gelu_backward threshold_backward
 select_backward slice_backward index_select_backward value_selecting_reduction_backward
-square logaddexp xlogy trace diag diag_embed triu_indices tril_indices constant_pad_nd outer inner
+square logaddexp xlogy trace diag diag_embed triu_indices tril_indices constant_pad_nd outer inner erfc erfinv tan
+atan atan2 sinh cosh hypot logit special_ndtr special_xlogy
 elu leaky_relu hardtanh softplus mish log_sigmoid_forward mse_loss nll_loss_forward nll_loss2d_forward
 binary_cross_entropy binary_cross_entropy_with_logits smooth_l1_loss huber_loss l1_loss kl_div
 silu_backward elu_backward leaky_relu_backward hardtanh_backward softplus_backward mish_backward
@@ -72,7 +73,8 @@ sum mean prod amax amin max min aminmax argmax argmin var std var_mean std_mean 
 all count_nonzero sort argsort topk kthvalue median
 matmul mm bmm addmm baddbmm addbmm dot vdot mv addmv outer einsum tensordot softmax log_softmax
 Tensor finfo iinfo Size no_grad enable_grad is_tensor
-inner combinations trace diag diag_embed triu_indices tril_indices logaddexp xlogy half backward
+inner combinations trace diag diag_embed triu_indices tril_indices logaddexp xlogy half backward erfc erfinv tan
+atan atan2 sinh cosh hypot logit special.ndtr special.erf special.erfc special.expit special.logit special.xlogy
 linalg.vector_norm linalg.norm dropout nll_loss kl_div mse_loss cross_entropy binary_cross_entropy
 binary_cross_entropy_with_logits l1_loss smooth_l1_loss huber_loss logsigmoid softplus elu leaky_relu relu6
 hardtanh mish normalize one_hot pad cosine_similarity
@@ -90,7 +92,7 @@ argsort lexsort partition argpartition searchsorted unique take take_along_axis 
 quantile percentile std var prod cumsum cumprod diff max min amax amin argmax argmin ptp count_nonzero all any
 array asarray zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye concatenate stack
 vstack hstack column_stack repeat tile reshape ravel transpose expand_dims squeeze broadcast_to outer dot inner
-einsum matmul float64 float32 int64 int32 bool_ newaxis inf nan pi e ndarray""".split()
+einsum matmul float64 float32 int64 int32 bool_ newaxis inf nan pi e ndarray size shape ndim""".split()
 MEMBERS = [f"numpy.{n}" for n in NUMPY] + """collections.Counter collections.defaultdict collections.OrderedDict
 collections.deque itertools.combinations itertools.permutations itertools.product itertools.chain
 itertools.accumulate itertools.count dataclasses.replace types.SimpleNamespace copy.copy copy.deepcopy""".split()
@@ -101,7 +103,8 @@ T mT all any argmax argmin argpartition argsort astype clip copy cumprod cumsum 
 imag item itemsize max mean min nbytes ndim nonzero partition prod ravel real repeat reshape round searchsorted
 shape size sort squeeze std sum swapaxes take tolist trace transpose var outer reduce accumulate
 parameters named_parameters buffers named_buffers children named_children modules named_modules state_dict
-load_state_dict train eval requires_grad_ zero_grad forward training weight bias values indices""".split()
+load_state_dict train eval requires_grad_ zero_grad forward training weight bias values indices padding_idx eps
+normalized_shape elementwise_affine in_features out_features num_embeddings embedding_dim p inplace approximate""".split()
 SUGGEST = {      # a refused name: what to write instead
     "getattr": "the attribute itself (`x.weight`)", "setattr": "an assignment (`x.weight = w`)",
     "type": "`isinstance(x, T)`", "format": "an f-string", "vars": "the attributes by name", "dir": "the attributes by name",

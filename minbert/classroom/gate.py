@@ -281,8 +281,8 @@ class _Reader:
         attributes of that value; a module itself only where an import names it, or on the way to a member."""
         key, _ = self.line_of[node.lineno]
         lists, names = self.lists[key], path.split(".") + parts
-        if names[0] == "minbert" and not path.startswith("minbert.core"):
-            return imported or self.values(node, parts, None)       # the course's given code
+        if names[0] == "minbert" and not imported and not path.startswith("minbert.core"):
+            return self.values(node, parts, None)                  # the course's given code, as the file imports it
         if names[0] not in lists.modules:
             return self.refuse(node, ".".join(names[:2] if names[0] == "minbert" else names[:1])) or False
         obj = sys.modules.get(names[0]) or importlib.import_module(names[0])

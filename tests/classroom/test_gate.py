@@ -198,7 +198,7 @@ def test_the_honest_corpus_is_not_refused(tmp_path):
     raises with messages): 0 refused, at least 3 variants of every assignment."""
     corpus = honest_corpus()
     per = {k: sum(1 for _, key, *_ in corpus if key == k) for k in classroom.BY_KEY}
-    assert len(corpus) >= 24 and min(per.values()) >= 1, f"the corpus covers too little: {per}"
+    assert len(corpus) >= 40 and min(per.values()) >= 3, f"the corpus covers too little: {per}"
     refused = []
     for name, key, file, nth, body in corpus:
         rel, text = laid(tmp_path, key, file, body, nth)
