@@ -1,16 +1,9 @@
-"""Each assignment's own allow-list entries, derived: what its reference solution runs beyond the shared vocabulary
-(allowlists.py), recorded through the grader's own child process.
-
-    python -m minbert classroom allowlists [--write]  # run each reference under the fence's recording mode, print
-                                                      # what each record must hold; exit 1 if a record differs;
-                                                      # --write: rewrite allowlists_recorded.json
-
-The recording runs the grader's own child process (child.py --record) over the cases of SEEDS, on the reference
-laid over the student copy's template (left-out fast paths removed), so it sees what grading sees: the package's
-import, the harness building objects and loading weights, the graded calls, the conversion of the outputs. Given
-code that the harness runs is therefore on the list by construction, and reviewed with it. To the calls it adds
-the torch callables the reference blocks name that never reach the call layer (a module's constructor,
-torch.from_numpy, nn.Linear), as the gate reads them (gate.py: the path each torch name is written by).
+"""Each assignment's own allow-list entries, derived (`python -m minbert classroom allowlists [--write]`): what its
+reference runs beyond the shared vocabulary (allowlists.py), recorded by the grader's own child process (child.py
+--record) over the cases of SEEDS on the reference laid over the student copy's template, so it sees what grading
+sees (the harness building objects, loading weights, converting outputs); plus the torch paths the reference blocks
+write that never reach the call layer (nn.Linear, torch.from_numpy), as the gate reads them. Exit 1 if a record in
+allowlists_recorded.json differs; --write rewrites it.
 """
 
 import json
@@ -20,37 +13,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from minbert.classroom import allowlists, assignments as C, cases as CASES, gate, grade as G
+from minbert.classroom import allowlists, assignments as C, cases as CASES, gate, grade as G, submission as S
 from minbert.classroom.allowlists import elementary_calls, elementary_ops, review
 
 SEEDS = range(32)            # the cases the recording runs (a test records other seeds, and finds nothing new)
 
 
-def reference_template(dst: Path, key: str) -> Path:
-    """The package as a perfect submission of `key` is graded: the student copy's template (left-out fast paths
-    removed) with the reference solution in every block."""
-    for rel in C.tracked_files(C.ROOT):
-        if rel.startswith("minbert/") and not C.instructor_only(rel):
-            path = dst / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if rel.endswith(".py"):
-                text = (C.ROOT / rel).read_text(encoding="utf-8")
-                path.write_text(C.strip(text, rel, set(), left_out={key})[0] if C.BEGIN in text else text,
-                                encoding="utf-8")
-            else:
-                path.write_bytes((C.ROOT / rel).read_bytes())
-    for path in (dst, *dst.rglob("*")):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return dst
-
-
 def record(key: str, seeds=SEEDS, template: Path | None = None) -> dict:
     """{"ops": [...], "calls": [...], "errors": [...]}: what the reference of `key` runs over the cases of `seeds`,
     through the grader's child process (not boxed: it runs the instructor's own code); `template`: a package folder
-    to run instead of reference_template's."""
+    to run instead of the reference laid over the student copy's template (left-out fast paths removed)."""
     with tempfile.TemporaryDirectory(prefix="minbert-allowlists-") as tmp:
         tmp = Path(tmp)
-        template = template or reference_template(tmp / "template", key)
+        template = template or S.write_template(tmp / "template", set(), left_out={key})
         job = tmp / "job"
         G.write_job(job, key, [case for seed in seeds for case in CASES.draw(key, seed)])
         read, write = os.pipe()
@@ -103,7 +78,7 @@ def main(keys=None, write=False) -> int:
             if want != have:
                 bad += 1
                 print(f"  DIFFERS {what}: the record lacks {sorted(want - have)}, and holds {sorted(have - want)} "
-                      "that the reference no longer runs")
+                      "that the vocabulary now holds or the reference no longer runs")
         for e in errors:
             bad += 1
             print(f"  ERROR the reference raised {e}")

@@ -1,26 +1,20 @@
-"""The allow-lists: what a solution may name (gate.py, read before it runs) and run (fence.py, while it runs). One
-vocabulary for both, hand-written here and reviewed once; each record (assignments.py) adds its own entries and
-removes the composites that compute its own answer.
+"""The allow-lists: what a solution may name (gate.py, before it runs) and run (fence.py, while it runs), from one
+vocabulary hand-written here and reviewed once; each record (assignments.py) adds its own entries and `removes`
+the composites that compute its own answer, each with its reason.
 
-The shared vocabulary is the elementary tensor maths any correct solution of the course might use, in place and out
-of place alike (every op's `_` form): creation and copies, views and indexing, pointwise arithmetic and comparisons,
-activations and losses that are no assignment's answer (dropout, nll_loss, kl_div, mse_loss, binary_cross_entropy,
-logsigmoid, nn.GELU, ...), reductions and norms, products (mm, bmm, einsum, matmul, inner, outer), softmax, and the
-backward kernels of these. No linear-algebra decomposition (a factorisation turns PCGrad's vector form into its
-coefficients), no random draw (the given code's initialisers are recorded per assignment), no fused kernel, no
-attention, optimizer or normalisation layer. An operator base name allows all its overloads (`add` allows
-`aten::add.Tensor`, `aten::add.out`, ...); a call name is allowed in each of NAMESPACES (`torch.X`,
-`torch.Tensor.X`, `torch.nn.functional.X`, ...), and as a property `torch.Tensor.X.__get__`/`__set__`.
+The vocabulary is the elementary tensor maths any correct solution of the course might use, in place and out of
+place alike (every name's `_` form): creation, views and indexing, pointwise arithmetic, activations and losses
+that are no assignment's answer (dropout, nll_loss, kl_div, mse_loss, binary_cross_entropy, logsigmoid, nn.GELU,
+...), reductions and norms, products (mm, einsum, inner, outer), softmax, and the backward kernels of these. No
+linear-algebra decomposition (it would turn PCGrad's vector form into its coefficients), no random draw, no fused
+kernel, no attention, optimizer or normalisation layer. An operator base name allows all its overloads; a call name
+is allowed in each of NAMESPACES, and as a property `torch.Tensor.X.__get__`/`__set__`. BUILTINS, MODULES, MEMBERS
+and ATTRIBUTES are the rest of what a block may name (gate.py); SUGGEST gives a refusal its alternative.
 
-Each assignment's own entries (`Assignment.ops`, `Assignment.calls`) are exactly what its reference runs and names
-beyond the vocabulary, recorded by allowlist_recording.py into allowlists_recorded.json (`python -m minbert
-classroom allowlists`). Review, by hand, when a record changes: no entry may be a composite or a kernel that computes
-an assignment's answer; `review()` lists every entry whose name looks like one (REVIEW), and each must be explained
-in the record's `why_allowed` (the layer and PALs run the given fast attention, on purpose) or go.
-
-The gate's own words (BUILTINS, MODULES, MEMBERS, ATTRIBUTES) are the rest of what a block may name; SUGGEST gives a
-refusal its alternative. gate_lists() is the form the gate reads, shipped in the student copy as ALLOWED.json, and
-markdown() the page a student reads (ALLOWED.md).
+Each assignment's own entries (`Assignment.ops`, `.calls`) are exactly what its reference runs and names beyond the
+vocabulary, recorded into allowlists_recorded.json (allowlist_recording.py). Review them when they change: no entry
+may compute an answer; `review()` lists every one whose name looks like it (REVIEW), each to be explained in the
+record's `why_allowed` (the layer and PALs run the given fast attention, on purpose) or to go.
 """
 
 import functools
@@ -105,14 +99,10 @@ shape size sort squeeze std sum swapaxes take tolist trace transpose var outer r
 parameters named_parameters buffers named_buffers children named_children modules named_modules state_dict
 load_state_dict train eval requires_grad_ zero_grad forward training weight bias values indices padding_idx eps
 normalized_shape elementwise_affine in_features out_features num_embeddings embedding_dim p inplace approximate""".split()
-SUGGEST = {      # a refused name: what to write instead
-    "getattr": "the attribute itself (`x.weight`)", "setattr": "an assignment (`x.weight = w`)",
-    "type": "`isinstance(x, T)`", "format": "an f-string", "vars": "the attributes by name", "dir": "the attributes by name",
-    "hasattr": "the attribute by name", "super": "a function of your own", "class": "functions and dicts",
-    "global": "a return value", "nonlocal": "a return value", "yield": "a list", "open": "the function's arguments",
-    "torch.cdist": "`(a[:, None] - b[None]).norm(dim=-1)`", "torch.linalg.svd": "products and sums (`(a * b).sum()`)",
-    "torch.nn.functional.scaled_dot_product_attention": "`softmax(q @ k.transpose(-2, -1) * scale + mask) @ v`",
-}
+SUGGEST = {"getattr": "the attribute itself (`x.weight`)", "setattr": "an assignment (`x.weight = w`)", "type":
+           "`isinstance(x, T)`", "format": "an f-string", "global": "a return value", "yield": "a list", "class":
+           "a function", "torch.cdist": "`(a[:, None] - b[None]).norm(dim=-1)`", "torch.linalg.svd": "`(a * b).sum()`",
+           "torch.nn.functional.scaled_dot_product_attention": "`softmax(q @ k.transpose(-2, -1) * s + mask) @ v`"}
 
 # Names worth a person's look on any list: composites and kernels that compute some assignment's answer.
 REVIEW = re.compile(r"attention|fused|adam|multi_head|transformer|optim|lstm|gru|rnn|_native|flex|conv|linalg_(?!vector)",
@@ -120,8 +110,7 @@ REVIEW = re.compile(r"attention|fused|adam|multi_head|transformer|optim|lstm|gru
 NAMESPACES = ("torch.", "torch.Tensor.", "torch.nn.functional.")
 
 
-def _with_inplace(names) -> set:
-    return set(names) | {n + "_" for n in names if not n.endswith("_")}
+_with_inplace = lambda names: set(names) | {n + "_" for n in names if not n.endswith("_")}  # noqa: E731
 
 
 @functools.cache
@@ -158,24 +147,20 @@ def gate_lists() -> dict:
 def markdown() -> str:
     """ALLOWED.md: what each assignment's solution may name, for the student."""
     from minbert.classroom.assignments import ASSIGNMENTS
-    data = gate_lists()
-    lines = ["# What each assignment's solution may name", "",
-             "Generated from the course's lists. Before submitting, `python tests/gate.py` (also run by `python -m "
-             "pytest tests/test_solutions_allowed.py`) reads every solution block against these lists, as the grader "
-             "does; a refused block scores 0 where its function is graded, with one line naming what it refused.", "",
-             "Every assignment may name: the names its own code binds; the file's public names; the builtins "
-             + ", ".join(f"`{b}`" for b in BUILTINS) + " and the builtin exceptions; the modules "
-             + ", ".join(f"`{m}`" for m in MODULES) + " (import them as the file does); math's public functions; "
-             + ", ".join(f"`{m}`" for m in MEMBERS) + "; attributes of values: tensor methods and properties below, "
-             "the given classes' public attributes and " + ", ".join(f"`.{a}`" for a in sorted(set(ATTRIBUTES))) + ".",
-             "", "Never: private or dunder names, `global`/`nonlocal`, `yield`, `async`, classes, decorators of your "
-             "own, `match` class patterns, `getattr` and the other reflection builtins.", "",
-             "## The shared tensor vocabulary", "",
-             "Each name below as `torch.X`, `Tensor.X` (`x.X(...)`) and `torch.nn.functional.X`, where torch has it; "
-             "in place (`X_`) as well:", "", " ".join(f"`{n}`" for n in sorted(ELEMENTARY_CALLS)), ""]
+    code = lambda names, pre="": ", ".join(f"`{pre}{n}`" for n in sorted(set(names)))  # noqa: E731
+    lines = ["# What each assignment's solution may name", "", "Before submitting, `python tests/gate.py` reads "
+             "every solution block against these lists as the grader does: a refused block "
+             "scores 0 where its function is graded, with one line naming what it refused.", "",
+             f"Any assignment may name: the names its own code binds, the file's public names, {code(BUILTINS)} and the "
+             f"builtin exceptions; the modules {code(MODULES)} (math's public functions, {code(MEMBERS)}); attributes of "
+             f"values: tensor methods and properties, the given classes' public attributes, {code(ATTRIBUTES, '.')}. "
+             "Never: private or dunder names, `global`/`nonlocal`, `yield`, `async`, classes, decorators of your own, "
+             "`match` class patterns, `getattr` and the other reflection builtins.", "",
+             "Each name below as `torch.X`, `x.X(...)` and `torch.nn.functional.X` where torch has it, in place (`X_`) "
+             "as well: " + code(ELEMENTARY_CALLS), ""]
     for a in ASSIGNMENTS:
-        lines += [f"## {a.key}", "", "Its own: " + (", ".join(f"`{c}`" for c in data["own"][a.key]) or "nothing more")
-                  + "."]
+        own = gate_lists()["own"][a.key]
+        lines += [f"## {a.key}", "", f"Its own: {code(own) or 'nothing more'}."]
         lines += [f"Removed: `{n}` ({why})." for n, why in a.removes.items()] + [""]
     return "\n".join(lines)
 

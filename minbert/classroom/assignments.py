@@ -1,35 +1,22 @@
-"""The classroom edition: solution markers, a student copy in one command, a grader the submission cannot reach.
+"""The classroom edition: the rubric (ASSIGNMENTS), the solution markers, and the student copy in one command.
 
-One source of truth, as in nbgrader (Jupyter's grading tool): the solution code carries the
-assignments, each graded body wrapped in comment markers, with the hint ABOVE the block so it
-survives stripping:
+One source of truth, as in nbgrader (Jupyter's grading tool): the solution code carries the assignments, each
+graded body wrapped in comment markers, with the hint ABOVE the block so it survives stripping:
 
         # Hint: what to write, in words (kept in the student copy)
         ### BEGIN SOLUTION embeddings
         ...the reference lines...
         ### END SOLUTION
 
-    python -m minbert classroom student OUT [--assignments embeddings,adamw]
-        copies the repository's tracked files to OUT, a fresh git repository with one commit. Each
-        selected block keeps its two markers around a stub raising NotImplementedError("assignment
-        N (key): write <qualified name> (file:line) ..."): the student writes between the markers,
-        and the grader takes only that. Blocks of assignments not selected lose their markers and
-        keep their code. Left out: git history, caches, bench/results, helper notes, and everything
-        instructor-only (INSTRUCTOR_ONLY: minbert/classroom/, this module, the tests that hold
-        references, docs/classroom.md). README.md is the copy's own (student_readme): assignments first.
-        The other Markdown files are rewritten for the copy (student_markdown): a line ending in
-        "(instructor-only)" is left out, and a link to a file the copy lacks (bench/results/...) keeps its
-        text and says the file is in minbert's repository, so no link in the copy is dead.
-    python -m minbert classroom grade [SUBMISSION] [--json results.json] [--timeout S]
-        grades a repository, a minbert/ folder or loose files with minbert/classroom (one child process
-        per assignment, the verdict in this process; see grader/grade.py); prints a table and writes
-        Gradescope's results.json. Exits 0 whatever the score.
-    python -m minbert classroom autograder OUT   Gradescope's autograder.zip
-    python -m minbert classroom check            leak scan, the copy at 0 and this repository at full points, the exploits
-
-The stub raises the builtin NotImplementedError, so pytest shows it as usual; the training scripts'
-`minbert.core.errors.cli` prints a stub's message as one line without a traceback (see errors.py).
-The registry below is the rubric: course order, the functions to write, points, what each bans.
+`python -m minbert classroom student OUT [--assignments embeddings,adamw]` copies the repository's tracked files to
+OUT, a fresh git repository with one commit. Each selected block keeps its two markers around a stub raising
+NotImplementedError("assignment N (key): write <qualified name> (file:line) ..."), which pytest shows as usual and
+the training scripts print as one line; the grader takes only what the student writes between the markers. Blocks
+of assignments not selected lose their markers and keep their code. Left out: git history, caches, bench/results,
+helper notes, and everything instructor-only (INSTRUCTOR_ONLY). README.md is the copy's own (student_readme),
+assignments first; the other Markdown files are rewritten (student_markdown): a line ending in "(instructor-only)"
+is left out, and a link to a file the copy lacks keeps its text and says where the file is. The copy also gets the
+gate (precheck: tests/gate.py, each assignment's list as ALLOWED.md and tests/ALLOWED.json).
 """
 
 import ast
@@ -65,15 +52,8 @@ class Assignment:
     removes: dict = field(default_factory=dict)       # shared-vocabulary names that compute its answer: why
     why_allowed: dict = field(default_factory=dict)   # recorded entries that look like an answer, reviewed: why they stay
 
-    @property
-    def ops(self) -> frozenset:
-        """The fence's operators beyond the shared vocabulary: exactly what the reference runs, recorded."""
-        return frozenset(_recorded()[self.key]["ops"])
-
-    @property
-    def calls(self) -> frozenset:
-        """The torch callables beyond the shared vocabulary that the reference calls or names, recorded."""
-        return frozenset(_recorded()[self.key]["calls"])
+    ops = property(lambda self: frozenset(_recorded()[self.key]["ops"]), doc="the operators its reference runs")
+    calls = property(lambda self: frozenset(_recorded()[self.key]["calls"]), doc="the calls its reference makes")
 
     @property
     def allowed_ops(self) -> frozenset:
@@ -313,21 +293,18 @@ def assignments_markdown(selected=None) -> str:
     rows = [a for a in ASSIGNMENTS if selected is None or a.key in selected]
     where = stub_lines([a.key for a in rows])
     lines = ["## Assignments", "",
-             "Implement the functions below, in this order; in each, a stub raising NotImplementedError between",
-             "`### BEGIN SOLUTION <key>` and `### END SOLUTION` marks where. Write your code between those two",
-             "markers and change nothing else in the file: only the code between the markers is graded, the rest",
-             "of the file must stay as handed out. Check yourself with the tests named in the table",
-             "(`python -m pytest -q tests/bert/test_attention.py`); the course's grader runs its own cases, some of them",
-             "hidden until after the due date, with random shapes and values, so pass by computing, not by matching",
-             "stored numbers. Do not call the library function an assignment asks you to write (e.g.",
-             "F.scaled_dot_product_attention in assignment 2, torch.optim in 4, scikit-learn in 9). A solution may",
-             "name only what its assignment's list holds (ALLOWED.md: tensor maths, the given code, a few builtins);",
-             "`python tests/gate.py` (also in `python -m pytest`) reads your blocks as the grader does, before you",
-             "submit: a block naming anything else scores 0 where its function is graded, with one line naming it.",
-             "While it runs, the grader also checks every operation against the same list (\"called X, which",
-             "assignment K does not allow\").",
-             "Given code, not assignments: the fast paths (attention through F.scaled_dot_product_attention",
-             "with `BertConfig.fast_attention=True`, the CPU dropout of minbert/bert/dropout.py, the one-Gram-matrix",
+             "Implement the functions below, in this order, each between `### BEGIN SOLUTION <key>` and `### END",
+             "SOLUTION` (a stub raising NotImplementedError marks where), changing nothing else in the file: only the",
+             "code between the markers is graded. Check yourself with the tests named in the table; the course's",
+             "grader runs its own cases, some hidden until after the due date, with random shapes and values, so",
+             "pass by computing, not by matching stored numbers. A solution may name only what its assignment's list",
+             "holds (ALLOWED.md: tensor maths, the given code, a few builtins; not the library function an assignment",
+             "asks you to write, such as F.scaled_dot_product_attention in assignment 2 or torch.optim in 4):",
+             "`python tests/gate.py` reads your blocks as the grader does, before you submit: a refused block scores",
+             "0 where its function is graded, with one line naming what it refused.",
+             "While it runs, the grader checks every operation against the same list (\"called X, which assignment K",
+             "does not allow\"). Given code, not assignments: the fast paths (F.scaled_dot_product_attention with",
+             "`BertConfig.fast_attention=True`, the CPU dropout of minbert/bert/dropout.py, the one-Gram-matrix",
              "PCGrad/GradVac classes); the grader leans on them so that no assignment's grade depends on another's.",
              "AdamW's fused step is left out of this copy (`fused=True` takes the readable path).",
              "", "| # | assignment (key) | implement | stubs | points | your tests | notes |",
@@ -383,28 +360,13 @@ def student_readme(selected, root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
-PRECHECK_TEST = '''"""Your solution blocks read against each assignment's list (ALLOWED.md), as the course's grader reads them
-first: a block naming anything off its list scores 0 where its function is graded. `python tests/gate.py` alone
-prints the same lines."""
-
-import subprocess
-import sys
-from pathlib import Path
-
-
-def test_every_solution_block_names_only_what_its_assignment_allows():
-    r = subprocess.run([sys.executable, str(Path(__file__).with_name("gate.py"))], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-'''
-
-
 def precheck() -> dict[str, str]:
-    """The student copy's gate: the grader's own reader (tests/gate.py), each assignment's list in the form it reads
-    (tests/ALLOWED.json) and for a person (ALLOWED.md), and the test that runs it."""
+    """The student copy's gate: the grader's own reader (`python tests/gate.py`), each assignment's list in the form
+    it reads (tests/ALLOWED.json) and for a person (ALLOWED.md)."""
     from minbert.classroom import allowlists
     return {"tests/gate.py": (Path(__file__).parent / "gate.py").read_text(encoding="utf-8"),
             "tests/ALLOWED.json": json.dumps(allowlists.gate_lists(), indent=0) + "\n",
-            "ALLOWED.md": allowlists.markdown(), "tests/test_solutions_allowed.py": PRECHECK_TEST}
+            "ALLOWED.md": allowlists.markdown()}
 
 
 MD_LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")   # [text](target), not an image

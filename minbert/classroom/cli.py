@@ -1,11 +1,4 @@
-"""`python -m minbert classroom <student|grade|autograder|check>`: the instructor's commands.
-
-    python -m minbert classroom student OUT [--assignments embeddings,adamw]   a student copy (assignments.py)
-    python -m minbert classroom grade [SUBMISSION] [--json results.json]      grade it (grade.py), print a table
-    python -m minbert classroom autograder OUT                                 Gradescope's autograder.zip
-    python -m minbert classroom check                                          leak scan, 0 and full points, exploits
-    python -m minbert classroom allowlists [--write]                           derive each record's allow-lists
-"""
+"""`python -m minbert classroom <student|grade|autograder|check|allowlists>`: the instructor's commands (--help)."""
 
 import argparse
 import signal

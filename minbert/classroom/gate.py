@@ -1,24 +1,19 @@
-"""The gate: what a solution block may name, read before any of it runs. The grader runs it on every block; the
-student copy carries this file and each assignment's list (ALLOWED.json, ALLOWED.md) and runs it with
-`python tests/gate.py`, so a refusal shows before submitting.
+"""The gate: what a solution block may name, read before any of it runs, by the grader and by the student (the
+student copy carries this file with each assignment's list, ALLOWED.json and ALLOWED.md: `python tests/gate.py`).
 
-Every identifier, attribute, import, call target and decorator in a block must be on its assignment's list:
-  - a name the block or its enclosing function binds (a local value: whatever it holds passed this gate);
-  - a public name the file gives (its functions, classes and constants, what it imports from the course's package);
-  - a builtin of `builtins` (no getattr, setattr, vars, globals, locals, eval, exec, compile, __import__, type,
-    object, dir, open, format, breakpoint) or a builtin exception;
-  - a module of `modules` (imported by the file or the block) and its listed members, written by their canonical
-    path: torch's on the assignment's calls (`F.softmax` is `torch.nn.functional.softmax`) and its dtypes, math's
-    public ones, the others' in `members`;
-  - an attribute of a value, from one vocabulary: tensor methods and properties (the `torch.Tensor.X` calls),
-    `attributes` (containers', numpy arrays', nn.Module's) and the given classes' public attributes, read from the
-    package's given code.
-Refused outright: anything else, so every private or dunder name (a private torch name only where the assignment's
-own list holds its path) and frame, code, generator, coroutine and traceback internals; global and nonlocal; yield,
-await and async; class definitions (and with them dunder methods); decorators the block defines; `match` class
-patterns; `.format` on anything but a string literal, and format fields reading an attribute or an item.
+Every identifier, attribute, import, call target and decorator in a block must be on its assignment's list: a name
+the block or its enclosing function binds; a public name the file gives (what it defines, and imports from the
+course's package); a builtin of `builtins` (no getattr, setattr, vars, globals, locals, eval, exec, compile,
+__import__, type, object, dir, open, format, breakpoint) or a builtin exception; a module of `modules` and its listed
+members, by canonical path (torch's on the assignment's calls, `F.softmax` being torch.nn.functional.softmax, and its
+dtypes; math's public ones; the others' in `members`); an attribute of a value from one vocabulary (tensor methods
+and properties, `attributes`, the given classes' public attributes, attributes the block stores itself). Refused
+outright: anything else, so private and dunder names (a private torch name only where the assignment's own list
+holds its path), frame, code, generator, coroutine and traceback internals (INTERNALS, whoever defines them);
+global, nonlocal, yield, await, async; classes; decorators the block defines; `match` class patterns; `.format` on
+anything but a literal, and format fields reading an attribute or an item.
 
-A refusal is one line: "file:line: `name` is not on assignment K's list; <what is>" (the alternatives where known).
+A refusal is one line: "file:line: `name` is not on assignment K's list; <what is>".
 """
 
 import ast
@@ -35,9 +30,9 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 INTERNALS = re.compile(r"^(f|gi|cr|ag|tb|co)_|^(mro|fget|fset|fdel|ctypes|tofile|dump|dumps)$")   # never, whoever
 # defines them: frames, generators, coroutines, tracebacks, code objects, properties' functions, raw memory, files
-OUTRIGHT = {ast.Global: "global", ast.Nonlocal: "nonlocal", ast.Yield: "yield", ast.YieldFrom: "yield from",
-            ast.Await: "await", ast.AsyncFunctionDef: "async def", ast.AsyncFor: "async for",
-            ast.AsyncWith: "async with", ast.ClassDef: "class", ast.MatchClass: "a match class pattern"}
+OUTRIGHT = dict(zip((ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.AsyncFunctionDef, ast.AsyncFor,
+                     ast.AsyncWith, ast.ClassDef, ast.MatchClass), ("global nonlocal yield yield_from await async_def "
+                                                                    "async_for async_with class match_class").split()))
 
 
 class Lists:
@@ -45,23 +40,20 @@ class Lists:
     assignment's own calls, what it removes."""
 
     def __init__(self, data: dict, key: str):
-        own, removed = data["own"][key], set(data["removed"].get(key, {}))
         self.key, self.suggest, self.removed = key, data["suggest"], data["removed"].get(key, {})
-        self.calls = {f"{space}{name}" for name in data["vocabulary"] if name not in removed
-                      for space in data["namespaces"]} | set(own)
+        self.calls = {f"{space}{name}" for name in data["vocabulary"] if name not in self.removed
+                      for space in data["namespaces"]} | set(data["own"][key])
         self.attributes = {c.split(".")[2] for c in self.calls if c.startswith("torch.Tensor.") and c.count(".") == 2}
         self.attributes |= set(data["attributes"])
         self.builtins, self.modules, self.members = set(data["builtins"]), set(data["modules"]), set(data["members"])
 
     def member(self, path: str, obj) -> bool:
         """Whether a module's member, by its canonical path, is on the list."""
-        root = path.split(".")[0]
-        if isinstance(obj, type) and issubclass(obj, BaseException) or path in self.members:
+        if isinstance(obj, type) and issubclass(obj, BaseException) or path in self.members or path in self.calls:
             return True
-        if root == "torch":
-            import torch
-            return path in self.calls or isinstance(obj, torch.dtype) or type(obj) in (int, float, bool)
-        return root == "math" and not path.split(".")[-1].startswith("_")
+        if path.startswith("torch."):
+            return type(obj).__name__ == "dtype" or type(obj) in (int, float, bool)
+        return path.startswith("math.") and not path.split(".")[-1].startswith("_")
 
     def why(self, name: str) -> str:
         """The refusal's end: what is on the list instead."""
@@ -80,26 +72,21 @@ def _imported(node) -> dict:
 
 
 def _binds(scope) -> dict:
-    """{name: import path or ''} that a function, lambda or comprehension binds in its own scope."""
-    out = {}
+    """{name: import path or ''} that a module, function, lambda or comprehension binds in its own scope."""
+    out, todo = {}, [g.target for g in getattr(scope, "generators", [])]
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         a = scope.args
         out = {x.arg: "" for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x}
+    if hasattr(scope, "body"):
         todo = list(scope.body) if isinstance(scope.body, list) else [scope.body]
-    else:
-        todo = [g.target for g in scope.generators]
     while todo:
         n = todo.pop()
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) or isinstance(n, ast.arg):
-            out.setdefault(getattr(n, "id", None) or n.arg, "")
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
             out.update(_imported(n))
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.setdefault(n.name, "")
-        elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
-            out.setdefault(n.name, "")
-        elif isinstance(n, ast.MatchMapping) and n.rest:
-            out.setdefault(n.rest, "")
+        name = n.id if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else n.rest if isinstance(
+            n, ast.MatchMapping) else getattr(n, "name", None) if not isinstance(n, ast.alias) else None
+        if isinstance(name, str):
+            out.setdefault(name, "")
         if not isinstance(n, SCOPES + (ast.ClassDef,)):
             todo += ast.iter_child_nodes(n)
     return out
@@ -124,11 +111,11 @@ def given_attributes(package: Path) -> set:
     found = set()
     for path in sorted(package.rglob("*.py")):
         text = path.read_text(encoding="utf-8", errors="replace")
+        inside = {n for _, a, b in blocks(text) for n in range(a, b + 1)}
         try:
             tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        inside = {n for _, a, b in blocks(text) for n in range(a, b + 1)}
+        except (SyntaxError, ValueError):
+            continue                                    # the grader reads the template; a student's own file
         for n in ast.walk(tree):
             if getattr(n, "lineno", 0) in inside:
                 continue
@@ -149,18 +136,11 @@ class _Reader:
 
     def __init__(self, tree, text: str, rel: str, lists: dict, given: set):
         self.rel, self.lists, self.seen = rel, lists, set()
-        self.words = {k: {w for w in lists[k].attributes | given if not INTERNALS.search(w)} for k in lists}
+        self.words = {k: lists[k].attributes | given for k in lists}
         self.line_of = {n: (key, first) for key, first, last in blocks(text) if key in lists
                         for n in range(first, last + 1)}
-        self.module, self.given = {}, set()
-        for node in tree.body:                               # the file's imports and definitions: given code
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
-                self.module.update(_imported(node))
-            elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
-                self.given.add(node.name)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                self.given |= {t.id for t in getattr(node, "targets", [getattr(node, "target", None)])
-                               if isinstance(t, ast.Name)}
+        top = _binds(tree)                                   # the file's imports and definitions: given code
+        self.module, self.given = {n: p for n, p in top.items() if p}, {n for n, p in top.items() if not p}
         for n in ast.walk(tree):                             # attributes a block gives its own objects
             if n.__dict__.get("lineno") in self.line_of:
                 key = self.line_of[n.lineno][0]
@@ -172,16 +152,16 @@ class _Reader:
         self.found = {}                                      # {(key, first line): the block's first refusal}
         self.visit(tree, [])
 
-    def refuse(self, node, name: str, why: str = ""):
+    def refuse(self, node, name: str, why: str = "") -> bool:
         key, first = self.line_of[node.lineno]
-        self.found.setdefault((key, first), f"{self.rel}:{node.lineno}: `{name}` "
-                                            f"{why or 'is not on assignment ' + key + chr(39) + 's list'}; "
-                                            f"{self.lists[key].why(name)}")
+        why = why or f"is not on assignment {key}'s list"
+        self.found.setdefault((key, first), f"{self.rel}:{node.lineno}: `{name}` {why}; {self.lists[key].why(name)}")
+        return False
 
     def visit(self, node, scopes):
         mine = getattr(node, "lineno", 0) in self.line_of
         if mine and type(node) in OUTRIGHT:
-            what = f"class {node.name}" if isinstance(node, ast.ClassDef) else OUTRIGHT[type(node)]
+            what = f"class {node.name}" if isinstance(node, ast.ClassDef) else OUTRIGHT[type(node)].replace("_", " ")
             return self.refuse(node, what, "is refused in a solution block")
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             a = node.args
@@ -256,8 +236,7 @@ class _Reader:
         found = self.lookup(base.id, scopes) if isinstance(base, ast.Name) else ""
         if found and found != "given":
             if isinstance(node.ctx, (ast.Store, ast.Del)):
-                return self.refuse(node, f"{found}.{'.'.join(parts)}", "is a library's attribute: assigning it "
-                                                                       "is refused")
+                return self.refuse(node, ".".join([found, *parts]), "is a library's attribute: assigning it is refused")
             return self.chain(node, found, parts)
         self.visit(base, scopes)
         self.values(node, parts, base)
@@ -269,11 +248,9 @@ class _Reader:
         for i, part in enumerate(parts):
             if part == "format" and i == 0 and isinstance(base, ast.Constant) and isinstance(base.value, str):
                 if any(re.search(r"[.\[]", f) for f in _fields(base.value)):
-                    self.refuse(node, base.value, "reads an attribute or an item in a format field: refused")
-                    return False
+                    return self.refuse(node, base.value, "reads an attribute or an item in a format field: refused")
             elif part.startswith("_") or part == "format" or part not in self.words[key]:
-                self.refuse(node, f".{part}")
-                return False
+                return self.refuse(node, f".{part}")
         return True
 
     def chain(self, node, path: str, parts: list, imported=False) -> bool:
@@ -284,7 +261,7 @@ class _Reader:
         if names[0] == "minbert" and not imported and not path.startswith("minbert.core"):
             return self.values(node, parts, None)                  # the course's given code, as the file imports it
         if names[0] not in lists.modules:
-            return self.refuse(node, ".".join(names[:2] if names[0] == "minbert" else names[:1])) or False
+            return self.refuse(node, ".".join(names[:2] if names[0] == "minbert" else names[:1]))
         obj = sys.modules.get(names[0]) or importlib.import_module(names[0])
         for i in range(1, len(names) + 1):
             here = ".".join(names[:i])
@@ -292,18 +269,18 @@ class _Reader:
                 self.seen.add(here)
                 private = [p for p in names[:i] if p.startswith("_")]
                 if private and (private != names[i - 1:i] or here not in lists.calls) or not lists.member(here, obj):
-                    return self.refuse(node, here) or False
+                    return self.refuse(node, here)
                 return self.values(node, names[i:], None)
             if obj.__name__ != here:                          # a module another module imported: not its member
-                return self.refuse(node, here) or False
+                return self.refuse(node, here)
             if i == len(names):
                 if imported and here in lists.modules:
                     return True
-                return self.refuse(node, here, "is a module: only `import` may name it alone") or False
+                return self.refuse(node, here, "is a module: only `import` may name it alone")
             try:
                 obj = inspect.getattr_static(obj, names[i])
             except AttributeError:
-                return self.refuse(node, ".".join(names[:i + 1])) or False
+                return self.refuse(node, ".".join(names[:i + 1]))
         return True
 
 
@@ -321,11 +298,9 @@ def _fields(text: str):
 def check_text(text: str, rel: str, lists: dict, given: set) -> dict:
     """{(key, first line of the block): its first refusal} for the blocks of `lists`' assignments in one file."""
     try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return _Reader(ast.parse(text), text, rel, lists, given).found
+    except (SyntaxError, ValueError, MemoryError):
         return {}                                           # scored 0 already, with its reason
-    try:
-        return _Reader(tree, text, rel, lists, given).found
     except RecursionError:
         return {(key, first): f"{rel}:{first}: the block is nested too deeply to read; refused"
                 for key, first, _ in blocks(text) if key in lists}
@@ -336,26 +311,21 @@ def lists_of(data: dict, keys) -> dict:
 
 
 def named(text: str, lists: Lists) -> set:
-    """The torch paths the blocks of `lists`' assignment write that are off its list (allowlist_recording.py adds
-    the reference's own to its record)."""
-    try:
-        reader = _Reader(ast.parse(text), text, "", {lists.key: lists}, set())
-    except SyntaxError:
-        return set()
-    return {p for p in reader.seen if p.startswith("torch.") and p not in lists.calls and not lists.member(p, None)}
+    """The torch paths the blocks of `lists`' assignment write off its list (what allowlist_recording.py records)."""
+    reader = _Reader(ast.parse(text), text, "", {lists.key: lists}, set())
+    return {p for p in reader.seen if p.startswith("torch.") and not lists.member(p, None)}
 
 
-def main(argv=None) -> int:
+def main() -> int:
     """The student's pre-check: every block of the copy's package read against ALLOWED.json; 1 if any is refused."""
     root = Path(__file__).resolve().parents[1]
     data = json.loads((Path(__file__).parent / "ALLOWED.json").read_text(encoding="utf-8"))
     lists, given, refused = lists_of(data, data["own"]), given_attributes(root / "minbert"), []
-    sys.path.insert(0, str(root))
     for path in sorted((root / "minbert").rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         if BEGIN in text:
             refused += check_text(text, str(path.relative_to(root)), lists, given).values()
-    print("\n".join(refused) or f"gate: every solution block names only what its assignment's list holds (ALLOWED.md)")
+    print("\n".join(refused) or "gate: every solution block names only what its assignment's list holds (ALLOWED.md)")
     return 1 if refused else 0
 
 

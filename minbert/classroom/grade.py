@@ -1,25 +1,17 @@
 """Grade a submission: one sandboxed child per assignment, every verdict in this (parent) process.
 
-Protocol, per submission:
-  1. intake (submission.py): a zip is unpacked with caps; links, hard links and special files are
-     refused; the graded blocks are laid over the template; a changed line outside the blocks or a
-     syntax error in a file the assignment imports scores it 0 before anything runs; the gate (gate.py)
-     reads every block: one that names anything off its assignment's list keeps its stub, and the cases
-     that reach it fail with the gate's one line (file:line, the name, what is allowed);
-  2. the parent draws every assignment's cases with a seed taken from the submission's blocks and a
-     secret salt (cases.py) and computes ALL the reference outputs (scenarios.py, the instructor's package,
-     imported here before any child starts); references and expected values never touch the disk;
-  3. each child (`python -I child.py`) runs in a box (sandbox.py) with every layer the machine grants:
-     its own user, namespaces where allowed, a whitelist root holding only the runtime, the template
-     and its inputs, limits, a wall-clock deadline and byte caps on what it prints and returns; it
-     returns its outputs through a pipe, and the parent checks that none of its processes is left;
-  4. the parent parses the child's bytes itself (wire.py: no unpickling, fresh tensors built from raw
-     data with fixed dtypes and caps) and compares each case:
-     points per case; a miss that equals a known mistake (hints.py) gets that hint. What the
-     submission controls (exception messages, prints) never reaches the student: only an
-     exception's builtin type and its line in the student's own file.
-As an ordinary user grading still runs, unisolated, and every message says the grade is a self-check, not
-authoritative; `require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
+  1. intake (submission.py): a zip is unpacked with caps; links and special files are refused; the blocks are laid
+     over the template; a changed line outside them, or a syntax error in a file the assignment imports, scores it
+     0; the gate (gate.py) reads every block: a refused one keeps its stub, and the cases reaching it say its line;
+  2. the cases are drawn with a seed from the submission's blocks and a secret salt (cases.py), and ALL reference
+     outputs computed here (scenarios.py) before any child starts; they never touch the disk;
+  3. each child (`python -I child.py`) runs in a box (sandbox.py) with every layer the machine grants, its outputs
+     coming back through a pipe, and none of its processes left;
+  4. the parent parses the child's bytes itself (wire.py: no unpickling) and compares each case: points per case, a
+     known mistake's hint (hints.py); of what the submission controls, only an exception's builtin type and its
+     line in the student's own file reach the student.
+As an ordinary user grading runs unisolated and every message says it is a self-check, not authoritative;
+`require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
 """
 
 import builtins
@@ -296,8 +288,6 @@ def _grade(sub: Path, selected, handout, timeout, workers, salt, level, tmp: Pat
         problems, gated = submission.lay_over(sub, template, keys, handout)
         for k, found in submission.syntax_errors(template, keys).items():
             problems[k] = found or problems[k]
-    for path in (template, *template.rglob("*")):
-        path.chmod(0o755 if path.is_dir() else 0o644)
     seed = seed_of(template, salt)
     drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
     wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child

@@ -26,11 +26,9 @@ def table(entries: list[dict]) -> str:
 
 def refusals_text(refused: dict) -> str:
     """The gate's refusals, per assignment (each also fails the cases that reach its block, in the student's words)."""
-    hits = [(k, line) for k, lines in refused.items() for line in lines]
-    if not hits:
-        return "gate: no solution block was refused"
-    return "\n".join(["gate: refused blocks (each scores 0 where its function is graded):"]
-                     + [f"  {k}: {line}" for k, line in hits])
+    hits = [f"  {k}: {line}" for k, lines in refused.items() for line in lines]
+    return "\n".join(["gate: refused blocks (each scores 0 where its function is graded):", *hits]) if hits else \
+        "gate: no solution block was refused"
 
 
 def isolation_line(entries: list[dict]) -> str:

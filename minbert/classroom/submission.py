@@ -32,18 +32,21 @@ def graded_files(selected, handout=None) -> dict[str, str]:
     return out
 
 
-def write_template(dst: Path, selected) -> None:
-    """The student copy of the package alone, into dst/minbert."""
+def write_template(dst: Path, selected, left_out=None) -> Path:
+    """The student copy of the package alone, into dst/minbert: the blocks of `selected` stubbed, the left-out
+    regions of `left_out` (default `selected`) removed; readable by every user, writable by none."""
     for rel in C.tracked_files(C.ROOT):
         if rel.startswith("minbert/") and not C.instructor_only(rel):
-            text = (C.ROOT / rel).read_text(encoding="utf-8") if rel.endswith(".py") else None
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            if text is not None and C.BEGIN in text:
-                text = C.strip(text, rel, set(selected))[0]
+            text = (C.ROOT / rel).read_text(encoding="utf-8") if rel.endswith(".py") else None
             if text is None:
                 (dst / rel).write_bytes((C.ROOT / rel).read_bytes())
             else:
-                (dst / rel).write_text(text, encoding="utf-8")
+                (dst / rel).write_text(C.strip(text, rel, set(selected), left_out)[0] if C.BEGIN in text else text,
+                                       encoding="utf-8")
+    for path in (dst, *dst.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return dst
 
 
 # ---------------------------------------------------------------------- intake: a submission is hostile
@@ -300,12 +303,10 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tu
         t_blocks = split(template)[1]
         bodies = [body if key in problems else t_body for (key, body, _), (_, t_body, _) in zip(blocks, t_blocks)]
         text = _merge(template, bodies)
-        gated = gate.check_text(text, rel, lists, given)
-        out = [i for i, (key, first, _) in enumerate(gate.blocks(text)) if (key, first) in gated]
-        for i in out:
-            bodies[i] = t_blocks[i][1]                   # the stub: the cases that reach it get the gate's line
-        text, before = _merge(template, bodies), gate.blocks(text)
-        for i in out:
+        gated, before = gate.check_text(text, rel, lists, given), gate.blocks(text)
+        out = [i for i, (key, first, _) in enumerate(before) if (key, first) in gated]
+        text = _merge(template, [t_blocks[i][1] if i in out else b for i, b in enumerate(bodies)])  # refused: the stub
+        for i in out:                                    # whose line the cases that reach it get: the gate's
             stub = gate.blocks(text)[i][1] + t_blocks[i][1].count("\n") - 1
             gated_out[blocks[i][0]][f"{rel}:{stub}"] = gated[before[i][0], before[i][1]]
         (template_dir / rel).write_text(text, encoding="utf-8")

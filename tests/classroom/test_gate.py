@@ -118,7 +118,7 @@ y = q
 match q:
     case torch.Tensor(T=_t):
         y = q
-""", "`a match class pattern`"),
+""", "`match class`"),
     # the earlier rounds: library implementations and names built from strings
     "flex attention's eager math_attention": ("attention", "attention.py", """
 from torch._higher_order_ops.flex_attention import math_attention
