@@ -46,7 +46,7 @@ def record(key: str, seeds=SEEDS, template: Path | None = None) -> dict:
 def static(key: str) -> set:
     """The torch paths the reference blocks of `key` write that the gate would refuse without them (read, not run):
     constructors such as torch.nn.Linear and functions such as torch.from_numpy that never reach the call layer."""
-    found, data = set(), allowlists.gate_lists()
+    found, data = set(), allowlists.gate_lists(C.ASSIGNMENTS)
     data["own"][key] = []
     for rel in C.tracked_files(C.ROOT):
         if rel.startswith("minbert/") and rel.endswith(".py") and not C.instructor_only(rel):

@@ -365,8 +365,8 @@ def precheck() -> dict[str, str]:
     it reads (tests/ALLOWED.json) and for a person (ALLOWED.md)."""
     from minbert.classroom import allowlists
     return {"tests/gate.py": (Path(__file__).parent / "gate.py").read_text(encoding="utf-8"),
-            "tests/ALLOWED.json": json.dumps(allowlists.gate_lists(), indent=0) + "\n",
-            "ALLOWED.md": allowlists.markdown()}
+            "tests/ALLOWED.json": json.dumps(allowlists.gate_lists(ASSIGNMENTS), indent=0) + "\n",
+            "ALLOWED.md": allowlists.markdown(ASSIGNMENTS)}
 
 
 MD_LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")   # [text](target), not an image

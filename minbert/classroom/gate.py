@@ -28,8 +28,7 @@ from pathlib import Path
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-INTERNALS = re.compile(r"^(f|gi|cr|ag|tb|co)_|^(mro|fget|fset|fdel|ctypes|tofile|dump|dumps)$")   # never, whoever
-# defines them: frames, generators, coroutines, tracebacks, code objects, properties' functions, raw memory, files
+INTERNALS = re.compile(r"^(f|gi|cr|ag|tb|co)_|^(mro|fget|fset|fdel|ctypes|tofile|dump|dumps)$")   # frames, code...
 OUTRIGHT = dict(zip((ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.AsyncFunctionDef, ast.AsyncFor,
                      ast.AsyncWith, ast.ClassDef, ast.MatchClass), ("global nonlocal yield yield_from await async_def "
                                                                     "async_for async_with class match_class").split()))

@@ -262,7 +262,7 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tu
     (empty: fine), {assignment: {"minbert/x.py:N": the gate's refusal}}: N the line of the stub a refused block keeps).
     Blocks of assignments not graded keep the template's stub."""
     problems, gated_out = {k: [] for k in selected}, {k: {} for k in selected}
-    lists, given = gate.lists_of(allowlists.gate_lists(), selected), gate.given_attributes(template_dir / "minbert")
+    lists, given = gate.lists_of(allowlists.gate_lists(C.ASSIGNMENTS), selected), gate.given_attributes(template_dir / "minbert")
     try:
         files, refused = files_of(submission)
     except Refused as e:

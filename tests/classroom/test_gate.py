@@ -173,7 +173,7 @@ def laid(tmp_path, key, file, body, nth=0) -> tuple[str, str]:
 
 @functools.cache
 def lists_and_given():
-    return gate.lists_of(allowlists.gate_lists(), classroom.BY_KEY), gate.given_attributes(ROOT / "minbert")
+    return gate.lists_of(allowlists.gate_lists(classroom.ASSIGNMENTS), classroom.BY_KEY), gate.given_attributes(ROOT / "minbert")
 
 
 def refusals(text, rel, key) -> list:
@@ -182,7 +182,7 @@ def refusals(text, rel, key) -> list:
 
 
 def test_the_reference_solutions_are_not_refused():
-    lists = gate.lists_of(allowlists.gate_lists(), classroom.BY_KEY)
+    lists = gate.lists_of(allowlists.gate_lists(classroom.ASSIGNMENTS), classroom.BY_KEY)
     given = gate.given_attributes(ROOT / "minbert")
     found = []
     for rel in sorted({package_file(Path(f).name) for a in classroom.ASSIGNMENTS for f in
