@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 from classroom_helpers import (LEVEL, ROOT, Boxes, first_failure, grade, needs_isolation, scores, solution, student,  # noqa: F401
-                               with_block)
+                               with_block, without_gate)
 
 from minbert.classroom import results, sandbox
 
-pytestmark = [needs_isolation, pytest.mark.slow]   # each grades in a sandbox: seconds to a minute a test; CI runs them
+pytestmark = [needs_isolation, pytest.mark.slow,   # each grades in a sandbox: seconds to a minute a test; CI runs them
+              pytest.mark.usefixtures("without_gate")]   # the box alone: the gate would refuse these blocks first
 
 ANSWER = solution("attention.py", "attention")
 IMPORT = "_imp = print.__self__.__getattribute__('__imp' + 'ort__')\n_os = _imp('os')\n" \
