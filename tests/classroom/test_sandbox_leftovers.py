@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from classroom_helpers import (LEVEL, ROOT, Boxes, first_failure, grade, needs_isolation, scores, solution, student,  # noqa: F401
-                               with_block, without_gate)
+                               with_block, without_gate, GRADE_WITHOUT_GATE)
 
 from minbert.classroom import results, sandbox
 
@@ -327,7 +327,7 @@ def test_two_grades_at_once_use_their_own_users_and_neither_box_reads_the_other_
                               f"# MARKER-{me}\n" + wins_if(hunt_))
     for me in "ab":
         out = tmp_path / f"results-{me}.json"
-        procs[me] = started([sys.executable, "-m", "minbert", "classroom", "grade", str(subs[me]), "--assignments",
+        procs[me] = started([*GRADE_WITHOUT_GATE, str(subs[me]), "--assignments",
                              "attention", "--json", str(out), "--salt", "1", "--timeout", "120"], tmp_path, folders[me])
     uids, end = {me: set() for me in procs}, time.monotonic() + 900
     try:
