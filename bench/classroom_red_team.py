@@ -6,8 +6,8 @@
 Builds a student copy, writes each attack into it as a student would (the forged results, the routes past the
 library fence, the unreadable zips), and grades each with `python -m minbert classroom grade --json`, as root.
 --container grades under Docker's default capabilities (setpriv: no CAP_SYS_ADMIN, so the `user+chroot` box).
-Prints, per attack: the points it scored, the first failing line a student sees, and how many of its lines the
-instructor's integrity report flags. Every row must read 0 points, or be flagged.
+Prints, per attack: the points it scored, the first failing line a student sees, and how many of its blocks the
+gate refused (each with its one line). Every row must read 0 points.
 --box runs the attacks on what a grade leaves behind instead (tests/classroom/test_sandbox_leftovers.py writes
 them): a 1,500-deep chain of folders, 100,000 files, 64 MiB files, a memfd, a SysV segment, fork, subprocess; a
 grader stopped by SIGTERM, SIGHUP or SIGINT mid-box (and run_autograder by SIGTERM); two grades at once, each box
@@ -36,7 +36,7 @@ from minbert.classroom.assignments import package_file                # noqa: E4
 from bench_classroom import cpu                                       # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "classroom"))
-from test_integrity import ROUTES                                     # noqa: E402
+from test_gate import ROUTES                                          # noqa: E402
 import test_sandbox_leftovers as L                                    # noqa: E402
 
 DOCKER_CAPS = "-all,+chown,+dac_override,+fsetid,+fowner,+mknod,+net_raw,+setgid,+setuid,+setfcap,+setpcap," \
@@ -89,7 +89,7 @@ def graded(sub: Path, key: str, out: Path, container: bool) -> dict:
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if r.returncode:
         return {"score": "refused", "tests": [{"output": (r.stderr.strip().splitlines() or ["?"])[-1],
-                                               "visibility": "visible"}], "extra_data": {"integrity": {}}}
+                                               "visibility": "visible"}], "extra_data": {"refused": {}}}
     return json.loads(out.read_text())
 
 
@@ -219,16 +219,16 @@ def main():
             report = graded(sub, key, tmp / "results.json", args.container)
             visible = [t for t in report["tests"] if t["visibility"] != "hidden"]
             first = next((t["output"] for t in visible if t.get("score", 0) < t.get("max_score", 1)), "")
-            flagged = len(report.get("extra_data", {}).get("integrity", {}).get(key, []))
+            flagged = len(report.get("extra_data", {}).get("refused", {}).get(key, []))
             rows.append((name, key, report["score"], first, flagged))
             if "isolation: a separate user" in report.get("output", ""):
                 level = report["output"].split("(isolation: ", 1)[1].removesuffix(")")
-            print(f"{name}: {key} {report['score']} (flagged lines: {flagged}) {first[:120]}", flush=True)
+            print(f"{name}: {key} {report['score']} (blocks refused: {flagged}) {first[:120]}", flush=True)
     where = "under Docker's default capabilities (setpriv)" if args.container else "as root"
     lines = [f"# The red team's submissions, graded {where}", "",
              f"`python bench/classroom_red_team.py{' --container' if args.container else ''}`. CPU: {cpu()}. "
              f"Isolation: {level}", "",
-             "| attack | assignment | points | what the student sees (first failing case) | lines flagged |",
+             "| attack | assignment | points | what the student sees (first failing case) | blocks refused by the gate |",
              "|---|---|---|---|---|"]
     lines += [f"| {name} | {key} | {score} | {first[:140].replace('|', '/')} | {flagged} |"
               for name, key, score, first, flagged in rows]

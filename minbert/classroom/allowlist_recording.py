@@ -1,15 +1,9 @@
-"""Each assignment's own allow-list entries, derived: what its reference solution runs beyond the shared vocabulary
-(allowlists.py), recorded through the grader's own child process.
-
-    python -m minbert classroom allowlists           # run each reference under the fence's recording mode, print
-                                                     # what each record must hold; exit 1 if a record differs
-
-The recording runs the grader's own child process (child.py --record) over the cases of SEEDS, on the reference
-laid over the student copy's template (left-out fast paths removed), so it sees what grading sees: the package's
-import, the harness building objects and loading weights, the graded calls, the conversion of the outputs. Given
-code that the harness runs is therefore on the list by construction, and reviewed with it. To the calls it adds
-the torch callables the reference blocks name that never reach the call layer (a module's constructor,
-torch.from_numpy), read by the integrity report's resolver: that report checks blocks against the same list.
+"""Each assignment's own allow-list entries, derived (`python -m minbert classroom allowlists [--write]`): what its
+reference runs beyond the shared vocabulary (allowlists.py), recorded by the grader's own child process (child.py
+--record) over the cases of SEEDS on the reference laid over the student copy's template, so it sees what grading
+sees (the harness building objects, loading weights, converting outputs); plus the torch paths the reference blocks
+write that never reach the call layer (nn.Linear, torch.from_numpy), as the gate reads them. Exit 1 if a record in
+allowlists_recorded.json differs; --write rewrites it.
 """
 
 import json
@@ -19,37 +13,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from minbert.classroom import assignments as C, cases as CASES, grade as G, integrity
+from minbert.classroom import allowlists, assignments as C, cases as CASES, gate, grade as G, submission as S
 from minbert.classroom.allowlists import elementary_calls, elementary_ops, review
 
 SEEDS = range(32)            # the cases the recording runs (a test records other seeds, and finds nothing new)
 
 
-def reference_template(dst: Path, key: str) -> Path:
-    """The package as a perfect submission of `key` is graded: the student copy's template (left-out fast paths
-    removed) with the reference solution in every block."""
-    for rel in C.tracked_files(C.ROOT):
-        if rel.startswith("minbert/") and not C.instructor_only(rel):
-            path = dst / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if rel.endswith(".py"):
-                text = (C.ROOT / rel).read_text(encoding="utf-8")
-                path.write_text(C.strip(text, rel, set(), left_out={key})[0] if C.BEGIN in text else text,
-                                encoding="utf-8")
-            else:
-                path.write_bytes((C.ROOT / rel).read_bytes())
-    for path in (dst, *dst.rglob("*")):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return dst
-
-
 def record(key: str, seeds=SEEDS, template: Path | None = None) -> dict:
     """{"ops": [...], "calls": [...], "errors": [...]}: what the reference of `key` runs over the cases of `seeds`,
     through the grader's child process (not boxed: it runs the instructor's own code); `template`: a package folder
-    to run instead of reference_template's."""
+    to run instead of the reference laid over the student copy's template (left-out fast paths removed)."""
     with tempfile.TemporaryDirectory(prefix="minbert-allowlists-") as tmp:
         tmp = Path(tmp)
-        template = template or reference_template(tmp / "template", key)
+        template = template or S.write_template(tmp / "template", set(), left_out={key})
         job = tmp / "job"
         G.write_job(job, key, [case for seed in seeds for case in CASES.draw(key, seed)])
         read, write = os.pipe()
@@ -68,15 +44,15 @@ def record(key: str, seeds=SEEDS, template: Path | None = None) -> dict:
 
 
 def static(key: str) -> set:
-    """The torch callables the reference blocks of `key` name (read, not run): constructors such as torch.nn.Linear
-    and functions such as torch.from_numpy that never reach the call layer, for the integrity report."""
-    found = set()
+    """The torch paths the reference blocks of `key` write that the gate would refuse without them (read, not run):
+    constructors such as torch.nn.Linear and functions such as torch.from_numpy that never reach the call layer."""
+    found, data = set(), allowlists.gate_lists(C.ASSIGNMENTS)
+    data["own"][key] = []
     for rel in C.tracked_files(C.ROOT):
         if rel.startswith("minbert/") and rel.endswith(".py") and not C.instructor_only(rel):
-            text = (C.ROOT / rel).read_text(encoding="utf-8")
+            text = C.omit((C.ROOT / rel).read_text(encoding="utf-8"), rel, set(C.BY_KEY))
             if f"{C.BEGIN} {key}" in text:
-                for _, block in integrity.blocks_of(C.omit(text, rel, set(C.BY_KEY)), {key}):
-                    found |= block.used()
+                found |= gate.named(text, gate.Lists(data, key))
     return found
 
 
@@ -88,25 +64,31 @@ def derived(key: str, seeds=SEEDS) -> tuple[frozenset, frozenset, list]:
             got["errors"])
 
 
-def main(keys=None) -> int:
-    """Print each record's derived lists next to what it holds; 1 if any differs or needs review."""
-    bad = 0
+def main(keys=None, write=False) -> int:
+    """Print each record's derived lists next to what it holds; 1 if any differs or needs review; `write`: put the
+    derived lists into allowlists_recorded.json (the other records' as they were)."""
+    bad, recorded = 0, json.loads(C.RECORDED.read_text(encoding="utf-8"))
     for a in C.ASSIGNMENTS:
         if keys and a.key not in keys:
             continue
         ops, calls, errors = derived(a.key)
+        recorded[a.key] = {"ops": sorted(ops), "calls": sorted(calls)}
         print(f"{a.key}:\n    ops={_literal(ops)},\n    calls={_literal(calls)},")
         for what, want, have in (("ops", ops, a.ops), ("calls", calls, a.calls)):
             if want != have:
                 bad += 1
                 print(f"  DIFFERS {what}: the record lacks {sorted(want - have)}, and holds {sorted(have - want)} "
-                      "that the reference no longer runs")
+                      "that the vocabulary now holds or the reference no longer runs")
         for e in errors:
             bad += 1
             print(f"  ERROR the reference raised {e}")
         for line in review(a):
             bad += 1
             print(f"  REVIEW {line}: an answer-computing name? explain it in why_allowed, or remove its use")
+    if write:
+        C.RECORDED.write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
+        C._recorded.cache_clear()
+        print(f"wrote {C.RECORDED}")
     print("allowlists: OK" if not bad else f"allowlists: {bad} problem(s)")
     return 1 if bad else 0
 

@@ -1,22 +1,20 @@
-"""The allow-lists of the runtime fence (fence.py) and of the integrity report: what a solution may run and call.
+"""The allow-lists: what a solution may name (gate.py, before it runs) and run (fence.py, while it runs), from one
+vocabulary hand-written here and reviewed once; each record (assignments.py) adds its own entries and `removes`
+the composites that compute its own answer, each with its reason.
 
-Each assignment allows two lists, held in its record (assignments.py, `Assignment.allowed_ops` and `allowed_calls`):
-the shared vocabulary below, and the assignment's own entries (`Assignment.ops`, `Assignment.calls`), which are
-exactly what its reference solution runs beyond that vocabulary, recorded by allowlist_recording.py
-(`python -m minbert classroom allowlists`).
+The vocabulary is the elementary tensor maths any correct solution of the course might use, in place and out of
+place alike (every name's `_` form): creation, views and indexing, pointwise arithmetic, activations and losses
+that are no assignment's answer (dropout, nll_loss, kl_div, mse_loss, binary_cross_entropy, logsigmoid, nn.GELU,
+...), reductions and norms, products (mm, einsum, inner, outer), softmax, and the backward kernels of these. No
+linear-algebra decomposition (it would turn PCGrad's vector form into its coefficients), no random draw, no fused
+kernel, no attention, optimizer or normalisation layer. An operator base name allows all its overloads; a call name
+is allowed in each of NAMESPACES, and as a property `torch.Tensor.X.__get__`/`__set__`. BUILTINS, MODULES, MEMBERS
+and ATTRIBUTES are the rest of what a block may name (gate.py); SUGGEST gives a refusal its alternative.
 
-Review, by hand, when a record changes: no entry may be a composite or a kernel that computes an assignment's answer
-(`_scaled_dot_product_*`, `_fused_adam*`, `_native_multi_head_attention*`, `_transformer_encoder_layer*`,
-`multi_head_attention_forward`, ...). `review()` lists every entry whose name looks like one (REVIEW); each must
-be explained in the record's `why_allowed` (the layer and PALs run the given fast attention, on purpose) or go.
-
-The shared vocabulary is elementary tensor maths, hand-written here and reviewed once: creation and copies, views
-and indexing, pointwise arithmetic and comparisons, reductions, products (mm, bmm, einsum, matmul), softmax, and
-the backward kernels of these. No linear-algebra decomposition (a factorisation turns PCGrad's vector form into its
-coefficients), no random draw (the given code's initialisers are recorded per assignment), no fused kernel, no
-attention, optimizer or normalisation layer. An operator base name allows all its overloads (`add` allows
-`aten::add.Tensor`, `aten::add.out`, ...: each is the same elementary step); a call name is allowed as `torch.X`,
-`torch.Tensor.X` and `torch.nn.functional.X`, and as a property `torch.Tensor.X.__get__`/`__set__`.
+Each assignment's own entries (`Assignment.ops`, `.calls`) are exactly what its reference runs and names beyond the
+vocabulary, recorded into allowlists_recorded.json (allowlist_recording.py). Review them when they change: no entry
+may compute an answer; `review()` lists every one whose name looks like it (REVIEW), each to be explained in the
+record's `why_allowed` (the layer and PALs run the given fast attention, on purpose) or to go.
 """
 
 import functools
@@ -39,6 +37,13 @@ cumprod logsumexp any all count_nonzero sort topk kthvalue median
 mm bmm addmm baddbmm addbmm dot vdot mv addmv _softmax _log_softmax
 _softmax_backward_data _log_softmax_backward_data tanh_backward sigmoid_backward gelu_backward threshold_backward
 select_backward slice_backward index_select_backward value_selecting_reduction_backward
+square logaddexp xlogy trace diag diag_embed triu_indices tril_indices constant_pad_nd outer inner erfc erfinv tan
+atan atan2 sinh cosh hypot logit special_ndtr special_xlogy
+elu leaky_relu hardtanh softplus mish log_sigmoid_forward mse_loss nll_loss_forward nll_loss2d_forward
+binary_cross_entropy binary_cross_entropy_with_logits smooth_l1_loss huber_loss l1_loss kl_div
+silu_backward elu_backward leaky_relu_backward hardtanh_backward softplus_backward mish_backward
+log_sigmoid_backward mse_loss_backward nll_loss_backward binary_cross_entropy_backward smooth_l1_loss_backward
+huber_loss_backward
 """.split()
 
 ELEMENTARY_CALLS = """
@@ -62,7 +67,42 @@ sum mean prod amax amin max min aminmax argmax argmin var std var_mean std_mean 
 all count_nonzero sort argsort topk kthvalue median
 matmul mm bmm addmm baddbmm addbmm dot vdot mv addmv outer einsum tensordot softmax log_softmax
 Tensor finfo iinfo Size no_grad enable_grad is_tensor
+inner combinations trace diag diag_embed triu_indices tril_indices logaddexp xlogy half backward erfc erfinv tan
+atan atan2 sinh cosh hypot logit special.ndtr special.erf special.erfc special.expit special.logit special.xlogy
+linalg.vector_norm linalg.norm dropout nll_loss kl_div mse_loss cross_entropy binary_cross_entropy
+binary_cross_entropy_with_logits l1_loss smooth_l1_loss huber_loss logsigmoid softplus elu leaky_relu relu6
+hardtanh mish normalize one_hot pad cosine_similarity
+nn.GELU nn.ReLU nn.Tanh nn.Sigmoid nn.SiLU nn.Softmax nn.Dropout nn.Identity
 """.split()
+
+# The gate's words (gate.py): builtins, modules a block may import, their members, attributes of values.
+BUILTINS = """abs all any bool callable dict divmod enumerate filter float frozenset int isinstance issubclass iter len
+list map max min next pow print range repr reversed round set slice sorted str sum tuple zip""".split()
+MODULES = "torch torch.nn torch.nn.functional torch.linalg numpy math collections itertools copy types dataclasses".split()
+NUMPY = """abs absolute add subtract multiply divide true_divide floor_divide power square sqrt exp log log1p
+maximum minimum fmax fmin clip sign floor ceil round rint isclose allclose isfinite isnan isinf logical_and logical_or
+logical_not logical_xor equal not_equal less less_equal greater greater_equal where nonzero flatnonzero argwhere sort
+argsort lexsort partition argpartition searchsorted unique take take_along_axis put_along_axis sum mean median
+quantile percentile std var prod cumsum cumprod diff max min amax amin argmax argmin ptp count_nonzero all any
+array asarray zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye concatenate stack
+vstack hstack column_stack repeat tile reshape ravel transpose expand_dims squeeze broadcast_to outer dot inner
+einsum matmul float64 float32 int64 int32 bool_ newaxis inf nan pi e ndarray size shape ndim""".split()
+MEMBERS = [f"numpy.{n}" for n in NUMPY] + """collections.Counter collections.defaultdict collections.OrderedDict
+collections.deque itertools.combinations itertools.permutations itertools.product itertools.chain
+itertools.accumulate itertools.count dataclasses.replace types.SimpleNamespace copy.copy copy.deepcopy""".split()
+ATTRIBUTES = """append extend insert pop remove clear items keys values get update setdefault copy index count add
+discard sort reverse startswith endswith split strip lower upper join replace union intersection difference
+issubset isdisjoint most_common elements appendleft popleft format
+T mT all any argmax argmin argpartition argsort astype clip copy cumprod cumsum diagonal dot dtype fill flatten
+imag item itemsize max mean min nbytes ndim nonzero partition prod ravel real repeat reshape round searchsorted
+shape size sort squeeze std sum swapaxes take tolist trace transpose var outer reduce accumulate
+parameters named_parameters buffers named_buffers children named_children modules named_modules state_dict
+load_state_dict train eval requires_grad_ zero_grad forward training weight bias values indices padding_idx eps
+normalized_shape elementwise_affine in_features out_features num_embeddings embedding_dim p inplace approximate""".split()
+SUGGEST = {"getattr": "the attribute itself (`x.weight`)", "setattr": "an assignment (`x.weight = w`)", "type":
+           "`isinstance(x, T)`", "format": "an f-string", "global": "a return value", "yield": "a list", "class":
+           "a function", "torch.cdist": "`(a[:, None] - b[None]).norm(dim=-1)`", "torch.linalg.svd": "`(a * b).sum()`",
+           "torch.nn.functional.scaled_dot_product_attention": "`softmax(q @ k.transpose(-2, -1) * s + mask) @ v`"}
 
 # Names worth a person's look on any list: composites and kernels that compute some assignment's answer.
 REVIEW = re.compile(r"attention|fused|adam|multi_head|transformer|optim|lstm|gru|rnn|_native|flex|conv|linalg_(?!vector)",
@@ -70,18 +110,57 @@ REVIEW = re.compile(r"attention|fused|adam|multi_head|transformer|optim|lstm|gru
 NAMESPACES = ("torch.", "torch.Tensor.", "torch.nn.functional.")
 
 
+_with_inplace = lambda names: set(names) | {n + "_" for n in names if not n.endswith("_")}  # noqa: E731
+
+
 @functools.cache
 def elementary_ops() -> frozenset:
     """Every overload of the vocabulary's operators, as the fence names them ('aten::add.Tensor')."""
     from minbert.classroom.fence import all_op_names
-    names = set(ELEMENTARY_OPS)
+    names = _with_inplace(ELEMENTARY_OPS)
     return frozenset(n for n in all_op_names() if n.startswith("aten::") and n[6:].split(".")[0] in names)
 
 
 @functools.cache
 def elementary_calls() -> frozenset:
-    return frozenset(f"{space}{name}{suffix}" for name in ELEMENTARY_CALLS for space in NAMESPACES
+    return frozenset(f"{space}{name}{suffix}" for name in _with_inplace(ELEMENTARY_CALLS) for space in NAMESPACES
                      for suffix in ("", ".__get__", ".__set__") if space == "torch.Tensor." or not suffix)
+
+
+def without(names, removed) -> frozenset:
+    """The names not removed: a removed base name ('cosine_similarity') takes every namespace's and overload's."""
+    base = lambda n: n.rsplit(".", 1)[-1] if "::" not in n else n.partition("::")[2].split(".")[0]  # noqa: E731
+    return frozenset(n for n in names if base(n).rstrip("_") not in removed and base(n) not in removed)
+
+
+def gate_lists(ASSIGNMENTS) -> dict:
+    """The lists of the records in ASSIGNMENTS in the form gate.py reads (and the copy's ALLOWED.json holds)."""
+    private = lambda c: any(p.startswith("_") for p in c.split(".")[:-1])  # noqa: E731 (torch._C._x: never named)
+    return {"vocabulary": sorted(_with_inplace(ELEMENTARY_CALLS)), "namespaces": list(NAMESPACES),
+            "builtins": BUILTINS, "modules": MODULES, "members": MEMBERS, "attributes": sorted(set(ATTRIBUTES)),
+            "suggest": SUGGEST, "own": {a.key: sorted(c.removesuffix(".__get__") for c in a.calls if not private(c))
+                                        for a in ASSIGNMENTS},
+            "removed": {a.key: a.removes for a in ASSIGNMENTS if a.removes}}
+
+
+def markdown(ASSIGNMENTS) -> str:
+    """ALLOWED.md: what each assignment's solution may name, for the student."""
+    code = lambda names, pre="": ", ".join(f"`{pre}{n}`" for n in sorted(set(names)))  # noqa: E731
+    lines = ["# What each assignment's solution may name", "", "Before submitting, `python tests/gate.py` reads "
+             "every solution block against these lists as the grader does: a refused block "
+             "scores 0 where its function is graded, with one line naming what it refused.", "",
+             f"Any assignment may name: the names its own code binds, the file's public names, {code(BUILTINS)} and the "
+             f"builtin exceptions; the modules {code(MODULES)} (math's public functions, {code(MEMBERS)}); attributes of "
+             f"values: tensor methods and properties, the given classes' public attributes, {code(ATTRIBUTES, '.')}. "
+             "Never: private or dunder names, `global`/`nonlocal`, `yield`, `async`, classes, decorators of your own, "
+             "`match` class patterns, `getattr` and the other reflection builtins.", "",
+             "Each name below as `torch.X`, `x.X(...)` and `torch.nn.functional.X` where torch has it, in place (`X_`) "
+             "as well: " + code(ELEMENTARY_CALLS), ""]
+    for a in ASSIGNMENTS:
+        own = gate_lists([a])["own"][a.key]
+        lines += [f"## {a.key}", "", f"Its own: {code(own) or 'nothing more'}."]
+        lines += [f"Removed: `{n}` ({why})." for n, why in a.removes.items()] + [""]
+    return "\n".join(lines)
 
 
 def review(a) -> list[str]:

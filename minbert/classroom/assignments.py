@@ -1,38 +1,27 @@
-"""The classroom edition: solution markers, a student copy in one command, a grader the submission cannot reach.
+"""The classroom edition: the rubric (ASSIGNMENTS), the solution markers, and the student copy in one command.
 
-One source of truth, as in nbgrader (Jupyter's grading tool): the solution code carries the
-assignments, each graded body wrapped in comment markers, with the hint ABOVE the block so it
-survives stripping:
+One source of truth, as in nbgrader (Jupyter's grading tool): the solution code carries the assignments, each
+graded body wrapped in comment markers, with the hint ABOVE the block so it survives stripping:
 
         # Hint: what to write, in words (kept in the student copy)
         ### BEGIN SOLUTION embeddings
         ...the reference lines...
         ### END SOLUTION
 
-    python -m minbert classroom student OUT [--assignments embeddings,adamw]
-        copies the repository's tracked files to OUT, a fresh git repository with one commit. Each
-        selected block keeps its two markers around a stub raising NotImplementedError("assignment
-        N (key): write <qualified name> (file:line) ..."): the student writes between the markers,
-        and the grader takes only that. Blocks of assignments not selected lose their markers and
-        keep their code. Left out: git history, caches, bench/results, helper notes, and everything
-        instructor-only (INSTRUCTOR_ONLY: minbert/classroom/, this module, the tests that hold
-        references, docs/classroom.md). README.md is the copy's own (student_readme): assignments first.
-        The other Markdown files are rewritten for the copy (student_markdown): a line ending in
-        "(instructor-only)" is left out, and a link to a file the copy lacks (bench/results/...) keeps its
-        text and says the file is in minbert's repository, so no link in the copy is dead.
-    python -m minbert classroom grade [SUBMISSION] [--json results.json] [--timeout S]
-        grades a repository, a minbert/ folder or loose files with minbert/classroom (one child process
-        per assignment, the verdict in this process; see grader/grade.py); prints a table and writes
-        Gradescope's results.json. Exits 0 whatever the score.
-    python -m minbert classroom autograder OUT   Gradescope's autograder.zip
-    python -m minbert classroom check            leak scan, the copy at 0 and this repository at full points, the exploits
-
-The stub raises the builtin NotImplementedError, so pytest shows it as usual; the training scripts'
-`minbert.core.errors.cli` prints a stub's message as one line without a traceback (see errors.py).
-The registry below is the rubric: course order, the functions to write, points, what each bans.
+`python -m minbert classroom student OUT [--assignments embeddings,adamw]` copies the repository's tracked files to
+OUT, a fresh git repository with one commit. Each selected block keeps its two markers around a stub raising
+NotImplementedError("assignment N (key): write <qualified name> (file:line) ..."), which pytest shows as usual and
+the training scripts print as one line; the grader takes only what the student writes between the markers. Blocks
+of assignments not selected lose their markers and keep their code. Left out: git history, caches, bench/results,
+helper notes, and everything instructor-only (INSTRUCTOR_ONLY). README.md is the copy's own (student_readme),
+assignments first; the other Markdown files are rewritten (student_markdown): a line ending in "(instructor-only)"
+is left out, and a link to a file the copy lacks keeps its text and says where the file is. The copy also gets the
+gate (precheck: tests/gate.py, each assignment's list as ALLOWED.md and tests/ALLOWED.json).
 """
 
 import ast
+import functools
+import json
 import os
 import re
 import shutil
@@ -47,150 +36,104 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class Assignment:
-    """Everything the grader knows of one assignment, in one record. The key also names its case maker
-    (`cases.<key>`), its scenario (`scenarios.<key>`) and, optionally, its known mistakes (`hints.<key>`);
-    tests/classroom/test_classroom.py checks that each exists (docs/classroom.md, "Adding an assignment")."""
+    """Everything the grader knows of one assignment, in one record, written by keyword. The key also names its case
+    maker (`cases.<key>`), its scenario (`scenarios.<key>`) and, optionally, its known mistakes (`hints.<key>`);
+    tests/classroom/test_classroom.py checks that each exists (docs/classroom.md, "Adding an assignment"). What its
+    reference runs beyond the shared vocabulary is machine-recorded in allowlists_recorded.json (`ops`, `calls`)."""
     key: str            # the word after "### BEGIN SOLUTION"
     title: str
     functions: list     # qualified names the student writes
     points: int
     tests: list         # the student's own test files for it (teaching; the grade comes from minbert/classroom)
     note: str = ""      # what is given code or optional
-    banned: frozenset = frozenset()   # names its solution blocks may not use (on top of the sandbox escapes)
-    banned_note: str = "no library call that does the assignment for you"
     fence: dict = field(default_factory=dict)   # torch's own implementations child.ban refuses by name: "python":
     # (module or class, attribute); "subclasses": (class, method) for every subclass of the class (those loaded by
     # then); "modules": modules whose every callable is refused
-    ops: frozenset = frozenset()     # the fence's operators beyond the shared vocabulary: exactly what the reference
-    calls: frozenset = frozenset()   # runs, recorded (allowlist_recording.py; `python -m minbert classroom allowlists`)
-    why_allowed: dict = field(default_factory=dict)   # entries that look like an answer, reviewed: why they stay
+    removes: dict = field(default_factory=dict)       # shared-vocabulary names that compute its answer: why
+    why_allowed: dict = field(default_factory=dict)   # recorded entries that look like an answer, reviewed: why they stay
+
+    ops = property(lambda self: frozenset(_recorded()[self.key]["ops"]), doc="the operators its reference runs")
+    calls = property(lambda self: frozenset(_recorded()[self.key]["calls"]), doc="the calls its reference makes")
 
     @property
     def allowed_ops(self) -> frozenset:
         """Every ATen operator overload its solution may run (fence.py): the shared vocabulary and its own."""
         from minbert.classroom import allowlists
-        return allowlists.elementary_ops() | self.ops
+        return allowlists.without(allowlists.elementary_ops(), self.removes) | self.ops
 
     @property
     def allowed_calls(self) -> frozenset:
-        """Every torch callable its solution may call (fence.py, integrity.py): the shared vocabulary and its own."""
+        """Every torch callable its solution may call (fence.py): the shared vocabulary and its own."""
         from minbert.classroom import allowlists
-        return allowlists.elementary_calls() | self.calls
+        return allowlists.without(allowlists.elementary_calls(), self.removes) | self.calls
+
+
+RECORDED = Path(__file__).with_name("allowlists_recorded.json")
+
+
+@functools.cache
+def _recorded() -> dict:
+    return json.loads(RECORDED.read_text(encoding="utf-8"))
 
 
 # Reviewed: the layer and PALs are graded with the given fast attention (SDPA), so that neither grade depends on
 # assignment 2; attention's own lists hold no SDPA name, and its given fast path is refused there.
-GIVEN_FAST_ATTENTION = "the given fast attention (BertConfig.fast_attention=True), which the harness uses on purpose"
+GIVEN_FAST_ATTENTION = dict.fromkeys(["aten::_scaled_dot_product_flash_attention_for_cpu.default",
+                                      "torch.nn.functional.scaled_dot_product_attention"],
+                                     "the given fast attention (BertConfig.fast_attention=True), which the harness uses "
+                                     "on purpose")
+GRAM = "PCGrad's and GradVac's coefficients come from the Gram matrix: the cosine is what the assignment computes"
 
 ASSIGNMENTS = [
     Assignment("embeddings", "Embeddings: word + position + token type, LayerNorm, dropout",
-               ["minbert.bert.layers.Embeddings.forward"],
-               10, ['tests/bert/test_layers.py'],
-               ops=frozenset({'aten::embedding.default', 'aten::native_layer_norm.default', 'aten::normal_.default'}),
-               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
-                                'torch.nn.functional.embedding', 'torch.nn.functional.layer_norm', 'torch.nn.init.normal_'})),
+               ["minbert.bert.layers.Embeddings.forward"], 10, ["tests/bert/test_layers.py"]),
     Assignment("attention", "Multi-head self-attention, the explicit path",
-               ["minbert.bert.attention.SelfAttention.forward"],
-               10, ['tests/bert/test_attention.py'],
-               "given: the fast path (F.scaled_dot_product_attention, BertConfig.fast_attention=True)",
-               frozenset({"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention"}),
-               "write the softmax attention yourself, not F.scaled_dot_product_attention",
-               {"python": [["torch.nn.functional", "multi_head_attention_forward"],
-                           ["torch.nn.modules.activation.MultiheadAttention", "forward"],
-                           ["torch.ao.nn.quantizable.MultiheadAttention", "forward"],
-                           ["torch.nn.attention.flex_attention", "flex_attention"],
-                           ["torch._higher_order_ops.flex_attention", "math_attention"]],
-                "subclasses": [["torch.nn.MultiheadAttention", "forward"]]},
-               ops=frozenset({'aten::uniform_.default'}),
-               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
-                                'torch.nn.functional.linear', 'torch.nn.init.kaiming_uniform_', 'torch.nn.init.uniform_'})),
+               ["minbert.bert.attention.SelfAttention.forward"], 10, ["tests/bert/test_attention.py"],
+               note="given: the fast path (F.scaled_dot_product_attention, BertConfig.fast_attention=True)",
+               fence={"python": [["torch.nn.functional", "multi_head_attention_forward"],
+                                 ["torch.nn.modules.activation.MultiheadAttention", "forward"],
+                                 ["torch.ao.nn.quantizable.MultiheadAttention", "forward"],
+                                 ["torch.nn.attention.flex_attention", "flex_attention"],
+                                 ["torch._higher_order_ops.flex_attention", "math_attention"]],
+                      "subclasses": [["torch.nn.MultiheadAttention", "forward"]]}),
     Assignment("layer", "The transformer layer (add & norm, feed-forward) and BertModel's forward",
-               ["minbert.bert.layers.BertLayer.forward", "minbert.bert.model.BertModel.encode"],
-               10, ['tests/bert/test_layers.py', 'tests/bert/test_model.py'],
-               banned=frozenset({"TransformerEncoderLayer", "TransformerEncoder"}),
+               ["minbert.bert.layers.BertLayer.forward", "minbert.bert.model.BertModel.encode"], 10,
+               ["tests/bert/test_layers.py", "tests/bert/test_model.py"],
                fence={"python": [["torch.nn.modules.transformer.TransformerEncoderLayer", "forward"]]},
-               ops=frozenset({'aten::_scaled_dot_product_flash_attention_for_cpu.default', 'aten::native_layer_norm.default',
-                                'aten::normal_.default', 'aten::uniform_.default'}),
-               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
-                                'torch.nn.functional.layer_norm', 'torch.nn.functional.linear',
-                                'torch.nn.functional.scaled_dot_product_attention', 'torch.nn.init.kaiming_uniform_',
-                                'torch.nn.init.normal_', 'torch.nn.init.uniform_'}),
-               why_allowed=dict.fromkeys(['aten::_scaled_dot_product_flash_attention_for_cpu.default',
-                                          'torch.nn.functional.scaled_dot_product_attention'],
-                                         GIVEN_FAST_ATTENTION)),
+               why_allowed=GIVEN_FAST_ATTENTION),
     Assignment("adamw", "AdamW's step and the warmup/decay schedule",
-               ["minbert.adamw.AdamW.step", "minbert.adamw.linear_warmup_decay"],
-               10, ['tests/test_adamw.py'],
-               "given: the state bookkeeping in step (a plain per-tensor loop is as good as _foreach_)",
-               frozenset({"optim", "adamw", "adam", "Adam", "AdamW", "get_linear_schedule_with_warmup"}),
-               "write the update yourself, not torch.optim's",
-               {"python": [["torch.optim.adamw", "adamw"], ["torch.optim.adam", "adam"],
-                           ["torch.optim.adamw", "_single_tensor_adamw"], ["torch.optim.adamw", "_multi_tensor_adamw"],
-                           ["torch.optim.adam", "_single_tensor_adam"], ["torch.optim.adam", "_multi_tensor_adam"]],
-                "subclasses": [["torch.optim.Optimizer", "step"]], "modules": ["torch.optim._functional"]},
-               ops=frozenset({'aten::_foreach_add_.Scalar', 'aten::_foreach_addcdiv_.Scalar',
-                                'aten::_foreach_addcmul_.Scalar', 'aten::_foreach_div_.Scalar', 'aten::_foreach_lerp_.Scalar',
-                                'aten::_foreach_mul_.Scalar', 'aten::_foreach_sqrt.default',
-                                'profiler::_record_function_enter_new.default',
-                                'profiler::_record_function_exit._RecordFunction'}),
-               calls=frozenset({'torch.Tensor.is_sparse.__get__', 'torch._C._set_grad_enabled', 'torch._foreach_add_',
-                                'torch._foreach_addcdiv_', 'torch._foreach_addcmul_', 'torch._foreach_div_',
-                                'torch._foreach_lerp_', 'torch._foreach_mul_', 'torch._foreach_sqrt',
-                                'torch.ops.profiler._record_function_enter_new',
-                                'torch.ops.profiler._record_function_exit._RecordFunction'})),
+               ["minbert.adamw.AdamW.step", "minbert.adamw.linear_warmup_decay"], 10, ["tests/test_adamw.py"],
+               note="given: the state bookkeeping in step (a plain per-tensor loop is as good as _foreach_)",
+               fence={"python": [["torch.optim.adamw", "adamw"], ["torch.optim.adam", "adam"],
+                                 ["torch.optim.adamw", "_single_tensor_adamw"],
+                                 ["torch.optim.adamw", "_multi_tensor_adamw"],
+                                 ["torch.optim.adam", "_single_tensor_adam"], ["torch.optim.adam", "_multi_tensor_adam"]],
+                      "subclasses": [["torch.optim.Optimizer", "step"]], "modules": ["torch.optim._functional"]}),
     Assignment("multitask", "The multitask heads and losses",
                ["minbert.tasks.multitask.make_head", "minbert.tasks.multitask.MultitaskBert.pooled",
-                "minbert.tasks.multitask.MultitaskBert.head", "minbert.tasks.multitask.task_loss"],
-               10, ['tests/tasks/test_multitask.py'],
-               ops=frozenset({'aten::binary_cross_entropy_with_logits.default', 'aten::mse_loss.default',
-                                'aten::nll_loss_forward.default', 'aten::normal_.default', 'aten::uniform_.default'}),
-               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
-                                'torch.nn.functional.binary_cross_entropy_with_logits', 'torch.nn.functional.cross_entropy',
-                                'torch.nn.Dropout', 'torch.nn.Linear', 'torch.nn.Sequential', 'torch.nn.functional.dropout',
-                                'torch.nn.functional.linear', 'torch.nn.functional.mse_loss', 'torch.nn.init.kaiming_uniform_',
-                                'torch.nn.init.normal_', 'torch.nn.init.uniform_'})),
-    Assignment("pals", "PALs: projected attention layers",
-               ["minbert.methods.pals.PALs.forward"],
-               10, ['tests/methods/test_pals.py'],
-               "the grader runs PALs with fast_attention=True, so it does not need assignment 2",
-               ops=frozenset({'aten::_scaled_dot_product_flash_attention_for_cpu.default', 'aten::normal_.default',
-                                'aten::uniform_.default'}),
-               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
-                                'torch.nn.functional.linear', 'torch.nn.functional.scaled_dot_product_attention',
-                                'torch.nn.init.kaiming_uniform_', 'torch.nn.init.normal_', 'torch.nn.init.uniform_'}),
-               why_allowed=dict.fromkeys(['aten::_scaled_dot_product_flash_attention_for_cpu.default',
-                                          'torch.nn.functional.scaled_dot_product_attention'],
-                                         GIVEN_FAST_ATTENTION)),
+                "minbert.tasks.multitask.MultitaskBert.head", "minbert.tasks.multitask.task_loss"], 10,
+               ["tests/tasks/test_multitask.py"]),
+    Assignment("pals", "PALs: projected attention layers", ["minbert.methods.pals.PALs.forward"], 10,
+               ["tests/methods/test_pals.py"],
+               note="the grader runs PALs with fast_attention=True, so it does not need assignment 2",
+               why_allowed=GIVEN_FAST_ATTENTION),
     Assignment("smart", "SMART: divergence, ascent + projection, Bregman teacher",
-               ["minbert.methods.smart.divergence", "minbert.methods.smart.SMART.perturb", "minbert.methods.smart.SMART.update_teacher"],
-               15, ['tests/methods/test_smart.py'],
-               "given: mode='reference' (mt-dnn's perturbation), adversarial_loss, bregman_loss",
-               ops=frozenset({'aten::uniform_.default'}),
-               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
-                                'torch._has_compatible_shallow_copy_type', 'torch.autograd.grad', 'torch.nn.functional.linear',
-                                'torch.nn.init.kaiming_uniform_', 'torch.nn.init.uniform_'})),
+               ["minbert.methods.smart.divergence", "minbert.methods.smart.SMART.perturb",
+                "minbert.methods.smart.SMART.update_teacher"], 15, ["tests/methods/test_smart.py"],
+               note="given: mode='reference' (mt-dnn's perturbation), adversarial_loss, bregman_loss"),
     Assignment("surgery", "PCGrad and GradVac (the surgery on the Gram matrix)",
-               ["minbert.methods.pcgrad.pcgrad_coefficients", "minbert.methods.gradvac.gradvac_coefficients"],
-               15, ['tests/methods/test_surgery_coefficients.py'],
-               "given: the PCGrad/GradVac classes (one Gram matrix per step, the fast path)",
-               ops=frozenset(),
-               calls=frozenset({'torch._C._set_grad_enabled'})),
+               ["minbert.methods.pcgrad.pcgrad_coefficients", "minbert.methods.gradvac.gradvac_coefficients"], 15,
+               ["tests/methods/test_surgery_coefficients.py"],
+               note="given: the PCGrad/GradVac classes (one Gram matrix per step, the fast path)",
+               removes={"cosine_similarity": GRAM}),
     Assignment("meanshift", "MeanShift clustering (1-D, flat kernel) and its bandwidth",
-               ["minbert.methods.meanshift.estimate_bandwidth", "minbert.methods.meanshift.mean_shift"],
-               10, ['tests/methods/test_meanshift.py'],
-               "given: bandwidth 0 (one cluster per unique value)",
-               frozenset({"MeanShift", "estimate_bandwidth", "mean_shift", "NearestNeighbors"}),
-               "numpy only, not sklearn",
-               ops=frozenset(),
-               calls=frozenset({'torch._C._set_grad_enabled'})),
+               ["minbert.methods.meanshift.estimate_bandwidth", "minbert.methods.meanshift.mean_shift"], 10,
+               ["tests/methods/test_meanshift.py"], note="given: bandwidth 0 (one cluster per unique value)"),
     Assignment("mml", "MML: multiverse loss, head elimination, Eq. 5 inference",
                ["minbert.methods.mml.MultiverseHeads.multiverse_loss", "minbert.methods.mml.MultiverseHeads.predict",
-                "minbert.methods.mml.HeadEliminator.observe", "minbert.methods.mml.HeadEliminator.maybe_eliminate"],
-               10, ['tests/methods/test_mml.py'],
-               "the elimination grader fakes MeanShift, so it does not need assignment 9",
-               ops=frozenset({'aten::uniform_.default'}),
-               calls=frozenset({'torch.Tensor.grad_fn.__get__', 'torch.Tensor.is_meta.__get__', 'torch._C._set_grad_enabled',
-                                'torch.from_numpy', 'torch.nn.init.uniform_', 'torch.ops.aten.lift_fresh.default'})),
+                "minbert.methods.mml.HeadEliminator.observe", "minbert.methods.mml.HeadEliminator.maybe_eliminate"], 10,
+               ["tests/methods/test_mml.py"],
+               note="the elimination grader fakes MeanShift, so it does not need assignment 9"),
 ]
 BY_KEY = {a.key: a for a in ASSIGNMENTS}
 TOTAL = sum(a.points for a in ASSIGNMENTS)
@@ -350,20 +293,18 @@ def assignments_markdown(selected=None) -> str:
     rows = [a for a in ASSIGNMENTS if selected is None or a.key in selected]
     where = stub_lines([a.key for a in rows])
     lines = ["## Assignments", "",
-             "Implement the functions below, in this order; in each, a stub raising NotImplementedError between",
-             "`### BEGIN SOLUTION <key>` and `### END SOLUTION` marks where. Write your code between those two",
-             "markers and change nothing else in the file: only the code between the markers is graded, the rest",
-             "of the file must stay as handed out. Check yourself with the tests named in the table",
-             "(`python -m pytest -q tests/bert/test_attention.py`); the course's grader runs its own cases, some of them",
-             "hidden until after the due date, with random shapes and values, so pass by computing, not by matching",
-             "stored numbers. Do not call the library function an assignment asks you to write (e.g.",
-             "F.scaled_dot_product_attention in assignment 2, torch.optim in 4, scikit-learn in 9); file access,",
-             "imports of os/sys/importlib, exec and eval are not allowed in a solution block either. The grader",
-             "checks every operation your code runs against the tensor maths each assignment needs: anything else",
-             "(a library function that does the job, a private torch function) fails the case with \"called X, which",
-             "assignment K does not allow\".",
-             "Given code, not assignments: the fast paths (attention through F.scaled_dot_product_attention",
-             "with `BertConfig.fast_attention=True`, the CPU dropout of minbert/bert/dropout.py, the one-Gram-matrix",
+             "Implement the functions below, in this order, each between `### BEGIN SOLUTION <key>` and `### END",
+             "SOLUTION` (a stub raising NotImplementedError marks where), changing nothing else in the file: only the",
+             "code between the markers is graded. Check yourself with the tests named in the table; the course's",
+             "grader runs its own cases, some hidden until after the due date, with random shapes and values, so",
+             "pass by computing, not by matching stored numbers. A solution may name only what its assignment's list",
+             "holds (ALLOWED.md: tensor maths, the given code, a few builtins; not the library function an assignment",
+             "asks you to write, such as F.scaled_dot_product_attention in assignment 2 or torch.optim in 4):",
+             "`python tests/gate.py` reads your blocks as the grader does, before you submit: a refused block scores",
+             "0 where its function is graded, with one line naming what it refused.",
+             "While it runs, the grader checks every operation against the same list (\"called X, which assignment K",
+             "does not allow\"). Given code, not assignments: the fast paths (F.scaled_dot_product_attention with",
+             "`BertConfig.fast_attention=True`, the CPU dropout of minbert/bert/dropout.py, the one-Gram-matrix",
              "PCGrad/GradVac classes); the grader leans on them so that no assignment's grade depends on another's.",
              "AdamW's fused step is left out of this copy (`fused=True` takes the readable path).",
              "", "| # | assignment (key) | implement | stubs | points | your tests | notes |",
@@ -417,6 +358,15 @@ def student_readme(selected, root: Path = ROOT) -> str:
     lines += ["", "`tests/` holds your tests (one file per concept), `data/` the course's data, `recipes/` the papers' "
               "settings as flag files, `docs/` the longer explanations.", ""]
     return "\n".join(lines)
+
+
+def precheck() -> dict[str, str]:
+    """The student copy's gate: the grader's own reader (`python tests/gate.py`), each assignment's list in the form
+    it reads (tests/ALLOWED.json) and for a person (ALLOWED.md)."""
+    from minbert.classroom import allowlists
+    return {"tests/gate.py": (Path(__file__).parent / "gate.py").read_text(encoding="utf-8"),
+            "tests/ALLOWED.json": json.dumps(allowlists.gate_lists(ASSIGNMENTS), indent=0) + "\n",
+            "ALLOWED.md": allowlists.markdown(ASSIGNMENTS)}
 
 
 MD_LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")   # [text](target), not an image
@@ -474,6 +424,8 @@ def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) ->
             dst.write_text(student_markdown(src.read_text(encoding="utf-8"), rel, shipped), encoding="utf-8")
         else:
             shutil.copyfile(src, dst)
+    for rel, text in precheck().items():
+        (out / rel).write_text(text, encoding="utf-8")
     if commit:
         env = {**os.environ, "GIT_AUTHOR_NAME": "minbert course", "GIT_AUTHOR_EMAIL": "course@example.invalid",
                "GIT_COMMITTER_NAME": "minbert course", "GIT_COMMITTER_EMAIL": "course@example.invalid"}

@@ -133,35 +133,25 @@ def exploit_patch_in_graded_file(copy: Path):
     return "attention"
 
 
-def exploit_fixture(copy: Path):
-    """Return the stored reference tensor instead of computing."""
-    _replace_block(copy / C.package_file("layers.py"), "embeddings",
-                   "import numpy as np\n"
-                   "ref = np.load(__file__.rsplit('/minbert/', 1)[0] + '/tests/fixtures/bert_tiny_reference.npz')\n"
-                   "return torch.from_numpy(ref['embeddings'])")
-    return "embeddings"
+def _block_exploit(name: str, file: str, key: str, body: str, doc: str):
+    def exploit(copy: Path):
+        _replace_block(copy / C.package_file(file), key, body)
+        return key
+    exploit.__name__, exploit.__doc__ = name, doc
+    return exploit
 
 
-def exploit_sdpa(copy: Path):
-    _replace_block(copy / C.package_file("attention.py"), "attention",
-                   "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)")
-    return "attention"
-
-
-def exploit_torch_adamw(copy: Path):
-    """torch's own AdamW kernel (numerically right: the steps are already counted, so pass t - 1)."""
-    _replace_block(copy / C.package_file("adamw.py"), "adamw",
-                   "from torch.optim.adamw import adamw as _adamw\n"
-                   "_adamw(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(t - 1.0) for t in steps], "
-                   "amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, weight_decay=wd, eps=eps, maximize=False)")
-    return "adamw"
-
-
-def exploit_sklearn(copy: Path):
-    _replace_block(copy / C.package_file("meanshift.py"), "meanshift",
-                   "from sklearn.cluster import estimate_bandwidth as eb\n"
-                   "return float(eb(x.reshape(-1, 1), quantile=quantile))")
-    return "meanshift"
+BLOCK_EXPLOITS = [_block_exploit(*e) for e in [
+    ("exploit_fixture", "layers.py", "embeddings", "import numpy as np\nref = np.load(__file__.rsplit('/minbert/', 1)[0]"
+     " + '/tests/fixtures/bert_tiny_reference.npz')\nreturn torch.from_numpy(ref['embeddings'])",
+     "Return the stored reference tensor instead of computing."),
+    ("exploit_sdpa", "attention.py", "attention", "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)", ""),
+    ("exploit_torch_adamw", "adamw.py", "adamw", "from torch.optim.adamw import adamw as _adamw\n_adamw(params, grads, "
+     "exp_avgs, exp_avg_sqs, [], [torch.tensor(t - 1.0) for t in steps], amsgrad=False, beta1=beta1, beta2=beta2, "
+     "lr=lr, weight_decay=wd, eps=eps, maximize=False)", "torch's own AdamW kernel (numerically right)."),
+    ("exploit_sklearn", "meanshift.py", "meanshift", "from sklearn.cluster import estimate_bandwidth as eb\n"
+     "return float(eb(x.reshape(-1, 1), quantile=quantile))", ""),
+    ("exploit_exit_early", "pcgrad.py", "surgery", "import os\nos._exit(0)", "os._exit(0) from a solution block.")]]
 
 
 def exploit_edited_tests(copy: Path):
@@ -171,14 +161,7 @@ def exploit_edited_tests(copy: Path):
     return "adamw"
 
 
-def exploit_exit_early(copy: Path):
-    """os._exit(0) from a solution block (also banned: os)."""
-    _replace_block(copy / C.package_file("pcgrad.py"), "surgery", "import os\nos._exit(0)")
-    return "surgery"
-
-
-EXPLOITS = [exploit_init, exploit_patch_in_graded_file, exploit_fixture, exploit_sdpa, exploit_torch_adamw,
-            exploit_sklearn, exploit_edited_tests, exploit_exit_early]
+EXPLOITS = [exploit_init, exploit_patch_in_graded_file, *BLOCK_EXPLOITS, exploit_edited_tests]
 
 
 def leaks(copy: Path) -> list[str]:

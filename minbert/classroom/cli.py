@@ -1,11 +1,4 @@
-"""`python -m minbert classroom <student|grade|autograder|check>`: the instructor's commands.
-
-    python -m minbert classroom student OUT [--assignments embeddings,adamw]   a student copy (assignments.py)
-    python -m minbert classroom grade [SUBMISSION] [--json results.json]      grade it (grade.py), print a table
-    python -m minbert classroom autograder OUT                                 Gradescope's autograder.zip
-    python -m minbert classroom check                                          leak scan, 0 and full points, exploits
-    python -m minbert classroom allowlists                                     derive each record's allow-lists
-"""
+"""`python -m minbert classroom <student|grade|autograder|check|allowlists>`: the instructor's commands (--help)."""
 
 import argparse
 import signal
@@ -47,6 +40,8 @@ def main(argv=None):
     w = sub.add_parser("allowlists", help="record what each reference solution runs and compare with its record's "
                                           "allow-lists (after changing a reference or the harness)")
     w.add_argument("--assignments", default=None, help="only these keys (default all)")
+    w.add_argument("--write", action="store_true", help="rewrite minbert/classroom/allowlists_recorded.json with what "
+                                                       "the references run (review the diff before committing)")
     args = p.parse_args(argv)
     keys = None if args.assignments is None else {k.strip() for k in args.assignments.split(",") if k.strip()}
     unknown = sorted((keys or set()) - set(BY_KEY))
@@ -60,7 +55,7 @@ def main(argv=None):
         return
     if args.command == "allowlists":
         from minbert.classroom import allowlist_recording
-        sys.exit(allowlist_recording.main(keys))
+        sys.exit(allowlist_recording.main(keys, args.write))
     from minbert.classroom import autograder, grade as G
     if args.command == "autograder":
         print(f"wrote {autograder.build(args.out, keys)}")

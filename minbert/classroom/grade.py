@@ -1,26 +1,17 @@
 """Grade a submission: one sandboxed child per assignment, every verdict in this (parent) process.
 
-Protocol, per submission:
-  1. intake (submission.py): a zip is unpacked with caps; links, hard links and special files are
-     refused; the graded blocks are laid over the template; a changed line outside the blocks, a
-     banned call (a friendly early message, not the security) or a syntax error in a file the
-     assignment imports scores it 0 before anything runs;
-  2. the parent draws every assignment's cases with a seed taken from the submission's blocks and a
-     secret salt (cases.py) and computes ALL the reference outputs (scenarios.py, the instructor's package,
-     imported here before any child starts); references and expected values never touch the disk;
-  3. each child (`python -I child.py`) runs in a box (sandbox.py) with every layer the machine grants:
-     its own user, namespaces where allowed, a whitelist root holding only the runtime, the template
-     and its inputs, limits, a wall-clock deadline and byte caps on what it prints and returns; it
-     returns its outputs through a pipe, and the parent checks that none of its processes is left;
-  4. the parent parses the child's bytes itself (wire.py: no unpickling, fresh tensors built from raw
-     data with fixed dtypes and caps) and compares each case:
-     points per case; a miss that equals a known mistake (hints.py) gets that hint. What the
-     submission controls (exception messages, prints) never reaches the student: only an
-     exception's builtin type and its line in the student's own file;
-  5. the integrity report (integrity.py): the solution lines that reach past tensor maths, for the
-     instructor only.
-As an ordinary user grading still runs, unisolated, and every message says the grade is a self-check, not
-authoritative; `require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
+  1. intake (submission.py): a zip is unpacked with caps; links and special files are refused; the blocks are laid
+     over the template; a changed line outside them, or a syntax error in a file the assignment imports, scores it
+     0; the gate (gate.py) reads every block: a refused one keeps its stub, and the cases reaching it say its line;
+  2. the cases are drawn with a seed from the submission's blocks and a secret salt (cases.py), and ALL reference
+     outputs computed here (scenarios.py) before any child starts; they never touch the disk;
+  3. each child (`python -I child.py`) runs in a box (sandbox.py) with every layer the machine grants, its outputs
+     coming back through a pipe, and none of its processes left;
+  4. the parent parses the child's bytes itself (wire.py: no unpickling) and compares each case: points per case, a
+     known mistake's hint (hints.py); of what the submission controls, only an exception's builtin type and its
+     line in the student's own file reach the student.
+As an ordinary user grading runs unisolated and every message says it is a self-check, not authoritative;
+`require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
 """
 
 import builtins
@@ -37,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from minbert.classroom import (assignments as C, box_root, cases as CASES, cleanup, fence, hints as HINTS, integrity,
+from minbert.classroom import (assignments as C, box_root, cases as CASES, cleanup, fence, hints as HINTS,
                                sandbox, scenarios, submission, wire)
 from minbert.classroom.child import refused_by_name
 
@@ -117,10 +108,13 @@ def compare(got, want: dict) -> str:
     return ""
 
 
-def error_message(record: wire.Error, files: dict, key: str) -> Message:
-    """A child's exception, as the student may see it: the builtin type and a line of their own file.
-    Everything in the record is the submission's to choose, so each field is checked against what the
-    parent knows (a builtin name, a line that exists, an op the parent itself blocks), never quoted."""
+def error_message(record: wire.Error, files: dict, key: str, gated: dict | None = None) -> Message:
+    """A child's exception, as the student may see it: the builtin type and a line of their own file, or the gate's
+    line when it is the stub of a block the gate refused (`gated`: {"minbert/x.py:N": line}). Everything in the
+    record is the submission's to choose, so each field is checked against what the parent knows (a builtin name, a
+    line that exists, an op the parent itself blocks, a stub it laid itself), never quoted."""
+    if record.kind == "NotImplementedError" and record.where in (gated or {}):
+        return Message(gated[record.where])
     return Message(_error_text(record, files, key))
 
 
@@ -129,9 +123,9 @@ def _error_text(record, files, key) -> str:
     m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where)
     at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
     if op and refusable(op, C.BY_KEY[key]):
-        return f"called {op}{at}, which assignment {key} does not allow ({C.BY_KEY[key].banned_note})"
+        return f"called {op}{at}, which assignment {key} does not allow (its list: ALLOWED.md)"
     if kind == "Banned":                        # a refusal whose name this process cannot check: not quoted
-        return f"called an operation{at} that assignment {key} does not allow ({C.BY_KEY[key].banned_note})"
+        return f"called an operation{at} that assignment {key} does not allow (its list: ALLOWED.md)"
     if kind == "NotImplementedError" and at:
         line = files[m.group(1)][int(m.group(2)) - 1]
         stub = C.STUB_LINE.search(line)
@@ -156,7 +150,7 @@ def refusable(op: str, a) -> bool:
     return op not in a.allowed_ops and op not in a.allowed_calls and fence.names_something(op)
 
 
-def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple[list | None, str]:
+def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str, gated=None) -> tuple[list | None, str]:
     """(per case: plain tensors or a parent's Message; '' or why the box gave nothing usable)."""
     if outcome.why:
         return None, outcome.why
@@ -170,7 +164,7 @@ def outputs_of(outcome: sandbox.Outcome, n: int, files: dict, key: str) -> tuple
         results = wire.decode(outcome.result, n)
     except wire.WireError as e:
         return None, f"the outputs could not be read: {e}"
-    return [error_message(r, files, key) if isinstance(r, wire.Error) else
+    return [error_message(r, files, key, gated) if isinstance(r, wire.Error) else
             Message("the outputs are not a dict of tensors") if r is wire.NOT_TENSORS else r for r in results], ""
 
 
@@ -196,7 +190,7 @@ def write_job(job: Path, key: str, cases: list) -> None:
 
 
 def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: float, level: str, secrets: list,
-              **box_options):
+              gated=None, **box_options):
     """The child's per-case outputs (or messages), '' or why not, and the box's isolation layers."""
     write_job(job, key, cases)
     env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
@@ -206,12 +200,14 @@ def run_child(template_dir: Path, key: str, cases: list, job: Path, timeout: flo
     outcome = sandbox.run(argv, env, {"template": str(template_dir), "job": str(job)},
                           sandbox.Limits(wall_s=timeout), level, secrets=secrets, **box_options)
     files = {str(p.relative_to(template_dir)): source_lines(p) for p in (template_dir / "minbert").rglob("*.py")}
-    results, why = outputs_of(outcome, len(cases), files, key)
+    results, why = outputs_of(outcome, len(cases), files, key, gated)
     return results, why, outcome.layers
 
 
-def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, level, secrets, **box_options) -> list[dict]:
-    """Every case's entry for assignment `a`; `box_options`: sandbox.run's stop event and hard-link tree."""
+def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, level, secrets, gated=None,
+                     **box_options) -> list[dict]:
+    """Every case's entry for assignment `a`; `gated`: the gate's refusals ({stub: line}); `box_options`:
+    sandbox.run's stop event and hard-link tree."""
     number = C.ASSIGNMENTS.index(a) + 1
     share = [round(a.points / len(cases), 4)] * len(cases)
     share[-1] = round(a.points - sum(share[:-1]), 4)
@@ -220,7 +216,7 @@ def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, lev
         outcome, why, layers = None, " | ".join(problems), []
     else:
         outcome, why, layers = run_child(template_dir, a.key, cases, work / a.key, timeout, level, secrets,
-                                         **box_options)
+                                         gated=gated, **box_options)
     entries = []
     for i, (case, want) in enumerate(zip(cases, wants)):
         visible = i < CASES.VISIBLE
@@ -247,11 +243,11 @@ def grade_assignment(a, cases, wants, template_dir, work, problems, timeout, lev
 
 class Grade(list):
     """Gradescope's test entries, in course order, and what only the instructor sees: `salt` (the secret mixed
-    into the seed: a regrade with it draws the same cases) and `integrity` ({assignment: flagged lines})."""
+    into the seed: a regrade with it draws the same cases) and `refused` ({assignment: the gate's refusals})."""
 
-    def __init__(self, entries, salt: int, integrity: dict):
+    def __init__(self, entries, salt: int, refused: dict):
         super().__init__(entries)
-        self.salt, self.integrity = salt, integrity
+        self.salt, self.refused = salt, refused
 
 
 def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, salt: int | None = None, handout=None,
@@ -280,7 +276,7 @@ def _grade(sub: Path, selected, handout, timeout, workers, salt, level, tmp: Pat
     handout = sorted(set(C.BY_KEY if handout is None else handout) | set(keys))
     template = tmp / "template"
     submission.write_template(template, handout)
-    problems = {k: [] for k in keys}
+    problems, gated = {k: [] for k in keys}, {k: {} for k in keys}
     if sub.is_file() and sub.suffix == ".zip" and not sub.is_symlink():   # as Gradescope's download gives it
         try:
             submission.extract_zip(sub, tmp / "submission")
@@ -288,12 +284,9 @@ def _grade(sub: Path, selected, handout, timeout, workers, salt, level, tmp: Pat
         except submission.Refused as e:
             problems = {k: [f"refused: {e}"] for k in keys}
     if not any(problems.values()):
-        problems = submission.lay_over(sub, template, keys, handout)
+        problems, gated = submission.lay_over(sub, template, keys, handout)
         for k, found in submission.syntax_errors(template, keys).items():
             problems[k] = found or problems[k]
-    for path in (template, *template.rglob("*")):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    flagged = integrity.report(template, keys)
     seed = seed_of(template, salt)
     drawn = {a.key: CASES.draw(a.key, seed) for a in chosen}
     wants = {k: [scenarios.run(k, case) for case in cs] for k, cs in drawn.items()}   # before any child
@@ -303,8 +296,9 @@ def _grade(sub: Path, selected, handout, timeout, workers, salt, level, tmp: Pat
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     try:
         futures = [pool.submit(tasks.run, grade_assignment, a, drawn[a.key], wants[a.key], template, tmp / "jobs",
-                               problems[a.key], timeout, level, instructors, **options) for a in chosen]
-        return Grade([e for f in futures for e in f.result()], salt, flagged)
+                               problems[a.key], timeout, level, instructors, gated=gated[a.key], **options)
+                   for a in chosen]
+        return Grade([e for f in futures for e in f.result()], salt, {k: sorted(v.values()) for k, v in gated.items()})
     finally:
         with guard.shielded():
             stop.set()

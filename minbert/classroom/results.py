@@ -20,17 +20,15 @@ def table(entries: list[dict]) -> str:
     lines.append(isolation_line(entries))
     if hasattr(entries, "salt"):
         lines.append(f"salt: {entries.salt} (instructor only: a regrade with --salt {entries.salt} draws the same cases)")
-        lines.append(integrity_text(entries.integrity))
+        lines.append(refusals_text(entries.refused))
     return "\n".join(lines)
 
 
-def integrity_text(flagged: dict) -> str:
-    """The integrity report for the instructor: per assignment, the solution lines to read, and why."""
-    hits = [(k, line) for k, lines in flagged.items() for line in lines]
-    if not hits:
-        return "integrity report (instructor only): no solution line uses reflection or private internals"
-    return "\n".join(["integrity report (instructor only; read these lines: the sandbox cannot fence what torch "
-                      "itself contains):"] + [f"  {k}: {line}" for k, line in hits])
+def refusals_text(refused: dict) -> str:
+    """The gate's refusals, per assignment (each also fails the cases that reach its block, in the student's words)."""
+    hits = [f"  {k}: {line}" for k, lines in refused.items() for line in lines]
+    return "\n".join(["gate: refused blocks (each scores 0 where its function is graded):", *hits]) if hits else \
+        "gate: no solution block was refused"
 
 
 def isolation_line(entries: list[dict]) -> str:
@@ -52,10 +50,10 @@ def results_json(entries: list[dict], message: str = "") -> dict:
               "output": (message or f"{len(tests)} cases; hidden ones show after the due date")
               + f" ({isolation_line(entries)})", "tests": tests}
     if hasattr(entries, "salt"):           # instructor only: Gradescope never shows a hidden test to students
-        report["tests"] = tests + [{"name": "instructor only: salt and integrity report", "score": 0.0,
+        report["tests"] = tests + [{"name": "instructor only: salt and the gate's refusals", "score": 0.0,
                                     "max_score": 0.0, "visibility": "hidden", "execution_time": 0.0,
-                                    "output": f"salt {entries.salt}\n{integrity_text(entries.integrity)}"}]
-        report["extra_data"] = {"salt": entries.salt, "integrity": entries.integrity}
+                                    "output": f"salt {entries.salt}\n{refusals_text(entries.refused)}"}]
+        report["extra_data"] = {"salt": entries.salt, "refused": entries.refused}
     return report
 
 

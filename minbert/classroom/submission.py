@@ -5,9 +5,9 @@ instructor's repository (every selected block replaced by its stub, between its 
 From a submission the grader takes only the files that hold solution blocks, and from those only
 the text between `### BEGIN SOLUTION <key>` and `### END SOLUTION`: every other line must equal
 the template's (trailing spaces aside), else the assignments of that file score 0 and the
-message lists the changed lines. Each block is then parsed and searched for the calls its
-assignment bans (the library function it asks to write, and the ways out of the sandbox of a
-Python function: imports of os/sys/importlib, open, exec, eval, reading files).
+message lists the changed lines. Each block is then read by the gate (gate.py): a block that names
+anything off its assignment's list keeps the template's stub, and the cases reaching it fail with the
+gate's one line.
 
 A submission may be the repository (SUB/minbert/x.py), the package folder (SUB/x.py) or loose
 files anywhere below SUB (one x.py, not under tests/).
@@ -16,21 +16,9 @@ files anywhere below SUB (one x.py, not under tests/).
 import ast
 import difflib
 import os
-import textwrap
 from pathlib import Path
 
-from minbert.classroom import assignments as C
-
-# The sandbox escapes no assignment needs. Names (calls or references), modules, attributes.
-BANNED_NAMES = {"__import__", "exec", "eval", "compile", "open", "globals", "locals", "vars", "breakpoint",
-                "input", "getattr", "setattr", "delattr", "__builtins__"}
-BANNED_MODULES = {"os", "sys", "subprocess", "importlib", "builtins", "pytest", "socket", "shutil", "pathlib",
-                  "pickle", "ctypes", "inspect", "io", "gc", "signal", "threading", "multiprocessing", "sklearn",
-                  "scipy", "transformers", "urllib", "http", "requests", "tempfile", "glob", "zipfile", "marshal"}
-BANNED_ATTRS = {"load", "loadtxt", "fromfile", "genfromtxt", "fromregex", "memmap", "from_file", "read_text",
-                "read_bytes", "__dict__", "__globals__", "__code__", "__subclasses__", "__builtins__", "_getframe",
-                "modules", "system", "popen"}
-
+from minbert.classroom import allowlists, assignments as C, gate
 
 def graded_files(selected, handout=None) -> dict[str, str]:
     """{"minbert/x.py": template text} for every package file holding a selected block; the template
@@ -44,18 +32,21 @@ def graded_files(selected, handout=None) -> dict[str, str]:
     return out
 
 
-def write_template(dst: Path, selected) -> None:
-    """The student copy of the package alone, into dst/minbert."""
+def write_template(dst: Path, selected, left_out=None) -> Path:
+    """The student copy of the package alone, into dst/minbert: the blocks of `selected` stubbed, the left-out
+    regions of `left_out` (default `selected`) removed; readable by every user, writable by none."""
     for rel in C.tracked_files(C.ROOT):
         if rel.startswith("minbert/") and not C.instructor_only(rel):
-            text = (C.ROOT / rel).read_text(encoding="utf-8") if rel.endswith(".py") else None
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            if text is not None and C.BEGIN in text:
-                text = C.strip(text, rel, set(selected))[0]
+            text = (C.ROOT / rel).read_text(encoding="utf-8") if rel.endswith(".py") else None
             if text is None:
                 (dst / rel).write_bytes((C.ROOT / rel).read_bytes())
             else:
-                (dst / rel).write_text(text, encoding="utf-8")
+                (dst / rel).write_text(C.strip(text, rel, set(selected), left_out)[0] if C.BEGIN in text else text,
+                                       encoding="utf-8")
+    for path in (dst, *dst.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return dst
 
 
 # ---------------------------------------------------------------------- intake: a submission is hostile
@@ -266,40 +257,16 @@ def changed_lines(template: str, submitted: str, rel: str) -> tuple[list, str]:
                       + (f" | and {len(changes) - 5} more" if len(changes) > 5 else ""))
 
 
-def banned_calls(key: str, body: str, rel: str, first_line: int) -> list[str]:
-    """'file:line: name' for each banned name, module or attribute in one block."""
-    try:
-        tree = ast.parse(textwrap.dedent(body))
-    except SyntaxError:
-        return []          # syntax_errors reports it, with its line
-    except (RecursionError, MemoryError):
-        return [f"{rel}:{first_line}: code nested too deeply to check"]
-    banned = C.BY_KEY[key].banned
-    found = []
-    for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.Name):
-            names = [node.id]
-        elif isinstance(node, ast.Attribute):
-            names = [node.attr]
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names]
-            mods += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
-            names = [part for m in mods for part in m.split(".")]
-        for name in names:
-            if name in banned or name in BANNED_NAMES or name in BANNED_MODULES or name in BANNED_ATTRS:
-                found.append(f"{rel}:{first_line + node.lineno - 1}: {name}")
-    return found
-
-
-def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> dict[str, list[str]]:
-    """Write the submission's blocks into the template (stripped as `handout`); returns {assignment:
-    [problems]} (empty: fine). Blocks of assignments not graded keep the template's stub."""
-    problems = {k: [] for k in selected}
+def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tuple[dict, dict]:
+    """Write the submission's blocks into the template (stripped as `handout`); returns ({assignment: [problems]}
+    (empty: fine), {assignment: {"minbert/x.py:N": the gate's refusal}}: N the line of the stub a refused block keeps).
+    Blocks of assignments not graded keep the template's stub."""
+    problems, gated_out = {k: [] for k in selected}, {k: {} for k in selected}
+    lists, given = gate.lists_of(allowlists.gate_lists(C.ASSIGNMENTS), selected), gate.given_attributes(template_dir / "minbert")
     try:
         files, refused = files_of(submission)
     except Refused as e:
-        return {k: [str(e)] for k in selected}
+        return {k: [str(e)] for k in selected}, gated_out
     refused_names = {Path(r.split(" is a ")[0]).name for r in refused}
     for rel, template in graded_files(selected, handout).items():
         keys = [k for k in selected if f"{C.BEGIN} {k}" in template]
@@ -333,20 +300,25 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> di
             for k in keys:
                 problems[k].append(message)
             continue
-        for key, body, first in blocks:
-            if key not in problems:
-                continue                                 # not graded this time: its stub stays
-            hits = banned_calls(key, body, rel, first)
-            if hits:
-                problems[key].append(f"banned in assignment {key}: " + ", ".join(hits[:5])
-                                     + f" (allowed: torch tensor maths; {C.BY_KEY[key].banned_note})")
         t_blocks = split(template)[1]
-        bodies = iter(body if key in problems else t_body for (key, body, _), (_, t_body, _) in zip(blocks, t_blocks))
-        merged = []
-        for line in split(template)[0]:
-            merged.append(next(bodies).rstrip("\n") if line[1] == "<block>" else line[1])
-        (template_dir / rel).write_text("\n".join(merged) + "\n", encoding="utf-8")
-    return problems
+        bodies = [body if key in problems else t_body for (key, body, _), (_, t_body, _) in zip(blocks, t_blocks)]
+        text = _merge(template, bodies)
+        gated, before = gate.check_text(text, rel, lists, given), gate.blocks(text)
+        out = [i for i, (key, first, _) in enumerate(before) if (key, first) in gated]
+        text = _merge(template, [t_blocks[i][1] if i in out else b for i, b in enumerate(bodies)])  # refused: the stub
+        for i in out:                                    # whose line the cases that reach it get: the gate's
+            stub = gate.blocks(text)[i][1] + t_blocks[i][1].count("\n") - 1
+            gated_out[blocks[i][0]][f"{rel}:{stub}"] = gated[before[i][0], before[i][1]]
+        (template_dir / rel).write_text(text, encoding="utf-8")
+    return problems, gated_out
+
+
+def _merge(template: str, bodies: list) -> str:
+    """The template with each block's body replaced, in order."""
+    bodies, merged = iter(bodies), []
+    for line in split(template)[0]:
+        merged.append(next(bodies).rstrip("\n") if line[1] == "<block>" else line[1])
+    return "\n".join(merged) + "\n"
 
 
 # ---------------------------------------------------------------------- which files an assignment runs

@@ -3,6 +3,8 @@ conftest.py: tests/conftest.py is imported by name (`from conftest import ...`),
 name would shadow it. Test files import what they use, the `student` fixture included.
 
   student                     fixture: a fresh student copy (all assignments stripped)
+  without_gate                fixture: the gate reads nothing, so a hostile block reaches the box (the box alone)
+  GRADE_WITHOUT_GATE          the `grade` command, run with the gate reading nothing (the box alone, as a command)
   submission(student, tmp, restore)  a copy of it, with the instructor's files in `restore` put back
   with_block(sub, file, key, body)   a submission whose `key` block in minbert/`file` holds `body`
   solution(file, key)         the instructor's lines of a block, unindented (a correct answer to reuse)
@@ -55,6 +57,18 @@ def student(tmp_path_factory):
     r = run("-m", "minbert", "classroom", "student", out, cwd=ROOT)
     assert r.returncode == 0, f"minbert.classroom.assignments student failed:\n{r.stdout}{r.stderr}"
     return out
+
+
+@pytest.fixture
+def without_gate(monkeypatch):
+    """The box tested alone: the gate (gate.py), which refuses these blocks before they run, reads nothing. In this
+    process only: a grade run as a command keeps its gate."""
+    from minbert.classroom import gate
+    monkeypatch.setattr(gate, "check_text", lambda *args: {})
+
+
+GRADE_WITHOUT_GATE = [sys.executable, "-c", "from minbert.classroom import cli, gate; from minbert.core.errors import "
+                      "cli as run; gate.check_text = lambda *args: {}; run(cli.main)", "grade"]
 
 
 def submission(student, tmp_path, restore=()):

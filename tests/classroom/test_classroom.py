@@ -125,7 +125,7 @@ def test_each_exploit_scores_zero_for_its_assignment(exploit, student, tmp_path)
 @pytest.mark.slow
 def test_banned_call_is_named_with_its_line(student, tmp_path):
     sub = submission(student, tmp_path)
-    autograder.exploit_sdpa(sub)
+    next(e for e in autograder.EXPLOITS if e.__name__ == "exploit_sdpa")(sub)
     msg = first_failure(grade(sub, {"attention"}), "attention")
     assert "scaled_dot_product_attention" in msg and "minbert/bert/attention.py:" in msg, msg
 
@@ -245,7 +245,7 @@ def test_autograder_zip_runs_end_to_end_and_results_json_validates(tmp_path):
     students = [t for t in report["tests"] if t["visibility"] != "hidden"]
     assert {t["visibility"] for t in students} == {"visible", "after_due_date"}
     hidden = [t for t in report["tests"] if t["visibility"] == "hidden"]
-    assert [t["name"] for t in hidden] == ["instructor only: salt and integrity report"] and hidden[0]["max_score"] == 0
+    assert [t["name"] for t in hidden] == ["instructor only: salt and the gate's refusals"] and hidden[0]["max_score"] == 0
     assert scores([{**t, "assignment": t["name"].split(": ")[0].split(". ")[1]} for t in students]) == {
         "attention": 10, "adamw": 10, "smart": 0}
 

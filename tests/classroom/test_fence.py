@@ -436,20 +436,24 @@ GIVEN_REVIEWED = {
 
 def test_the_copys_given_code_names_no_answer_but_the_reviewed_ones(student):
     """AdamW's given fused step (torch._fused_adamw_) was left in the copy: a one-line AdamW called it and scored
-    10/10. Every callable the copy's graded files name outside the blocks, resolved as the integrity report resolves
-    a block, is either not answer-like or reviewed here."""
+    10/10. Every torch callable the copy's graded files name outside the blocks (an attribute chain from one of
+    the file's imports, resolved without running anything) is either not answer-like or reviewed here."""
     import ast
 
-    from minbert.classroom import integrity, submission
+    from minbert.classroom import fence, submission
     found = set()
     for rel in submission.graded_files(set(C.BY_KEY)):
-        text = (student / rel).read_text()
-        tree = ast.parse(text)
-        for key in [k for k in C.BY_KEY if f"{C.BEGIN} {k}" in text]:
-            (_, block), *_ = integrity.blocks_of(text, {key})
-            whole = integrity._Block(tree, range(1, text.count("\n") + 2), C.BY_KEY[key], block.names, block.given,
-                                     block.numpy)
-            found |= {(rel, name) for name in whole.used() if allowlists.REVIEW.search(name)}
+        tree = ast.parse((student / rel).read_text())
+        names = {a.asname or a.name: (f"{n.module}.{a.name}" if isinstance(n, ast.ImportFrom) else a.name)
+                 for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        for n in ast.walk(tree):
+            parts = []
+            while isinstance(n, ast.Attribute):
+                parts, n = [n.attr, *parts], n.value
+            path = ".".join([names[n.id], *parts]) if isinstance(n, ast.Name) and n.id in names else ""
+            obj = fence.resolve(path) if path.startswith("torch") else None
+            if obj is not None and callable(obj) and allowlists.REVIEW.search(fence.call_name(obj)):
+                found.add((rel, fence.call_name(obj)))
     assert found == set(GIVEN_REVIEWED), (f"given code in the copy names {sorted(found - set(GIVEN_REVIEWED))}: leave it "
                                           "out (### BEGIN LEFT OUT) or review it here")
     assert "def fused_step" not in (student / "minbert" / "adamw.py").read_text()

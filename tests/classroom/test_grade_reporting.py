@@ -122,27 +122,34 @@ RUN = " (run your tests locally for the message)"
     ("NotImplementedError", "", "", "raised NotImplementedError" + RUN),
     ("Banned", "minbert/bert/attention.py:3", "aten::_scaled_dot_product_flash_attention_for_cpu.default",
      "called aten::_scaled_dot_product_flash_attention_for_cpu.default at minbert/bert/attention.py:3, which assignment "
-     "attention does not allow (write the softmax attention yourself, not F.scaled_dot_product_attention)"),
+     "attention does not allow (its list: ALLOWED.md)"),
     ("Banned", "", "torch.ops.aten._scaled_dot_product_attention_math",
-     "called torch.ops.aten._scaled_dot_product_attention_math, which assignment attention does not allow (write the "
-     "softmax attention yourself, not F.scaled_dot_product_attention)"),
+     "called torch.ops.aten._scaled_dot_product_attention_math, which assignment attention does not allow (its list: "
+     "ALLOWED.md)"),
     ("Banned", "", "MultiheadAttention.forward", "called MultiheadAttention.forward, which assignment attention does "
-     "not allow (write the softmax attention yourself, not F.scaled_dot_product_attention)"),   # refused by name
+     "not allow (its list: ALLOWED.md)"),   # refused by name
     ("Banned", "", "a new thread (the fence watches the grading thread only)", "called a new thread (the fence watches "
-     "the grading thread only), which assignment attention does not allow (write the softmax attention yourself, not "
-     "F.scaled_dot_product_attention)"),
+     "the grading thread only), which assignment attention does not allow (its list: ALLOWED.md)"),
     ("RuntimeError", "", "aten::mm.default", "raised RuntimeError" + RUN),      # on attention's list: not refused
     ("RuntimeError", "", "torch.Tensor.softmax", "raised RuntimeError" + RUN),
     ("RuntimeError", "", "aten::mm", "raised RuntimeError" + RUN),              # not a name the fence writes
     ("Banned", "", "aten::scaled_dot_product_SECRET.default",                   # no such operator: not quoted
-     "called an operation that assignment attention does not allow (write the softmax attention yourself, not "
-     "F.scaled_dot_product_attention)"),
-    ("Banned", "", "torch.SECRET", "called an operation that assignment attention does not allow (write the softmax "
-     "attention yourself, not F.scaled_dot_product_attention)"),
+     "called an operation that assignment attention does not allow (its list: ALLOWED.md)"),
+    ("Banned", "", "torch.SECRET", "called an operation that assignment attention does not allow (its list: "
+     "ALLOWED.md)"),
 ])
 def test_an_error_record_becomes_a_builtin_type_a_real_line_or_a_blocked_op(kind, where, banned, text):
     got = error_message(wire.Error(kind, where, banned), FILES, "attention")
     assert isinstance(got, Message) and got == text, f"minbert.classroom.grade.error_message: {got!r}"
+
+
+def test_the_stub_of_a_block_the_gate_refused_says_the_gates_line_and_nothing_else_does():
+    """A refused block keeps its stub; the cases reaching it say the gate's line, not "not written yet"."""
+    gated = {"minbert/bert/attention.py:2": "minbert/bert/attention.py:5: `torch.inner` is not on assignment ..."}
+    assert error_message(wire.Error("NotImplementedError", "minbert/bert/attention.py:2", ""), FILES, "attention",
+                         gated) == gated["minbert/bert/attention.py:2"]
+    assert error_message(wire.Error("ValueError", "minbert/bert/attention.py:2", ""), FILES, "attention",
+                         gated).startswith("raised ValueError")
 
 
 def box(result=b"", status=0, why=""):
@@ -166,8 +173,8 @@ def test_outputs_of_turns_each_record_into_the_parents_message():
         bytes([len(op)]) + op.encode() + b"X"
     got, why = outputs_of(box(frame), 2, {}, "attention")
     assert why == "" and got == [
-        f"called {op}, which assignment attention does not allow (write the softmax attention yourself, not "
-        "F.scaled_dot_product_attention)", "the outputs are not a dict of tensors"]
+        f"called {op}, which assignment attention does not allow (its list: ALLOWED.md)",
+        "the outputs are not a dict of tensors"]
     assert all(isinstance(m, Message) for m in got)
 
 
@@ -179,7 +186,7 @@ class Box:
     def __init__(self, outputs, why="", layers=("a separate user", "rlimits")):
         self.outputs, self.why, self.layers, self.calls = outputs, why, list(layers), []
 
-    def __call__(self, template_dir, key, cases, job, timeout, level, secrets):
+    def __call__(self, template_dir, key, cases, job, timeout, level, secrets, **options):
         self.calls.append((template_dir, key, cases, job, timeout, level, secrets))
         return self.outputs, self.why, self.layers
 
@@ -280,9 +287,9 @@ def test_the_assignments_time_is_shared_over_its_cases(monkeypatch):
     assert [e["execution_time"] for e in entries] == [0.167] * 6, "1 s over 6 cases, rounded to 3 places"
 
 
-def test_a_grade_is_the_entries_with_the_salt_and_the_integrity_report():
-    g = G.Grade([{"a": 1}, {"b": 2}], salt=5, integrity={"smart": ["x"]})
-    assert list(g) == [{"a": 1}, {"b": 2}] and g.salt == 5 and g.integrity == {"smart": ["x"]}
+def test_a_grade_is_the_entries_with_the_salt_and_the_gates_refusals():
+    g = G.Grade([{"a": 1}, {"b": 2}], salt=5, refused={"smart": ["x"]})
+    assert list(g) == [{"a": 1}, {"b": 2}] and g.salt == 5 and g.refused == {"smart": ["x"]}
 
 
 # ---------------------------------------------------------------------- the isolation level, the seed, the secrets
@@ -435,7 +442,7 @@ def test_run_child_gives_the_box_its_job_folder_read_only_and_numbers_lines_as_p
     assert (results, why, layers) == ([
         "not written yet: the stub at minbert/bert/attention.py:2 still raises NotImplementedError (assignment attention)",
         "called aten::_scaled_dot_product_flash_attention_for_cpu.default, which assignment attention does not allow "
-        "(write the softmax attention yourself, not F.scaled_dot_product_attention)"], "", ["rlimits"])
+        "(its list: ALLOWED.md)"], "", ["rlimits"])
     assert seen["argv"] == [sys.executable, "-I", "/box/job/child.py", "/box/template", "attention", "/box/job/inputs.pt",
                             "/box/job"]
     assert seen["env"] == {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",

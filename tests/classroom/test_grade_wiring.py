@@ -82,7 +82,7 @@ def check_one_grade(tmp_path, monkeypatch):
     assert sorted(c["key"] for c in run.calls) == ["adamw", "attention"]
     assert list(got) == [{"assignment": "attention", "case": i} for i in range(6)] + \
         [{"assignment": "adamw", "case": i} for i in range(8)], "the entries in course order, whatever order was asked"
-    assert got.salt == 7 and got.integrity == {"attention": [], "adamw": []}
+    assert got.salt == 7 and got.refused == {"attention": [], "adamw": []}
     for c in run.calls:
         drawn = G.CASES.draw(c["key"], c["seed"])
         assert len(c["cases"]) == len(drawn) and all(
@@ -157,7 +157,7 @@ def test_grade_without_a_selection_grades_every_assignment_even_as_a_self_check_
     assert {c["timeout"] for c in run.calls} == {60.0}, "the default deadline is 60 s per assignment (docs/classroom.md)"
     assert {c["level"] for c in run.calls} == {"self-check"}
     assert run.calls[0]["work"].parent.name.startswith("minbert-grade-")
-    assert set(got.integrity) == set(C.BY_KEY)
+    assert set(got.refused) == set(C.BY_KEY)
 
 
 def test_grade_lays_over_a_single_uploaded_file(tmp_path, monkeypatch):

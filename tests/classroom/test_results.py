@@ -43,22 +43,21 @@ def test_table_cuts_a_long_failing_message_at_300_characters():
         f"minbert.classroom.results.table: the failing message must be cut to its first 300 characters, got {len(row)}")
 
 
-def test_table_of_a_grade_ends_with_the_salt_and_the_integrity_report():
+def test_table_of_a_grade_ends_with_the_salt_and_the_gates_refusals():
     grade = Grade([entry("mml", 1, 1.25, 1.25, isolation=["rlimits"])], salt=123,
-                  integrity={"mml": ["minbert/methods/mml.py:40: getattr with a computed name"]})
+                  refused={"mml": ["minbert/methods/mml.py:40: `getattr` is not on assignment mml's list; ..."]})
     assert results.table(grade).split("\n")[-5:] == [
         "total            1.2 / 1.25",
         "isolation: rlimits",
         "salt: 123 (instructor only: a regrade with --salt 123 draws the same cases)",
-        "integrity report (instructor only; read these lines: the sandbox cannot fence what torch itself contains):",
-        "  mml: minbert/methods/mml.py:40: getattr with a computed name"], results.table(grade)
+        "gate: refused blocks (each scores 0 where its function is graded):",
+        "  mml: minbert/methods/mml.py:40: `getattr` is not on assignment mml's list; ..."], results.table(grade)
 
 
-def test_integrity_text_lists_every_flagged_line_under_its_assignment():
-    assert results.integrity_text({}) == results.integrity_text({"pals": []}) == (
-        "integrity report (instructor only): no solution line uses reflection or private internals")
-    assert results.integrity_text({"pals": ["a.py:1: x", "a.py:2: y"], "smart": ["b.py:3: z"]}).split("\n") == [
-        "integrity report (instructor only; read these lines: the sandbox cannot fence what torch itself contains):",
+def test_refusals_text_lists_every_refusal_under_its_assignment():
+    assert results.refusals_text({}) == results.refusals_text({"pals": []}) == "gate: no solution block was refused"
+    assert results.refusals_text({"pals": ["a.py:1: x", "a.py:2: y"], "smart": ["b.py:3: z"]}).split("\n") == [
+        "gate: refused blocks (each scores 0 where its function is graded):",
         "  pals: a.py:1: x", "  pals: a.py:2: y", "  smart: b.py:3: z"]
 
 
@@ -107,13 +106,14 @@ def test_results_json_puts_the_graders_message_before_the_isolation_line():
 
 
 def test_results_json_of_a_grade_adds_one_hidden_zero_point_test_and_extra_data_for_the_instructor():
-    flagged = {"smart": ["minbert/methods/smart.py:7: importlib"]}
-    report = results.results_json(Grade([PASSED, MISSED], salt=99, integrity=flagged))
+    refused = {"smart": ["minbert/methods/smart.py:7: `importlib` is not on assignment smart's list"]}
+    report = results.results_json(Grade([PASSED, MISSED], salt=99, refused=refused))
     assert report["tests"] == TESTS + [{
-        "name": "instructor only: salt and integrity report", "score": 0.0, "max_score": 0.0, "visibility": "hidden",
-        "execution_time": 0.0, "output": "salt 99\nintegrity report (instructor only; read these lines: the sandbox "
-                                         "cannot fence what torch itself contains):\n  smart: minbert/methods/smart.py:7: importlib"}]
-    assert report["extra_data"] == {"salt": 99, "integrity": flagged}
+        "name": "instructor only: salt and the gate's refusals", "score": 0.0, "max_score": 0.0, "visibility": "hidden",
+        "execution_time": 0.0, "output": "salt 99\ngate: refused blocks (each scores 0 where its function is graded):"
+                                         "\n  smart: minbert/methods/smart.py:7: `importlib` is not on assignment "
+                                         "smart's list"}]
+    assert report["extra_data"] == {"salt": 99, "refused": refused}
     assert report["score"] == 3.3333 and report["execution_time"] == 0.375     # the hidden test adds nothing
 
 

@@ -23,7 +23,7 @@ import zipfile
 import pytest
 import torch
 from classroom_helpers import (LEVEL, ROOT, Boxes, fingerprint, first_failure, needs_isolation, scores, solution,
-                               student, submission, with_block)  # noqa: F401 (student: a fixture)
+                               student, submission, with_block, without_gate)  # noqa: F401 (fixtures)
 
 from minbert.classroom import assignments as classroom, autograder, grade as G, results, sandbox
 from minbert.classroom.assignments import package_file
@@ -31,7 +31,8 @@ from minbert.classroom.grade import grade
 from minbert.classroom.wire import Error
 from minbert.core.errors import UserError
 
-pytestmark = [needs_isolation, pytest.mark.slow]   # each grades in a sandbox: seconds a test; CI runs them
+pytestmark = [needs_isolation, pytest.mark.slow,   # each grades in a sandbox: seconds a test; CI runs them
+              pytest.mark.usefixtures("without_gate")]   # the box alone: the gate would refuse these blocks first
 
 ANSWER = solution("attention.py", "attention")          # sets y from q, k, v, mask: right when it runs
 

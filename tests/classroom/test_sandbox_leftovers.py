@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 from classroom_helpers import (LEVEL, ROOT, Boxes, first_failure, grade, needs_isolation, scores, solution, student,  # noqa: F401
-                               with_block)
+                               with_block, without_gate, GRADE_WITHOUT_GATE)
 
 from minbert.classroom import cleanup, results, sandbox
 
-pytestmark = [needs_isolation, pytest.mark.slow]   # each grades in a sandbox: seconds to a minute a test; CI runs them
+pytestmark = [needs_isolation, pytest.mark.slow,   # each grades in a sandbox: seconds to a minute a test; CI runs them
+              pytest.mark.usefixtures("without_gate")]   # the box alone: the gate would refuse these blocks first
 
 ANSWER = solution("attention.py", "attention")
 IMPORT = "_imp = print.__self__.__getattribute__('__imp' + 'ort__')\n_os = _imp('os')\n" \
@@ -326,7 +327,7 @@ def test_two_grades_at_once_use_their_own_users_and_neither_box_reads_the_other_
                               f"# MARKER-{me}\n" + wins_if(hunt_))
     for me in "ab":
         out = tmp_path / f"results-{me}.json"
-        procs[me] = started([sys.executable, "-m", "minbert", "classroom", "grade", str(subs[me]), "--assignments",
+        procs[me] = started([*GRADE_WITHOUT_GATE, str(subs[me]), "--assignments",
                              "attention", "--json", str(out), "--salt", "1", "--timeout", "120"], tmp_path, folders[me])
     uids, end = {me: set() for me in procs}, time.monotonic() + 900
     try:

@@ -1,0 +1,6 @@
+# honest variant: attention bert/attention.py 0: the softmax in place (div_, add_, sub_, exp_)
+scores = q.matmul(k.transpose(-1, -2))
+scores.div_(math.sqrt(self.head_dim)).add_(mask)
+scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()
+scores.div_(scores.sum(dim=-1, keepdim=True))
+y = dropout(scores, self.dropout_prob, self.training).matmul(v)

@@ -1,0 +1,312 @@
+"""The gate (minbert/classroom/gate.py): a solution block may name only what its assignment's list holds, read before
+anything runs; a refused block scores 0 where its function is graded, with one line.
+
+Oracles: the routes red teams used to reach torch's or scikit-learn's own implementation, or to take the runtime
+fence down from inside (frames reached through a generator, names passed as strings to a getattr read from a
+frame's builtins, popped or disabled modes, local aliases of builtins, subscripted builtins, classes defining dunder
+methods, local decorators, format fields reading attributes, global, yield), written out as submissions: each is
+refused with its one line naming what it refused, and scores 0 when graded. The instructor's reference solutions and
+the honest corpus written in other styles (tests/classroom/honest/: einsum, loops, in place, numpy, HF style) are
+never refused, and score full points. The student copy's own pre-check refuses exactly what the grader's gate does.
+"""
+
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from classroom_helpers import ROOT, first_failure, scores, student, with_block  # noqa: F401
+
+from minbert.classroom import allowlists, assignments as classroom, autograder, gate, results
+from minbert.classroom.assignments import package_file
+from minbert.classroom.grade import grade
+
+HONEST = Path(__file__).parent / "honest"
+FUSED = """torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(float(t)) for t in steps],
+                    lr=torch.tensor(lr), beta1=beta1, beta2=beta2, weight_decay=wd, eps=eps, amsgrad=False,
+                    maximize=False)"""
+FRAME = """def _g():
+    yield 1
+_gen = _g()
+"""
+WALK = """_gen = (i for i in [0])
+_f = _gen.gi_frame.f_back
+"""
+FROM_BUILTINS = """_gen = (i for i in [0])
+_ga = _gen.gi_frame.f_builtins['getattr']
+"""
+
+# name: (assignment, file, block, the name its refusal must quote)
+ROUTES = {
+    # Why 1: the fence switched off from inside, through a generator's frame (no private name written)
+    "a generator's frame walked up to the child's locals (gi_frame, f_back, f_locals)": ("attention", "attention.py", """
+_gen = (i for i in [0])
+_fence = _gen.gi_frame.f_back.f_back.f_locals['fence']
+y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+""", "`.gi_frame`"),
+    "a generator function's frame (yield)": ("attention", "attention.py", FRAME + "y = q\n", "`yield`"),
+    "torch._C's stack getter named as a string to a frame's getattr": ("adamw", "adamw.py", FROM_BUILTINS + """
+_stack = _ga(_ga(torch, '_' + 'C'), '_get_dispatch_stack_at')(0)
+""", "`.gi_frame`"),
+    # Why 2: the two routes the docs admitted, names as strings
+    "pop both fence modes, run the fused kernel, push them back": ("adamw", "adamw.py", """
+_f, _d = torch._C._pop_torch_function_stack(), torch._C._pop_torch_dispatch_stack(None)
+""" + FUSED + """
+torch._C._push_on_torch_dispatch_stack(_d)
+torch._C._push_on_torch_function_stack(_f)
+""", "`torch._C._pop_torch_function_stack`"),
+    "the modes disabled for one call (_disable_current_modes)": ("adamw", "adamw.py", """
+from torch.utils._python_dispatch import _disable_current_modes
+with _disable_current_modes():
+""" + "\n".join("    " + line for line in FUSED.splitlines()) + "\n", "`torch.utils._python_dispatch._disable_current_modes`"),
+    "torch._fused_adamw_ with a 0-dim tensor lr": ("adamw", "adamw.py", FUSED + "\n", "`torch._fused_adamw_`"),
+    "the given fused step (left out of the copy)": ("adamw", "adamw.py", """
+fused_step(params, grads, exp_avgs, exp_avg_sqs, steps, torch.tensor(lr), beta1, beta2, wd, eps)
+""", "`fused_step`"),
+    # Why 3: reflection through values
+    "getattr through a local alias": ("attention", "attention.py", """
+_get = getattr
+y = _get(F, 'scaled_dot_product_' + 'attention')(q, k, v, attn_mask=mask)
+""", "`getattr`"),
+    "exec from a frame's builtins, by subscript": ("attention", "attention.py", """
+_gen = (i for i in [0])
+_gen.gi_frame.f_builtins['exec']('y = q')
+y = q
+""", "`.gi_frame`"),
+    "print.__self__ (the builtins module)": ("attention", "attention.py", """
+_m = print.__self__.__getattribute__('__imp' + 'ort__')('torch._higher_order_ops.flex_attention', None, None, ['x'])
+y = q
+""", "`.__self__`"),
+    "a class defining __torch_dispatch__ (a Tensor subclass)": ("attention", "attention.py", """
+class Free(torch.Tensor):
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+y = q
+""", "`class Free`"),
+    "a local decorator": ("attention", "attention.py", """
+def swap(f):
+    return F.softmax
+@swap
+def probs(s):
+    return s
+y = probs(q @ k.transpose(-2, -1)) @ v
+""", "`@swap`"),
+    "a format field reading an attribute": ("attention", "attention.py", """
+_name = '{0.__class__}'.format(q)
+y = q
+""", "`{0.__class__}`"),
+    "a format field reading an item": ("attention", "attention.py", """
+_name = '{0[exec]}'.format(q)
+y = q
+""", "`{0[exec]}`"),
+    ".format on a built string": ("attention", "attention.py", """
+_name = ('{0' + '.T}').format(q)
+y = q
+""", "`.format`"),
+    "global": ("attention", "attention.py", "global F\ny = q\n", "`global`"),
+    "nonlocal": ("attention", "attention.py", "def inner():\n    nonlocal q\ny = q\n", "`nonlocal`"),
+    "a name bound only in a comprehension, used outside it": ("attention", "attention.py", """
+_z = [0 for getattr in [1]]
+y = getattr(F, 'softmax')(q, -1)
+""", "`getattr`"),
+    "a comprehension's first iterable reads the outer name": ("attention", "attention.py", """
+_z = [g for getattr in [getattr] for g in [getattr]]
+y = q
+""", "`getattr`"),
+    "a match class pattern reading an attribute": ("attention", "attention.py", """
+match q:
+    case torch.Tensor(T=_t):
+        y = q
+""", "`match class`"),
+    # the earlier rounds: library implementations and names built from strings
+    "flex attention's eager math_attention": ("attention", "attention.py", """
+from torch._higher_order_ops.flex_attention import math_attention
+y = q
+""", "`torch._higher_order_ops.flex_attention`"),
+    "scaled_dot_product_attention": ("attention", "attention.py",
+                                     "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n",
+                                     "`torch.nn.functional.scaled_dot_product_attention`"),
+    "torch.optim's AdamW": ("adamw", "adamw.py", "_opt = torch.optim.AdamW(params)\n", "`torch.optim.AdamW`"),
+    "operator.attrgetter": ("adamw", "adamw.py", """
+import operator
+_mods = operator.attrgetter('os.sys.modules')(torch)
+""", "`operator`"),
+    "scikit-learn": ("meanshift", "meanshift.py", """
+from sklearn.cluster import estimate_bandwidth as eb
+return float(eb(x.reshape(-1, 1), quantile=quantile))
+""", "`sklearn`"),
+    "a module as a value (an alias of torch)": ("attention", "attention.py", """
+_t = torch
+y = _t.inner(q, k)
+""", "`torch`"),
+    "a module another module imported (torch.nn.functional.torch)": ("attention", "attention.py", """
+y = F.torch.inner(q, k)
+""", "`torch.nn.functional.torch`"),
+    "assigning a library's attribute": ("attention", "attention.py", """
+torch.softmax = lambda *a, **kw: q
+y = q
+""", "`torch.softmax`"),
+}
+
+
+def honest_corpus() -> list:
+    """[(name, key, file, nth block, body)] from tests/classroom/honest/*.py: '# honest variant: KEY FILE N: style'."""
+    found = []
+    for path in sorted(HONEST.glob("*.py")):
+        head, _, body = path.read_text().partition("\n")
+        key, file, nth = head.removeprefix("# honest variant: ").split(":")[0].split()
+        found.append((path.stem, key, file, int(nth), body))
+    return found
+
+
+def laid(tmp_path, key, file, body, nth=0) -> tuple[str, str]:
+    """(rel, text): the instructor's file, as the copy hands it out, with `body` in the nth block of `key`."""
+    rel = package_file(Path(file).name)
+    path = tmp_path / Path(file).name
+    path.write_text(classroom.omit((ROOT / rel).read_text(), rel, set(classroom.BY_KEY)))
+    autograder._replace_block(path, key, body.strip("\n"), nth=nth)
+    text = path.read_text()
+    assert all(line in text for line in body.strip("\n").splitlines()), f"{file} has no block {nth} of {key}"
+    return rel, text
+
+
+@functools.cache
+def lists_and_given():
+    return gate.lists_of(allowlists.gate_lists(classroom.ASSIGNMENTS), classroom.BY_KEY), gate.given_attributes(ROOT / "minbert")
+
+
+def refusals(text, rel, key) -> list:
+    lists, given = lists_and_given()
+    return list(gate.check_text(text, rel, {key: lists[key]}, given).values())
+
+
+def test_the_reference_solutions_are_not_refused():
+    lists = gate.lists_of(allowlists.gate_lists(classroom.ASSIGNMENTS), classroom.BY_KEY)
+    given = gate.given_attributes(ROOT / "minbert")
+    found = []
+    for rel in sorted({package_file(Path(f).name) for a in classroom.ASSIGNMENTS for f in
+                       ["layers.py", "attention.py", "model.py", "adamw.py", "multitask.py", "pals.py", "smart.py",
+                        "pcgrad.py", "gradvac.py", "meanshift.py", "mml.py"]}):
+        text = classroom.omit((ROOT / rel).read_text(), rel, set(classroom.BY_KEY))
+        found += gate.check_text(text, rel, lists, given).values()
+    assert not found, f"the gate refused a reference solution: {found}"
+
+
+def test_the_honest_corpus_is_not_refused(tmp_path):
+    """Other styles than the references' (einsum, loops, in place, numpy, HF style, helper functions, asserts and
+    raises with messages): 0 refused, at least 3 variants of every assignment."""
+    corpus = honest_corpus()
+    per = {k: sum(1 for _, key, *_ in corpus if key == k) for k in classroom.BY_KEY}
+    assert len(corpus) >= 40 and min(per.values()) >= 3, f"the corpus covers too little: {per}"
+    refused = []
+    for name, key, file, nth, body in corpus:
+        rel, text = laid(tmp_path, key, file, body, nth)
+        refused += [f"{name}: {line}" for line in refusals(text, rel, key)]
+    assert not refused, f"{len(refused)} honest variant(s) refused:\n" + "\n".join(refused)
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_each_route_is_refused_with_one_line_naming_it(route, tmp_path):
+    key, file, block, name = ROUTES[route]
+    rel, text = laid(tmp_path, key, file, block)
+    got = refusals(text, rel, key)
+    assert len(got) == 1 and got[0].startswith(f"{rel}:") and name in got[0], f"{route}: {got}"
+
+
+@pytest.mark.parametrize("line, name", [
+    ("y = torch.inner(q, k)", None),                                   # widened: on every list
+    ("y = F.dropout(q, 0.1, training=self.training)", None),
+    ("y = torch.linalg.vector_norm(q, dim=-1)", None),
+    ("y = q.sqrt_().exp_()", None),
+    ("y = nn.GELU()(q)", None),
+    ("y = f'{q.shape!r}' and q", None),
+    ("y = '{0} {k:.2f}'.format(1, k=2.0) and q", None),
+    ("y = torch._C._nn.gelu(q)", "`torch._C._nn.gelu`"),
+    ("y = torch.ops.aten.gelu(q)", "`torch.ops.aten.gelu`"),
+    ("import importlib\ny = q", "`importlib`"),
+    ("y = eval('q')", "`eval`"),
+    ("y = vars(q)", "`vars`"),
+    ("y = type(q)", "`type`"),
+    ("y = q.__dict__", "`.__dict__`"),
+    ("y = __builtins__", "`__builtins__`"),
+    ("y = torch.jit.script(lambda a: a)(q)", "`torch.jit.script`"),
+    ("y = q.apply_(abs)", "`.apply_`"),
+    ("y = [e.__traceback__ for e in [ValueError()]] and q", "`.__traceback__`"),
+    ("async def f():\n    pass\ny = q", "`async def`"),
+    ("def __eq__(a, b):\n    return True\ny = q", "`__eq__`"),
+    ("y = q.numpy().ctypes", "`.ctypes`"),
+])
+def test_each_kind_of_name_is_refused_or_allowed(line, name, tmp_path):
+    rel, text = laid(tmp_path, "attention", "attention.py", line + "\ny = y")
+    got = refusals(text, rel, "attention")
+    assert (got == []) if name is None else (len(got) == 1 and name in got[0]), got
+
+
+def test_a_refusal_names_what_it_refused_and_what_is_allowed_never_another_assignments_note(tmp_path):
+    rel, text = laid(tmp_path, "surgery", "pcgrad.py", "x = torch.cdist(gram, gram)\n" + "return coef, projections")
+    (got,) = refusals(text, rel, "surgery")
+    assert got.startswith("minbert/methods/pcgrad.py:") and "`torch.cdist` is not on assignment surgery's list; " \
+        "`(a[:, None] - b[None]).norm(dim=-1)` is" in got, got
+    rel, text = laid(tmp_path, "surgery", "gradvac.py", "phi = torch.cosine_similarity(gram, gram)\n")
+    (got,) = refusals(text, rel, "surgery")
+    assert "`torch.cosine_similarity` is not on assignment surgery's list; assignment surgery computes it" in got, got
+    assert "softmax attention" not in got and "scaled_dot" not in got
+
+
+def test_the_student_copys_precheck_refuses_what_the_graders_gate_refuses(student, tmp_path):
+    """tests/gate.py in the copy, with ALLOWED.json: three planted off-list calls, each the grader's line."""
+    from classroom_helpers import submission
+    sub = submission(student, tmp_path)
+    planted = {"attention": ("attention.py", "y = torch.inner(q, k) @ v\n"),
+               "meanshift": ("meanshift.py", "import scipy\nreturn 0.0\n"),
+               "mml": ("mml.py", "_g = (i for i in [0])\nreturn _g.gi_frame\n")}
+    want = []
+    for key, (file, body) in planted.items():
+        autograder._replace_block(sub / package_file(file), key, body.strip("\n"))
+        text = (sub / package_file(file)).read_text()
+        want += refusals(text, package_file(file), key)
+    r = subprocess.run([sys.executable, "tests/gate.py"], cwd=sub, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and sorted(r.stdout.strip().splitlines()) == sorted(want), (r.stdout, r.stderr, want)
+    assert (student / "ALLOWED.md").is_file() and "## surgery" in (student / "ALLOWED.md").read_text()
+    r = subprocess.run([sys.executable, "tests/gate.py"], cwd=student, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"the blank copy's stubs were refused: {r.stdout}{r.stderr}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["a generator's frame walked up to the child's locals (gi_frame, f_back, f_locals)",
+                                   "pop both fence modes, run the fused kernel, push them back",
+                                   "a class defining __torch_dispatch__ (a Tensor subclass)", "getattr through a local alias"])
+def test_a_refused_route_scores_zero_and_its_cases_say_the_gates_line(route, student, tmp_path):
+    key, file, block, name = ROUTES[route]
+    got = grade(with_block(student, tmp_path, file, key, block), {key}, salt=1)
+    assert scores(got) == {key: 0}, f"{route}: scored {scores(got)[key]}"
+    (line,) = got.refused[key]
+    assert name in line and first_failure(got, key).startswith(line), first_failure(got, key)
+    report = results.results_json(got)
+    assert report["extra_data"]["refused"] == {key: [line]} and line in results.table(got)
+
+
+@pytest.mark.slow
+def test_the_honest_corpus_scores_full_points_past_the_fence(student, tmp_path):
+    """The runtime allow-lists are not narrower than honest maths: every variant passes every case of its assignment.
+    Variants of different assignments share a submission (one grade per round)."""
+    from classroom_helpers import submission
+
+    from minbert.classroom.submission import graded_files
+    rounds = []                                          # at most one variant of each assignment per round
+    for name, key, file, nth, body in honest_corpus():
+        free = next((r for r in rounds if key not in {k for k, *_ in r}), None)
+        if free is None:
+            rounds.append(free := [])
+        free.append((key, file, nth, name, body))
+    for i, variants in enumerate(rounds):
+        keys = {key for key, *_ in variants}
+        restore = sorted({Path(rel).name for rel in graded_files(keys)})       # every block of these: the reference
+        sub = submission(student, tmp_path / str(i), restore=restore)
+        for key, file, nth, name, body in variants:
+            autograder._replace_block(sub / package_file(Path(file).name), key, body.strip("\n"), nth=nth)
+        got = grade(sub, keys, salt=11)
+        want = {k: classroom.BY_KEY[k].points for k in keys}
+        assert scores(got) == want, {k: first_failure(got, k) for k in keys if scores(got)[k] != want[k]} | {
+            "variants": [name for *_, name, _ in variants]}
