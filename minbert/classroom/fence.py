@@ -24,7 +24,8 @@ inside allowed operators that use an unlisted composite internally, which no rec
 No switch: nothing the submission can reach changes what the fence checks. The lists and torch's names live in
 the checks' closures (no flag, no canary), and every check first verifies both layers: each that the other's mode
 is alone on its stack and on (torch functions enabled, the Python key not excluded), or that this check runs inside
-the other's handler (its code object on the Python stack: torch sets a mode aside while its handler runs). Else the call is refused as REMOVED, before the kernel runs. `install` takes away, in every module that
+the other's handler (its code object on the Python stack: torch sets a mode aside while its handler runs). Else
+the call is refused as REMOVED, before the kernel runs. `install` takes away, in every module that
 holds them, what would take a mode off between two checks: the pops (a function-mode pop is left to torch's own
 `handle_torch_function`, recognised by its callers' code objects), `_disable_current_modes`, the guards that
 disable torch functions or exclude the Python key; tensors then print through `tolist`. Modes are per thread, so
@@ -35,7 +36,7 @@ operator's `redispatch`, a kernel registered through `torch.library`): names on 
 
 What no operator list can tell apart: torch's own Python implementation of an assignment (`torch.optim.AdamW.step`
 runs `mul_`, `lerp_`, `addcdiv_`, which AdamW's list must allow) computes with the same operators as a student's.
-child.py refuses those by name, and the integrity report flags any call not on the assignment's list.
+child.py refuses those by name, and the gate (gate.py) refuses any name not on the assignment's list before it runs.
 
 `Fence(None, None)` records instead of refusing: how `python -m minbert classroom allowlists` derives each list
 from the reference solution (allowlist_recording.py).
@@ -189,7 +190,8 @@ class Fence:
                                 and _dispatch_at(0) is op_mode and not torch._C._is_torch_function_all_disabled()
                                 and not _excluded(_PYTHON)):
             refused = REMOVED
-        inside = [f"{file.removeprefix(template + '/')}:{line}" for file, line in stack if file.startswith(template + "/")]
+        inside = [f"{file.removeprefix(template + '/')}:{line}" for file,
+                  line in stack if file.startswith(template + "/")]
         return refused, inside[-1] if inside else ""
 
 

@@ -145,7 +145,8 @@ class _Reader:
                 key = self.line_of[n.lineno][0]
                 if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
                     self.words[key].add(n.attr)
-                elif isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "SimpleNamespace":
+                elif isinstance(n, ast.Call) and getattr(n.func, "attr",
+                                                         getattr(n.func, "id", "")) == "SimpleNamespace":
                     self.words[key] |= {k.arg for k in n.keywords if k.arg}
         self.words = {k: {w for w in words if not INTERNALS.search(w)} for k, words in self.words.items()}
         self.found = {}                                      # {(key, first line): the block's first refusal}

@@ -54,7 +54,8 @@ def isolation(require: str | bool | None) -> tuple[str, str]:
     level, why = _ISOLATION
     if sandbox.LEVELS.index(level) < sandbox.LEVELS.index(require):
         raise C.UserError(f"grade: isolation {require!r} is required but this machine gives {level!r} ({why}); "
-                          "grade as root on Linux (Docker's default capabilities are enough for 'user+chroot'; Podman and "
+                          "grade as root on Linux (Docker's default capabilities are enough for "
+                          "'user+chroot'; Podman and "
                           "CRI-O need CAP_SYS_CHROOT added), "
                           "or pass --require_isolation self-check for a grade labelled a self-check")
     return level, why
@@ -89,7 +90,8 @@ def compare(got, want: dict) -> str:
             return f"output {name!r} is missing"
         if g.shape != w.shape:
             if g.dim() != w.dim():          # the submission's shape is its to choose: quote a bounded part of it
-                return f"{name}: expected shape {tuple(w.shape)} ({w.dim()} dimensions), got {min(g.dim(), 99)} dimensions"
+                return (f"{name}: expected shape {tuple(w.shape)} ({w.dim()} dimensions), "
+                        f"got {min(g.dim(), 99)} dimensions")
             return f"{name}: expected shape {tuple(w.shape)}, got {tuple(min(int(n), 10**6) for n in g.shape)}"
         if not torch.is_floating_point(w):  # equal values, whatever the dtype: a float 2.7 is not the label 2
             if not torch.equal(g, w):
@@ -129,8 +131,10 @@ def _error_text(record, files, key) -> str:
     if kind == "NotImplementedError" and at:
         line = files[m.group(1)][int(m.group(2)) - 1]
         stub = C.STUB_LINE.search(line)
-        if stub and stub.group(1) in C.BY_KEY and line.lstrip().startswith("raise "):    # a key of ours, not a word of theirs
-            return f"not written yet: the stub{at} still raises NotImplementedError (assignment {C.BY_KEY[stub.group(1)].key})"
+        # a key of ours, not a word of theirs
+        if stub and stub.group(1) in C.BY_KEY and line.lstrip().startswith("raise "):
+            key = C.BY_KEY[stub.group(1)].key
+            return f"not written yet: the stub{at} still raises NotImplementedError (assignment {key})"
     builtin = isinstance(getattr(builtins, kind, None), type) and issubclass(getattr(builtins, kind), BaseException)
     text = f"raised {kind}" if builtin else "raised an exception of a class your code defines"
     return text + at + " (run your tests locally for the message)"
@@ -178,7 +182,8 @@ def source_lines(path: Path) -> list[str]:
 def write_job(job: Path, key: str, cases: list) -> None:
     """The child's job folder: the glue it loads (scenarios, wire, the fence), the fence's lists, the inputs."""
     job.mkdir(parents=True)
-    for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"), (HERE / "wire.py", "_minbert_grader_wire.py"),
+    for src, name in ((HERE / "scenarios.py", "_minbert_grader_scenarios.py"),
+                      (HERE / "wire.py", "_minbert_grader_wire.py"),
                       (HERE / "fence.py", "_minbert_grader_fence.py"), (HERE / "child.py", "child.py")):
         (job / name).write_bytes(src.read_bytes())
     a = C.BY_KEY[key]

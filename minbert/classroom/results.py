@@ -19,7 +19,8 @@ def table(entries: list[dict]) -> str:
     lines.append(f"{'total':<14} {total:>5.1f} / {maximum:g}")
     lines.append(isolation_line(entries))
     if hasattr(entries, "salt"):
-        lines.append(f"salt: {entries.salt} (instructor only: a regrade with --salt {entries.salt} draws the same cases)")
+        lines.append(f"salt: {entries.salt} (instructor only: a regrade with --salt {entries.salt} "
+                     "draws the same cases)")
         lines.append(refusals_text(entries.refused))
     return "\n".join(lines)
 

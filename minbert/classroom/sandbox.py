@@ -287,7 +287,8 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         fds += [res_r, res_w]
         mounted = level == "namespaces"           # what the launcher bind-mounts into the box's new root
         spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "chroot": root,
-                "runtime": box_root().runtime_paths() if mounted else [], "sites": box_root().sites() if mounted else {},
+                "runtime": box_root().runtime_paths() if mounted else [],
+                "sites": box_root().sites() if mounted else {},
                 "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
                 "cwd": home, "secrets": [str(p) for p in secrets]}
         proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
@@ -308,7 +309,8 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
             if uid is not None and not left_over:
                 release_uid(uid)                      # (a uid with a process left stays reserved)
         _all(killed, lambda: box_cleanup().remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
-             lambda: outside and box_cleanup().remove_tree(outside), *[lambda m=m: box_cleanup().remove_tree(m) for m in made])
+             lambda: outside and box_cleanup().remove_tree(outside),
+             *[lambda m=m: box_cleanup().remove_tree(m) for m in made])
     log_r, res_r = list(chunks)
     if left_over:
         why = why or "processes of the box were still running after it ended"

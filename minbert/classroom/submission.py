@@ -76,7 +76,8 @@ def extract_zip(archive: Path, dst: Path) -> None:
     end = tail.rfind(b"PK\x05\x06")
     count, directory = struct.unpack("<HI", tail[end + 10:end + 16]) if end >= 0 and len(tail) >= end + 16 else (0, 0)
     if count > ZIP_MAX_FILES:                    # 0xFFFF: a zip64 count, which no course upload needs
-        raise Refused(f"the zip holds {count if count < 0xFFFF else 'too many'} entries; at most {ZIP_MAX_FILES} are taken")
+        raise Refused(f"the zip holds {count if count < 0xFFFF else 'too many'} entries; at most "
+                      f"{ZIP_MAX_FILES} are taken")
     if directory > ZIP_MAX_FILES * 400:          # the central directory's own size: a false count cannot hide it
         raise Refused(f"the zip's directory is {directory >> 10} KiB: more entries than the {ZIP_MAX_FILES} taken")
     try:
@@ -262,7 +263,8 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tu
     (empty: fine), {assignment: {"minbert/x.py:N": the gate's refusal}}: N the line of the stub a refused block keeps).
     Blocks of assignments not graded keep the template's stub."""
     problems, gated_out = {k: [] for k in selected}, {k: {} for k in selected}
-    lists, given = gate.lists_of(allowlists.gate_lists(C.ASSIGNMENTS), selected), gate.given_attributes(template_dir / "minbert")
+    lists, given = gate.lists_of(allowlists.gate_lists(C.ASSIGNMENTS),
+                                 selected), gate.given_attributes(template_dir / "minbert")
     try:
         files, refused = files_of(submission)
     except Refused as e:
