@@ -98,15 +98,21 @@ def test_a_head_of_another_shape_is_refused_with_the_reason(tmp_path, argv, task
     assert not (tmp_path / "out").exists(), "a refused export must write nothing"
 
 
-def test_an_out_dir_with_files_is_not_replaced_without_overwrite(runs, tmp_path):
-    mine = tmp_path / "out" / "config.json"
+def out_dir_kept_without_overwrite(export, run, tmp_path, name: str, written: str) -> None:
+    """An exporter refuses an OUT_DIR holding a file of the user's (`name`) and leaves it; --overwrite replaces it
+    with its own (whose text holds `written`)."""
+    mine = tmp_path / "out" / name
     mine.parent.mkdir()
     mine.write_text("mine")
     with pytest.raises(UserError, match="already exists.*--overwrite"):
-        export_hf.main([str(runs.pooler), str(tmp_path / "out")])
+        export([str(run), str(tmp_path / "out")])
     assert mine.read_text() == "mine", "a refused export changed the folder"
-    export_hf.main([str(runs.pooler), str(tmp_path / "out"), "--overwrite"])
-    assert "BertForSequenceClassification" in mine.read_text()
+    export([str(run), str(tmp_path / "out"), "--overwrite"])
+    assert written in mine.read_text(), f"--overwrite should have written {name} anew"
+
+
+def test_an_out_dir_with_files_is_not_replaced_without_overwrite(runs, tmp_path):
+    out_dir_kept_without_overwrite(export_hf.main, runs.pooler, tmp_path, "config.json", "BertForSequenceClassification")
 
 
 def test_dry_run_makes_the_exports_checks_and_writes_nothing(runs, tmp_path, capsys):

@@ -18,7 +18,7 @@ import torch
 import minbert
 from minbert.core.errors import UserError
 from minbert.tools import export_st
-from test_export_hf import run_folder
+from test_export_hf import out_dir_kept_without_overwrite, run_folder
 from test_trained_run import runs  # noqa: F401  (fixture: three finished tiny runs)
 
 SENTENCES = ["good movie", "bad plot and dull actor", "a fun story with a great actor and a nice plot " * 20]
@@ -71,11 +71,4 @@ def test_a_run_without_a_mean_pooled_encoder_is_refused_in_one_line(runs, tmp_pa
 
 
 def test_an_out_dir_with_files_is_not_replaced_without_overwrite(runs, tmp_path):
-    mine = tmp_path / "out" / "modules.json"
-    mine.parent.mkdir()
-    mine.write_text("mine")
-    with pytest.raises(UserError, match="already exists.*--overwrite"):
-        export_st.main([str(runs.bi), str(tmp_path / "out")])
-    assert mine.read_text() == "mine", "a refused export changed the folder"
-    export_st.main([str(runs.bi), str(tmp_path / "out"), "--overwrite"])
-    assert "sentence_transformers.models.Pooling" in mine.read_text()
+    out_dir_kept_without_overwrite(export_st.main, runs.bi, tmp_path, "modules.json", "sentence_transformers.models.Pooling")
