@@ -26,7 +26,6 @@ import json
 import shutil
 from pathlib import Path
 
-import minbert
 from minbert.core import flags
 from minbert.core.atomic import atomic_write
 from minbert.core.errors import UserError, cli
@@ -80,7 +79,8 @@ def main(argv=None):
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
         raise UserError(f"{out} already exists and is not empty; nothing was changed. Choose another OUT_DIR, or "
                         f"add --overwrite to replace it")
-    run = minbert.load_run(args.run_dir, device="cpu", amp="off")   # torch loads here, after the flags are checked
+    from minbert.tools.trained_run import load_run   # torch loads here, after the flags are checked
+    run = load_run(args.run_dir, device="cpu", amp="off")
     if why := refusal(run):
         raise UserError(f"{run.folder}: not a sentence-transformers model: {why}")
     export_sentence_transformers(out, run.folder, run.max_seq_len)

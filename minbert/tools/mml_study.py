@@ -42,6 +42,7 @@ Left out: the test-set rows of Table 1 (GLUE's test labels are private), simulta
 and running seeds in parallel (one process, one run at a time).
 """
 
+import importlib
 import json
 import os
 import re
@@ -234,7 +235,9 @@ def pct(x, signed=False):
 
 
 def main(argv=None):
-    import train_mml   # the script at the repo root; imported here so `import minbert.tools.mml_study` stays cheap
+    # The script at the repo root, driven by its command line (as study.py drives train_multitask.py): the package
+    # does not import a script, which itself uses the package's tools (load_run for --predict_only).
+    run_script = importlib.import_module("train_mml").main
 
     args = parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -270,7 +273,7 @@ def main(argv=None):
                 if resume:   # a run cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
                     argv_run += ["--resume", resume]
                 print("run train_mml.py", " ".join(argv_run))
-                train_mml.main(argv_run)
+                run_script(argv_run)
             # scored: the tables need no weights
             if args.delete_checkpoints and finished(run_dir, epochs[task], evals):
                 for checkpoint in ("best.pt", "last.pt", "interrupted.pt"):
