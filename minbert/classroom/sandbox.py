@@ -1,44 +1,12 @@
 """The box a submission runs in: a separate user, fresh namespaces, a whitelist root, limits, a deadline.
 
-A submission is arbitrary Python, run at grading time. Names can be hidden from an AST check
-(`torch.__getattribute__("os")`), so the security lives here, in the operating system, as in IOI's
-`isolate` (CMS, Judge0) and PrairieLearn's external grader. Per child process, as root:
-
-    1. namespaces   unshare(PID | mount | network | IPC | UTS): the child is PID 1 of its own PID
-                    namespace, so when it ends the kernel kills every process it started (a forked,
-                    setsid() daemon included); the network namespace has no interface but a down loopback.
-    2. a new root   a small read-only tmpfs holding read-only bind mounts of what Python and torch need
-                    (the interpreter's prefixes, the virtual environment with only box_root.BOX_PACKAGES in
-                    its site folders, /usr, a few /etc files, /dev/null, /dev/urandom), the box's own
-                    read-only job folder (/box: the template with the submission laid over, the glue, the
-                    inputs) and a fresh /proc; then chroot. The instructor's checkout, Gradescope's source/
-                    and results/, other submissions and the grader's temporary folders are not in that tree.
-    3. a user       a random unused uid/gid (reserved while the box runs: `free_uid`), no supplementary
-                    groups, no_new_privs. Nothing in the tree is writable by it: the child writes only to
-                    its pipes, so the box leaves no file behind and needs no cap on bytes or inodes.
-    4. one process  a seccomp filter (`seccomp_program`): no fork, vfork or clone of a process (threads
-                    are allowed), no network socket, nothing that outlives a process (SysV IPC, POSIX
-                    message queues, kernel keys). The box's memory is one address space.
-    5. limits       rlimits: address space (4 GiB: the box's whole memory), file size 0, threads, open
-                    files, CPU seconds, no core files; a control group (memory, pids, cpu) where the kernel
-                    offers a writable one (v2 or v1).
-    6. a deadline   the parent reads the child's output and its results pipe with a wall-clock deadline
-                    and byte caps, kills the box when either is passed, and checks that no process of
-                    the box's uid is left before it reads the results.
-
-Each machine gets every layer it grants (`LEVELS`, weakest first; `isolation_available` finds the best):
-    namespaces     all of the above (root with CAP_SYS_ADMIN: a VM, a CI runner, a privileged container)
-    user+chroot    root in a default container (Docker's capabilities: no CAP_SYS_ADMIN, so no namespaces
-                   and no mounts; setuid, setgid, sys_chroot and kill are there): the same without 1, and a
-                   root of hard links (box_root.link_tree, one per grade) to chroot into instead of 2; then
-                   kill(-1) as the box's user with a check that none of its processes is left
-    self-check     not root, or root without CAP_SYS_CHROOT (Docker's and containerd's default capabilities have
-                   it; Podman's and CRI-O's do not) when asked for: same user, rlimits, process group,
-                   deadline, caps; not authoritative, and said so
-There is no level between: without a chroot the box would see the machine's files, and file modes cannot
-hide all of them (another clone of the course, the Gradescope zip beside it, files left in shared folders).
-Whatever the level, the launcher checks, as the box's user and just before it runs the child, that it cannot
-open any of the instructor's files it is given (`secrets`); if it can, the box does not run.
+A submission is arbitrary Python, and names can be hidden from an AST check, so the security lives here, in the
+operating system, as in IOI's `isolate`: per child, as root, PID/mount/network/IPC/UTS namespaces, a read-only
+whitelist root, a random reserved uid (`free_uid`), a seccomp filter allowing one process (`seccomp_program`),
+rlimits and control groups, and the parent's wall-clock deadline and byte caps. Each machine gets every layer it
+grants (`LEVELS`, weakest first; `isolation_available` finds the best): there is no level between a chroot and
+none. Before the child runs, the launcher checks as the box's user that it cannot open any instructor file it is
+given (`secrets`). docs/classroom.md (The sandbox, Threat model) lists each layer and level.
 
 This file is also the launcher: `python -I sandbox.py SPEC_JSON` runs as root, sets the box up and
 execs the child. That part uses the standard library only.
