@@ -89,25 +89,23 @@ def isolation_available() -> tuple[str, str]:
         return "self-check", f"namespaces and other users are Linux's; this is {sys.platform}"
     if os.geteuid() != 0:
         return "self-check", "the grader runs as an ordinary user (root is needed to start a box as another user)"
-    r = subprocess.run([sys.executable, "-I", __file__, "--probe"], capture_output=True, text=True, timeout=60)
-    if r.returncode == 0:
+    def refused(*args) -> str:
+        r = subprocess.run([sys.executable, "-I", __file__, *args], capture_output=True, text=True, timeout=60)
+        lines = (r.stdout + r.stderr).strip().splitlines()
+        return "" if r.returncode == 0 else lines[-1] if lines else f"the probe exited {r.returncode}"
+    why = refused("--probe")
+    if not why:
         return "namespaces", ""
-    lines = (r.stdout + r.stderr).strip().splitlines()
-    why = lines[-1] if lines else f"the namespace probe exited {r.returncode}"
     uid = free_uid()
     try:
-        r = subprocess.run([sys.executable, "-I", __file__, "--probe-chroot", str(uid)], capture_output=True,
-                           text=True, timeout=60)
+        why_not = refused("--probe-chroot", str(uid))
     finally:
         release_uid(uid)
-    if r.returncode == 0:
-        return "user+chroot", why
-    lines = (r.stdout + r.stderr).strip().splitlines()
-    return "self-check", why + "; no separate user in a chroot: " + (lines[-1] if lines else f"status {r.returncode}")
+    return ("self-check", why + "; no separate user in a chroot: " + why_not) if why_not else ("user+chroot", why)
 
 
-def _cgroups() -> list[tuple[str, dict]]:
-    """[(a new control group's folder, {file: value})], v2 where it is mounted with memory and pids, else v1."""
+def make_cgroups(limits: Limits) -> list[str]:
+    """The box's new control groups: v2 where it is mounted with memory and pids, else v1's writable hierarchies."""
     base, name = Path("/sys/fs/cgroup"), f"minbert-box-{box_cleanup().owner()}-{random.getrandbits(32):08x}"
     groups = []
     try:
@@ -117,20 +115,13 @@ def _cgroups() -> list[tuple[str, dict]]:
                 groups.append((str(base / name), {"memory.max": "MEM", "memory.swap.max": "0", "pids.max": "PIDS",
                                                   "cpu.max": "CPU 100000"}))
         else:
-            if os.access(base / "memory", os.W_OK):
-                groups.append((str(base / "memory" / name), {"memory.limit_in_bytes": "MEM"}))
-            if os.access(base / "pids", os.W_OK):
-                groups.append((str(base / "pids" / name), {"pids.max": "PIDS"}))
-            if os.access(base / "cpu", os.W_OK):
-                groups.append((str(base / "cpu" / name), {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "CPU"}))
+            v1 = {"memory": {"memory.limit_in_bytes": "MEM"}, "pids": {"pids.max": "PIDS"},
+                  "cpu": {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "CPU"}}
+            groups += [(str(base / c / name), v) for c, v in v1.items() if os.access(base / c, os.W_OK)]
     except OSError:
-        return []
-    return groups
-
-
-def make_cgroups(limits: Limits) -> list[str]:
+        groups = []
     made = []
-    for path, settings in _cgroups():
+    for path, settings in groups:
         try:
             os.mkdir(path)
             made.append(path)
@@ -145,12 +136,6 @@ def make_cgroups(limits: Limits) -> list[str]:
         except OSError:
             continue
     return made
-
-
-def controller(group: str) -> str:
-    """'memory', 'pids' or 'cpu' for a v1 group's folder; 'v2' for a unified one."""
-    parent = Path(group).parent.name
-    return "v2" if parent == "cgroup" else parent
 
 
 def processes_of(uid: int) -> list[int]:
@@ -352,8 +337,8 @@ def layers(level: str, cgroups: list) -> list[str]:
     """The isolation layers of one box, as grade prints them."""
     if level == "self-check":
         return []
-    groups = ["control groups (" + ", ".join(controller(c) for c in cgroups) + ")"] if cgroups else \
-        ["no control group"]
+    kinds = ("v2" if Path(c).parent.name == "cgroup" else Path(c).parent.name for c in cgroups)   # v1: its controller
+    groups = ["control groups (" + ", ".join(kinds) + ")"] if cgroups else ["no control group"]
     one = ["one process (seccomp: no fork; threads allowed), no writable folder, no file it can grow (RLIMIT_FSIZE 0)"]
     fence = "only torch, numpy and minbert's runtime packages in its tree"
     if level == "namespaces":
