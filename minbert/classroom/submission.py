@@ -16,6 +16,10 @@ files anywhere below SUB (one x.py, not under tests/).
 import ast
 import difflib
 import os
+import stat
+import struct
+import zipfile
+import zlib
 from pathlib import Path
 
 from minbert.classroom import allowlists, assignments as C, gate
@@ -64,9 +68,6 @@ class Refused(Exception):
 def extract_zip(archive: Path, dst: Path) -> None:
     """Unpack a zip without trusting it: no absolute or '..' path, no link or special file, and caps on the
     number of files, each file's size and the total, counted on the bytes actually written."""
-    import stat
-    import struct
-    import zipfile
     total = 0
     if archive.stat().st_size > ZIP_MAX_BYTES:
         raise Refused(f"the zip is larger than {ZIP_MAX_BYTES >> 20} MiB")
@@ -118,8 +119,6 @@ def extract_zip(archive: Path, dst: Path) -> None:
 
 def _why_unreadable(e: Exception) -> str:
     """A zip reader's failure in the student's words (the grader's own wording: no library text is quoted)."""
-    import zlib
-    import zipfile
     if isinstance(e, RuntimeError) and "encrypted" in str(e):
         return "an entry is encrypted (zip the files without a password)"
     if isinstance(e, zlib.error):
@@ -144,7 +143,6 @@ def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
     """({relative path: path} of the submission's regular files, [refused entries and why]). Links are not
     followed, folders behind a link are not entered: a symbolic link, a hard link or a special file (fifo,
     device, socket) is refused with a message, whatever it points to."""
-    import stat
     if submission.is_symlink():
         return {}, [f"{submission.name} is a symbolic link; submit the files themselves"]
     if submission.is_file():
@@ -176,7 +174,6 @@ def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
 
 def read_source(path: Path) -> str:
     """A graded file's text, opened without following a link, checked to be one plain file of sane size."""
-    import stat
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     try:
         st = os.fstat(fd)
