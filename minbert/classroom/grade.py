@@ -1,17 +1,11 @@
 """Grade a submission: one sandboxed child per assignment, every verdict in this (parent) process.
 
-  1. intake (submission.py): a zip is unpacked with caps; links and special files are refused; the blocks are laid
-     over the template; a changed line outside them, or a syntax error in a file the assignment imports, scores it
-     0; the gate (gate.py) reads every block: a refused one keeps its stub, and the cases reaching it say its line;
-  2. the cases are drawn with a seed from the submission's blocks and a secret salt (cases.py), and ALL reference
-     outputs computed here (scenarios.py) before any child starts; they never touch the disk;
-  3. each child (`python -I child.py`) runs in a box (sandbox.py) with every layer the machine grants, its outputs
-     coming back through a pipe, and none of its processes left;
-  4. the parent parses the child's bytes itself (wire.py: no unpickling) and compares each case: points per case, a
-     known mistake's hint (hints.py); of what the submission controls, only an exception's builtin type and its
-     line in the student's own file reach the student.
-As an ordinary user grading runs unisolated and every message says it is a self-check, not authoritative;
-`require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
+Intake and the gate (submission.py, gate.py), then every case drawn with a seed from the submission's blocks and a
+secret salt (cases.py) and ALL references computed here (scenarios.py) before any child starts; each child runs in a
+box (sandbox.py) and its bytes are parsed here (wire.py: no unpickling), a case's points and a known mistake's hint
+(hints.py) decided here. As an ordinary user grading runs unisolated and every message says it is a self-check, not
+authoritative; `require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
+docs/classroom.md (The protocol) gives each step.
 """
 
 import builtins
