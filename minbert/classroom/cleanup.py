@@ -52,10 +52,10 @@ class Guard:
 
 
 @contextmanager
-def signals_as_interrupts(signums=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
-    """Inside: the first of `signums` raises Stopped in the main thread (or, arriving inside `guard.shielded()`,
-    when the guard ends); later ones are ignored, so that a second Ctrl-C or a scheduler's repeated SIGTERM cannot
-    cut the cleanup short. Outside a main thread nothing changes (Python runs handlers in the main thread only)."""
+def signals_as_interrupts():
+    """Inside: the first of SIGTERM, SIGHUP and SIGINT raises Stopped in the main thread (or, arriving inside
+    `guard.shielded()`, when the guard ends); later ones are ignored, so that a second Ctrl-C or a scheduler's repeated
+    SIGTERM cannot cut the cleanup short. Outside a main thread nothing changes (Python runs handlers there only)."""
     guard = Guard()
     if threading.current_thread() is not threading.main_thread():
         yield guard
@@ -67,7 +67,7 @@ def signals_as_interrupts(signums=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
             if not guard.depth:
                 guard.raised = True
                 raise Stopped(signum)
-    old = {s: signal.signal(s, handler) for s in signums}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         yield guard
     finally:
