@@ -144,11 +144,10 @@ def markdown(ASSIGNMENTS) -> str:
     lines = ["# What each assignment's solution may name", "", "Before submitting, `python tests/gate.py` reads "
              "every solution block against these lists as the grader does: a refused block "
              "scores 0 where its function is graded, with one line naming what it refused.", "",
-             "Any assignment may name: the names its own code binds, the file's public names, "
-             f"{code(BUILTINS)} and the "
-             f"builtin exceptions; the modules {code(MODULES)} (math's public functions, "
-             f"{code(MEMBERS)}); attributes of "
-             f"values: tensor methods and properties, the given classes' public attributes, {code(ATTRIBUTES, '.')}. "
+             f"Any assignment may name: the names its own code binds, the file's public names, {code(BUILTINS)} and "
+             f"the builtin exceptions; the modules {code(MODULES)} (math's public functions, {code(MEMBERS)}); "
+             "attributes of values: tensor methods and properties, the given classes' public attributes, "
+             f"{code(ATTRIBUTES, '.')}. "
              "Never: private or dunder names, `global`/`nonlocal`, `yield`, `async`, classes, decorators of your own, "
              "`match` class patterns, `getattr` and the other reflection builtins.", "",
              "Each name below as `torch.X`, `x.X(...)` and `torch.nn.functional.X` where torch has it, in place (`X_`) "

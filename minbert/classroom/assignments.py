@@ -70,9 +70,8 @@ def _recorded() -> dict:
 # assignment 2; attention's own lists hold no SDPA name, and its given fast path is refused there.
 GIVEN_FAST_ATTENTION = dict.fromkeys(["aten::_scaled_dot_product_flash_attention_for_cpu.default",
                                       "torch.nn.functional.scaled_dot_product_attention"],
-                                     "the given fast attention (BertConfig.fast_attention=True), "
-                                     "which the harness uses "
-                                     "on purpose")
+                                     "the given fast attention (BertConfig.fast_attention=True), which the "
+                                     "harness uses on purpose")
 GRAM = "PCGrad's and GradVac's coefficients come from the Gram matrix: the cosine is what the assignment computes"
 
 ASSIGNMENTS = [

@@ -48,9 +48,8 @@ def isolation(require: str | bool | None) -> tuple[str, str]:
     level, why = _ISOLATION
     if sandbox.LEVELS.index(level) < sandbox.LEVELS.index(require):
         raise C.UserError(f"grade: isolation {require!r} is required but this machine gives {level!r} ({why}); "
-                          "grade as root on Linux (Docker's default capabilities are enough for "
-                          "'user+chroot'; Podman and "
-                          "CRI-O need CAP_SYS_CHROOT added), "
+                          "grade as root on Linux (Docker's default capabilities are enough for 'user+chroot'; "
+                          "Podman and CRI-O need CAP_SYS_CHROOT added), "
                           "or pass --require_isolation self-check for a grade labelled a self-check")
     return level, why
 
