@@ -1,12 +1,9 @@
 """Gradescope's autograder zip, the entry point it runs, and `classroom check` (instructor-only).
 
-    python -m minbert classroom autograder OUT    -> OUT/autograder.zip: setup.sh, run_autograder,
-        source/ (this repository's minbert/ package with the solutions and the grader, requirements)
-    run_autograder -> python3 -m minbert.classroom.autograder run: grades /autograder/submission into
-        /autograder/results/results.json, whatever happens (a crash of the grader itself is reported
-        in results.json's "output" with score 0). MINBERT_AUTOGRADER_ROOT replaces /autograder (tests).
-    python -m minbert classroom check -> leak scan of a fresh student copy, the copy grades 0, this
-        repository grades full points, and every exploit in EXPLOITS scores 0 for its assignment.
+`build` writes OUT/autograder.zip (setup.sh, run_autograder, source/: the package with the solutions and the grader);
+`run` grades /autograder/submission into results/results.json whatever happens (a crash of the grader itself is
+reported there with score 0; MINBERT_AUTOGRADER_ROOT replaces /autograder). `check`: the student copy leaks nothing
+and grades 0, this repository full points, and every exploit in EXPLOITS 0 for its assignment.
 """
 
 import os
