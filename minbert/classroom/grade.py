@@ -108,29 +108,25 @@ def error_message(record: wire.Error, files: dict, key: str, gated: dict | None 
     line when it is the stub of a block the gate refused (`gated`: {"minbert/x.py:N": line}). Everything in the
     record is the submission's to choose, so each field is checked against what the parent knows (a builtin name, a
     line that exists, an op the parent itself blocks, a stub it laid itself), never quoted."""
-    if record.kind == "NotImplementedError" and record.where in (gated or {}):
-        return Message(gated[record.where])
-    return Message(_error_text(record, files, key))
-
-
-def _error_text(record, files, key) -> str:
     kind, where, op = record.kind, record.where, record.banned
+    if kind == "NotImplementedError" and where in (gated or {}):
+        return Message(gated[where])
     m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where)
     at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
     if op and refusable(op, C.BY_KEY[key]):
-        return f"called {op}{at}, which assignment {key} does not allow (its list: ALLOWED.md)"
+        return Message(f"called {op}{at}, which assignment {key} does not allow (its list: ALLOWED.md)")
     if kind == "Banned":                        # a refusal whose name this process cannot check: not quoted
-        return f"called an operation{at} that assignment {key} does not allow (its list: ALLOWED.md)"
+        return Message(f"called an operation{at} that assignment {key} does not allow (its list: ALLOWED.md)")
     if kind == "NotImplementedError" and at:
         line = files[m.group(1)][int(m.group(2)) - 1]
         stub = C.STUB_LINE.search(line)
         # a key of ours, not a word of theirs
         if stub and stub.group(1) in C.BY_KEY and line.lstrip().startswith("raise "):
             key = C.BY_KEY[stub.group(1)].key
-            return f"not written yet: the stub{at} still raises NotImplementedError (assignment {key})"
+            return Message(f"not written yet: the stub{at} still raises NotImplementedError (assignment {key})")
     builtin = isinstance(getattr(builtins, kind, None), type) and issubclass(getattr(builtins, kind), BaseException)
     text = f"raised {kind}" if builtin else "raised an exception of a class your code defines"
-    return text + at + " (run your tests locally for the message)"
+    return Message(text + at + " (run your tests locally for the message)")
 
 
 _BY_NAME = {}
