@@ -161,16 +161,11 @@ def omit(text: str, path: str, keys) -> str:
     """A file with each region `### BEGIN LEFT OUT <key>: what` ... `### END LEFT OUT` (given code that would do an
     assignment's job, such as AdamW's fused step) of an assignment in `keys` replaced by one comment line, "# Left
     out of the course copy: what"; the regions of other assignments lose their markers and keep their code."""
-    return _omitted(text, path, keys)[0]
+    return omitted(text, path, keys)[0]
 
 
-def left_out_lines(text: str, path: str) -> list[str]:
-    """The code lines of every left-out region of a file (none may show anywhere in the copy)."""
-    return _omitted(text, path, set(BY_KEY))[1]
-
-
-def _omitted(text: str, path: str, keys) -> tuple[str, list[str]]:
-    """(omit's text, the code lines it left out)."""
+def omitted(text: str, path: str, keys) -> tuple[str, list[str]]:
+    """(omit's text, the code lines it left out: none may show anywhere in the copy)."""
     out, removed, region = [], [], None
     for n, line in enumerate(text.splitlines(keepends=True), 1):
         s = line.strip()

@@ -171,7 +171,8 @@ def leaks(copy: Path) -> list[str]:
         if rel.endswith(".py") and not C.instructor_only(rel):
             text = (C.ROOT / rel).read_text(encoding="utf-8")
             if C.BEGIN in text:                 # the solutions, and the given code the copy leaves out
-                removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1] + C.left_out_lines(text, rel)
+                removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1]
+                            + C.omitted(text, rel, set(C.BY_KEY))[1]
                             if len(ln.strip()) >= 16 and not ln.strip().endswith(":")}
     refs = set(re.findall(r"^def (\w+)", (Path(__file__).parent / "references.py").read_text(), flags=re.M))
     for f in C.ROOT.glob("tests/classroom/test_grader_references_*.py"):    # their helpers too (mistake_hint, ...)
