@@ -13,6 +13,7 @@ execs the child. That part uses the standard library only.
 """
 
 import ctypes
+import importlib
 import json
 import os
 import random
@@ -71,14 +72,9 @@ class Outcome:
     layers: list = field(default_factory=list)
 
 
-def box_root():
-    from minbert.classroom import box_root as B    # by name: this file is also run as a script
-    return B
-
-
-def box_cleanup():
-    from minbert.classroom import cleanup as C
-    return C
+def _classroom(name: str):
+    """box_root or cleanup, imported when used (by name: this file is also run as a script)."""
+    return importlib.import_module(f"minbert.classroom.{name}")
 
 
 # ---------------------------------------------------------------------- what the parent can have
@@ -106,7 +102,7 @@ def isolation_available() -> tuple[str, str]:
 
 def make_cgroups(limits: Limits) -> list[str]:
     """The box's new control groups: v2 where it is mounted with memory and pids, else v1's writable hierarchies."""
-    base, name = Path("/sys/fs/cgroup"), f"minbert-box-{box_cleanup().owner()}-{random.getrandbits(32):08x}"
+    base, name = Path("/sys/fs/cgroup"), f"minbert-box-{_classroom('cleanup').owner()}-{random.getrandbits(32):08x}"
     groups = []
     try:
         if (base / "cgroup.controllers").exists():
@@ -220,8 +216,8 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         root = None
         if level == "user+chroot":
             if chroot_root is None:
-                made.append(str(box_cleanup().folder("box-root")))
-                chroot_root = box_root().link_tree(made[0] + "/root")
+                made.append(str(_classroom("cleanup").folder("box-root")))
+                chroot_root = _classroom("box_root").link_tree(made[0] + "/root")
             root = str(chroot_root)
         inside = "/box"
         if root:
@@ -240,8 +236,8 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         fds += [res_r, res_w]
         mounted = level == "namespaces"           # what the launcher bind-mounts into the box's new root
         spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "chroot": root,
-                "runtime": box_root().runtime_paths() if mounted else [],
-                "sites": box_root().sites() if mounted else {},
+                "runtime": _classroom("box_root").runtime_paths() if mounted else [],
+                "sites": _classroom("box_root").sites() if mounted else {},
                 "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
                 "cwd": home, "secrets": [str(p) for p in secrets]}
         proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
@@ -261,9 +257,9 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
             left_over = isolate and uid is not None and not kill_user(uid)
             if uid is not None and not left_over:
                 release_uid(uid)                      # (a uid with a process left stays reserved)
-        _all(killed, lambda: box_cleanup().remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
-             lambda: outside and box_cleanup().remove_tree(outside),
-             *[lambda m=m: box_cleanup().remove_tree(m) for m in made])
+        _all(killed, lambda: _classroom("cleanup").remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
+             lambda: outside and _classroom("cleanup").remove_tree(outside),
+             *[lambda m=m: _classroom("cleanup").remove_tree(m) for m in made])
     log_r, res_r = list(chunks)
     if left_over:
         why = why or "processes of the box were still running after it ended"
