@@ -1,16 +1,10 @@
 """Only the graded files count: find them in a submission, check them against the template, lay them over it.
 
-The template is the student copy of the `minbert/` package that the grader builds itself from the
-instructor's repository (every selected block replaced by its stub, between its two markers).
-From a submission the grader takes only the files that hold solution blocks, and from those only
-the text between `### BEGIN SOLUTION <key>` and `### END SOLUTION`: every other line must equal
-the template's (trailing spaces aside), else the assignments of that file score 0 and the
-message lists the changed lines. Each block is then read by the gate (gate.py): a block that names
-anything off its assignment's list keeps the template's stub, and the cases reaching it fail with the
-gate's one line.
-
-A submission may be the repository (SUB/minbert/x.py), the package folder (SUB/x.py) or loose
-files anywhere below SUB (one x.py, not under tests/).
+The template is the student copy of the `minbert/` package, built by the grader itself. From a submission only the
+text between `### BEGIN SOLUTION <key>` and `### END SOLUTION` of the graded files is taken: every other line must
+equal the template's (trailing spaces aside), else that file's assignments score 0, and each block is read by the
+gate (gate.py) first: a refused one keeps the template's stub. A submission may be the repository (SUB/minbert/x.py),
+the package folder (SUB/x.py) or loose files anywhere below SUB (one x.py, not under tests/).
 """
 
 import ast
