@@ -1,9 +1,7 @@
 """Each assignment's own allow-list entries, derived (`python -m minbert classroom allowlists [--write]`): what its
-reference runs beyond the shared vocabulary (allowlists.py), recorded by the grader's own child process (child.py
---record) over the cases of SEEDS on the reference laid over the student copy's template, so it sees what grading
-sees (the harness building objects, loading weights, converting outputs); plus the torch paths the reference blocks
-write that never reach the call layer (nn.Linear, torch.from_numpy), as the gate reads them. Exit 1 if a record in
-allowlists_recorded.json differs; --write rewrites it.
+reference runs beyond the shared vocabulary, recorded by the grader's own child (child.py --record) over the cases of
+SEEDS, plus the torch paths its blocks write that never reach the call layer. Exit 1 if allowlists_recorded.json
+differs; --write rewrites it. docs/classroom.md (The allow-lists) says how.
 """
 
 import json

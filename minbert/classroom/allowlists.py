@@ -2,19 +2,12 @@
 vocabulary hand-written here and reviewed once; each record (assignments.py) adds its own entries and `removes`
 the composites that compute its own answer, each with its reason.
 
-The vocabulary is the elementary tensor maths any correct solution of the course might use, in place and out of
-place alike (every name's `_` form): creation, views and indexing, pointwise arithmetic, activations and losses
-that are no assignment's answer (dropout, nll_loss, kl_div, mse_loss, binary_cross_entropy, logsigmoid, nn.GELU,
-...), reductions and norms, products (mm, einsum, inner, outer), softmax, and the backward kernels of these. No
-linear-algebra decomposition (it would turn PCGrad's vector form into its coefficients), no random draw, no fused
-kernel, no attention, optimizer or normalisation layer. An operator base name allows all its overloads; a call name
-is allowed in each of NAMESPACES, and as a property `torch.Tensor.X.__get__`/`__set__`. BUILTINS, MODULES, MEMBERS
-and ATTRIBUTES are the rest of what a block may name (gate.py); SUGGEST gives a refusal its alternative.
-
-Each assignment's own entries (`Assignment.ops`, `.calls`) are exactly what its reference runs and names beyond the
-vocabulary, recorded into allowlists_recorded.json (allowlist_recording.py). Review them when they change: no entry
-may compute an answer; `review()` lists every one whose name looks like it (REVIEW), each to be explained in the
-record's `why_allowed` (the layer and PALs run the given fast attention, on purpose) or to go.
+The vocabulary is the elementary tensor maths any correct solution might use (every name's `_` form too): no
+decomposition, random draw, fused kernel, attention, optimizer or normalisation layer. An operator base name allows
+all its overloads; a call name is allowed in each of NAMESPACES, and as a property `torch.Tensor.X.__get__`/`__set__`.
+BUILTINS, MODULES, MEMBERS and ATTRIBUTES are the rest of what a block may name (gate.py); SUGGEST gives a refusal its
+alternative. Each record's own entries are recorded (allowlist_recording.py); `review()` lists those whose name
+looks like an answer (REVIEW), each to be explained in `why_allowed` or to go. docs/classroom.md has the rules.
 """
 
 import functools
@@ -151,11 +144,10 @@ def markdown(ASSIGNMENTS) -> str:
     lines = ["# What each assignment's solution may name", "", "Before submitting, `python tests/gate.py` reads "
              "every solution block against these lists as the grader does: a refused block "
              "scores 0 where its function is graded, with one line naming what it refused.", "",
-             "Any assignment may name: the names its own code binds, the file's public names, "
-             f"{code(BUILTINS)} and the "
-             f"builtin exceptions; the modules {code(MODULES)} (math's public functions, "
-             f"{code(MEMBERS)}); attributes of "
-             f"values: tensor methods and properties, the given classes' public attributes, {code(ATTRIBUTES, '.')}. "
+             f"Any assignment may name: the names its own code binds, the file's public names, {code(BUILTINS)} and "
+             f"the builtin exceptions; the modules {code(MODULES)} (math's public functions, {code(MEMBERS)}); "
+             "attributes of values: tensor methods and properties, the given classes' public attributes, "
+             f"{code(ATTRIBUTES, '.')}. "
              "Never: private or dunder names, `global`/`nonlocal`, `yield`, `async`, classes, decorators of your own, "
              "`match` class patterns, `getattr` and the other reflection builtins.", "",
              "Each name below as `torch.X`, `x.X(...)` and `torch.nn.functional.X` where torch has it, in place (`X_`) "

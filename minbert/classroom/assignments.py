@@ -1,22 +1,11 @@
 """The classroom edition: the rubric (ASSIGNMENTS), the solution markers, and the student copy in one command.
 
-One source of truth, as in nbgrader (Jupyter's grading tool): the solution code carries the assignments, each
-graded body wrapped in comment markers, with the hint ABOVE the block so it survives stripping:
-
-        # Hint: what to write, in words (kept in the student copy)
-        ### BEGIN SOLUTION embeddings
-        ...the reference lines...
-        ### END SOLUTION
-
-`python -m minbert classroom student OUT [--assignments embeddings,adamw]` copies the repository's tracked files to
-OUT, a fresh git repository with one commit. Each selected block keeps its two markers around a stub raising
-NotImplementedError("assignment N (key): write <qualified name> (file:line) ..."), which pytest shows as usual and
-the training scripts print as one line; the grader takes only what the student writes between the markers. Blocks
-of assignments not selected lose their markers and keep their code. Left out: git history, caches, bench/results,
-helper notes, and everything instructor-only (INSTRUCTOR_ONLY). README.md is the copy's own (student_readme),
-assignments first; the other Markdown files are rewritten (student_markdown): a line ending in "(instructor-only)"
-is left out, and a link to a file the copy lacks keeps its text and says where the file is. The copy also gets the
-gate (precheck: tests/gate.py, each assignment's list as ALLOWED.md and tests/ALLOWED.json).
+One source of truth, as in nbgrader: each graded body is wrapped in `### BEGIN SOLUTION <key>` / `### END SOLUTION`,
+with its hint above the block so it survives stripping. `python -m minbert classroom student OUT` copies the
+tracked files to OUT, a fresh git repository: each selected block keeps its markers around a NotImplementedError
+stub, the others lose their markers and keep their code; instructor-only files (INSTRUCTOR_ONLY) are left out,
+README.md is the copy's own (student_readme) and the other Markdown files are rewritten (student_markdown). The copy
+also gets the gate (tests/gate.py, ALLOWED.md, tests/ALLOWED.json). docs/classroom.md gives the details.
 """
 
 import ast
@@ -81,9 +70,8 @@ def _recorded() -> dict:
 # assignment 2; attention's own lists hold no SDPA name, and its given fast path is refused there.
 GIVEN_FAST_ATTENTION = dict.fromkeys(["aten::_scaled_dot_product_flash_attention_for_cpu.default",
                                       "torch.nn.functional.scaled_dot_product_attention"],
-                                     "the given fast attention (BertConfig.fast_attention=True), "
-                                     "which the harness uses "
-                                     "on purpose")
+                                     "the given fast attention (BertConfig.fast_attention=True), which the "
+                                     "harness uses on purpose")
 GRAM = "PCGrad's and GradVac's coefficients come from the Gram matrix: the cosine is what the assignment computes"
 
 ASSIGNMENTS = [
@@ -173,16 +161,11 @@ def omit(text: str, path: str, keys) -> str:
     """A file with each region `### BEGIN LEFT OUT <key>: what` ... `### END LEFT OUT` (given code that would do an
     assignment's job, such as AdamW's fused step) of an assignment in `keys` replaced by one comment line, "# Left
     out of the course copy: what"; the regions of other assignments lose their markers and keep their code."""
-    return _omitted(text, path, keys)[0]
+    return omitted(text, path, keys)[0]
 
 
-def left_out_lines(text: str, path: str) -> list[str]:
-    """The code lines of every left-out region of a file (none may show anywhere in the copy)."""
-    return _omitted(text, path, set(BY_KEY))[1]
-
-
-def _omitted(text: str, path: str, keys) -> tuple[str, list[str]]:
-    """(omit's text, the code lines it left out)."""
+def omitted(text: str, path: str, keys) -> tuple[str, list[str]]:
+    """(omit's text, the code lines it left out: none may show anywhere in the copy)."""
     out, removed, region = [], [], None
     for n, line in enumerate(text.splitlines(keepends=True), 1):
         s = line.strip()

@@ -1,12 +1,9 @@
 """Gradescope's autograder zip, the entry point it runs, and `classroom check` (instructor-only).
 
-    python -m minbert classroom autograder OUT    -> OUT/autograder.zip: setup.sh, run_autograder,
-        source/ (this repository's minbert/ package with the solutions and the grader, requirements)
-    run_autograder -> python3 -m minbert.classroom.autograder run: grades /autograder/submission into
-        /autograder/results/results.json, whatever happens (a crash of the grader itself is reported
-        in results.json's "output" with score 0). MINBERT_AUTOGRADER_ROOT replaces /autograder (tests).
-    python -m minbert classroom check -> leak scan of a fresh student copy, the copy grades 0, this
-        repository grades full points, and every exploit in EXPLOITS scores 0 for its assignment.
+`build` writes OUT/autograder.zip (setup.sh, run_autograder, source/: the package with the solutions and the grader);
+`run` grades /autograder/submission into results/results.json whatever happens (a crash of the grader itself is
+reported there with score 0; MINBERT_AUTOGRADER_ROOT replaces /autograder). `check`: the student copy leaks nothing
+and grades 0, this repository full points, and every exploit in EXPLOITS 0 for its assignment.
 """
 
 import os
@@ -174,7 +171,8 @@ def leaks(copy: Path) -> list[str]:
         if rel.endswith(".py") and not C.instructor_only(rel):
             text = (C.ROOT / rel).read_text(encoding="utf-8")
             if C.BEGIN in text:                 # the solutions, and the given code the copy leaves out
-                removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1] + C.left_out_lines(text, rel)
+                removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1]
+                            + C.omitted(text, rel, set(C.BY_KEY))[1]
                             if len(ln.strip()) >= 16 and not ln.strip().endswith(":")}
     refs = set(re.findall(r"^def (\w+)", (Path(__file__).parent / "references.py").read_text(), flags=re.M))
     for f in C.ROOT.glob("tests/classroom/test_grader_references_*.py"):    # their helpers too (mistake_hint, ...)

@@ -1,13 +1,9 @@
 """What a box can see: the Python runtime and the few packages the assignments need, nothing else.
 
-Both ways of building a box's root show the same tree:
-  - with mounts (namespaces allowed): sandbox.py bind-mounts the runtime read-only into a tmpfs, and lays an
-    empty tmpfs over every site-packages folder with only `BOX_PACKAGES` bound back into it;
-  - without mounts (a container: root without CAP_SYS_ADMIN): `link_tree` builds the tree once per grade, in
-    the grade's temporary folder, from hard links (no data is copied; a file another filesystem holds is
-    copied), owned by root, read-only to the box's user, and the box chroots into it.
-Either way the instructor's checkout, Gradescope's source/, the grader's folders and every library no
-assignment imports (scikit-learn, scipy, transformers, ...) are absent: not refused, not there.
+With mounts (namespaces allowed), sandbox.py bind-mounts the runtime read-only and lays an empty tmpfs over every
+site-packages folder with only `BOX_PACKAGES` bound back; without (root without CAP_SYS_ADMIN), `link_tree` builds the
+same tree once per grade from hard links, and the box chroots into it. Either way the instructor's checkout, the
+grader's folders and every library no assignment imports (scikit-learn, scipy, transformers, ...) are not there.
 """
 
 import os

@@ -28,7 +28,7 @@ def _jitter(module, g, scale=0.1):
     return state
 
 
-def _cfg(g, fast=False):
+def _cfg(g):
     H = _ri(g, 1, 4)
     C = H * _ri(g, 2, 6)
     return dict(vocab_size=_ri(g, 20, 60), hidden_size=C, num_hidden_layers=_ri(g, 1, 2), num_attention_heads=H,

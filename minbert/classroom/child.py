@@ -2,13 +2,9 @@
 
     python -I child.py TEMPLATE KEY INPUTS GLUE_DIR        (inside the box of sandbox.py)
 
-TEMPLATE holds the submission laid over the clean template (a `minbert/` package and nothing
-else). This process imports the student's code; whatever it does here (patch torch or this file,
-exit early, loop forever, fork) can only change the bytes it writes to fd 3, which the parent reads
-with a byte cap, parses itself (wire.py: no unpickling) and compares with references it computed
-itself, before this process started, on inputs it drew for this submission. An exception becomes
-{"error": its type's name, "where": "minbert/x.py:N"}: the parent shows a builtin type and a line
-of the student's file, never the message (text the submission controls).
+TEMPLATE holds the submission laid over the clean template. Whatever the student's code does here can only change
+the bytes written to fd 3, which the parent caps, parses itself (wire.py) and compares with its own references. An
+exception becomes {"error": its type's name, "where": "minbert/x.py:N"}, never its message (the submission's text).
 """
 
 import json

@@ -10,18 +10,7 @@
                                and one that arrives during a cleanup step (`guard.shielded()`) is raised after
     Tasks                      the grade's worker threads: none starts after `stop()`, which waits for the last
 
-Why not shutil.rmtree: before Python 3.13 it recurses once per folder level, so a chain of 1,500 nested folders
-raised RecursionError (which `ignore_errors` does not catch) and the grader ended with a traceback, no
-results.json and everything left on disk. `remove_tree` walks with an explicit stack of (name, inode) pairs and
-holds one folder open at a time (plus its parent while stepping), so neither depth nor width costs recursion
-or file descriptors; it opens each folder relative to its parent's descriptor with O_NOFOLLOW, so a link is
-removed as a name and never entered, and it checks on the way up that each parent is the folder it came from.
-Why the signals: Python's default for SIGTERM and SIGHUP is to die at once, skipping every `finally`, so a
-grader stopped by its scheduler (Gradescope's timeout, `kill`, a closed terminal) left its boxes' folders
-and the hard-link tree on disk. SIGKILL cannot be caught: then the box dies with its grader (the launcher's
-parent-death signal), and its folders and control groups stay until the next grade's `sweep`. Each carries its
-owner in its name, the process id and its start time (/proc/<pid>/stat), so a sweep removes nothing whose owner
-still runs, even when its process id was reused.
+Why (shutil.rmtree recurses per level before Python 3.13; Python's SIGTERM skips every `finally`): docs/classroom.md.
 """
 
 import errno
@@ -63,10 +52,10 @@ class Guard:
 
 
 @contextmanager
-def signals_as_interrupts(signums=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
-    """Inside: the first of `signums` raises Stopped in the main thread (or, arriving inside `guard.shielded()`,
-    when the guard ends); later ones are ignored, so that a second Ctrl-C or a scheduler's repeated SIGTERM cannot
-    cut the cleanup short. Outside a main thread nothing changes (Python runs handlers in the main thread only)."""
+def signals_as_interrupts():
+    """Inside: the first of SIGTERM, SIGHUP and SIGINT raises Stopped in the main thread (or, arriving inside
+    `guard.shielded()`, when the guard ends); later ones are ignored, so that a second Ctrl-C or a scheduler's repeated
+    SIGTERM cannot cut the cleanup short. Outside a main thread nothing changes (Python runs handlers there only)."""
     guard = Guard()
     if threading.current_thread() is not threading.main_thread():
         yield guard
@@ -78,7 +67,7 @@ def signals_as_interrupts(signums=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
             if not guard.depth:
                 guard.raised = True
                 raise Stopped(signum)
-    old = {s: signal.signal(s, handler) for s in signums}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         yield guard
     finally:

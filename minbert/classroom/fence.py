@@ -1,45 +1,12 @@
 """The runtime fence: while a submission runs, every operator it reaches must be on its assignment's allow-list.
 
 Copied into each box as `_minbert_grader_fence.py` and installed by child.py before any of the submission's code
-is imported; it stays installed until the child has written its results. Two layers, each an allow-list held in
-the assignment's record (assignments.py: `Assignment.allowed_ops` and `allowed_calls`), each refusing what it does
-not list with one line, "called X, which assignment K does not allow":
-
-  ops    every ATen operator call by its full name and overload (`aten::mm.default`, `aten::_fused_adamw_.tensor_lr`),
-         seen by a TorchDispatchMode at the dispatcher's Python key: below autograd, where every kernel that
-         computes runs (fused optimizers, the SDPA kernels, `_native_multi_head_attention`, backward kernels),
-         whichever Python name or overload reached it;
-  calls  every call into torch's Python API (`torch.matmul`, `torch.Tensor.softmax`, a property such as
-         `torch.Tensor.shape.__get__`, `torch.ops.aten.X`), seen by a TorchFunctionMode before anything runs. This
-         layer exists for the composites: a CompositeImplicitAutograd operator is decomposed before the dispatch
-         layer sees it, so `F.scaled_dot_product_attention` on its math path, `torch.ops.aten._scaled_dot_product_
-         attention_math` or `F.multi_head_attention_forward(need_weights=True)` would reach the dispatch layer as
-         `bmm` and `_softmax` only, which attention allows. Refused here by their own names.
-
-Why modes and not a dispatcher registration per operator: a mode sees every call at its layer whatever dispatch
-key would run it (CPU, sparse, meta), and recording and checking are one mechanism, so a list derived by recording
-is exactly what the check compares against. A refusal registered at CompositeImplicitAutograd would also fire
-inside allowed operators that use an unlisted composite internally, which no recording at either layer sees.
-
-No switch: nothing the submission can reach changes what the fence checks. The lists and torch's names live in
-the checks' closures (no flag, no canary), and every check first verifies both layers: each that the other's mode
-is alone on its stack and on (torch functions enabled, the Python key not excluded), or that this check runs inside
-the other's handler (its code object on the Python stack: torch sets a mode aside while its handler runs). Else
-the call is refused as REMOVED, before the kernel runs. `install` takes away, in every module that
-holds them, what would take a mode off between two checks: the pops (a function-mode pop is left to torch's own
-`handle_torch_function`, recognised by its callers' code objects), `_disable_current_modes`, the guards that
-disable torch functions or exclude the Python key; tensors then print through `tolist`. Modes are per thread, so
-the child refuses new threads; a Tensor subclass with its own handlers is refused. A refusal fails its case even
-when caught. Left to the check of the solution's text before it runs: code that rebinds the fence's closures or
-torch's own objects (a mode class's handler, an OpOverload's name) or reaches a kernel below the Python key (an
-operator's `redispatch`, a kernel registered through `torch.library`): names on no list.
-
-What no operator list can tell apart: torch's own Python implementation of an assignment (`torch.optim.AdamW.step`
-runs `mul_`, `lerp_`, `addcdiv_`, which AdamW's list must allow) computes with the same operators as a student's.
-child.py refuses those by name, and the gate (gate.py) refuses any name not on the assignment's list before it runs.
-
-`Fence(None, None)` records instead of refusing: how `python -m minbert classroom allowlists` derives each list
-from the reference solution (allowlist_recording.py).
+is imported. Two layers, each refusing what its list (`Assignment.allowed_ops`, `allowed_calls`) lacks with one
+line, "called X, which assignment K does not allow": `ops`, every ATen operator and overload, seen by a
+TorchDispatchMode below autograd; `calls`, every call into torch's Python API, seen by a TorchFunctionMode (for the
+composites, decomposed before the dispatch layer sees them). No switch: each check first verifies that both modes
+are still on (else REMOVED), and `install` takes away what could take a mode off. `Fence(None, None)` records
+instead of refusing (allowlist_recording.py). docs/classroom.md (The allow-lists) gives the design and its limits.
 """
 
 import sys

@@ -1,17 +1,11 @@
 """Grade a submission: one sandboxed child per assignment, every verdict in this (parent) process.
 
-  1. intake (submission.py): a zip is unpacked with caps; links and special files are refused; the blocks are laid
-     over the template; a changed line outside them, or a syntax error in a file the assignment imports, scores it
-     0; the gate (gate.py) reads every block: a refused one keeps its stub, and the cases reaching it say its line;
-  2. the cases are drawn with a seed from the submission's blocks and a secret salt (cases.py), and ALL reference
-     outputs computed here (scenarios.py) before any child starts; they never touch the disk;
-  3. each child (`python -I child.py`) runs in a box (sandbox.py) with every layer the machine grants, its outputs
-     coming back through a pipe, and none of its processes left;
-  4. the parent parses the child's bytes itself (wire.py: no unpickling) and compares each case: points per case, a
-     known mistake's hint (hints.py); of what the submission controls, only an exception's builtin type and its
-     line in the student's own file reach the student.
-As an ordinary user grading runs unisolated and every message says it is a self-check, not authoritative;
-`require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
+Intake and the gate (submission.py, gate.py), then every case drawn with a seed from the submission's blocks and a
+secret salt (cases.py) and ALL references computed here (scenarios.py) before any child starts; each child runs in a
+box (sandbox.py) and its bytes are parsed here (wire.py: no unpickling), a case's points and a known mistake's hint
+(hints.py) decided here. As an ordinary user grading runs unisolated and every message says it is a self-check, not
+authoritative; `require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
+docs/classroom.md (The protocol) gives each step.
 """
 
 import builtins
@@ -54,9 +48,8 @@ def isolation(require: str | bool | None) -> tuple[str, str]:
     level, why = _ISOLATION
     if sandbox.LEVELS.index(level) < sandbox.LEVELS.index(require):
         raise C.UserError(f"grade: isolation {require!r} is required but this machine gives {level!r} ({why}); "
-                          "grade as root on Linux (Docker's default capabilities are enough for "
-                          "'user+chroot'; Podman and "
-                          "CRI-O need CAP_SYS_CHROOT added), "
+                          "grade as root on Linux (Docker's default capabilities are enough for 'user+chroot'; "
+                          "Podman and CRI-O need CAP_SYS_CHROOT added), "
                           "or pass --require_isolation self-check for a grade labelled a self-check")
     return level, why
 
@@ -115,29 +108,25 @@ def error_message(record: wire.Error, files: dict, key: str, gated: dict | None 
     line when it is the stub of a block the gate refused (`gated`: {"minbert/x.py:N": line}). Everything in the
     record is the submission's to choose, so each field is checked against what the parent knows (a builtin name, a
     line that exists, an op the parent itself blocks, a stub it laid itself), never quoted."""
-    if record.kind == "NotImplementedError" and record.where in (gated or {}):
-        return Message(gated[record.where])
-    return Message(_error_text(record, files, key))
-
-
-def _error_text(record, files, key) -> str:
     kind, where, op = record.kind, record.where, record.banned
+    if kind == "NotImplementedError" and where in (gated or {}):
+        return Message(gated[where])
     m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where)
     at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
     if op and refusable(op, C.BY_KEY[key]):
-        return f"called {op}{at}, which assignment {key} does not allow (its list: ALLOWED.md)"
+        return Message(f"called {op}{at}, which assignment {key} does not allow (its list: ALLOWED.md)")
     if kind == "Banned":                        # a refusal whose name this process cannot check: not quoted
-        return f"called an operation{at} that assignment {key} does not allow (its list: ALLOWED.md)"
+        return Message(f"called an operation{at} that assignment {key} does not allow (its list: ALLOWED.md)")
     if kind == "NotImplementedError" and at:
         line = files[m.group(1)][int(m.group(2)) - 1]
         stub = C.STUB_LINE.search(line)
         # a key of ours, not a word of theirs
         if stub and stub.group(1) in C.BY_KEY and line.lstrip().startswith("raise "):
             key = C.BY_KEY[stub.group(1)].key
-            return f"not written yet: the stub{at} still raises NotImplementedError (assignment {key})"
+            return Message(f"not written yet: the stub{at} still raises NotImplementedError (assignment {key})")
     builtin = isinstance(getattr(builtins, kind, None), type) and issubclass(getattr(builtins, kind), BaseException)
     text = f"raised {kind}" if builtin else "raised an exception of a class your code defines"
-    return text + at + " (run your tests locally for the message)"
+    return Message(text + at + " (run your tests locally for the message)")
 
 
 _BY_NAME = {}

@@ -1,8 +1,6 @@
-"""Hints for the usual mistakes: each known-wrong variant is computed here, in the parent, on the
-same case; a miss that equals one of them gets its hint. Instructor-only (never in the student copy).
-
-The variants are written with torch.nn.functional from the case's own weights, so they share no
-code with the graded functions.
+"""Hints for the usual mistakes: each known-wrong variant is computed here, in the parent, on the same case (with
+torch.nn.functional from the case's own weights: no code shared with the graded functions); a miss that equals one
+of them gets its hint. Instructor-only (never in the student copy).
 """
 
 import math

@@ -1,8 +1,7 @@
 """Independent references for the graded functions: instructor-only (never in the student copy).
 
-Each is written from the paper's equation with torch.nn.functional, sharing no code with the
-graded module. They serve the grader's hints and the instructor's tests
-(tests/test_grader_references.py); the student's tests check properties and stored cases only.
+Each is written from the paper's equation with torch.nn.functional, sharing no code with the graded module. They
+serve the grader's hints and the instructor's tests (tests/classroom/test_grader_references_*.py).
 """
 
 import math

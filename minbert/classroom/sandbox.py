@@ -1,50 +1,19 @@
 """The box a submission runs in: a separate user, fresh namespaces, a whitelist root, limits, a deadline.
 
-A submission is arbitrary Python, run at grading time. Names can be hidden from an AST check
-(`torch.__getattribute__("os")`), so the security lives here, in the operating system, as in IOI's
-`isolate` (CMS, Judge0) and PrairieLearn's external grader. Per child process, as root:
-
-    1. namespaces   unshare(PID | mount | network | IPC | UTS): the child is PID 1 of its own PID
-                    namespace, so when it ends the kernel kills every process it started (a forked,
-                    setsid() daemon included); the network namespace has no interface but a down loopback.
-    2. a new root   a small read-only tmpfs holding read-only bind mounts of what Python and torch need
-                    (the interpreter's prefixes, the virtual environment with only box_root.BOX_PACKAGES in
-                    its site folders, /usr, a few /etc files, /dev/null, /dev/urandom), the box's own
-                    read-only job folder (/box: the template with the submission laid over, the glue, the
-                    inputs) and a fresh /proc; then chroot. The instructor's checkout, Gradescope's source/
-                    and results/, other submissions and the grader's temporary folders are not in that tree.
-    3. a user       a random unused uid/gid (reserved while the box runs: `free_uid`), no supplementary
-                    groups, no_new_privs. Nothing in the tree is writable by it: the child writes only to
-                    its pipes, so the box leaves no file behind and needs no cap on bytes or inodes.
-    4. one process  a seccomp filter (`seccomp_program`): no fork, vfork or clone of a process (threads
-                    are allowed), no network socket, nothing that outlives a process (SysV IPC, POSIX
-                    message queues, kernel keys). The box's memory is one address space.
-    5. limits       rlimits: address space (4 GiB: the box's whole memory), file size 0, threads, open
-                    files, CPU seconds, no core files; a control group (memory, pids, cpu) where the kernel
-                    offers a writable one (v2 or v1).
-    6. a deadline   the parent reads the child's output and its results pipe with a wall-clock deadline
-                    and byte caps, kills the box when either is passed, and checks that no process of
-                    the box's uid is left before it reads the results.
-
-Each machine gets every layer it grants (`LEVELS`, weakest first; `isolation_available` finds the best):
-    namespaces     all of the above (root with CAP_SYS_ADMIN: a VM, a CI runner, a privileged container)
-    user+chroot    root in a default container (Docker's capabilities: no CAP_SYS_ADMIN, so no namespaces
-                   and no mounts; setuid, setgid, sys_chroot and kill are there): the same without 1, and a
-                   root of hard links (box_root.link_tree, one per grade) to chroot into instead of 2; then
-                   kill(-1) as the box's user with a check that none of its processes is left
-    self-check     not root, or root without CAP_SYS_CHROOT (Docker's and containerd's default capabilities have
-                   it; Podman's and CRI-O's do not) when asked for: same user, rlimits, process group,
-                   deadline, caps; not authoritative, and said so
-There is no level between: without a chroot the box would see the machine's files, and file modes cannot
-hide all of them (another clone of the course, the Gradescope zip beside it, files left in shared folders).
-Whatever the level, the launcher checks, as the box's user and just before it runs the child, that it cannot
-open any of the instructor's files it is given (`secrets`); if it can, the box does not run.
+A submission is arbitrary Python, and names can be hidden from an AST check, so the security lives here, in the
+operating system, as in IOI's `isolate`: per child, as root, PID/mount/network/IPC/UTS namespaces, a read-only
+whitelist root, a random reserved uid (`free_uid`), a seccomp filter allowing one process (`seccomp_program`),
+rlimits and control groups, and the parent's wall-clock deadline and byte caps. Each machine gets every layer it
+grants (`LEVELS`, weakest first; `isolation_available` finds the best): there is no level between a chroot and
+none. Before the child runs, the launcher checks as the box's user that it cannot open any instructor file it is
+given (`secrets`). docs/classroom.md (The sandbox, Threat model) lists each layer and level.
 
 This file is also the launcher: `python -I sandbox.py SPEC_JSON` runs as root, sets the box up and
 execs the child. That part uses the standard library only.
 """
 
 import ctypes
+import importlib
 import json
 import os
 import random
@@ -103,14 +72,9 @@ class Outcome:
     layers: list = field(default_factory=list)
 
 
-def box_root():
-    from minbert.classroom import box_root as B    # by name: this file is also run as a script
-    return B
-
-
-def box_cleanup():
-    from minbert.classroom import cleanup as C
-    return C
+def _classroom(name: str):
+    """box_root or cleanup, imported when used (by name: this file is also run as a script)."""
+    return importlib.import_module(f"minbert.classroom.{name}")
 
 
 # ---------------------------------------------------------------------- what the parent can have
@@ -121,26 +85,24 @@ def isolation_available() -> tuple[str, str]:
         return "self-check", f"namespaces and other users are Linux's; this is {sys.platform}"
     if os.geteuid() != 0:
         return "self-check", "the grader runs as an ordinary user (root is needed to start a box as another user)"
-    r = subprocess.run([sys.executable, "-I", __file__, "--probe"], capture_output=True, text=True, timeout=60)
-    if r.returncode == 0:
+    def refused(*args) -> str:
+        r = subprocess.run([sys.executable, "-I", __file__, *args], capture_output=True, text=True, timeout=60)
+        lines = (r.stdout + r.stderr).strip().splitlines()
+        return "" if r.returncode == 0 else lines[-1] if lines else f"the probe exited {r.returncode}"
+    why = refused("--probe")
+    if not why:
         return "namespaces", ""
-    lines = (r.stdout + r.stderr).strip().splitlines()
-    why = lines[-1] if lines else f"the namespace probe exited {r.returncode}"
     uid = free_uid()
     try:
-        r = subprocess.run([sys.executable, "-I", __file__, "--probe-chroot", str(uid)], capture_output=True,
-                           text=True, timeout=60)
+        why_not = refused("--probe-chroot", str(uid))
     finally:
         release_uid(uid)
-    if r.returncode == 0:
-        return "user+chroot", why
-    lines = (r.stdout + r.stderr).strip().splitlines()
-    return "self-check", why + "; no separate user in a chroot: " + (lines[-1] if lines else f"status {r.returncode}")
+    return ("self-check", why + "; no separate user in a chroot: " + why_not) if why_not else ("user+chroot", why)
 
 
-def _cgroups() -> list[tuple[str, dict]]:
-    """[(a new control group's folder, {file: value})], v2 where it is mounted with memory and pids, else v1."""
-    base, name = Path("/sys/fs/cgroup"), f"minbert-box-{box_cleanup().owner()}-{random.getrandbits(32):08x}"
+def make_cgroups(limits: Limits) -> list[str]:
+    """The box's new control groups: v2 where it is mounted with memory and pids, else v1's writable hierarchies."""
+    base, name = Path("/sys/fs/cgroup"), f"minbert-box-{_classroom('cleanup').owner()}-{random.getrandbits(32):08x}"
     groups = []
     try:
         if (base / "cgroup.controllers").exists():
@@ -149,20 +111,13 @@ def _cgroups() -> list[tuple[str, dict]]:
                 groups.append((str(base / name), {"memory.max": "MEM", "memory.swap.max": "0", "pids.max": "PIDS",
                                                   "cpu.max": "CPU 100000"}))
         else:
-            if os.access(base / "memory", os.W_OK):
-                groups.append((str(base / "memory" / name), {"memory.limit_in_bytes": "MEM"}))
-            if os.access(base / "pids", os.W_OK):
-                groups.append((str(base / "pids" / name), {"pids.max": "PIDS"}))
-            if os.access(base / "cpu", os.W_OK):
-                groups.append((str(base / "cpu" / name), {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "CPU"}))
+            v1 = {"memory": {"memory.limit_in_bytes": "MEM"}, "pids": {"pids.max": "PIDS"},
+                  "cpu": {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "CPU"}}
+            groups += [(str(base / c / name), v) for c, v in v1.items() if os.access(base / c, os.W_OK)]
     except OSError:
-        return []
-    return groups
-
-
-def make_cgroups(limits: Limits) -> list[str]:
+        groups = []
     made = []
-    for path, settings in _cgroups():
+    for path, settings in groups:
         try:
             os.mkdir(path)
             made.append(path)
@@ -177,12 +132,6 @@ def make_cgroups(limits: Limits) -> list[str]:
         except OSError:
             continue
     return made
-
-
-def controller(group: str) -> str:
-    """'memory', 'pids' or 'cpu' for a v1 group's folder; 'v2' for a unified one."""
-    parent = Path(group).parent.name
-    return "v2" if parent == "cgroup" else parent
 
 
 def processes_of(uid: int) -> list[int]:
@@ -267,8 +216,8 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         root = None
         if level == "user+chroot":
             if chroot_root is None:
-                made.append(str(box_cleanup().folder("box-root")))
-                chroot_root = box_root().link_tree(made[0] + "/root")
+                made.append(str(_classroom("cleanup").folder("box-root")))
+                chroot_root = _classroom("box_root").link_tree(made[0] + "/root")
             root = str(chroot_root)
         inside = "/box"
         if root:
@@ -287,8 +236,8 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         fds += [res_r, res_w]
         mounted = level == "namespaces"           # what the launcher bind-mounts into the box's new root
         spec = {"argv": argv, "env": env, "box": box, "level": level, "uid": uid, "chroot": root,
-                "runtime": box_root().runtime_paths() if mounted else [],
-                "sites": box_root().sites() if mounted else {},
+                "runtime": _classroom("box_root").runtime_paths() if mounted else [],
+                "sites": _classroom("box_root").sites() if mounted else {},
                 "cgroups": cgroups, "limits": limits.__dict__, "results_fd": res_w,
                 "cwd": home, "secrets": [str(p) for p in secrets]}
         proc = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdin=subprocess.DEVNULL,
@@ -308,9 +257,9 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
             left_over = isolate and uid is not None and not kill_user(uid)
             if uid is not None and not left_over:
                 release_uid(uid)                      # (a uid with a process left stays reserved)
-        _all(killed, lambda: box_cleanup().remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
-             lambda: outside and box_cleanup().remove_tree(outside),
-             *[lambda m=m: box_cleanup().remove_tree(m) for m in made])
+        _all(killed, lambda: _classroom("cleanup").remove_cgroups(cgroups), *[lambda fd=fd: os.close(fd) for fd in fds],
+             lambda: outside and _classroom("cleanup").remove_tree(outside),
+             *[lambda m=m: _classroom("cleanup").remove_tree(m) for m in made])
     log_r, res_r = list(chunks)
     if left_over:
         why = why or "processes of the box were still running after it ended"
@@ -384,8 +333,8 @@ def layers(level: str, cgroups: list) -> list[str]:
     """The isolation layers of one box, as grade prints them."""
     if level == "self-check":
         return []
-    groups = ["control groups (" + ", ".join(controller(c) for c in cgroups) + ")"] if cgroups else \
-        ["no control group"]
+    kinds = ("v2" if Path(c).parent.name == "cgroup" else Path(c).parent.name for c in cgroups)   # v1: its controller
+    groups = ["control groups (" + ", ".join(kinds) + ")"] if cgroups else ["no control group"]
     one = ["one process (seccomp: no fork; threads allowed), no writable folder, no file it can grow (RLIMIT_FSIZE 0)"]
     fence = "only torch, numpy and minbert's runtime packages in its tree"
     if level == "namespaces":

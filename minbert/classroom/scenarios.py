@@ -1,15 +1,10 @@
 """How each graded function is called: glue shared by the grader's parent and its child process.
 
-`run(case)` builds the objects a case names from whichever `minbert` package is first on sys.path,
-loads the weights the case carries, calls the graded function and returns its outputs as a dict
-of tensors. The parent runs it against the instructor's package (the reference); the child runs
-the same glue against the submission laid over the template. This file holds no solution: it
-only constructs objects (given code) and calls the function under test.
-
-A case is a dict the parent saves with torch.save and the child reads with torch.load(weights_only=True): strings,
-numbers, lists, dicts and tensors only. Fakes (a toy model for SMART, a fixed clustering for
-MML's elimination, the encoder output for mean pooling) keep each assignment independent of the
-others' code, as the rubric promises.
+`run(case)` builds the objects a case names from whichever `minbert` package is first on sys.path, loads the
+case's weights, calls the graded function and returns its outputs as a dict of tensors: in the parent against the
+instructor's package (the reference), in the child against the submission. It holds no solution. A case holds
+strings, numbers, lists, dicts and tensors only (torch.load(weights_only=True)); fakes (a toy model for SMART, a
+fixed clustering for MML, the encoder output for mean pooling) keep each assignment independent of the others' code.
 """
 
 import torch

@@ -1,21 +1,19 @@
 """Only the graded files count: find them in a submission, check them against the template, lay them over it.
 
-The template is the student copy of the `minbert/` package that the grader builds itself from the
-instructor's repository (every selected block replaced by its stub, between its two markers).
-From a submission the grader takes only the files that hold solution blocks, and from those only
-the text between `### BEGIN SOLUTION <key>` and `### END SOLUTION`: every other line must equal
-the template's (trailing spaces aside), else the assignments of that file score 0 and the
-message lists the changed lines. Each block is then read by the gate (gate.py): a block that names
-anything off its assignment's list keeps the template's stub, and the cases reaching it fail with the
-gate's one line.
-
-A submission may be the repository (SUB/minbert/x.py), the package folder (SUB/x.py) or loose
-files anywhere below SUB (one x.py, not under tests/).
+The template is the student copy of the `minbert/` package, built by the grader itself. From a submission only the
+text between `### BEGIN SOLUTION <key>` and `### END SOLUTION` of the graded files is taken: every other line must
+equal the template's (trailing spaces aside), else that file's assignments score 0, and each block is read by the
+gate (gate.py) first: a refused one keeps the template's stub. A submission may be the repository (SUB/minbert/x.py),
+the package folder (SUB/x.py) or loose files anywhere below SUB (one x.py, not under tests/).
 """
 
 import ast
 import difflib
 import os
+import stat
+import struct
+import zipfile
+import zlib
 from pathlib import Path
 
 from minbert.classroom import allowlists, assignments as C, gate
@@ -64,9 +62,6 @@ class Refused(Exception):
 def extract_zip(archive: Path, dst: Path) -> None:
     """Unpack a zip without trusting it: no absolute or '..' path, no link or special file, and caps on the
     number of files, each file's size and the total, counted on the bytes actually written."""
-    import stat
-    import struct
-    import zipfile
     total = 0
     if archive.stat().st_size > ZIP_MAX_BYTES:
         raise Refused(f"the zip is larger than {ZIP_MAX_BYTES >> 20} MiB")
@@ -118,8 +113,6 @@ def extract_zip(archive: Path, dst: Path) -> None:
 
 def _why_unreadable(e: Exception) -> str:
     """A zip reader's failure in the student's words (the grader's own wording: no library text is quoted)."""
-    import zlib
-    import zipfile
     if isinstance(e, RuntimeError) and "encrypted" in str(e):
         return "an entry is encrypted (zip the files without a password)"
     if isinstance(e, zlib.error):
@@ -144,7 +137,6 @@ def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
     """({relative path: path} of the submission's regular files, [refused entries and why]). Links are not
     followed, folders behind a link are not entered: a symbolic link, a hard link or a special file (fifo,
     device, socket) is refused with a message, whatever it points to."""
-    import stat
     if submission.is_symlink():
         return {}, [f"{submission.name} is a symbolic link; submit the files themselves"]
     if submission.is_file():
@@ -176,7 +168,6 @@ def files_of(submission: Path) -> tuple[dict[str, Path], list[str]]:
 
 def read_source(path: Path) -> str:
     """A graded file's text, opened without following a link, checked to be one plain file of sane size."""
-    import stat
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     try:
         st = os.fstat(fd)
