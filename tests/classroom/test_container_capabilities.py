@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from classroom_helpers import ROOT, solution, student, submission, with_block  # noqa: F401
+from classroom_helpers import GRADE_WITHOUT_GATE, ROOT, solution, student, submission, with_block  # noqa: F401
 
 from minbert.classroom import assignments as classroom
 
@@ -30,17 +30,21 @@ pytestmark = [pytest.mark.slow,
                                  reason="needs root on Linux and util-linux's setpriv to take capabilities away")]
 
 
-def in_container(*args, timeout=900):
-    """`python -m minbert classroom ...` as root with exactly Docker's default capabilities."""
+def in_container(*args, timeout=900, command=(sys.executable, "-m", "minbert", "classroom")):
+    """`python -m minbert classroom ...` (or `command`) as root with exactly Docker's default capabilities."""
     caps = "-all," + ",".join("+" + c for c in DOCKER_DEFAULT_CAPS)
-    return subprocess.run([SETPRIV, f"--bounding-set={caps}", "--inh-caps=-all", sys.executable, "-m", "minbert",
-                           "classroom", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run([SETPRIV, f"--bounding-set={caps}", "--inh-caps=-all", *command, *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def graded(sub, tmp_path, *extra):
+def graded(sub, tmp_path, *extra, gate=True):
+    """A grade in the container; gate=False: the box alone (the gate, which refuses hostile blocks first, reads
+    nothing)."""
     out = tmp_path / f"results-{len(list(tmp_path.iterdir()))}.json"
-    r = in_container("grade", sub, "--json", out, "--salt", "7", *extra)
+    if gate:
+        r = in_container("grade", sub, "--json", out, "--salt", "7", *extra)
+    else:
+        r = in_container(sub, "--json", out, "--salt", "7", *extra, command=GRADE_WITHOUT_GATE)
     assert r.returncode == 0, f"grading in a default container failed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}"
     return r.stdout, json.loads(out.read_text())
 
@@ -75,6 +79,6 @@ except Exception:
 assert b'### BEGIN SOLUTION attention' in src
 {solution("attention.py", "attention")}"""
     sub = with_block(student, tmp_path, "attention.py", "attention", escape)
-    _, report = graded(sub, tmp_path, "--assignments", "attention")
+    _, report = graded(sub, tmp_path, "--assignments", "attention", gate=False)   # the box alone
     assert report["score"] == 0, f"the box read the instructor's solution: {report['tests'][0]['output']}"
     assert "raised AssertionError" in report["tests"][0]["output"], report["tests"][0]["output"]
