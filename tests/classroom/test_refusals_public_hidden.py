@@ -15,7 +15,8 @@ import pytest
 from classroom_helpers import grade, student, submission, without_gate  # noqa: F401
 from test_gate import honest_corpus
 
-from minbert.classroom import assignments as classroom, autograder
+from minbert.classroom import assignments as classroom
+from minbert.classroom import autograder
 from minbert.classroom.assignments import package_file
 from minbert.classroom.submission import graded_files
 
@@ -28,8 +29,8 @@ PLANTED = {
     "attention: F.scaled_dot_product_attention for the last matmul": (
         "attention_hf_style", "torch.matmul(attention_probs, v)", SDPA, "scaled_dot_product_attention"),
     "adamw: torch.cdist inside `if wd > 0.0`": ("adamw_inplace_sqrt", "p.mul_(1.0 - lr * wd)",
-                                               "p.mul_(1.0 - lr * wd + (0.0 * torch.cdist(p.reshape(1, -1), "
-                                               "p.reshape(1, -1)).sum()).item())", "torch.cdist"),
+                                               ("p.mul_(1.0 - lr * wd + (0.0 * torch.cdist(p.reshape(1, -1), "
+                                                "p.reshape(1, -1)).sum()).item())"), "torch.cdist"),
     "mml: torch.cdist inside `if` both heads are active": ("mml_loss_pair_loop", "(w[r] * w[s]).sum(-1).abs().sum()",
                                                            "(w[r] * w[s]).sum(-1).abs().sum()" + CDIST.format("w[r]"),
                                                            "torch.cdist"),
@@ -71,14 +72,14 @@ def refusals(entries, key: str, visibility: str) -> set:
             e["visibility"] == visibility and e["output"].startswith("called ")}
 
 
-def hidden_only_refusals(student, tmp_path, found: list) -> tuple[list, list]:
+def hidden_only_refusals(copy, tmp_path, found: list) -> tuple[list, list]:
     """Grade `found` in rounds: (per variant, the refusals hidden cases read and no public case does; the planted
     calls the fence refused in no case)."""
     wrong, missed = [], []
     for i, group in enumerate(rounds(found)):
         keys = {key for _, key, *_ in group}
         restore = sorted({Path(rel).name for rel in graded_files(keys)})       # every other block: the reference
-        sub = submission(student, tmp_path / str(i), restore=restore)
+        sub = submission(copy, tmp_path / str(i), restore=restore)
         for name, key, file, nth, body, _ in group:
             autograder._replace_block(sub / package_file(Path(file).name), key, body.strip("\n"), nth=nth)
         got = grade(sub, keys, salt=11)
