@@ -11,8 +11,9 @@ gate refused (each with its one line). Every row must read 0 points.
 --box runs the attacks on what a grade leaves behind instead (tests/classroom/test_sandbox_leftovers.py writes
 them): a 1,500-deep chain of folders, 100,000 files, 64 MiB files, a memfd, a SysV segment, fork, subprocess; a
 grader stopped by SIGTERM, SIGHUP or SIGINT mid-box (and run_autograder by SIGTERM); two grades at once, each box
-hunting for the other's files. Each grade runs with its own empty TMPDIR; per row: points or the refusal, and
-what was left: in that TMPDIR, owned by a box's uid in /tmp and /dev/shm, SysV objects of a box's uid.
+hunting for the other's files. These grade with the gate reading nothing (the box alone, which they must reach).
+Each grade runs with its own empty TMPDIR; per row: points or the refusal, and what was left: in that TMPDIR,
+owned by a box's uid in /tmp and /dev/shm, SysV objects of a box's uid.
 """
 
 import argparse
@@ -38,6 +39,7 @@ from bench_classroom import cpu                                       # noqa: E4
 sys.path.insert(0, str(ROOT / "tests" / "classroom"))
 from test_gate import ROUTES                                          # noqa: E402
 import test_sandbox_leftovers as L                                    # noqa: E402
+from classroom_helpers import GRADE_WITHOUT_GATE                       # noqa: E402
 
 DOCKER_CAPS = "-all,+chown,+dac_override,+fsetid,+fowner,+mknod,+net_raw,+setgid,+setuid,+setfcap,+setpcap," \
               "+net_bind_service,+sys_chroot,+kill,+audit_write"
@@ -108,7 +110,7 @@ def command(cmd: list, container: bool) -> list:
 def box_attacks(copy: Path, tmp: Path, container: bool) -> list[tuple]:
     """(attack, points or refusal, what the student sees, what was left) for each attack on what a grade leaves."""
     rows = []
-    grade = [sys.executable, "-m", "minbert", "classroom", "grade"]
+    grade = GRADE_WITHOUT_GATE          # the gate reads nothing: these attacks are on the box, which they must reach
     for i, (name, attack) in enumerate(L.ATTACKS.items()):
         sub = tmp / f"box{i}"
         shutil.copytree(copy, sub, ignore=shutil.ignore_patterns(".git"))
