@@ -103,9 +103,6 @@ def test_public_cases_show_every_refusal_hidden_cases_would(student, tmp_path, w
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="cases.py draws the VISIBLE public cases of layer, adamw, multitask, smart, "
-                   "surgery, meanshift and mml from their first function alone: a refusal in any other shows only in "
-                   "hidden cases")
 def test_public_cases_show_refusals_in_every_function(student, tmp_path, without_gate):  # noqa: F811
     wrong, missed = hidden_only_refusals(student, tmp_path, variants(PLANTED_IN_HIDDEN_ONLY_FUNCTIONS, honest=False))
     assert not missed, "a planted off-list call was not refused by the fence:\n" + "\n".join(missed)
