@@ -65,5 +65,5 @@ class OptimizerStep:
         grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
         if not grads:
             return torch.zeros(())
-        norms = torch.stack([torch.linalg.vector_norm(g.detach().float()) for g in grads])   # (P,) one per tensor
-        return torch.linalg.vector_norm(norms)
+        # clip_grad_norm_'s own total norm: one fused (foreach) norm over the P tensors, not P launches a step
+        return torch.nn.utils.get_total_norm(grads)
