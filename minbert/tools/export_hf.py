@@ -42,12 +42,18 @@ def main(argv=None):
     return out
 
 
-def checked(args) -> tuple:
-    """(run, task, head): every check of the export, before anything is written."""
-    out = Path(args.out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
+def unused_out_dir(path, overwrite: bool) -> Path:
+    """OUT_DIR of an export: refused (one line, nothing changed) when it holds anything, unless --overwrite."""
+    out = Path(path)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise UserError(f"{out} already exists and is not empty; nothing was changed. Choose another OUT_DIR, or "
                         f"add --overwrite to replace it")
+    return out
+
+
+def checked(args) -> tuple:
+    """(run, task, head): every check of the export, before anything is written."""
+    unused_out_dir(args.out_dir, args.overwrite)
     from minbert.tools.trained_run import load_run   # torch loads here, after the flags are checked
     run = load_run(args.run_dir, device="cpu", amp="off")
     task = args.task or run.tasks[0]

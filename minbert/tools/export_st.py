@@ -30,6 +30,7 @@ from minbert.core import flags
 from minbert.core.atomic import atomic_write
 from minbert.core.errors import UserError, cli
 from minbert.core.export import write_json
+from minbert.tools.export_hf import unused_out_dir
 
 ENCODER_FILES = ("config.json", "model.safetensors", "vocab.txt")   # byte copies of the run's model/ folder
 
@@ -75,10 +76,7 @@ def export_sentence_transformers(directory, model_folder, max_seq_length: int) -
 
 def main(argv=None):
     args = parser().parse(argv)
-    out = Path(args.out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
-        raise UserError(f"{out} already exists and is not empty; nothing was changed. Choose another OUT_DIR, or "
-                        f"add --overwrite to replace it")
+    out = unused_out_dir(args.out_dir, args.overwrite)
     from minbert.tools.trained_run import load_run   # torch loads here, after the flags are checked
     run = load_run(args.run_dir, device="cpu", amp="off")
     if why := refusal(run):
