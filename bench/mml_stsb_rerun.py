@@ -5,7 +5,7 @@ Zen 5, bf16). After: bench/results/mml_study/runs/STS-B (every regression head's
 commit dcd8357; AMD EPYC Zen 3, fp32). Same flags: MiniLM, 3 epochs, batch 32, lr 2e-5, elimination every 50 steps,
 min bandwidth 0.001. A cell is the best epoch's dev Spearman ×100 (the study's rule). Where the rerun has BERT and a
 method on the same seeds (2 or more), the paired difference from BERT gets a 95% t-interval and a Holm-adjusted p
-over the methods (minbert.tools.seed_statistics). Writes bench/results/mml_study/stsb_rerun.md and prints it.
+over the methods (bench.seed_statistics). Writes bench/results/mml_study/stsb_rerun.md and prints it.
 
     python bench/mml_stsb_rerun.py
 """
@@ -15,10 +15,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from anywhere
-from minbert.tools.mml_study import paper_name  # noqa: E402
+from bench.mml_study import paper_name  # noqa: E402
 from minbert.core.report import markdown_table  # noqa: E402
-from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd, paired_difference  # noqa: E402
-from minbert.tools.seed_statistics import sign_flip_note  # noqa: E402
+from bench.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, mean_sd, paired_difference  # noqa: E402
+from bench.seed_statistics import sign_flip_note  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "mml_study")
 METHODS = ("bert", "bert-drop", "mv5", "mv1024", "ensemble1024", "mml")

@@ -1,15 +1,15 @@
 """Every committed study table rebuilt from its committed records, and compared with the committed file byte for byte.
 
-- bench/results/study, study_controls, study_confirmation (once its runs are in): `python -m minbert study
+- bench/results/study, study_controls, study_confirmation (once its runs are in): `python bench/study.py
   --tables_only` with the folder's own configurations, seeds, budget and selection rule (its table.json header), on a
   temporary copy of the folder: table.md, table.json.
-- bench/results/mml_study: `python -m minbert mml-study --tables_only` with the command of its README: table1.md/.json,
+- bench/results/mml_study: `python bench/mml_study.py --tables_only` with the command of its README: table1.md/.json,
   cross_dataset.md/.json. RTE's models were also scored on QNLI dev; the study asks only whether a QNLI dev file
   exists to know that column is in the records, so the rebuild hands it an empty one (no QNLI example is read).
 - stsb_rerun.md (bench/mml_stsb_rerun.py), study_controls/confirmation.md and study_confirmation/confirmation.md
   (bench/study_confirmation.py).
 The plots (study.png, performance_profile.png) are not compared: their bytes depend on the matplotlib version.
-tests/tools/test_committed_tables.py runs the comparison.
+tests/studies/test_committed_tables.py runs the comparison.
 
     python bench/rebuild_tables.py           # compare: a diff and exit status 1 where a table differs
     python bench/rebuild_tables.py --write   # rewrite them (after a change to how a table is written)
@@ -34,7 +34,7 @@ MML_COMMAND = ["--tasks", "RTE,MRPC,STS-B,CoLA,STS-B*", "--model", "minilm-l6", 
 
 
 def study_tables(name: str, tmp: str) -> dict[str, str]:
-    from minbert.tools import study
+    from bench import study
     folder = os.path.join(RESULTS, name)
     with open(os.path.join(folder, "table.json")) as f:
         header = json.load(f)
@@ -54,7 +54,7 @@ def study_tables(name: str, tmp: str) -> dict[str, str]:
 
 def mml_tables(tmp: str) -> dict[str, str]:
     from minbert.tasks.glue import TASKS
-    from minbert.tools import mml_study
+    from bench import mml_study
     glue = os.path.join(tmp, "glue")
     shipped = os.path.join(HERE, "..", "data", "glue_data")
     os.makedirs(glue)

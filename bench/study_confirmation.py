@@ -7,7 +7,7 @@
 2. bench/results/study_confirmation/PLAN.md: the claims again at the seed counts a power calculation asked for (seeds
    9-22, one machine and precision, each run scored at its final epoch), in two Holm families: the three confirmatory
    claims, and PCGrad and GradVac against their equal-update control. Each claim: the planned power, Δ with its
-   95% t-interval over seeds, its seed × example bootstrap interval (minbert/tools/seed_example_bootstrap.py), p,
+   95% t-interval over seeds, its seed × example bootstrap interval (bench/seed_example_bootstrap.py), p,
    Holm p, sign-flip p, the power at the sd the new seeds show, the verdict. Writes study_confirmation/confirmation.md.
 
     python bench/study_confirmation.py                       # both pages, from the committed records
@@ -26,10 +26,10 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from anywhere
 from minbert.core.export import load_outputs  # noqa: E402
 from minbert.core.report import markdown_table  # noqa: E402
-from minbert.tools import study  # noqa: E402
-from minbert.tools.seed_example_bootstrap import scores_of, seed_example_bootstrap  # noqa: E402
-from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_difference, paired_difference  # noqa: E402
-from minbert.tools.seed_statistics import holm_verdict, paired_t_power, sign_flip_floor  # noqa: E402
+from bench import study  # noqa: E402
+from bench.seed_example_bootstrap import scores_of, seed_example_bootstrap  # noqa: E402
+from bench.seed_statistics import add_holm, bootstrap_difference, format_difference, paired_difference  # noqa: E402
+from bench.seed_statistics import holm_verdict, paired_t_power, sign_flip_floor  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # (configuration, metric) as study_controls/PLAN.md lists them; what the exploratory set said is read from its table

@@ -4,8 +4,8 @@ Inputs, all from committed records of this machine and precision (AMD EPYC Zen 3
 bench/results/study_controls, each run scored at its final epoch (the plan's selection rule). For each claim: δ, the
 mean paired difference of those seeds (not the exploratory seeds 1-5: those effects were picked for being
 significant, so they overstate), and σ, the sd of the paired differences. The seed count is the smallest n whose
-two-sided paired t-test at α/m has 80% power against δ with σ the true sd (noncentral t, minbert.tools.seed_statistics.
-paired_t_power: the repository's own power code, checked against scipy in tests/tools/test_study_power.py); α/m is
+two-sided paired t-test at α/m has 80% power against δ with σ the true sd (noncentral t, bench.seed_statistics.
+paired_t_power: the repository's own power code, checked against scipy in tests/studies/test_study_power.py); α/m is
 what the smallest p of a Holm family of m must beat (the claim alone true). Prints the table PLAN.md quotes.
 
     python bench/study_plan.py
@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from anywhere
 from minbert.core.report import markdown_table  # noqa: E402
-from minbert.tools.seed_statistics import detectable_effect, mean_sd, paired_t_power  # noqa: E402
+from bench.seed_statistics import detectable_effect, mean_sd, paired_t_power  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 FRESH, FRESH_SEEDS = os.path.join(RESULTS, "study_controls", "runs"), (6, 7, 8)

@@ -11,8 +11,6 @@ import sys
 COMMANDS = {                # command: (module with main(argv), one line for --help)
     "download": ("minbert.tools.download",
                  "fetch the datasets (cs224n, glue); checkpoints download on first use (--model)"),
-    "study": ("minbert.tools.study", "the multitask study: configurations x seeds, tables with Holm-adjusted p"),
-    "mml-study": ("minbert.tools.mml_study", "the MML study on GLUE: methods x tasks x seeds, and its tables"),
     "ensemble": ("minbert.tools.ensemble", "combine finished train_multitask.py runs and score the ensemble"),
     "simcse": ("minbert.tools.simcse_stage",
                "unsupervised SimCSE: contrastive sentence embeddings, before fine-tuning"),

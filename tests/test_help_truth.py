@@ -140,7 +140,7 @@ def parses(argv, monkeypatch):
     """None if the command line is accepted, else what its parser said."""
     kind, module, flags = entry_point(argv)
     if not flags or kind == "command" and len(flags) == 1 and flags[0] in entry.COMMANDS:
-        return None          # `python train_mml.py`, `python -m minbert study`: a name, whose --help is walked
+        return None          # `python train_mml.py`, `python bench/study.py`: a name, whose --help is walked
     err = io.StringIO()
     if kind == "script":
         flags = flags if {"-h", "--help"} & set(flags) else flags + ["--dry_run"]

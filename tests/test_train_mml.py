@@ -1,4 +1,4 @@
-"""Smoke, oracle, resume and report tests of train_mml.py and minbert/tools/mml_study.py on tiny data.
+"""Smoke, oracle, resume and report tests of train_mml.py and bench/mml_study.py on tiny data.
 
 A 2-layer, 32-wide random BERT (BertConfig.tiny) with MiniLM's vocabulary and 24-row GLUE-format
 fixtures keep each run to a few seconds. Oracles: (b) live — --method bert equals a hand-written
@@ -150,14 +150,14 @@ def test_cross_dataset_json_has_expected_keys_and_scores_in_unit_interval(setup,
 
 
 def test_study_writes_tables_for_one_task_two_methods_one_seed(setup, tmp_path):
-    from minbert.tools import mml_study
+    from bench import mml_study
     glue, model = setup
     out = tmp_path / "study"
     argv = ["--tasks", "RTE", "--methods", "bert,mml4", "--seeds", "1", "--model", str(model), "--epochs", "1",
             "--glue_dir", str(glue), "--out_dir", str(out), "--batch_size", "8", "--device", "cpu", "--amp", "off"]
     tables = mml_study.main(argv)
     for name in ("table1.md", "table1.json", "cross_dataset.md", "cross_dataset.json", "performance_profile.png"):
-        assert (out / name).is_file(), f"minbert.tools.mml_study did not write {name}"
+        assert (out / name).is_file(), f"bench.mml_study did not write {name}"
     assert set(tables["table1"]["scores"]) == {"bert", "mml4"} and tables["table1"]["metric"] == {"RTE": "accuracy"}, tables["table1"]
     assert tables["table1"]["mml_heads"]["mml4"]["RTE"]["mean"] == 4, "Table 1's MML #heads row: 4 heads, no elimination in 3 steps"
     assert "MML-4 #heads" in (out / "table1.md").read_text(), "table1.md lacks the MML #heads row"
@@ -181,7 +181,7 @@ def test_study_writes_tables_for_one_task_two_methods_one_seed(setup, tmp_path):
         again = mml_study.main([x for kv in later.items() for x in kv])
     finally:
         train_mml.main = real
-    assert not trained, f"minbert.tools.mml_study --results_dir: runs kept there were trained again: {trained}"
+    assert not trained, f"bench.mml_study --results_dir: runs kept there were trained again: {trained}"
     assert again["table1"] == tables["table1"], "the table from the kept records must equal the first one"
 
 

@@ -3,7 +3,7 @@
 Malkiel & Wolf, EACL 2021 (arXiv:1911.06182), §4.1-4.2 and Table 1: Adam, lr 2e-5, batch 32, 10/30/100
 epochs for large/medium/small training sets, each task scored (and its best epoch chosen) by the metric
 Table 1 reports. train_mml.py takes its --epochs default and its best-epoch rule from here, and
-minbert/tools/mml_study.py its tables' metrics. The method itself is minbert/methods/mml.py.
+bench/mml_study.py its tables' metrics. The method itself is minbert/methods/mml.py.
 """
 
 # The metric each task is reported (and its best epoch chosen) by in the paper. Table 1's caption

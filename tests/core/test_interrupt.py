@@ -151,10 +151,10 @@ def test_second_signal_quits_at_once():
 
 
 def test_interrupted_study_keeps_finished_runs_and_continues_the_cut_one(mml_setup, tmp_path, monkeypatch):
-    """python -m minbert mml-study stopped by Ctrl-C in its second run, then rerun: the first run is
+    """python bench/mml_study.py stopped by Ctrl-C in its second run, then rerun: the first run is
     kept as it is (not retrained), the second continues from its interrupted.pt, and the tables equal
     those of a study that was never interrupted."""
-    from minbert.tools import mml_study
+    from bench import mml_study
     glue, model = mml_setup
 
     def argv(out):

@@ -24,9 +24,10 @@ def parse(entry):
     import train_mml
     import train_multitask
     from minbert.tools import simcse_stage
-    from minbert.tools import ensemble, mml_study
+    from bench import mml_study
+    from minbert.tools import ensemble
     return {"train_multitask.py": train_multitask.parse_args, "train_mml.py": train_mml.parse_args,
-            "minbert simcse": simcse_stage.parse_args, "minbert mml-study": mml_study.parse_args,
+            "minbert simcse": simcse_stage.parse_args, "bench/mml_study.py": mml_study.parse_args,
             "minbert ensemble": ensemble.main}[entry]
 
 
@@ -206,8 +207,8 @@ def test_recipe_values_are_the_papers(name, capsys, monkeypatch):
     path = ROOT / "recipes" / name
     assert path.is_file(), f"recipes/{name} is missing"
     entry = entry_point(path)
-    if entry == "minbert mml-study":   # its parse_args turns comma lists into lists: compare those
-        from minbert.tools import mml_study
+    if entry == "bench/mml_study.py":   # its parse_args turns comma lists into lists: compare those
+        from bench import mml_study
         args = vars(mml_study.parse_args([f"@{path}"]))
     else:
         args = {k: v["value"] for k, v in dry_run(path, capsys)["flags"].items()}

@@ -240,7 +240,7 @@ def test_bootstrap_of_the_seed_average_against_a_member_matches_scipy_bootstrap(
     with the uniform average and the overall score written here in numpy. Monte Carlo: bounds agree to 15% of the width."""
     import numpy as np
     import scipy.stats
-    from minbert.tools.seed_statistics import bootstrap_difference
+    from bench.seed_statistics import bootstrap_difference
     members = bootstrap_members()
     probs = {"sst": [torch.softmax(m["sst"]["outputs"].double(), -1).numpy() for m in members],
              "para": [torch.sigmoid(m["para"]["outputs"].double()).numpy() for m in members],

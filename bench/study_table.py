@@ -1,13 +1,13 @@
 """The multitask study's tables: scores per configuration, paired differences with Holm-adjusted p, the plot.
 
-minbert.tools.study runs the configurations; this file turns scores[config][seed] into
+bench.study runs the configurations; this file turns scores[config][seed] into
   table.md / table.json   per configuration: dev SST acc, Quora acc, STS r and overall of the kept model (the
                           final epoch, or the best-epoch one: the study's --select_epoch), mean ± sd over seeds;
                           its paired difference from the baseline on the same seed,
                           mean with a 95% t-interval over seeds, d̄ ± t_{0.975, n−1} · s_d / √n (Student, n − 1
                           degrees of freedom); and, for a configuration with a control (CONTROLS), its paired
                           difference from that control. Below each: the paired t-test's p, Holm-adjusted over
-                          the comparisons of its column (minbert.tools.seed_statistics.holm), and the verdict at
+                          the comparisons of its column (bench.seed_statistics.holm), and the verdict at
                           0.05 on the adjusted p, and the exact sign-flip p beside it; below, the |Δ| each row's
                           seeds detect with 80% power. The ensemble (a uniform average of the baseline seeds) is
                           one model: its difference from the members' mean and from the best member, each with a
@@ -23,9 +23,9 @@ import platform
 import shlex
 
 from minbert.core.report import markdown_table, pyplot
-from minbert.tools.seed_statistics import add_holm, bootstrap_difference, format_bootstrap, format_difference
-from minbert.tools.seed_statistics import format_holm, format_mean_sd, format_power, mean_sd, paired_difference
-from minbert.tools.seed_statistics import power_note, sign_flip_note, t_interval
+from bench.seed_statistics import add_holm, bootstrap_difference, format_bootstrap, format_difference
+from bench.seed_statistics import format_holm, format_mean_sd, format_power, mean_sd, paired_difference
+from bench.seed_statistics import power_note, sign_flip_note, t_interval
 
 METRICS = ("sst_acc", "para_acc", "sts_pearson", "overall")
 # A configuration's control: what it differs from in exactly one respect, so its effect is the
@@ -45,7 +45,7 @@ def paired(a: dict, b: dict, seeds: list[int], metric: str) -> dict:
 def summarise(scores: dict, seeds: list[int], ensemble: dict | None, resampled: dict | None = None) -> dict:
     """scores[config][seed] = {metric: value} -> per config: mean/sd per metric over its seeds (those of `seeds` it
     ran), paired difference from the baseline over the seeds both ran. resampled[config] = {"baseline": [...],
-    "control": [...]}: the seed × example bootstrap of its Δ overall (minbert.tools.seed_example_bootstrap), kept
+    "control": [...]}: the seed × example bootstrap of its Δ overall (bench.seed_example_bootstrap), kept
     beside that Δ as "seed_example"."""
     out = {}
     for name, by_seed in scores.items():
@@ -174,7 +174,7 @@ def write_table(out_dir: str, summary: dict, header: dict) -> str:
                f"{first['resamples']} resamples draws the paired seeds with replacement and each "
                "task's dev examples with "
                "replacement (the same examples for every seed and both configurations), rescores every run from its "
-               "outputs.pt and averages the paired differences (minbert/tools/seed_example_bootstrap.py): percentile "
+               "outputs.pt and averages the paired differences (bench/seed_example_bootstrap.py): percentile "
                "95% interval and two-sided bootstrap p, whose floor is 2/resamples (unit: seeds and dev "
                "examples together). "
                "Resampling n seeds understates their spread where n is small (no Student correction: 3 seeds allow 10 "

@@ -1,4 +1,4 @@
-"""Grades minbert.tools.mml_study's table arithmetic: the Dolan-Moré profile on error (Figure 3), the
+"""Grades bench.mml_study's table arithmetic: the Dolan-Moré profile on error (Figure 3), the
 relative-improvement column and "impr." rows of Tables 2-5, best-epoch selection by the paper's
 metric, and the default method list of Table 1.
 
@@ -7,14 +7,14 @@ of Table 5, recomputed from the accuracies printed there (the paper truncates to
 (a) hand computation — a 3-method toy error table whose profile is worked out in the docstring.
 The end-to-end study run is in tests/test_train_mml.py.
 
-Run: python -m pytest -q tests/tools/test_mml_study.py   (offline, CPU, < 1 s)
+Run: python -m pytest -q tests/studies/test_mml_study.py   (offline, CPU, < 1 s)
 """
 
 import pytest
 
-from minbert.tools import mml_study
+from bench import mml_study
 
-MOD = "minbert.tools.mml_study"
+MOD = "bench.mml_study"
 
 
 # ---------------------------------------------------------------------------- Figure 3
@@ -188,7 +188,7 @@ def test_usage_line_names_the_module(capsys):
     with pytest.raises(SystemExit):
         mml_study.parse_args(["--help"])
     out = capsys.readouterr().out
-    assert out.startswith("usage: python -m minbert mml-study"), f"{MOD}: usage line should name `python -m minbert mml-study`, got {out[:60]!r}"
+    assert out.startswith("usage: python bench/mml_study.py"), f"{MOD}: usage line should name `python bench/mml_study.py`, got {out[:60]!r}"
 
 
 def test_table_1_holm_adjusts_each_column_over_the_methods(tmp_path):

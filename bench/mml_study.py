@@ -17,7 +17,7 @@ head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). O
                     accuracy, CoLA Matthews, STS-B Spearman), mean ± sample std (ddof 1) over seeds;
                     the last row, "MML #heads", is the active heads of that best-epoch MML model. Below it,
                     each method's difference from BERT paired by seed, per task and for the Average, with
-                    a 95% t-interval over seeds (minbert.tools.seed_statistics); "(noise)" where it contains 0.
+                    a 95% t-interval over seeds (bench.seed_statistics); "(noise)" where it contains 0.
   cross_dataset.md/.json  Tables 2-5, one per category: a row per (method, training task), a
                     column per dataset of the category, cells "train/dev" accuracy ×100 in the
                     category's binary space (seed means). The diagonal is the in-dataset score. The
@@ -34,32 +34,35 @@ head count (mv5 = MV-5 = --method mv --heads 5; ensemble1024 = BERT-Ensemble). O
                     ρ_m(τ) = fraction of experiments with r_m ≤ τ. The §4.2 text reads it as a score
                     ratio instead (best / score ≤ τ): --profile_on score.
 
-Usage:  python -m minbert mml-study --tasks RTE,MRPC --model minilm-l6 --seeds 1,2,3   # default methods
+Usage:  python bench/mml_study.py --tasks RTE,MRPC --model minilm-l6 --seeds 1,2,3   # default methods
 Under each table of differences: each difference's paired t-test p, Holm-adjusted over the methods of its
-column (minbert.tools.seed_statistics.holm), with the verdict at 0.05 on the adjusted p and the exact sign-flip p
+column (bench.seed_statistics.holm), with the verdict at 0.05 on the adjusted p and the exact sign-flip p
 beside it; then the difference each cell's seeds detect with 80% power (seed_statistics.detectable_effect).
 Left out: the test-set rows of Table 1 (GLUE's test labels are private), simultaneous (adjusted) intervals,
 and running seeds in parallel (one process, one run at a time).
 """
 
-import importlib
 import json
 import os
 import re
 import shutil
+import sys
 
 import numpy as np
 
-from minbert.core import flags
-from minbert.core.device import AMP_CHOICES
-from minbert.core.errors import UserError, cli
-from minbert.core.flags import at_least, between, positive
-from minbert.core.report import markdown_table, pyplot
-from minbert.methods.mml import METHODS
-from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs
-from minbert.tasks.glue import DEFAULT_GLUE_DIR, TASKS, read_glue
-from minbert.tools.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, format_power
-from minbert.tools.seed_statistics import mean_sd, paired_difference, power_note, sign_flip_note
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from anywhere
+import train_mml  # noqa: E402
+
+from minbert.core import flags  # noqa: E402
+from minbert.core.device import AMP_CHOICES  # noqa: E402
+from minbert.core.errors import UserError, cli  # noqa: E402
+from minbert.core.flags import at_least, between, positive  # noqa: E402
+from minbert.core.report import markdown_table, pyplot  # noqa: E402
+from minbert.methods.mml import METHODS  # noqa: E402
+from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs  # noqa: E402
+from minbert.tasks.glue import DEFAULT_GLUE_DIR, TASKS, read_glue  # noqa: E402
+from bench.seed_statistics import add_holm, format_difference, format_holm, format_mean_sd, format_power  # noqa: E402
+from bench.seed_statistics import mean_sd, paired_difference, power_note, sign_flip_note  # noqa: E402
 
 DEFAULT_METHODS = "bert,bert-drop,mv5,mv1024,ensemble1024,mml"   # Table 1's six rows
 PAPER_DATASETS = ("MNLI", "QNLI", "RTE", "SNLI", "QQP", "MRPC", "STS-B*")   # the columns of Tables 2-5
@@ -129,7 +132,7 @@ def check_args(args, p) -> None:
 
 
 def parse_args(argv=None):
-    p = flags.ArgumentParser(prog="python -m minbert mml-study", description=__doc__)
+    p = flags.ArgumentParser(prog="python bench/mml_study.py", description=__doc__)
     add_args(p)
     args = p.parse(argv)
     check_args(args, p)
@@ -235,10 +238,6 @@ def pct(x, signed=False):
 
 
 def main(argv=None):
-    # The script at the repo root, driven by its command line (as study.py drives train_multitask.py): the package
-    # does not import a script, which itself uses the package's tools (load_run for --predict_only).
-    run_script = importlib.import_module("train_mml").main
-
     args = parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     # ------------------------------------------------------------------ runs
@@ -273,7 +272,7 @@ def main(argv=None):
                 if resume:   # a run cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
                     argv_run += ["--resume", resume]
                 print("run train_mml.py", " ".join(argv_run))
-                run_script(argv_run)
+                train_mml.main(argv_run)
             # scored: the tables need no weights
             if args.delete_checkpoints and finished(run_dir, epochs[task], evals):
                 for checkpoint in ("best.pt", "last.pt", "interrupted.pt"):

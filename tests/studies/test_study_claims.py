@@ -26,7 +26,7 @@ Oracles: scipy.stats.ttest_rel, scipy.stats.nct, scipy.stats.permutation_test; t
 2021, Tables 1-3; Pritsky, Somerville & Huynh, Table 2; Benton, Figure 3; Song, Hu & Pan, Table 2) written out below
 from the papers' text.
 
-Run: python -m pytest -q tests/tools/test_study_claims.py   (offline, seconds)
+Run: python -m pytest -q tests/studies/test_study_claims.py   (offline, seconds)
 """
 
 import itertools
@@ -774,10 +774,10 @@ def section(text: str, heading: str) -> str:
 
 
 def test_the_study_command_says_which_epoch_it_scores():
-    """When `python -m minbert study`'s default --select_epoch differs from the rule the committed tables were made
+    """When `python bench/study.py`'s default --select_epoch differs from the rule the committed tables were made
     with (their table.json), the commands section says which the command scores and how to remake the tables."""
     default = re.search(r'"--select_epoch", choices=\([^)]*\), default="(\w+)"',
-                        (REPO / "minbert" / "tools" / "study.py").read_text())[1]
+                        (REPO / "bench" / "study.py").read_text())[1]
     rules = {json.loads((RESULTS / f / "table.json").read_text())["select_epoch"] for f in ("study", "study_controls")}
     text = section(DOCS.read_text(), "## What the studies test at small scale")
     for rule in rules - {default}:

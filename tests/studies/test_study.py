@@ -1,10 +1,10 @@
-"""Grades minbert.tools.study: its t-intervals against scipy, and an interrupted study resuming to the same table.
+"""Grades bench.study: its t-intervals against scipy, and an interrupted study resuming to the same table.
 
 Oracles: (a) scipy.stats.t (quantiles, intervals) for the statistics written without scipy; (c) a tiny study
 (tiny random BERT, 12 examples per task, as tests/test_train_multitask.py) stopped part-way and rerun must end
 with the table of the same study run in one go.
 
-Run: python -m pytest -q tests/tools/test_study.py   (offline, CPU, about a minute: every run is a subprocess)
+Run: python -m pytest -q tests/studies/test_study.py   (offline, CPU, about a minute: every run is a subprocess)
 """
 
 import json
@@ -13,24 +13,24 @@ import math
 import pytest
 import scipy  # scipy.stats loads at its first use, not while pytest collects (seconds on a busy CPU)
 
-from minbert.tools import seed_statistics as stats, study, study_table
+from bench import seed_statistics as stats, study, study_table
 
-MOD = "minbert.tools.study"
+MOD = "bench.study"
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 5, 9, 29, 200])
 @pytest.mark.parametrize("p", [0.975, 0.95, 0.5, 0.1])
 def test_t_quantile_matches_scipy(df, p):
     got, want = stats.t_quantile(p, df), scipy.stats.t.ppf(p, df)
-    assert got == pytest.approx(want, abs=1e-9), f"minbert.tools.seed_statistics.t_quantile({p}, df={df}): expected scipy's {want}, got {got}"
+    assert got == pytest.approx(want, abs=1e-9), f"bench.seed_statistics.t_quantile({p}, df={df}): expected scipy's {want}, got {got}"
 
 
 def test_t_interval_matches_scipy_on_hand_values():
     values = [0.012, -0.004, 0.02, 0.007]
     mean, lo, hi = stats.t_interval(values)
     want = scipy.stats.t.interval(0.95, len(values) - 1, loc=sum(values) / 4, scale=scipy.stats.sem(values))
-    assert (lo, hi) == pytest.approx(want, abs=1e-12), f"minbert.tools.seed_statistics.t_interval: expected scipy's {want}, got {(lo, hi)}"
-    assert math.isnan(stats.t_interval([0.3])[1]), f"minbert.tools.seed_statistics.t_interval: one value has no interval"
+    assert (lo, hi) == pytest.approx(want, abs=1e-12), f"bench.seed_statistics.t_interval: expected scipy's {want}, got {(lo, hi)}"
+    assert math.isnan(stats.t_interval([0.3])[1]), f"bench.seed_statistics.t_interval: one value has no interval"
 
 
 @pytest.mark.parametrize("values, baseline", [
@@ -43,7 +43,7 @@ def test_paired_p_value_matches_scipy_ttest_rel(values, baseline):
     """Oracle (b): scipy.stats.ttest_rel's two-sided p for the paired difference of per-seed scores."""
     got = stats.paired_difference(values, baseline)["p"]
     want = scipy.stats.ttest_rel(values, baseline).pvalue
-    assert got == pytest.approx(want, rel=1e-8, abs=1e-300), f"minbert.tools.seed_statistics.paired_t_pvalue: expected scipy's {want}, got {got}"
+    assert got == pytest.approx(want, rel=1e-8, abs=1e-300), f"bench.seed_statistics.paired_t_pvalue: expected scipy's {want}, got {got}"
 
 
 def _holm_by_sequential_rejection(p):
@@ -70,16 +70,16 @@ def test_holm_matches_a_hand_worked_example_and_the_sequential_procedure():
     4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04, running max 0.02, 0.03, 0.06, 0.06; (c) random families (ties included)
     against Holm's step-down rejection run at every level."""
     got = stats.holm([0.01, 0.04, 0.03, 0.005])
-    assert got == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-12), f"minbert.tools.seed_statistics.holm: hand example, got {got}"
+    assert got == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-12), f"bench.seed_statistics.holm: hand example, got {got}"
     assert stats.holm([0.2, None, 0.01])[1] is None and stats.holm([0.2, None, 0.01])[2] == pytest.approx(0.02), (
-        "minbert.tools.seed_statistics.holm: None is outside the family (m counts only the p-values given)")
+        "bench.seed_statistics.holm: None is outside the family (m counts only the p-values given)")
     import random
     rng = random.Random(0)
     for _ in range(200):
         m = rng.randint(1, 8)
         p = [round(rng.random() ** 3, 3) for _ in range(m)]        # rounding makes ties
         want = _holm_by_sequential_rejection(p)
-        assert stats.holm(p) == pytest.approx(want, abs=1e-9), f"minbert.tools.seed_statistics.holm({p}): expected {want}, got {stats.holm(p)}"
+        assert stats.holm(p) == pytest.approx(want, abs=1e-9), f"bench.seed_statistics.holm({p}): expected {want}, got {stats.holm(p)}"
 
 
 def test_summary_holm_adjusts_each_metric_over_the_configurations():
@@ -143,7 +143,7 @@ def test_ensemble_is_compared_with_the_members_mean_and_the_best_member():
 def test_one_seed_has_no_standard_deviation(tmp_path):
     """A sample sd needs two values: with one seed the table must not print "± 0.0000" as if it were measured."""
     assert stats.mean_sd([0.3, 0.5])[1] == pytest.approx(scipy.stats.tstd([0.3, 0.5]))
-    assert stats.mean_sd([0.3]) == (0.3, None), f"minbert.tools.seed_statistics.mean_sd: one value has no sample sd (None), got {stats.mean_sd([0.3])}"
+    assert stats.mean_sd([0.3]) == (0.3, None), f"bench.seed_statistics.mean_sd: one value has no sample sd (None), got {stats.mean_sd([0.3])}"
     summary = study_table.summarise({"baseline": {1: dict.fromkeys(study_table.METRICS, 0.5)}}, [1], None)
     header = {"budget": ["--epochs", "1"], "examples_per_epoch": 0, "seeds": [1],
               "machine": {"cpu": "cpu", "cpus": 1, "native_bf16": False, "gpu": "none", "load": [0, 0, 0]}}

@@ -1,6 +1,6 @@
 """The multitask study: every method x seeds at one stated budget, and what each method does to dev scores.
 
-Like minbert.tools.mml_study for the MML paper, this answers "does this method help here?" for the CS224N methods with
+Like bench.mml_study for the MML paper, this answers "does this method help here?" for the CS224N methods with
 paired seeds. Each (configuration, seed) is a subprocess of train_multitask.py (or a pipeline of stages) in its own
 folder OUT_DIR/CONFIG/seedS, so a crash or Ctrl-C loses at most one run's progress:
   - a finished run (its outputs.pt and every epoch in metrics.jsonl) is skipped;
@@ -32,7 +32,7 @@ claim for its own number of seeds); its differences pair the seeds it shares wit
 
 Outputs in OUT_DIR:
   table.md / table.json   scores, paired differences from the baseline and from each configuration's control, with
-  study.png               Holm-adjusted p (minbert/tools/study_table.py says how they are computed).
+  study.png               Holm-adjusted p (bench/study_table.py says how they are computed).
   machine.json            CPU, native bf16 or not, GPU, torch, load, of the latest invocation.
   commands.txt            every command run, exactly, across invocations: each invocation appends a "# date:
                           machine" line and then its commands; a study continued in a fresh OUT_DIR carries on
@@ -43,7 +43,7 @@ Outputs in OUT_DIR:
   deleted (it keeps metrics.jsonl, outputs.pt and model/) unless
   --keep_checkpoints: 45 MiniLM runs would otherwise fill ~25 GB.
 
-    python -m minbert study --configs baseline,pals,smart --seeds 1,2,3 --out_dir runs/study -- --model minilm-l6 ...
+    python bench/study.py --configs baseline,pals,smart --seeds 1,2,3 --out_dir runs/study -- --model minilm-l6 ...
 Left out: running seeds in parallel (one run at a time; two studies with disjoint --configs can share the seeds),
 test-set scores.
 """
@@ -59,13 +59,14 @@ import sys
 import time
 import warnings
 
-from minbert.core import flags
-from minbert.core.errors import UserError, cli
-from minbert.core.flags import at_least
-from minbert.core.recipes import dry_run
-from minbert.tools.study_table import CONTROLS, METRICS, describe, machine, plot, summarise, write_table
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from anywhere
+from minbert.core import flags  # noqa: E402
+from minbert.core.errors import UserError, cli  # noqa: E402
+from minbert.core.flags import at_least  # noqa: E402
+from minbert.core.recipes import dry_run  # noqa: E402
+from bench.study_table import CONTROLS, METRICS, describe, machine, plot, summarise, write_table  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The budget proposed for a 2-core CPU (docs/studies.md, "What the studies test at small scale"): MiniLM, shipped data.
 # No --limit: it would cut every task to the same size and erase the size imbalance that annealed sampling and
@@ -429,7 +430,7 @@ def parse_args(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     budget = argv[argv.index("--") + 1:] if "--" in argv else list(DEFAULT_BUDGET)
     own = argv[: argv.index("--")] if "--" in argv else argv
-    p = flags.ArgumentParser(prog="python -m minbert study", description=__doc__,
+    p = flags.ArgumentParser(prog="python bench/study.py", description=__doc__,
                              epilog="Arguments after -- are the budget: train_multitask.py flags shared by every run "
                                     f"(default: {shlex.join(DEFAULT_BUDGET)})")
     add_args(p)
@@ -508,9 +509,9 @@ def main(argv=None):
 
 def resample(out_dir: str, scores: dict, seeds: list[int]) -> dict:
     """The seed × example bootstrap of each configuration's Δ overall against the baseline and against its control,
-    over the seeds both ran, from the runs' outputs.pt (minbert.tools.seed_example_bootstrap)."""
+    over the seeds both ran, from the runs' outputs.pt (bench.seed_example_bootstrap)."""
     from minbert.core.export import load_outputs
-    from minbert.tools.seed_example_bootstrap import seed_example_bootstrap
+    from bench.seed_example_bootstrap import seed_example_bootstrap
     out = {}
     for name in scores:
         for key, other in (("baseline", "baseline"), ("control", CONTROLS.get(name))):

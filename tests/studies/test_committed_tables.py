@@ -5,7 +5,7 @@ records with --tables_only in a temporary copy, and the confirmation and STS-B r
 equal the committed file. A table edited by hand, a record changed or missing, or a change to how tables are written
 without rewriting them (python bench/rebuild_tables.py --write) fails here, with the file named.
 
-Run: python -m pytest -q tests/tools/test_committed_tables.py   (offline, about two minutes: marked slow)
+Run: python -m pytest -q tests/studies/test_committed_tables.py   (offline, about two minutes: marked slow)
 """
 
 import importlib.util

@@ -1,6 +1,6 @@
 """The seed × example bootstrap of a paired difference between two configurations of the multitask study.
 
-The study's t-interval of Δ (minbert.tools.seed_statistics) is over seeds: it asks whether another draw of seeds
+The study's t-interval of Δ (bench.seed_statistics) is over seeds: it asks whether another draw of seeds
 would give the same Δ on these dev sets, and treats the 1,101 SST / 2,000 Quora / 863 STS dev examples as fixed.
 They are a sample too. This bootstrap resamples both, as a two-stage (hierarchical) bootstrap does (Davison &
 Hinkley 1997, "Bootstrap Methods and their Application", Ch. 3, hierarchical data; percentile interval, Efron &
@@ -12,7 +12,7 @@ Tibshirani 1993, §13.3). Each resample
      overall = (SST acc + Quora acc + (r + 1)/2) / 3) and averages the paired differences over the drawn seeds.
 The percentile 95% interval of those R means is the interval whose unit is seeds and dev examples together.
 Runs are scored from their saved outputs with the ensemble's rule (minbert.tools.ensemble.combine with one member
-of weight 1), which gives each run's own dev scores (tests/tools/test_seed_example_bootstrap.py checks it).
+of weight 1), which gives each run's own dev scores (tests/studies/test_seed_example_bootstrap.py checks it).
 Left out: resampling within a seed's training (other batches, other dropout): the seeds stand for that.
 """
 

@@ -1,11 +1,11 @@
-"""Grades minbert/tools/seed_example_bootstrap.py: the seed × example bootstrap of a study's paired Δ.
+"""Grades bench/seed_example_bootstrap.py: the seed × example bootstrap of a study's paired Δ.
 
 Oracles: (a) the dev scores train_multitask.py recorded in committed metrics.jsonl files (written by
 minbert.tasks.multitask.task_scores, another code path) must come back from the runs' outputs.pt; (b) a loop over
 the resamples written here with numpy and scipy.stats.pearsonr, fed the same random draws, must give the same
 resampled differences; (c) a configuration against itself differs by exactly 0 on every resample.
 
-Run: python -m pytest -q tests/tools/test_seed_example_bootstrap.py   (offline, seconds)
+Run: python -m pytest -q tests/studies/test_seed_example_bootstrap.py   (offline, seconds)
 """
 
 from pathlib import Path
@@ -16,10 +16,10 @@ import scipy.stats
 import torch
 
 from minbert.core.export import load_outputs
-from minbert.tools import seed_example_bootstrap as boot
+from bench import seed_example_bootstrap as boot
 
 RUNS = Path(__file__).resolve().parents[2] / "bench" / "results" / "study_controls" / "runs"
-MOD = "minbert.tools.seed_example_bootstrap"
+MOD = "bench.seed_example_bootstrap"
 
 
 def test_scores_from_outputs_are_the_recorded_dev_scores():

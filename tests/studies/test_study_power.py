@@ -1,10 +1,10 @@
-"""Grades the checks that sit beside every t-based verdict of the studies (minbert.tools.seed_statistics):
+"""Grades the checks that sit beside every t-based verdict of the studies (bench.seed_statistics):
 the paired t-test's power and the smallest effect it detects at 80% power, and the exact paired sign-flip p.
 
 Oracles: scipy.stats.nct (the noncentral t: power of the two-sided t-test), scipy.stats.permutation_test with
 permutation_type="samples" and every permutation (the exact paired sign-flip test). seed_statistics has no scipy.
 
-Run: python -m pytest -q tests/tools/test_study_power.py   (offline, CPU, seconds)
+Run: python -m pytest -q tests/studies/test_study_power.py   (offline, CPU, seconds)
 """
 
 import math
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import scipy  # scipy.stats and .integrate load at first use, not while pytest collects
 
-from minbert.tools import seed_statistics as stats
+from bench import seed_statistics as stats
 
-MOD = "minbert.tools.seed_statistics"
+MOD = "bench.seed_statistics"
 
 
 def scipy_power(noncentrality, df, alpha):

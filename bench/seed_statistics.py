@@ -1,11 +1,11 @@
 """Seed statistics for the two study runners: mean ± sd over seeds and Student's t-interval of a mean.
 
-Both studies (minbert.tools.study, minbert.tools.mml_study) answer "does this method help?" with paired seeds: the
+Both studies (bench.study, bench.mml_study) answer "does this method help?" with paired seeds: the
 difference d_s = score(method, seed s) − score(baseline, seed s), and its 95% interval
 d̄ ± t_{0.975, n−1} · s_d / √n (Student 1908; n seeds, n − 1 degrees of freedom). An interval that contains 0
 is "inside the noise". scipy is not a runtime dependency, so t's quantile is computed here: the CDF through
 the regularised incomplete beta function (continued fraction, Numerical Recipes §6.4), the quantile by
-bisection. tests/tools/test_study.py checks both against scipy.stats.t.
+bisection. tests/studies/test_study.py checks both against scipy.stats.t.
 
 A table compares many methods with one baseline, so some intervals exclude 0 by chance. Each paired difference
 also carries its two-sided paired t-test p-value, p = 2·P(T_{n−1} ≥ |d̄| / (s_d / √n)), and `holm` adjusts the p of
@@ -13,7 +13,7 @@ one family (Holm 1979, "A simple sequentially rejective multiple test procedure"
 sort p_(1) ≤ … ≤ p_(m); p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)). Rejecting where p̃ < α keeps the chance of
 any false "helps" or "hurts" in the family below α, with no assumption on how the comparisons depend on each other
 (they share the baseline). minbert's family: one column of a table (one metric, every method against the same
-baseline). tests/tools/test_study.py checks p against scipy.stats.ttest_rel and holm against a brute-force run of
+baseline). tests/studies/test_study.py checks p against scipy.stats.ttest_rel and holm against a brute-force run of
 Holm's sequential procedure.
 
 Two checks sit beside each t-based verdict. `sign_flip_pvalue`: the exact paired sign-flip (permutation) test
@@ -23,7 +23,7 @@ sign patterns whose |Σ ε_s d_s| reaches the observed |Σ d_s|. Its smallest va
 the t-test's normality. `detectable_effect`: the true mean difference that the two-sided paired t-test at level α
 finds with 80% power when the sd of the differences is the observed s_d: under δ, t follows the noncentral t with
 n − 1 df and noncentrality λ = δ√n / σ (its CDF integrated here over the χ distribution of s_d / σ, Simpson's
-rule); δ = λ* · s_d / √n, λ* solved by bisection. tests/tools/test_study_power.py checks both against scipy.
+rule); δ = λ* · s_d / √n, λ* solved by bisection. tests/studies/test_study_power.py checks both against scipy.
 
 Left out: simultaneous (adjusted) intervals: the intervals stay the unadjusted 95% ones; the adjusted verdict is the
 p̃ beside them.
