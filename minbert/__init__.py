@@ -9,7 +9,7 @@ The folders are the layers, bottom to top; a folder imports only from folders be
     tasks/      the datasets, their heads, sampling between them, metrics
     methods/    one paper per file: PALs, SMART, R3F, PCGrad, GradVac, ..., MML, MeanShift, SimCSE
     run/        a training run's machinery: checkpoints, run folders, DDP, the optimizer step, fast paths, stages
-    tools/      commands around runs: download, studies, ensembles, a finished run in use (load_run, predict)
+    tools/      commands around runs: download, SimCSE, ensembles, a finished run in use (load_run, predict)
     classroom/  the student copy and the grader (instructor-only)
 
 `python -m minbert --help` (__main__.py) lists the commands; training is `python train_multitask.py` and
