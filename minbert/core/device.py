@@ -251,16 +251,11 @@ def add_args(parser, seed: int) -> None:
 
 
 def add_device_args(group) -> None:
-    """--device, --amp and --threads: every command that runs a model, training or predicting."""
+    """--device, --amp and --threads (set_threads reads it): every command that runs a model."""
     group.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
     group.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                        help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off "
                             "elsewhere (bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
-    add_threads_arg(group)
-
-
-def add_threads_arg(group) -> None:
-    """--threads, for every command that trains (set_threads reads it)."""
     group.add_argument("--threads", type=at_least(0), default=THREADS,
                        help="CPU threads for torch. 0: the cores free at start (one line says how many), unless "
                             "OMP_NUM_THREADS is set; threads beyond the free cores slow a run down several times")

@@ -45,6 +45,7 @@ Left out: stacking (a learned combiner), weighting per example, weight averaging
 """
 
 import os
+import sys
 
 import torch
 
@@ -221,33 +222,15 @@ def aligned(runs: list[dict], split: str) -> list[dict]:
 FITTED = ("greedy", "ranked", "ranked_overall")
 
 
-def parse_prior(text: str | None, n: int) -> list[float] | None:
-    if text is None:
-        return None
+def per_run(flag: str, text: str, n: int, ok, expected: str) -> list[float]:
+    """`text` as one number per RUN_DIR ('2,1,1'), each list passing `ok`; else a UserError saying what was expected."""
     try:
-        prior = [float(w) for w in text.split(",")]
+        values = [float(w) for w in text.split(",")]
     except ValueError:
-        prior = []
-    if len(prior) != n or min(prior) <= 0:
-        raise UserError(f"--prior {text}: expected {n} positive numbers separated by commas, one per RUN_DIR "
-                        "(Algorithm 1's prior weights ŵ_i)")
-    return prior
-
-
-def parse_weights(text: str, n: int) -> list[float] | None:
-    if text in FITTED:
-        return None
-    if text == "uniform":
-        return [1.0] * n
-    try:
-        weights = [float(w) for w in text.split(",")]
-    except ValueError:
-        weights = []
-    if len(weights) != n or min(weights) < 0 or sum(weights) <= 0:
-        raise UserError(f"--weights {text}: expected 'greedy', 'ranked', 'ranked_overall', 'uniform' or {n} "
-                        "non-negative numbers "
-                        "separated by commas, one per RUN_DIR, not all 0")
-    return weights
+        values = []
+    if len(values) != n or not ok(values):
+        raise UserError(f"{flag} {text}: expected {expected.format(n=n)} separated by commas, one per RUN_DIR")
+    return values
 
 
 def add_args(p) -> None:
@@ -277,8 +260,7 @@ def check_args(args, p) -> None:
 def main(argv=None):
     p = flags.ArgumentParser(prog="python -m minbert ensemble", description=__doc__)
     add_args(p)
-    args = p.parse(argv)
-    check_args(args, p)
+    args = p.parse(argv, sys.modules[__name__])   # then check_args
     if not args.overwrite:   # e.g. --out_dir of a run: its own predictions/ are never replaced without asking
         refuse_to_replace([os.path.join(args.out_dir, n) for n in ("predictions", "members.md", "members.json")])
 
@@ -286,13 +268,18 @@ def main(argv=None):
     dev, test = aligned(runs, "dev"), aligned(runs, "test")
     if len(dev[0]) != len(TASKS):
         raise UserError(f"every run needs dev outputs of {TASKS}; got {sorted(dev[0])}")
-    weights = parse_weights(args.weights, len(runs))
-    prior = parse_prior(args.prior, len(runs))
+    n = len(runs)
+    prior = None if args.prior is None else per_run("--prior", args.prior, n, lambda w: min(w) > 0,
+                                                    "{n} positive numbers (Algorithm 1's prior weights ŵ_i)")
     if args.weights == "ranked":
         weights = ranked_select(dev, args.method, prior)
-    elif weights is None:
+    elif args.weights in FITTED:
         select = greedy_select if args.weights == "greedy" else ranked_overall_select
         weights = [float(c) for c in select(dev, args.method)]
+    else:
+        weights = [1.0] * n if args.weights == "uniform" else per_run(
+            "--weights", args.weights, n, lambda w: min(w) >= 0 and sum(w) > 0,
+            "'greedy', 'ranked', 'ranked_overall', 'uniform' or {n} non-negative numbers, not all 0,")
 
     def shown(k):   # one weight, or sst/para/sts weights when they differ per task
         w = [for_task(weights, t)[k] for t in TASKS]

@@ -25,6 +25,7 @@ import csv
 import json
 import math
 import os
+import sys
 import time
 
 import torch
@@ -35,8 +36,7 @@ from minbert.core import flags
 from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
-from minbert.core.device import AMP_CHOICES, add_threads_arg, autocast, pick_device, resolve_amp, seed_everything, \
-    set_threads
+from minbert.core.device import add_device_args, autocast, pick_device, resolve_amp, seed_everything, set_threads
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, export, write_json
 from minbert.methods.simcse import TEMPERATURE, SimCSE, keeps_mlp
@@ -123,11 +123,7 @@ def add_args(p) -> None:
                    help="stop after this many steps (0 = all epochs): short CPU budgets")
     g.add_argument("--limit", type=flags.at_least(0), default=0,
                    help="use at most N training sentences (and N STS dev pairs): smoke runs")
-    g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
-    g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
-                   help="mixed precision of the forward passes (the loss is fp32); auto: bf16 where the machine has "
-                        "it natively, else off")
-    add_threads_arg(g)
+    add_device_args(g)
     g.add_argument("--seed", type=int, default=42)
     g.add_argument("--out_dir", default="runs/simcse",
                    help="model/ (the encoder for --model of the next stage) and metrics.json")
@@ -147,10 +143,7 @@ def parser():
 
 
 def parse_args(argv=None):
-    p = parser()
-    args = p.parse(argv)
-    check_args(args, p)
-    return args
+    return parser().parse(argv, sys.modules[__name__])   # then check_args
 
 
 def main(argv=None):
