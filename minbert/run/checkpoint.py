@@ -3,39 +3,26 @@
 The pieces, each small, and the script decides when to use them (nanochat's save_checkpoint/load_checkpoint,
 nanoGPT's checkpoint dict built in its loop):
 
-- `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last(out_dir, dict)`
-  is save to last.pt plus removing the now older interrupted.pt; `save_weights` writes best.pt.
+- `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last` writes last.pt and
+  removes the now older interrupted.pt; `save_weights` writes best.pt.
 - `LoopState`: where the loop is (epoch, step), the best score so far, the per-epoch history, this epoch's
-  running loss sums ({name: [sum, count]}, kept by `progress.add_losses`) and a script's own lists
-  (`extra`). `loop.epochs(n)` yields the epochs still to run; the
-  script's step loop sets `loop.step` as it goes, so a resume starts where the save was made.
-- `resume_state(parts, loop, args)` / `restore(ck, parts, loop)`: the script names its objects with a
-  state_dict once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams, the log), and
-  the resume dict is `{**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": ...}`.
+  running loss sums ({name: [sum, count]}) and a script's own lists (`extra`); `loop.epochs(n)` yields the epochs
+  still to run, and the script's step loop sets `loop.step`, so a resume starts where the save was made.
+- `resume_state(parts, loop, args)` / `restore(ck, parts, loop)`: the script names its objects with a state_dict
+  once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams, the log); the resume dict is
+  one key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
+  torchrun), the loop's keys and "args" (the flags as JSON).
 - `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
   a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
-- `resume_note(loop)`: the line a resumed run prints ("resuming at epoch 1, step 86; no epoch finished yet").
-- `share_weights(best.pt, model/)` / `own_weights(best.pt)`: one copy of the weights in a finished run. At its end
-  a run exports model/ from best.pt's weights; best.pt then gives up its copy and names model/ instead
-  ("weights_in"), once every tensor there is checked equal to its own; it keeps only what model/ lacks (MML's
-  elimination statistics). `load` puts them back under "model", so
-  `--predict_only --resume best.pt` and the script's own reload are unchanged. `own_weights` copies them back into
-  best.pt before model/ is written from other weights (`--select_epoch last`).
+- `share_weights(best.pt, model/)` / `own_weights(best.pt)`: one copy of the weights in a finished run. best.pt
+  ("model", "args", "scores") gives up the tensors that model/ holds, each checked equal, and names model/ instead
+  ("weights_in"); `load` puts them back, so `--predict_only --resume best.pt` is unchanged. `own_weights` copies
+  them back before model/ is rewritten from other weights (`--select_epoch last`).
 
-Ctrl-C lives in minbert/core/interrupt.py (`stop.saving`). The log (minbert/core/progress.py) is a part: its
-clock (the run's seconds so far, the epoch's training seconds and examples) continues on resume.
-
-On disk: one
-key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
-torchrun), "epoch", "step", "best", "history", "running", "extra", and "args" (the flags as JSON). best.pt
-holds only "model", "args" and "scores"; in a finished run "weights_in" (model/, relative to it) holds the weights
-and "model" only what model/ lacks.
-
-Files are written with `atomic_write` (a crash mid-write leaves the previous file) and read
-with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
-checkpoint someone shares cannot run code when it is loaded (a pickle can). Numpy's RNG state
-is stored as a tensor for that reason, and the flags as a JSON string. Weights are saved from
-the plain module (never a torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes.
+Files are read with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
+checkpoint someone shares cannot run code when it is loaded (a pickle can). Numpy's RNG state is stored as a
+tensor for that reason, and the flags as a JSON string. Weights are saved from the plain module (never a
+torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes. Ctrl-C: minbert/core/interrupt.py.
 """
 
 import json
@@ -56,8 +43,7 @@ from minbert.core.errors import UserError
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
 WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
          "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "report_to",
-         "handout_headers",
-         "fast_paths", "threads", "select_epoch",
+         "handout_headers", "fast_paths", "threads", "select_epoch",
          *(f"{t}_{s}{o}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test") for o in ("", "_out"))}
 
 

@@ -86,9 +86,9 @@ def is_main() -> bool:
 
 def setup(device_name: str) -> torch.device:
     """The device to train on; under torchrun, also join the process group (once per process)."""
-    if not launched():
-        return pick_device(device_name)
     device = pick_device(device_name)
+    if not launched():
+        return device
     if device.type == "cuda":   # one GPU per process, chosen by torchrun's LOCAL_RANK
         local_ranks, gpus = int(os.environ.get("LOCAL_WORLD_SIZE", 1)), torch.cuda.device_count()
         if local_ranks > gpus:   # every rank says so and exits; else rank 0 would wait for the others for an hour
@@ -108,12 +108,6 @@ def barrier() -> None:
     """Wait for every rank (nothing in a single process)."""
     if active():
         dist.barrier()
-
-
-def shutdown() -> None:
-    if active():
-        dist.barrier()
-        dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,12 +12,8 @@ identical weights). Ten skipped steps in a row stop the run with advice: that is
 not a bad batch. The schedule moves on either way, so a resumed run and an uninterrupted one
 see the same learning rates.
 
-Each update keeps what the log (minbert/core/progress.py) reads: `last_lr`, the learning rates it used, and
-`grad_norm`, the L2 norm of the gradient it applied, a 0-d tensor (read as a number on record steps only, so no
-device sync a step). It is taken once per update, after every micro-batch of gradient accumulation, after DDP
-averaged the gradients across ranks (in the last backward) and PCGrad/GradVac combined them, and after fp16's
-unscale (`GradScaler.unscale_`, which the scaler's step then does not repeat), so it is the norm of the gradient
-the optimizer sees: torch.nn.utils.clip_grad_norm_'s total norm.
+Each update keeps what the log reads: `last_lr` and `grad_norm`, the L2 norm of the gradient the optimizer
+applies (a 0-d tensor, read on record steps only; docs/outputs.md says where in the step it is taken).
 """
 
 import torch

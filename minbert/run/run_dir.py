@@ -1,36 +1,26 @@
 """A run folder (--out_dir) that holds everything a run writes, never clobbers another run, and stays lean.
 
-Anchors: Hugging Face Trainer (`output_dir` holds everything; `overwrite_output_dir`; `save_total_limit`) and
-PyTorch Lightning's checkpoint retention. What this module does, for both training scripts:
+Anchors: Hugging Face Trainer (`output_dir` holds everything; `overwrite_output_dir`) and PyTorch Lightning's
+checkpoint retention. `RunDir(args, script)` wraps both training scripts' main:
 
-1. **One folder per run, claimed.** `RunDir(args, script)` wraps a script's main. On entry, before any data
-   or model loads, it refuses a --out_dir that already holds another run's files (checkpoints, metrics,
-   predictions, model/), and any explicit prediction file (--*_out outside the folder) that already exists,
-   unless --overwrite is given; --overwrite first removes the old run's artefacts (only the names minbert
-   writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt;
-   with --predict_only OUT_DIR itself) continues the same run and is always allowed: "same run" means the
-   checkpoint lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end
-   times, the status and the files written outside the folder (so a resume may rewrite those); `unfinished`
-   reads it to say why a run has no model yet. `--predict_only` never replaces a prediction file and leaves
-   run.json as it was: where predictions/ holds any, its default files go to a new predictions-2/ (-3, ...;
-   `fresh_path`), and an explicit --*_out that exists is refused, inside the folder or outside it. The commands
-   around runs refuse likewise (`refuse_to_replace`).
-2. **No litter.** A run that fails before it saved anything (a wrong --model, a bad data file) leaves no folder
-   behind when it created the folder itself.
-3. **Lean checkpoints.** `checkpoint.save_last` writes last.pt and then deletes interrupted.pt: once a
-   resume from it has saved a later state, it is stale (and 3x the model's size). A finished run keeps what a
-   user needs: model/ (the best model as a complete folder, what --predict_only reads), best.pt (its scores and
-   flags; it names model/ for the weights instead of a second copy: checkpoint.share_weights), outputs.pt,
-   metrics, plots and predictions; its resume state (last.pt: weights + AdamW's two moments, about
-   3x the model) goes unless --keep_resume_state. No --save_total_limit: the scripts never keep more than
-   best.pt and last.pt (one per epoch would be the case that needs a limit), so a limit would have nothing to do.
+1. **One folder per run, claimed.** On entry, before any data or model loads, it refuses a --out_dir that holds
+   another run's files, and any explicit prediction file (--*_out outside the folder) that exists, unless
+   --overwrite, which first removes the old run's artefacts (only names minbert writes). `--resume OUT_DIR/last.pt`
+   (with --predict_only, OUT_DIR itself) continues the same run. `run.json` names the script, the command, the
+   times, the status and the files written outside the folder; `unfinished` reads it to say why a run has no model
+   yet. `--predict_only` never replaces a prediction file and leaves run.json as it was: its default files go to a
+   new predictions-2/ (`fresh_path`) where predictions/ holds any. Other commands use `refuse_to_replace`.
+2. **No litter.** A run that fails before it saved anything leaves no folder behind when it created the folder.
+3. **Lean.** `checkpoint.save_last` deletes the stale interrupted.pt; a finished run keeps model/, best.pt (which
+   names model/ for its weights: checkpoint.share_weights), outputs, metrics, plots and predictions, and drops its
+   resume state (last.pt, ~3x the model) unless --keep_resume_state. The scripts keep at most best.pt and
+   last.pt, so there is no --save_total_limit.
 4. **It says where it is.** The end of every run prints the folder, what it holds with sizes, and its total.
-5. **A folder it cannot write is a message.** A read-only folder, one under /proc or a full disk stops the
-   run with `--out_dir X: ...` and what to do, never a traceback; run.json says "stopped, resumable" only while
-   a loadable last.pt or interrupted.pt is there.
+5. **A folder it cannot write is a message** (read-only, /proc, a full disk): `--out_dir X: ...` and what to do;
+   run.json says "stopped, resumable" only while a loadable last.pt or interrupted.pt is there.
 
-Distributed runs (torchrun): every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or
-deletes files. Deliberately left out: locking against two runs started into one folder at the same moment.
+Under torchrun every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or deletes files.
+Left out: locking against two runs started into one folder at the same moment.
 """
 
 import datetime
@@ -127,13 +117,8 @@ def _artefacts(folder: Path) -> list[str]:
             + sorted(p.name for p in folder.iterdir() if PREDICT_ONLY.fullmatch(p.name)))
 
 
-def _outputs(args) -> list[Path]:
-    """The prediction files this run will write (every --X_out whose input X is not 'none')."""
-    return list(_output_flags(args).values())
-
-
 def _output_flags(args) -> dict[str, Path]:
-    """{flag: path} of the prediction files this run will write."""
+    """{flag: path} of the prediction files this run will write (every --X_out whose input X is not 'none')."""
     return {k: Path(v) for k, v in sorted(vars(args).items())
             if k.endswith("_out") and isinstance(v, str) and getattr(args, k[:-4], None) != "none"}
 
@@ -252,7 +237,8 @@ class RunDir:
         root.mkdir(parents=True, exist_ok=True)
         now = datetime.datetime.now().isoformat(timespec="seconds")
         sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
-        outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _outputs(self.args)}   # every session's
+        # every session's outputs
+        outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _output_flags(self.args).values()}
         self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
                            "sessions": sessions, "outputs": sorted(outputs)})
 
@@ -349,7 +335,7 @@ class RunDir:
         if not self.keep_marker:
             ended = datetime.datetime.now().isoformat(timespec="seconds")
             self.write_marker(self.read_marker() | {"status": "finished", "ended": ended})
-        print(summary(self.root, [p for p in _outputs(args) if p.exists() and not self._inside(p)]))
+        print(summary(self.root, [p for p in _output_flags(args).values() if p.exists() and not self._inside(p)]))
 
 
 def summary(root: Path, outside=()) -> str:
