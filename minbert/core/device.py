@@ -4,33 +4,25 @@
   error when it is not there). Nothing touches CUDA before it is asked for.
 - `--amp auto|off|bf16|fp16`: `autocast(device, amp)` runs matmuls in 16-bit while keeping
   reductions (softmax, LayerNorm, losses) in fp32. bf16 has fp32's exponent range, so it needs
-  no loss scaling. fp16 needs a GradScaler: gradients of small losses underflow fp16's range,
-  so the loss is multiplied by a large factor before backward and the gradients divided by it
-  before the step; steps whose gradients overflowed (inf/NaN) are skipped and the factor
-  lowered. `grad_scaler(device, amp)` returns one only for fp16 (None otherwise).
+  no loss scaling. fp16 needs a GradScaler (`grad_scaler`, None otherwise): the loss is scaled up
+  before backward so small gradients do not underflow, and steps whose gradients overflowed are skipped.
 - `resolve_amp("auto", device)` picks what is fast AND safe on this machine, and says why:
     CUDA with bf16 (Ampere and newer)      bf16
     older CUDA GPUs                        fp16 + GradScaler
     CPU with AMX-BF16 or AVX512-BF16       bf16 (about 2.5x faster training than fp32 here)
     any other CPU (AVX2, ARM, ...)         off: bf16 is emulated there and ~30x SLOWER than fp32
-                                           (MiniLM train step 30.1 s vs 1.1 s, AMD EPYC AVX2)
     MPS                                    off: autocast there gains little for training, and
                                            fp16 without a tested GradScaler path is not safe
   An explicit `--amp bf16` on a CPU without native bf16 still runs, with a warning. `--amp fp16` on a CPU is
   refused, naming what to use: CPUs do not accelerate fp16 matmuls (a MiniLM quick start took ~20x fp32's time).
 - `--threads N` sets torch's CPU threads. Left at 0 with OMP_NUM_THREADS unset, `set_threads` takes the cores
-  free now (`choose_threads`: usable cores less the other jobs' current load, at least 1) and says so in one
-  line. torch's default, one thread per core, fights other jobs for the cores: on a 2-core EPYC with one core
-  busy, `--amp bf16` trained at 17 ex/s with 2 threads and 74 ex/s with 1 (fp32: 48 vs 43).
+  free now (`choose_threads`), and says so in one line: torch's default, one thread per core, fights other jobs
+  for the cores (on a 2-core EPYC with one core busy, bf16 trained at 17 ex/s with 2 threads and 74 with 1).
+- `keep_freed_memory()` (a fast path, minbert/run/fast_paths.py): glibc hands every freed block larger than 32 MB
+  back to the kernel, so a tensor that size made every step (the word-embedding gradient) pays a page fault per
+  4 KB page; mallopt keeps freed memory in the process for reuse, as jemalloc/tcmalloc preloads do. The price:
+  RSS stays at its peak. Linux/glibc only; elsewhere it does nothing.
 - `cpu_name()` and `cpu_capability()` name the CPU and what it accelerates, for benchmark tables.
-- `keep_freed_memory()` (a fast path; `--fast_paths`, minbert/run/fast_paths.py): glibc's
-  malloc hands every block larger than 32 MB straight back to the kernel when it is freed, so a
-  tensor that size allocated on every step (the word-embedding gradient, AdamW temporaries) pays
-  one page fault per 4 KB page, every step: sqrt into a fresh 47 MB tensor (MiniLM's word
-  embeddings) took 14.5 ms, against 2.2 ms into reused memory, on a 2-core EPYC under KVM.
-  mallopt(M_MMAP_MAX=0, M_TRIM_THRESHOLD=huge) keeps freed
-  memory in the process for reuse, as the jemalloc/tcmalloc preloads recommended for CPU training
-  do. The price: the process's RSS stays at its peak. Linux/glibc only; elsewhere it does nothing.
 """
 
 import ctypes

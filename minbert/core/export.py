@@ -1,34 +1,22 @@
 """Exporting a run's model, and starting the next stage from it (stage chaining).
 
-The papers' best systems are pipelines of stages: SimCSE -> multitask fine-tuning (Song, Hu &
-Pan), fine-tuning -> PALs added after fine-tuning (Pritsky, Somerville & Huynh §3.3.2),
-multitask pre-finetuning -> per-task fine-tuning (Aghajanyan et al. 2021, "Muppet",
+The papers' best systems are pipelines of stages: SimCSE -> multitask fine-tuning (Song, Hu & Pan), fine-tuning
+-> PALs (Pritsky, Somerville & Huynh §3.3.2), multitask pre-finetuning -> per-task fine-tuning (Muppet,
 arXiv:2101.11038). One stage hands its model to the next through a folder:
 
     RUN_DIR/model/
-        config.json               Hugging Face BertConfig     } what `--model` and
-        model.safetensors         encoder, Hugging Face names } BertModel.from_pretrained read
-        vocab.txt                 byte copy of the vocabulary } what Tokenizer.from_pretrained
-        tokenizer_config.json     do_lower_case stated        } reads
-        task_modules.safetensors  heads (and PALs) by parameter name: what --init_from reads
-        stage.json                what the run started from, its arguments and dev scores, and
-                                  the record that rebuilds it: "script" and "model_args" (the
-                                  model's keyword arguments; minbert/tools/trained_run.py)
-    RUN_DIR/outputs.pt            raw dev/test outputs (logits, scores) + dev labels: what
-                                  `python -m minbert ensemble` combines without a model
+        config.json, model.safetensors   the encoder in Hugging Face names: what --model reads
+        vocab.txt, tokenizer_config.json the tokenizer (do_lower_case stated)
+        task_modules.safetensors         heads (and PALs) by parameter name: what --init_from reads
+        stage.json                       what the run started from, its arguments and dev scores, and the
+                                         record that rebuilds it: "script" and "model_args" (tools/trained_run.py)
+    RUN_DIR/outputs.pt                   raw dev/test outputs + dev labels: what `python -m minbert ensemble` combines
 
-`--model RUN_DIR/model` starts a stage from the encoder only (any script, any task).
-`--init_from RUN_DIR` (train_multitask.py) takes the encoder AND every head/PAL tensor whose
-name and shape match: Muppet's head reuse where the task is the same, and the second stage of
-PALs after fine-tuning. Heads or PALs the source lacks stay freshly initialised; a tensor whose
-shape differs (another --head or --pals_size) is an error naming the flag, never silently
-dropped. What was loaded, kept fresh or left unused is printed and recorded in stage.json.
-
-`export_hf_classifier` writes one task head with the encoder as a Hugging Face
-BertForSequenceClassification folder (`python -m minbert export-hf`), for `transformers.pipeline`.
-
-Deliberately left out: optimizer state (a new stage starts a new optimizer, as in the
-papers), and exporting the training-only SimCSE MLP (the paper drops it at test time).
+`--init_from RUN_DIR` (train_multitask.py) takes the encoder AND every head/PAL tensor whose name and shape match
+(Muppet's head reuse; PALs after fine-tuning); the rest stay fresh, and a shape that differs is an error naming the
+flag, never silently dropped. What was loaded, kept fresh or left unused is printed and recorded in stage.json.
+`export_hf_classifier` writes one head with the encoder as a Hugging Face BertForSequenceClassification folder.
+Left out: optimizer state (a new stage starts a new optimizer, as in the papers), and the training-only SimCSE MLP.
 """
 
 import json

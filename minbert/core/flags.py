@@ -1,22 +1,17 @@
 """Command-line checks that run before any work starts.
 
-`at_least(lo)`, `between(lo, hi)` and `positive` are argparse `type=` functions: a bad value
-stops at parse time with argparse's own message ("argument --batch_size: expected an integer
->= 1, got 0") and exit status 2, before data or a model is loaded. `BriefParser.error` (every parser here) prints
-that message and "--help for all flags", not argparse's full usage block first. A mistyped flag or choice gets
-the closest known one (`suggest`, difflib, as a mistyped data file does): "unrecognized arguments: --epoch_s 3;
-did you mean --epochs?", "argument --task: invalid choice: 'RTF'; did you mean 'RTE'? (choose from ...)";
-`unknown(what, value, choices)` words the same for the lists a module checks itself (--configs, --tasks).
-`writable_dir` and
-`writable_file` check output paths the same early way, by creating (and removing) a scratch
-file where the output will go: that catches a missing permission, a read-only disk, and a path
-whose parent is a file, which os.access alone would not. An unwritable prediction path then
-fails in well under a second, not after an hour of training.
+`at_least(lo)`, `between(lo, hi)` and `positive` are argparse `type=` functions: a bad value stops at parse time
+with argparse's own message ("argument --batch_size: expected an integer >= 1, got 0") and exit status 2, before
+data or a model is loaded. `BriefParser.error` prints that message and "--help for all flags", not argparse's full
+usage block. A mistyped flag or choice gets the closest known one (`suggest`, difflib): "unrecognized arguments:
+--epoch_s 3; did you mean --epochs?"; `unknown(what, value, choices)` words the same for lists a module checks
+itself. `writable_dir` and `writable_file` check output paths by creating (and removing) a scratch file where the
+output will go, which catches what os.access alone would not (a read-only disk, a parent that is a file): an
+unwritable prediction path fails in well under a second, not after an hour of training.
 
-`ArgumentParser` is argparse's, plus recipe files: `python train_multitask.py @recipes/x.args`
-reads flags from a file, one `--flag value` per line, `#` starting a comment (the recipes cite
-the paper's section on each line), and `--dry_run` on every entry point: `parser.parse(argv, *modules)`
-prints the resolved configuration instead of running, else applies each module's `check_args`.
+`ArgumentParser` is argparse's plus recipe files (`@recipes/x.args`, one `--flag value  # comment` per line) and
+`--dry_run`: `parser.parse(argv, *modules)` prints the resolved configuration instead of running
+(minbert/core/recipes.py), else applies each module's `check_args`.
 """
 
 import argparse

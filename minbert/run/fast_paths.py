@@ -12,10 +12,6 @@ minbert/methods/pcgrad.py and gradvac.py is the readable reference the tests com
     --fast_paths off           the readable path only
     --fast_paths fused_adamw   a comma list: only these (still only where they apply)
 
-The paths, and what each bought alone on a 2-core AMD EPYC (Zen 5, AVX512-BF16), 1 thread, MiniLM /
-bert-base shapes (bench/results/roofline.md): fused_adamw 3.6x / 6.6x on the optimizer step (its share
-of a bf16 step fell from 9-13% to 2-4%), dropout_mask 1.3x / 1.4x on dropout forward + backward,
-keep_memory 2.4x on a fresh 89 MB tensor (no gain at 44 MB).
   fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach
                 passes and a parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
   keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step (the
@@ -23,9 +19,7 @@ keep_memory 2.4x on a fresh 89 MB tensor (no gain at 44 MB).
                 CPU, and only together with fused_adamw (see from_args).
   dropout_mask  the same 16-bit dropout mask applied as 0/1 in x's dtype by one addcmul each way
                 instead of where() (minbert.bert.dropout.set_fast_mask); bit-identical outputs. CPU.
-Measured and not kept (bench/results/roofline.md says by how much): bf16 weight copies kept next to
-the fp32 master weights (the optimizer would have to write them, which costs the cast it saves),
-and `--compile` in bf16 (its own flag, minbert/bert/compiled.py).
+What each buys, and what was measured and not kept: docs/benchmarks.md and bench/results/roofline.md.
 """
 
 import argparse
@@ -51,23 +45,20 @@ class FastPaths:
 
 
 def names(text: str) -> set:
-    """'auto' | 'off' | a comma list of PATHS -> the set of names asked for (ValueError if unknown)."""
+    """'auto' | 'off' | a comma list of PATHS -> the set of names asked for (an unknown name: refused)."""
     if text == "auto":
         return set(PATHS)
     if text == "off":
         return set()
     asked = {name.strip() for name in text.split(",") if name.strip()}
     if not asked or asked - set(PATHS):
-        raise ValueError(f"expected auto, off or a comma list of {', '.join(PATHS)}; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected auto, off or a comma list of {', '.join(PATHS)}; got {text!r}")
     return asked
 
 
 def _flag(text: str) -> str:
     """argparse type=: checks the value, keeps the string (checkpoints store flags as plain values)."""
-    try:
-        names(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    names(text)
     return text
 
 

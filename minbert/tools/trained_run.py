@@ -1,31 +1,26 @@
 """A finished run, loaded for use: its model and heads on new sentences, in the order they were given.
 
-A run folder of train_multitask.py or train_mml.py holds its best model as RUN_DIR/model/
-(minbert/core/export.py): the encoder (config.json, model.safetensors, vocab.txt), the heads
-(task_modules.safetensors) and stage.json, whose "script" and "model_args" say which model that is: the keyword
-arguments of MultitaskBert (with the PALs' size, R4F, the attention path) or of MML's MultiverseHeads, and the
---max_seq_len the inputs are cut to. `load_run(RUN_DIR)` builds that model from them and loads the tensors with
-`load_state_dict(strict=True)`, in eval mode, and answers:
+A run folder's RUN_DIR/model/ (minbert/core/export.py) holds the encoder, the heads (task_modules.safetensors) and
+stage.json, whose "script" and "model_args" say which model that is: MultitaskBert's keyword arguments (with the
+PALs' size, R4F, the attention path) or MML's heads, and the --max_seq_len. `load_run(RUN_DIR)` builds that model
+and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and answers:
 
-    train_multitask.py   sentiment(sentences)  SST-5: label 0-4, its name, the 5 probabilities (softmax of the logits)
+    train_multitask.py   sentiment(sentences)  SST-5: label 0-4, its name, the 5 probabilities
                          paraphrase(pairs)     Quora: the probability of a paraphrase (sigmoid of the one logit)
                          similarity(pairs)     STS: the head's score (trained on 0-5)
-    train_mml.py         classify(inputs)      its GLUE task: label, name and probabilities, or the STS-B score;
-                                               MML's heads as train_mml.py scores them (Malkiel & Wolf, Eq. 5: the
-                                               softmax of the mean of the active heads' logits)
+    train_mml.py         classify(inputs)      its GLUE task: label, name and probabilities, or the STS-B score
+                                               (Malkiel & Wolf, Eq. 5: the mean of the active heads' logits)
     both                 encode(sentences)     (N, C): the pooled vector a head reads
                          predict(inputs)       one record per input: what `python -m minbert predict` prints
 
-Inputs are tokenized and scored as the scripts evaluate (minbert/tasks/scoring.py: length-sorted batches of
-EVAL_BATCH, the run's --max_seq_len), and the outputs are put back in input order. `hf_head(task)` gives a head in
-the shape of Hugging Face's BertForSequenceClassification (pooler -> dropout -> one linear layer), or says in one
-line why it has another shape (`python -m minbert export-hf`). `train_multitask.py --predict_only` loads its
-model here too.
+Inputs are scored as the scripts evaluate (minbert/tasks/scoring.py: length-sorted batches of EVAL_BATCH), and
+put back in input order. `hf_head(task)` gives a head as BertForSequenceClassification's classifier, or says in
+one line why it has another shape (`python -m minbert export-hf`). `train_multitask.py --predict_only` loads here.
 
-A run folder may come from someone else, so loading it runs no code: tensors come from safetensors files only
-(never a pickle: no pytorch_model.bin, no .pt), the record from JSON; the heads are built on the meta device
-first, so a record asking for a huge model costs nothing before the strict load refuses it. Anything wrong is
-one UserError naming the file; a run still training or interrupted says so, with the line that resumes it.
+A run folder may come from someone else, so loading it runs no code: tensors from safetensors files only (never
+a pickle), the record from JSON; the heads are built on the meta device first, so a record asking for a huge
+model costs nothing before the strict load refuses it. Anything wrong is one UserError naming the file; a run
+still training or interrupted says so, with the line that resumes it.
 """
 
 import json
