@@ -141,15 +141,21 @@ def refuse_to_replace(paths, flag: str = "--out_dir") -> None:
                         f"to replace it")
 
 
+def read_marker(root) -> dict:
+    """The run folder's run.json ({} when there is none, or it is not a JSON object)."""
+    try:
+        marker = json.loads((Path(root) / MARKER).read_text())
+    except (OSError, ValueError):
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
 def unfinished(root) -> str | None:
     """Why the run in `root` has no model yet, by its run.json: still training, interrupted (with the command that
     resumes it) or failed; None when run.json says nothing of the kind."""
     root = Path(root)
-    try:
-        marker = json.loads((root / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    status = marker.get("status") if isinstance(marker, dict) else None
+    marker = read_marker(root)
+    status = marker.get("status")
     if status not in ("running", "stopped, resumable", "failed"):
         return None
     script = marker.get("script", "its script")
@@ -261,15 +267,11 @@ class RunDir:
         return self.root.resolve() in path.resolve().parents
 
     def read_marker(self) -> dict:
-        try:
-            return json.loads((self.root / MARKER).read_text())
-        except (OSError, ValueError):
-            return {}
+        return read_marker(self.root)
 
     def write_marker(self, record: dict) -> None:
-        from minbert.core.atomic import atomic_write
-        text = json.dumps(record, indent=1)
-        atomic_write(self.root / MARKER, lambda tmp: Path(tmp).write_text(text))
+        from minbert.core.export import write_json   # here: importing run_dir alone stays light (no torch)
+        write_json(self.root / MARKER, record)
 
     # ------------------------------------------------------------------ exit: finish, or clean up
     def __exit__(self, kind, error, tb):

@@ -6,23 +6,15 @@ Download the public datasets minbert trains on.
     python -m minbert download glue --tasks RTE,MRPC # -> data/glue_data/RTE, .../MRPC
     python -m minbert download glue --tasks all --dest DIR   # then train with --glue_dir DIR
 
-`cs224n` fetches the CS224N default-final-project files (SST-5, Quora, STS, CFIMDB; train, dev and
-unlabeled test splits) from the handout repository gpoesia/minbert-default-final-project on GitHub.
-Each file is streamed with a tqdm progress bar to a `.part` name and then renamed, so a file under
-its final name is always complete (download_file). Files that are already there are skipped,
-which means rerunning the command after an interruption fetches only what is missing.
-data/README.md lists the sources, licences and split sizes.
+`cs224n` fetches the CS224N default-final-project files (SST-5, Quora, STS, CFIMDB; train, dev and unlabeled
+test splits) from the handout repository gpoesia/minbert-default-final-project on GitHub (data/README.md: sources,
+licences, sizes). `glue` fetches the task zips GLUE's own download_glue_data.py uses, SNLI 1.0 from Stanford and
+the CS224N Quora files, in the layout minbert.tasks.glue reads. MRPC is not hosted by GLUE for licence reasons:
+like GLUE's script we fetch Microsoft's files from the SentEval release and split train by GLUE's dev ids.
 
-`glue` fetches the GLUE task zips that GLUE's own download_glue_data.py uses (QQP-clean.zip
-unzips to QQP/, QNLIv2.zip to QNLI/), SNLI 1.0 from Stanford into SNLI/, and the CS224N Quora files
-into Quora/ (the layout minbert.tasks.glue reads). MRPC is not hosted by GLUE for licence reasons: like
-GLUE's script we fetch the Microsoft train/test files from the SentEval release and split train
-into train.tsv/dev.tsv by GLUE's list of dev pair ids (format_mrpc). A zip is extracted into a
-temporary folder and each file then renamed into place, so a task whose files are all there is
-complete and skipped on the next run.
-
-Subcommands are argparse sub-parsers: a dataset is one function plus one `add_parser` call.
-Deliberately left out: checksums, mirrors, proxies and the GLUE diagnostic set (AX).
+A file under its final name is always complete (streamed to a `.part` name, a zip extracted into a temporary
+folder, then renamed), so what is there is skipped, and rerunning after an interruption fetches only what is
+missing. Left out: checksums, mirrors, proxies and the GLUE diagnostic set (AX).
 """
 
 import argparse

@@ -4,21 +4,19 @@ The method (the loss, the training-time MLP, which MLP is kept at test time) is 
 (Gao, Yao & Chen 2021, arXiv:2104.08821); this is the command around it: readers, the loop, the export.
 
 Defaults are the paper's for unsupervised BERT-base (Appendix A): τ = 0.05, lr 3e-5, batch 64, max length
-32, 1 epoch, no weight decay, linear decay of lr to 0 without warmup (HF Trainer's default). Supervised
-SimCSE used batch 512, lr 5e-5, 3 epochs: pass them as flags. `--weight_decay` and `--attention_dropout`
-(BERT's attention-probability dropout, 0.1 in bert-base) are flags because Song, Hu & Pan varied both
-(their §4.4 table). `--test_mlp keep|drop` overrides the paper's test-time MLP choice (auto).
+32, 1 epoch, no weight decay, linear decay of lr to 0 without warmup. Supervised SimCSE used batch 512, lr 5e-5,
+3 epochs: pass them as flags. `--weight_decay` and `--attention_dropout` are flags because Song, Hu & Pan varied
+both (their §4.4 table). `--test_mlp keep|drop` overrides the paper's test-time MLP choice (auto).
 
-Inputs: `--data cs224n` takes every distinct sentence of the CS224N training files under --data_dir (SST,
-Quora, STS; offline), `--data FILE` one sentence per line (wiki1m-style corpora as the Song/Hu/Pan report
-used). `--nli FILE` (tab- or comma-separated, with columns sent0, sent1, hard_neg, SimCSE's
-nli_for_simcse.csv layout) switches to supervised SimCSE.
+Inputs: `--data cs224n` takes every distinct sentence of the CS224N training files under --data_dir (offline),
+`--data FILE` one sentence per line (wiki1m-style corpora). `--nli FILE` (columns sent0, sent1, hard_neg:
+SimCSE's nli_for_simcse.csv) switches to supervised SimCSE.
 
 Reported before and after training (minbert/tasks/embedding_eval.py): STS dev Pearson r and Spearman ρ of
 cosine similarities with [CLS] and with mean pooling, alignment and uniformity (Wang & Isola 2020).
-Written: OUT_DIR/model/ (a complete folder: --model of either script loads it), OUT_DIR/metrics.json.
-The model written is the one at the end of training: the paper keeps the best of evaluations every 250
-steps on STS-B dev, which is the CS224N STS dev set here, so selecting on it would leak into later stages.
+Written: OUT_DIR/model/ (--model of either script loads it) and OUT_DIR/metrics.json. The model written is the
+one at the end of training: the paper keeps the best on STS-B dev, which is the CS224N STS dev set here, so
+selecting on it would leak into later stages.
 """
 
 import csv

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from minbert.bert.config import BertConfig
@@ -66,7 +67,10 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
     lines) while scoring; `script`: only a run of that script (its --predict_only). Raises a UserError for a folder
     that is not a finished run."""
     folder = _model_folder(Path(path))
-    stage = _read_json(folder / STAGE)
+    try:
+        stage = json.loads((folder / STAGE).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{folder / STAGE}: not valid JSON ({e})") from None
     made_by, spec = (stage.get("script"), stage.get("model_args")) if isinstance(stage, dict) else (None, None)
     config = BertConfig.from_json(folder / "config.json")
     if spec is None:   # exported before stage.json held the record: the same record from the flags it stored
@@ -77,7 +81,11 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
     if script not in (None, made_by):
         raise UserError(f"{path}: a {made_by} run; {script} --predict_only reads its own runs (any run: "
                         f"python -m minbert predict {path})")
-    tensors = _read_tensors(folder / TASK_MODULES)
+    try:
+        tensors = load_file(str(folder / TASK_MODULES))
+    except Exception as e:   # safetensors raises its own error types for a damaged or foreign file
+        raise UserError(f"{folder / TASK_MODULES}: not a readable safetensors file ({type(e).__name__}: "
+                        f"{str(e)[:200]})") from None
     encoder = _encoder(folder, config, spec.get("fast_attention") is True)
     length = spec.get("max_seq_len")
     if type(length) is not int or not 5 <= length <= encoder.config.max_position_embeddings:
@@ -305,8 +313,7 @@ def _model_folder(path: Path) -> Path:
 def _older_record(folder: Path, stage, hidden_size: int) -> tuple:
     """(script, model_args) of a model/ exported before stage.json held them: the script from its run folder's
     run.json, the record from the flags stage.json stored ("args")."""
-    marker = folder.parent / run_dir.MARKER
-    script = _read_json(marker).get("script") if marker.is_file() and folder.name == MODEL_DIR else None
+    script = run_dir.read_marker(folder.parent).get("script") if folder.name == MODEL_DIR else None
     saved = stage.get("args") if isinstance(stage, dict) else None
     if script not in SCRIPTS or not isinstance(saved, dict):
         return None, None
@@ -314,21 +321,6 @@ def _older_record(folder: Path, stage, hidden_size: int) -> tuple:
         return script, json.loads(json.dumps(model_args(script, SimpleNamespace(**saved), hidden_size)))
     except (AttributeError, TypeError, ValueError) as e:
         raise UserError(f"{folder / STAGE}: its flags describe no {script} model ({e})") from None
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
-
-
-def _read_tensors(path: Path) -> dict:
-    from safetensors.torch import load_file
-    try:
-        return load_file(str(path))
-    except Exception as e:   # safetensors raises its own error types for a damaged or foreign file
-        raise UserError(f"{path}: not a readable safetensors file ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _encoder(folder: Path, config: BertConfig, fast_attention: bool) -> BertModel:
