@@ -115,46 +115,31 @@ def defaults(fn) -> dict:
     return {}
 
 
-def _number(kind):
+def between(lo, hi=math.inf, kind=float, open_lo=False):
+    """type= for a number in [lo, hi] ((lo, hi] with open_lo); without hi, a number >= lo (> lo with open_lo)."""
+    what = "an integer" if kind is int else "a number"
+    want = (f"{what} {'>' if open_lo else '>='} {lo}" if hi == math.inf else
+            f"a number in {'(' if open_lo else '['}{lo}, {hi}]")
+
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            what = "an integer" if kind is int else "a number"
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if isinstance(value, float) and not math.isfinite(value):
+        if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if not lo <= value <= hi or (open_lo and value == lo):
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text}")
         return value
     return parse
 
 
 def at_least(lo, kind=int):
     """type= for a number >= lo (int by default)."""
-    def parse(text: str):
-        value = _number(kind)(text)
-        if value < lo:
-            what = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"expected {what} >= {lo}, got {text}")
-        return value
-    return parse
+    return between(lo, kind=kind)
 
 
-def between(lo, hi, kind=float, open_lo=False):
-    """type= for a number in [lo, hi] ((lo, hi] with open_lo)."""
-    def parse(text: str):
-        value = _number(kind)(text)
-        if value < lo or value > hi or (open_lo and value == lo):
-            raise argparse.ArgumentTypeError(f"expected a number in {'(' if open_lo else '['}{lo}, {hi}], got {text}")
-        return value
-    return parse
-
-
-def positive(text: str) -> float:
-    """type= for a float > 0 (learning rates, epsilons, temperatures)."""
-    value = _number(float)(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
+positive = between(0, open_lo=True)   # type= for a float > 0 (learning rates, epsilons, temperatures)
 
 
 def _try_write(folder: str, what: str) -> None:

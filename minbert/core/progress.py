@@ -86,10 +86,6 @@ def _finite(x):
     return x if x is None or math.isfinite(x) else None
 
 
-def _print(text: str) -> None:
-    print(text, flush=True)
-
-
 def add_losses(sums: dict, losses: dict) -> bool:
     """Add each loss (a 0-d tensor) to the running sums {name: [sum, count]} (`loop.running`, both scripts) if every
     one is finite; returns whether they were (a non-finite step's loss is left out: one NaN would stick in the mean)."""
@@ -220,7 +216,7 @@ class Log:
         if self.bar is not None and self.terminal:
             self.bar.write(text)
         else:
-            _print(text)
+            print(text, flush=True)
 
     # ------------------------------------------------------------------ a record
     def completed(self) -> int:
@@ -322,7 +318,7 @@ class LogBar:
         return f"{self.desc} {done}/{self.total} ({100 * done / max(self.total, 1):.0f}%)"
 
     def write(self, text: str) -> None:
-        _print(text)
+        print(text, flush=True)
         self.lines += 1
 
 
