@@ -20,6 +20,7 @@ Left out: optimizer state (a new stage starts a new optimizer, as in the papers)
 """
 
 import json
+import shutil
 from pathlib import Path
 
 import torch
@@ -114,15 +115,21 @@ def summarise(report: dict) -> str:
 # ---------------------------------------------------------------------- a head for Hugging Face's tools
 
 
+def copy_tokenizer(source: Path, directory: Path, max_length: int) -> None:
+    """vocab.txt as it is, and tokenizer_config.json with model_max_length = `max_length` (the run's --max_seq_len:
+    `truncation=True` then cuts inputs as the run did)."""
+    atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(source / "vocab.txt", p))
+    write_json(directory / "tokenizer_config.json",
+               json.loads((source / "tokenizer_config.json").read_text()) | {"model_max_length": max_length})
+
+
 def export_hf_classifier(directory, model_folder, weight: torch.Tensor, bias: torch.Tensor, labels,
                          problem_type: str, max_length: int) -> Path:
-    """Write a Hugging Face BertForSequenceClassification folder: `model_folder`'s encoder (config.json and
-    model.safetensors in HF naming, here under `bert.`), `weight` (K, C) and `bias` (K,) as its `classifier`
-    (pooler output -> dropout -> classifier, HF's shape), id2label from `labels`, `problem_type` (which loss HF
-    trains it with and which function `pipeline("text-classification")` applies: softmax for
-    single_label_classification, sigmoid for multi_label_classification, none for regression), and the
-    tokenizer files with model_max_length = `max_length` (the run's --max_seq_len: `truncation=True` then cuts
-    as the run did). Plain files: minbert itself never imports transformers."""
+    """Write a Hugging Face BertForSequenceClassification folder: `model_folder`'s encoder (under `bert.`),
+    `weight` (K, C) and `bias` (K,) as its `classifier` (pooler output -> dropout -> classifier, HF's shape),
+    id2label from `labels`, `problem_type` (which loss HF trains with and what `pipeline("text-classification")`
+    applies: softmax, sigmoid for multi_label_classification, none for regression) and the tokenizer files.
+    Plain files: minbert itself never imports transformers."""
     from safetensors.torch import load_file, save_file
     source, directory = Path(model_folder), Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -135,10 +142,7 @@ def export_hf_classifier(directory, model_folder, weight: torch.Tensor, bias: to
                "id2label": {str(i): name for i, name in enumerate(labels)},
                "label2id": {name: i for i, name in enumerate(labels)}}
     write_json(directory / "config.json", config)
-    vocab = (source / "vocab.txt").read_bytes()
-    atomic_write(directory / "vocab.txt", lambda p: Path(p).write_bytes(vocab))
-    tokenizer = json.loads((source / "tokenizer_config.json").read_text()) | {"model_max_length": max_length}
-    write_json(directory / "tokenizer_config.json", tokenizer)
+    copy_tokenizer(source, directory, max_length)
     return directory
 
 

@@ -23,6 +23,7 @@ Under torchrun every rank makes the same refusal; only rank 0 (RANK unset or 0) 
 Left out: locking against two runs started into one folder at the same moment.
 """
 
+import contextlib
 import datetime
 import errno
 import json
@@ -42,8 +43,7 @@ RESUME_STATE = ("last.pt", "interrupted.pt")
 # stage.json, which a run writes before it has trained anything) is another run's.
 ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "steps.jsonl", "tensorboard", "curves.png",
              "outputs.pt", "model", "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json",
-             "stage.json",
-             MARKER)
+             "stage.json", MARKER)
 PREDICT_ONLY = re.compile(r"predictions-\d+|cross_dataset-\d+\.json")   # what --predict_only adds (fresh_path)
 SETUP_ONLY = {MARKER, "stage.json"}   # what a run that failed before training may have written
 # errors that mean "the disk refused a write" (full, over quota, over the file size limit, read-only), and those
@@ -275,36 +275,32 @@ class RunDir:
 
     # ------------------------------------------------------------------ exit: finish, or clean up
     def __exit__(self, kind, error, tb):
-        if not _is_main():
-            return False
-        if kind is None:
+        if _is_main() and kind is None:
             self.finish()
-        elif self.root.is_dir() and not self._holds_work():   # failed before saving anything: leave no trace
+        if not _is_main() or kind is None or not self.root.is_dir():
+            return False
+        predictions = self.root / "predictions"   # made at the start: gone again when nothing was written in it
+        if predictions.is_dir() and not any(predictions.iterdir()):
+            predictions.rmdir()
+        if not self._holds_work():   # failed before saving anything: leave no trace
             if self.created:
                 shutil.rmtree(self.root)
                 print(f"{self.root}: removed (the run saved nothing)", file=sys.stderr)
             else:   # the user's folder stays; only what this run put there goes
                 for name in SETUP_ONLY:
                     (self.root / name).unlink(missing_ok=True)
-                if (self.root / "predictions").is_dir() and not any((self.root / "predictions").iterdir()):
-                    (self.root / "predictions").rmdir()
-        elif self.root.is_dir():
-            predictions = self.root / "predictions"
-            if predictions.is_dir() and not any(predictions.iterdir()):
-                predictions.rmdir()
-            resume = self.resume_state(unreadable=getattr(error, "path", None))
-            marker = {} if self.keep_marker else self.read_marker()
-            if marker:
-                try:   # on a full disk even run.json may not fit: it then still says "running"
-                    self.write_marker(marker | {"status": "stopped, resumable" if resume else "failed"})
-                except OSError:
-                    pass
-            if isinstance(error, OSError) and self.refused_write(error):
-                then = (f"then continue with the same command plus --resume {resume}" if resume else
-                        "then start again (nothing was saved to resume from)")
-                raise UserError(f"--out_dir {self.root}: could not write {error.filename or 'a file'} "
-                                f"({error.strerror}); the run stopped. Make room or choose a writable folder, "
-                                f"{then}") from None
+            return False
+        resume = self.resume_state(unreadable=getattr(error, "path", None))
+        marker = {} if self.keep_marker else self.read_marker()
+        if marker:
+            with contextlib.suppress(OSError):   # on a full disk even run.json may not fit: it still says "running"
+                self.write_marker(marker | {"status": "stopped, resumable" if resume else "failed"})
+        if isinstance(error, OSError) and self.refused_write(error):
+            then = (f"then continue with the same command plus --resume {resume}" if resume else
+                    "then start again (nothing was saved to resume from)")
+            raise UserError(f"--out_dir {self.root}: could not write {error.filename or 'a file'} "
+                            f"({error.strerror}); the run stopped. Make room or choose a writable folder, "
+                            f"{then}") from None
         return False
 
     def refused_write(self, error: OSError) -> bool:

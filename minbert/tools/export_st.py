@@ -29,11 +29,8 @@ from pathlib import Path
 from minbert.core import flags
 from minbert.core.atomic import atomic_write
 from minbert.core.errors import UserError, cli
-from minbert.core.export import write_json
+from minbert.core.export import copy_tokenizer, write_json
 from minbert.tools.export_hf import unused_out_dir
-
-ENCODER_FILES = ("config.json", "model.safetensors", "vocab.txt")   # byte copies of the run's model/ folder
-
 
 def parser():
     p = flags.ArgumentParser(prog="python -m minbert export-st", description=__doc__)
@@ -59,10 +56,9 @@ def export_sentence_transformers(directory, model_folder, max_seq_length: int) -
     """Write the folder of the module docstring from a run's model folder (its encoder and tokenizer files)."""
     source, directory = Path(model_folder), Path(directory)
     (directory / "1_Pooling").mkdir(parents=True, exist_ok=True)
-    for name in ENCODER_FILES:
+    for name in ("config.json", "model.safetensors"):   # byte copies of the run's encoder
         atomic_write(directory / name, lambda p, name=name: shutil.copyfile(source / name, p))
-    tokenizer = json.loads((source / "tokenizer_config.json").read_text()) | {"model_max_length": max_seq_length}
-    write_json(directory / "tokenizer_config.json", tokenizer)
+    copy_tokenizer(source, directory, max_seq_length)
     width = json.loads((source / "config.json").read_text())["hidden_size"]
     write_json(directory / "1_Pooling" / "config.json",
                {"word_embedding_dimension": width, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
