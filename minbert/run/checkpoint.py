@@ -32,7 +32,6 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from minbert.run import distributed
@@ -234,27 +233,6 @@ def load_for_resume(args, script: str) -> dict:
     return ck
 
 
-def _to_tensors(state):
-    """Numpy arrays (numpy's RNG keys) as tensors, so weights_only loading accepts them."""
-    if isinstance(state, np.ndarray):
-        return {"ndarray": torch.from_numpy(state.copy()), "dtype": str(state.dtype)}
-    if isinstance(state, dict):
-        return {k: _to_tensors(v) for k, v in state.items()}
-    if isinstance(state, (list, tuple)):
-        return type(state)(_to_tensors(v) for v in state)
-    return state
-
-
-def _from_tensors(state):
-    if isinstance(state, dict) and set(state) == {"ndarray", "dtype"}:
-        return state["ndarray"].numpy().astype(state["dtype"])
-    if isinstance(state, dict):
-        return {k: _from_tensors(v) for k, v in state.items()}
-    if isinstance(state, (list, tuple)):
-        return type(state)(_from_tensors(v) for v in state)
-    return state
-
-
 def state_dicts(parts: dict) -> dict:
     """{name: obj.state_dict()} of a script's resumable objects; None stays None (a method that is off), a
     list gives one state per element (one batch stream per task)."""
@@ -269,8 +247,14 @@ def resume_state(parts: dict, loop: "LoopState", args) -> dict:
 
 
 def rng_states() -> dict:
-    """{"rng": python, numpy and torch RNG states} (+ "rng_ranks", every rank's, under torchrun: collective)."""
-    return _to_tensors(distributed.gather_rng({"rng": rng_state()}))
+    """{"rng": python, numpy and torch RNG states} (+ "rng_ranks", every rank's, under torchrun: collective).
+    Numpy's keys are stored as {"ndarray": a tensor, "dtype"}, which weights_only loading accepts (converted after
+    the gather: a uint32 tensor does not pickle between ranks)."""
+    def storable(state):
+        kind, keys, *rest = state["numpy"]
+        return state | {"numpy": (kind, {"ndarray": torch.from_numpy(keys.copy()), "dtype": str(keys.dtype)}, *rest)}
+    snapshot = distributed.gather_rng({"rng": rng_state()})
+    return {k: storable(v) if k == "rng" else [storable(s) for s in v] for k, v in snapshot.items()}
 
 
 @dataclass
@@ -325,7 +309,9 @@ def restore(ck: dict, parts: dict, loop: "LoopState") -> None:
             continue
         for o, s in zip(obj, ck[name]) if isinstance(obj, list) else [(obj, ck[name])]:
             o.load_state_dict(s)
-    set_rng_state(_from_tensors(distributed.own_rng(ck)))
+    state = dict(distributed.own_rng(ck))
+    kind, keys, *rest = state["numpy"]
+    set_rng_state(state | {"numpy": (kind, keys["ndarray"].numpy().astype(keys["dtype"]), *rest)})
     loop.load_state_dict(ck)
     print(resume_note(loop))
 
