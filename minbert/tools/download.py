@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from minbert.core import flags
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.flags import BriefParser, writable_dir
 from minbert.tasks.data import DataError
 from minbert.tasks.glue import DEFAULT_GLUE_DIR, TASKS
@@ -234,6 +234,3 @@ def main(argv: list[str] | None = None) -> None:
         raise UserError(f"download failed ({getattr(e, 'reason', e)}). Files already downloaded are kept; "
                         "rerun this command when online (it skips what is there).") from None
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -38,7 +38,7 @@ import sys
 import torch
 
 from minbert.core import flags
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.export import load_outputs, write_json
 from minbert.run.run_dir import refuse_to_replace
 from minbert.core.report import markdown_table
@@ -301,6 +301,3 @@ def main(argv=None):
           + (" (weights fitted on this dev set: the ensemble's dev score is optimistic)" if fitted else ""))
     return rows
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from minbert.core import flags
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.export import export_hf_classifier
 
 
@@ -69,6 +69,3 @@ def describe(args) -> list[tuple[str, str]]:
 def what(task: str, head: dict) -> str:
     return f"the {task} head as BertForSequenceClassification ({', '.join(head['labels'])})"
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -7,19 +7,11 @@ and in Python: `SentenceTransformer("runs/quickstart-st").encode(sentences)`, th
 
 A train_multitask.py run with `--pooling mean` (the quick start's) reads each sentence as the mean of the
 encoder's token states over its real tokens: exactly sentence-transformers' Transformer module followed by its
-Pooling module in mean mode. The folder is the one `SentenceTransformer.save` writes (Reimers & Gurevych 2019,
-arXiv:1908.10084), written here as plain files (sentence-transformers is no dependency of minbert):
-
-    OUT_DIR/
-        modules.json                 the module list: Transformer (this folder), then Pooling (1_Pooling/)
-        sentence_bert_config.json    max_seq_length: the run's --max_seq_len, so inputs are cut as the run cut them
-        config.json, model.safetensors, vocab.txt, tokenizer_config.json    the run's encoder (also what
-                                     transformers' AutoModel / AutoTokenizer load)
-        1_Pooling/config.json        mean pooling over the real tokens, nothing else
-
-A run on BERT's pooler output (every train_mml.py run, train_multitask.py's default --pooling pooler) or with PALs
-(task layers inside the encoder, one encoder per task) has no such folder: the command says which, in one line,
-and writes nothing.
+Pooling module in mean mode. The folder is the one `SentenceTransformer.save` writes (Reimers & Gurevych 2019),
+as plain files: modules.json (Transformer here, then Pooling in 1_Pooling/), sentence_bert_config.json
+(max_seq_length: the run's --max_seq_len), the run's encoder and tokenizer files, 1_Pooling/config.json (mean).
+A run on BERT's pooler output (every train_mml.py run, train_multitask.py's default) or with PALs (one encoder per
+task) has no such folder: the command says which, in one line, and writes nothing.
 """
 
 import json
@@ -28,7 +20,7 @@ from pathlib import Path
 
 from minbert.core import flags
 from minbert.core.atomic import atomic_write
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.export import copy_tokenizer, write_json
 from minbert.tools.export_hf import unused_out_dir
 
@@ -81,6 +73,3 @@ def main(argv=None):
     print(f"wrote {out}: the encoder with mean pooling; SentenceTransformer(\"{out}\") loads it")
     return out
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from minbert.core import flags
 from minbert.core.device import add_device_args, set_threads
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.report import markdown_table
 
 PAIR_SEPARATORS = ("\t", "|||")   # a tab (as in TSV files), or " ||| " typed on a command line
@@ -171,6 +171,3 @@ def readable(value) -> str:
     text = str(value).replace("|", "\\|")
     return text if len(text) <= 60 else text[:57] + "..."
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -35,7 +35,7 @@ from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.core.device import add_device_args, autocast, pick_device, resolve_amp, seed_everything, set_threads
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.export import MODEL_DIR, export, write_json
 from minbert.methods.simcse import TEMPERATURE, SimCSE, keeps_mlp
 from minbert.tasks.data import CS224N_FILES, DEFAULT_DATA_DIR, default_paths, read_quora, read_sst, read_sts
@@ -224,6 +224,3 @@ def main(argv=None):
     print(f"wrote {os.path.join(args.out_dir, MODEL_DIR)}: pass it as --model to train_multitask.py or train_mml.py")
     return record
 
-
-if __name__ == "__main__":
-    cli(main)
