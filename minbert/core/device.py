@@ -126,11 +126,9 @@ def choose_threads(cores: int, load: float | None) -> int:
 
 def set_threads(threads: int = THREADS, device=None, environ=None, load: float | None = None,
                 cores: int | None = None, resumed: int = 0) -> str | None:
-    """Set torch's CPU threads and print (and return) the one line that says how many and why: --threads N,
-    else OMP_NUM_THREADS when set (torch read it at import), else `resumed` (the count the run being resumed used:
-    a CPU's sums depend on how many threads split them, so a resume keeps the count to continue exactly), else
-    `choose_threads` from the cores free now. A run on a GPU (`device` cuda/mps) without --threads keeps torch's
-    default and prints nothing."""
+    """Set torch's CPU threads and print (and return) the line that says how many and why: --threads N, else
+    OMP_NUM_THREADS (torch read it at import), else `resumed` (the resumed run's count: a CPU's sums depend on how many
+    threads split them), else `choose_threads`. On a GPU without --threads: torch's default, and no line."""
     environ = os.environ if environ is None else environ
     if threads:
         torch.set_num_threads(threads)

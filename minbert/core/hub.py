@@ -114,12 +114,9 @@ def _snapshot(repo_id: str, cached_only: bool) -> Path | None:
 
 
 def resolve(name_or_path: str | os.PathLike, download: bool = True) -> Path | None:
-    """Return a local directory holding config.json, vocab.txt (if the repo has one) and one weights
-    file (model.safetensors preferred, else pytorch_model.bin).
-
-    If `name_or_path` is a weights file, that file is returned instead of its directory, so the
-    caller loads exactly the file the user asked for; `weights_file(resolve(x))` works for both.
-    download=False: None where the model would have to be downloaded (--dry_run's warning); nothing is fetched."""
+    """A local directory holding config.json, the tokenizer files and one weights file; a weights file given as
+    `name_or_path` is returned itself, so the caller loads exactly that file (`weights_file(resolve(x))` works for
+    both). download=False: None where the model would have to be downloaded (--dry_run's note); nothing is fetched."""
     # 1. local directory or weights file
     path = Path(name_or_path).expanduser()
     if path.exists():

@@ -40,10 +40,7 @@ from collections import deque
 from minbert.core.flags import at_least, positive
 from minbert.core.report import write_jsonl
 
-# Steps between records. 50 is Lightning's log_every_n_steps: on the README's CPU quick start (about 0.5 s a step)
-# a record every ~25 s, near the 30 s time rule; on a GPU (bert-base, ~8 steps/s) every ~6 s, a few hundred records
-# per run. Trainer's 500 would give the quick start one record in 4 minutes.
-LOG_EVERY = 50
+LOG_EVERY = 50       # steps between records: Lightning's; a record every ~25 s of the README's CPU quick start
 LOG_SECONDS = 30.0   # seconds between progress lines in a log
 RATE_WINDOW = 50     # steps: the rate and the ETA are those of the last RATE_WINDOW steps
 STEPS = "steps.jsonl"

@@ -160,12 +160,8 @@ class Sync:
                 continue
             flat = torch.cat([g.reshape(-1) for g in present])          # (P_k,) this task's grads
             dist.all_reduce(flat)
-            flat /= world_size()
-            offset = 0
-            for n, g in enumerate(row):
-                if g is not None:
-                    row[n] = flat[offset:offset + g.numel()].view_as(g)
-                    offset += g.numel()
+            averaged = iter((flat / world_size()).split([g.numel() for g in present]))
+            row[:] = [None if g is None else next(averaged).view_as(g) for g in row]
 
 
 def mean_over_ranks(x: torch.Tensor) -> torch.Tensor:

@@ -44,28 +44,22 @@ CS224N_NAMES = [
 
 
 def download_file(url: str, dest: Path, desc: str) -> Path:
-    """Stream url to dest with a tqdm progress bar (bytes, unit_scale), writing to
-    dest.with_suffix(dest.suffix + '.part') then os.replace (atomic: no half-written file is ever
-    left under the final name).
-
-    Raises urllib.error.HTTPError for an HTTP error status (e.g. 404), and ConnectionError when
-    the server closes the connection before sending the whole file."""
+    """Stream url to dest with a tqdm progress bar, writing to dest + '.part' and then renaming it (os.replace is
+    atomic: no half-written file is ever left under the final name). Raises urllib.error.HTTPError for an HTTP
+    error status (e.g. 404), and ConnectionError when the server closes the connection before the whole file."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_suffix(dest.suffix + ".part")
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT) as response, open(part, "wb") as f:
             total = int(response.headers.get("Content-Length") or 0) or None  # None: size unknown
-            received = 0
-            with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc) as bar:
-                while chunk := response.read(1 << 20):  # 1 MiB at a time
-                    f.write(chunk)
-                    received += len(chunk)
-                    bar.update(len(chunk))
+            with tqdm.wrapattr(f, "write", total=total, desc=desc) as out:   # bytes, scaled by 1024
+                shutil.copyfileobj(response, out, 1 << 20)  # 1 MiB at a time
+            received = f.tell()
         # a dropped connection can also look like a clean end of stream, so count the bytes
         if total is not None and received != total:
             raise ConnectionError(f"{url}: received {received} of {total} bytes")
-        os.replace(part, dest)  # atomic on POSIX and Windows: dest is either absent or whole
+        os.replace(part, dest)
     except IncompleteRead as e:
         part.unlink(missing_ok=True)
         raise ConnectionError(f"{url}: connection closed after {len(e.partial)} bytes") from e

@@ -194,11 +194,8 @@ def main(argv=None):
             chunk = [rows[i] for i in idx.tolist()]
             if len(chunk) < 2:
                 continue   # one sentence has no in-batch negative
-            with autocast(device, args.amp):
-                if supervised:
-                    loss = model.loss(*(tokens(col) for col in zip(*chunk)))
-                else:
-                    loss = model.loss(tokens(chunk))
+            with autocast(device, args.amp):   # supervised: the (sent0, sent1, hard_neg) columns
+                loss = model.loss(*(map(tokens, zip(*chunk)) if supervised else [tokens(chunk)]))
             loss.backward()
             optimizer.step()
             scheduler.step()
