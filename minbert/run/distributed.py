@@ -11,17 +11,14 @@ A run *not* started by torchrun (no RANK/WORLD_SIZE in the environment) takes no
 returns the device, every helper is the identity, and results are exactly those of a single process. Under torchrun:
 - setup: one process group, nccl on CUDA (one GPU per LOCAL_RANK), gloo on CPU, a 60 min timeout (ranks wait
   while rank 0 evaluates). Ranks > 0 send stdout to os.devnull; errors still reach stderr.
-- Data: every rank builds the same task schedule and batch streams (same seeds); each stream draws a *global*
-  batch of batch_size × world examples and a rank keeps rows rank, rank + world, … (`ShardedStream`), so a
-  resumed stream state is the same on all ranks. Effective batch = --batch_size × world × --grad_accum.
-- Gradients: the scripts build each step's loss with the plain model (several tasks, SMART's and R3F's extra
-  passes) and hand it to `Sync.before_backward`, which passes it through DDP's forward; DDP
-  (find_unused_parameters=True) then averages in buckets during backward every gradient the graph reaches.
-  Earlier micro-batches of gradient accumulation go through `no_sync()`.
-- PCGrad/GradVac need every task's gradient on the whole global batch before the Gram matrix: the per-task
-  passes run under `no_sync()`, then `Sync.task_grads` averages the K per-task gradients (K× plain DDP's
-  traffic, not overlapped with backward), and the surgery runs identically on every rank.
-- MML: the per-head losses are averaged over ranks (`mean_over_ranks`), so every rank eliminates the same heads.
+- Data: each stream draws the same *global* batch of batch_size × world examples on every rank (same seeds), and
+  a rank keeps rows rank, rank + world, … (`ShardedStream`). Effective batch = --batch_size × world × --grad_accum.
+- Gradients: the scripts build each step's loss with the plain model and hand it to `Sync.before_backward`, which
+  passes it through DDP's forward; DDP (find_unused_parameters=True) then averages in buckets during backward
+  every gradient the graph reaches. Earlier micro-batches of gradient accumulation go through `no_sync()`.
+- PCGrad/GradVac need every task's gradient on the whole global batch: the per-task passes run under `no_sync()`,
+  then `Sync.task_grads` averages the K per-task gradients (K× plain DDP's traffic), and the surgery runs
+  identically on every rank. MML averages the per-head losses over ranks (`mean_over_ranks`).
 - Evaluation: rank 0 alone (`on_main`), its scores broadcast: bit-identical to a single-process evaluation.
 - Files: rank 0 alone writes; checkpoints hold every rank's RNG state (`gather_rng`), so a resume replays each
   rank's dropout exactly. A stop (Ctrl-C) is agreed on at a step boundary with `any_rank(flag)`.

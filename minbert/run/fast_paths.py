@@ -1,24 +1,21 @@
 """Fast paths for the train step: given code, chosen automatically, one flag away from off.
 
-The readable code stays the reference: AdamW's numbered equations (minbert/adamw.py), the written-out
-attention and dropout. It is what the classroom grades and what the tests compare against. A fast
-path computes the same thing with fewer passes over memory, and tests/run/test_fast_paths.py checks it
-against the readable path (parameters after 3 steps, fp32 and bf16); with `--fast_paths off`
-every script runs the readable path of these three bit for bit. PCGrad and GradVac are not switched
-here: training always uses their per-parameter classes, and the (K, P) path at the top of
-minbert/methods/pcgrad.py and gradvac.py is the readable reference the tests compare them with.
+The readable code stays the reference (AdamW's numbered equations, the written-out attention and dropout): it is
+what the classroom grades and what the tests compare against. A fast path computes the same thing with fewer
+passes over memory; tests/run/test_fast_paths.py checks it against the readable path (parameters after 3 steps,
+fp32 and bf16), and `--fast_paths off` runs the readable path bit for bit. (PCGrad and GradVac always train with
+their per-parameter classes; their (K, P) form is the readable reference of their tests.)
 
     --fast_paths auto          every path below that applies here (the default)
     --fast_paths off           the readable path only
     --fast_paths fused_adamw   a comma list: only these (still only where they apply)
 
-  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach
-                passes and a parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
-  keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step (the
-                word-embedding gradient) stop page-faulting (minbert.core.device.keep_freed_memory). Linux
-                CPU, and only together with fused_adamw (see from_args).
-  dropout_mask  the same 16-bit dropout mask applied as 0/1 in x's dtype by one addcmul each way
-                instead of where() (minbert.bert.dropout.set_fast_mask); bit-identical outputs. CPU.
+  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach passes and a
+                parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
+  keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step stop page-faulting
+                (minbert.core.device.keep_freed_memory). Linux CPU, and only together with fused_adamw.
+  dropout_mask  the same 16-bit dropout mask applied by one addcmul each way instead of where()
+                (minbert.bert.dropout.set_fast_mask); bit-identical outputs. CPU.
 What each buys, and what was measured and not kept: docs/benchmarks.md and bench/results/roofline.md.
 """
 
