@@ -152,7 +152,6 @@ def set_threads(threads: int = THREADS, device=None, environ=None, load: float |
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4        # glibc's mallopt parameter numbers (malloc.h)
-_GLIBC_DEFAULTS = {_M_TRIM_THRESHOLD: 128 * 1024, _M_MMAP_MAX: 65536}
 
 
 def keep_freed_memory(on: bool = True) -> bool:
@@ -168,7 +167,7 @@ def keep_freed_memory(on: bool = True) -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # mmap off: blocks of any size come from the heap; trim threshold at the int maximum: the
     # heap's free top is never handed back, so the next step's tensors reuse it without faults.
-    want = {_M_MMAP_MAX: 0, _M_TRIM_THRESHOLD: 2**31 - 1} if on else _GLIBC_DEFAULTS
+    want = {_M_MMAP_MAX: 0, _M_TRIM_THRESHOLD: 2**31 - 1} if on else {_M_TRIM_THRESHOLD: 128 * 1024, _M_MMAP_MAX: 65536}
     return all(mallopt(k, v) == 1 for k, v in want.items())
 
 

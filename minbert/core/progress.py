@@ -1,10 +1,9 @@
 """The training log: what a run shows as it goes (a bar or progress lines) and what it leaves (steps.jsonl,
 metrics.jsonl, TensorBoard), all from one set of numbers. docs/outputs.md describes every record field.
 
-Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and its log records (loss, learning_rate, grad_norm,
-epoch); PyTorch Lightning's `log_every_n_steps` (its 50 is our default) and its progress bar, which falls back to
-log lines off a terminal (tqdm hides itself when stderr is not a terminal: without lines, a run logged to a file
-would print nothing for half an hour, and a slow run could not be told from a hung one).
+Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and log records; PyTorch Lightning's
+`log_every_n_steps` and its progress bar, which falls back to log lines off a terminal (tqdm hides itself when
+stderr is not a terminal: a run logged to a file would print nothing for half an hour, and look hung).
 
 `Log(args, update, loop, steps_per_epoch)` is what the training loop calls: `for step in log.steps(epoch)`, then
 `log.step(examples)` after each optimizer step, `log.epoch_record()` into the epoch's record and
@@ -13,16 +12,13 @@ count]}, kept by `add_losses`), the update's `last_lr` and `grad_norm` (minbert/
 position. Its one rate (`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began
 (on a machine whose load changes, that average can be off by 1.7x): the bar, the lines, the ETA and the records use it.
 
-- On a terminal: a tqdm bar with the running losses, ex/s and the ETA.
-- In a log (stdout or stderr not a terminal): one flushed line as the epoch starts, after the first step, then
-  every --log_seconds and at the epoch's end ("epoch 1/6 step 120/500 (24%) | 2.1 steps/s, 67 ex/s | ETA ...").
+- On a terminal: a tqdm bar with the running losses, ex/s and the ETA. In a log: one flushed line as the epoch
+  starts, after the first step, then every --log_seconds and at the epoch's end.
 - Every --log_every optimizer steps, rank 0 appends a record to OUT_DIR/steps.jsonl and prints it as a line;
   with `--report_to tensorboard` also as scalars (train/<name>, and dev/<metric> each epoch) in OUT_DIR/tensorboard.
 - `epoch_end` prints the epoch's record and rewrites metrics.jsonl with every record so far.
-
-Resume: the log's state (the run's seconds so far, the epoch's training seconds and examples, the loss sums at
-the last record) is in every resume checkpoint; the records of the steps a resume redoes are dropped from
-steps.jsonl (TensorBoard purges them), so a resumed run's steps.jsonl is the uninterrupted run's.
+- Resume: the log's clock and loss sums are in every resume checkpoint; the records of the steps a resume redoes
+  are dropped (TensorBoard purges them), so a resumed run's steps.jsonl is the uninterrupted run's.
 
 `phase(iterable, desc, total)` shows work that is not a training epoch (evaluation, predictions): a tqdm bar, or
 in a log a line every 30 s. Left out: other trackers (W&B, MLflow); records from ranks other than 0.

@@ -1,27 +1,22 @@
 """Training checkpoints: plain save and load, the loop's position, and a resume that checks its flags.
 
-The pieces, each small, and the script decides when to use them (nanochat's save_checkpoint/load_checkpoint,
-nanoGPT's checkpoint dict built in its loop):
-
+The pieces, each small, and the script decides when to use them (as nanoGPT builds its checkpoint dict in its loop):
 - `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last` writes last.pt and
-  removes the now older interrupted.pt; `save_weights` writes best.pt.
-- `LoopState`: where the loop is (epoch, step), the best score so far, the per-epoch history, this epoch's
-  running loss sums ({name: [sum, count]}) and a script's own lists (`extra`); `loop.epochs(n)` yields the epochs
-  still to run, and the script's step loop sets `loop.step`, so a resume starts where the save was made.
+  removes the now older interrupted.pt; `save_weights` writes best.pt ("model", "args", "scores").
+- `LoopState`: where the loop is (epoch, step), the best score, the per-epoch history, this epoch's running loss
+  sums ({name: [sum, count]}) and a script's own lists (`extra`); the step loop sets `loop.step` as it goes.
 - `resume_state(parts, loop, args)` / `restore(ck, parts, loop)`: the script names its objects with a state_dict
   once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams, the log); the resume dict is
   one key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
   torchrun), the loop's keys and "args" (the flags as JSON).
 - `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
   a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
-- `share_weights(best.pt, model/)` / `own_weights(best.pt)`: one copy of the weights in a finished run. best.pt
-  ("model", "args", "scores") gives up the tensors that model/ holds, each checked equal, and names model/ instead
-  ("weights_in"); `load` puts them back, so `--predict_only --resume best.pt` is unchanged. `own_weights` copies
-  them back before model/ is rewritten from other weights (`--select_epoch last`).
+- `share_weights(best.pt, model/)` / `own_weights(best.pt)`: one copy of the weights in a finished run: best.pt
+  gives up the tensors model/ holds, each checked equal, and names model/ instead ("weights_in"); `load` puts
+  them back. `own_weights` copies them back before model/ is rewritten from other weights (`--select_epoch last`).
 
 Files are read with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
-checkpoint someone shares cannot run code when it is loaded (a pickle can). Numpy's RNG state is stored as a
-tensor for that reason, and the flags as a JSON string. Weights are saved from the plain module (never a
+checkpoint someone shares cannot run code when it is loaded. Weights are saved from the plain module (never a
 torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes. Ctrl-C: minbert/core/interrupt.py.
 """
 

@@ -34,6 +34,7 @@ Left out: stacking (a learned combiner), weighting per example, averaging parame
 
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -290,14 +291,12 @@ def main(argv=None):
             path = os.path.join(args.out_dir, "predictions", name)
             write_predictions(path, PREDICTION_HEADERS[task], ids, values)
     table = markdown_table(rows, ["member", "weight", "sst_acc", "para_acc", "sts_pearson", "overall"])
-    with open(os.path.join(args.out_dir, "members.md"), "w") as f:
-        f.write(table + "\n")
+    Path(args.out_dir, "members.md").write_text(table + "\n")
     write_json(os.path.join(args.out_dir, "members.json"),
-               {"method": args.method, "weights_from": args.weights, "prior": prior,
-                                                            "weights": weights, "rows": rows})
+               {"method": args.method, "weights_from": args.weights, "prior": prior, "weights": weights, "rows": rows})
     print(table)
-    fitted = args.weights in FITTED   # then the dev score is optimistic
     print(f"dev overall: ensemble {ensemble['overall']:.4f}, best member {max(r['overall'] for r in rows[:-1]):.4f}"
-          + (" (weights fitted on this dev set: the ensemble's dev score is optimistic)" if fitted else ""))
+          + (" (weights fitted on this dev set: the ensemble's dev score is optimistic)" if args.weights in FITTED
+             else ""))
     return rows
 

@@ -108,8 +108,7 @@ def read_file(args) -> tuple[list | None, list]:
     if not path.is_file():
         raise UserError(f"--file {path}: no such file")
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as e:
         raise UserError(f"--file {path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     if not lines:
