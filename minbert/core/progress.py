@@ -292,7 +292,7 @@ class LogBar:
 
     def __init__(self, iterable, desc: str, total: int, seconds: float = LOG_SECONDS):
         self.iterable, self.desc, self.total, self.seconds = iterable, desc, total, seconds
-        self.rate, self.lines = RecentRate(), 0
+        self.rate = RecentRate()
 
     def __iter__(self):
         self.write(f"{self.where(0)} | starting; every {self.seconds:.0f} s")
@@ -312,7 +312,6 @@ class LogBar:
 
     def write(self, text: str) -> None:
         print(text, flush=True)
-        self.lines += 1
 
 
 def phase(iterable, desc: str, total: int, seconds: float = LOG_SECONDS):

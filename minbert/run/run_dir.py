@@ -11,10 +11,8 @@ checkpoint retention. `RunDir(args, script)` wraps both training scripts' main:
    yet. `--predict_only` never replaces a prediction file and leaves run.json as it was: its default files go to a
    new predictions-2/ (`fresh_path`) where predictions/ holds any. Other commands use `refuse_to_replace`.
 2. **No litter.** A run that fails before it saved anything leaves no folder behind when it created the folder.
-3. **Lean.** `checkpoint.save_last` deletes the stale interrupted.pt; a finished run keeps model/, best.pt (which
-   names model/ for its weights: checkpoint.share_weights), outputs, metrics, plots and predictions, and drops its
-   resume state (last.pt, ~3x the model) unless --keep_resume_state. The scripts keep at most best.pt and
-   last.pt, so there is no --save_total_limit.
+3. **Lean.** A finished run keeps model/, best.pt (naming model/ for its weights), outputs, metrics, plots and
+   predictions, and drops its resume state (last.pt, ~3x the model) unless --keep_resume_state.
 4. **It says where it is.** The end of every run prints the folder, what it holds with sizes, and its total.
 5. **A folder it cannot write is a message** (read-only, /proc, a full disk): `--out_dir X: ...` and what to do;
    run.json says "stopped, resumable" only while a loadable last.pt or interrupted.pt is there.

@@ -1,6 +1,6 @@
 """A finished run, loaded for use: its model and heads on new sentences, in the order they were given.
 
-A run folder's RUN_DIR/model/ (minbert/core/export.py) holds the encoder, the heads (task_modules.safetensors) and
+A run's model/ folder (minbert/core/export.py) holds the encoder, the heads (task_modules.safetensors) and
 stage.json, whose "script" and "model_args" say which model that is: MultitaskBert's keyword arguments (with the
 PALs' size, R4F, the attention path) or MML's heads, and the --max_seq_len. `load_run(RUN_DIR)` builds that model
 and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and answers:
@@ -13,14 +13,11 @@ and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and ans
     both                 encode(sentences)     (N, C): the pooled vector a head reads
                          predict(inputs)       one record per input: what `python -m minbert predict` prints
 
-Inputs are scored as the scripts evaluate (minbert/tasks/scoring.py: length-sorted batches of EVAL_BATCH), and
-put back in input order. `hf_head(task)` gives a head as BertForSequenceClassification's classifier, or says in
-one line why it has another shape (`python -m minbert export-hf`). `train_multitask.py --predict_only` loads here.
-
-A run folder may come from someone else, so loading it runs no code: tensors from safetensors files only (never
-a pickle), the record from JSON; the heads are built on the meta device first, so a record asking for a huge
-model costs nothing before the strict load refuses it. Anything wrong is one UserError naming the file; a run
-still training or interrupted says so, with the line that resumes it.
+Inputs are scored as the scripts evaluate them (minbert/tasks/scoring.py), and put back in input order.
+`hf_head(task)` gives a head as BertForSequenceClassification's classifier, or says in one line why it has
+another shape. A run folder may come from someone else, so loading it runs no code: tensors from safetensors files
+only, the record from JSON, the heads built on the meta device until the strict load has checked them. Anything
+wrong is one UserError naming the file; a run still training or interrupted says so, with the line that resumes it.
 """
 
 import json
