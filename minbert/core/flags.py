@@ -96,7 +96,9 @@ class ArgumentParser(BriefParser):
         describe(args) add rows); then each module's combination rules (check_args)."""
         args = self.parse_args(argv)
         recipes.dry_run(self, argv, args, modules)
-        check(args, self, *modules)
+        for module in modules:
+            if hasattr(module, "check_args"):
+                module.check_args(args, self)
         return args
 
     def convert_arg_line_to_args(self, line: str) -> list:
@@ -165,13 +167,6 @@ def writable_file(path: str, flag: str) -> None:
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UserError(f"{flag} {path}: the file exists and is read-only")
     _try_write(os.path.dirname(path) or ".", f"{flag} {path}")
-
-
-def check(args, parser, *modules) -> None:
-    """Each module's combination rules (its check_args), after parsing."""
-    for module in modules:
-        if hasattr(module, "check_args"):
-            module.check_args(args, parser)
 
 
 def check_outputs(args, files: list[str]) -> None:
