@@ -82,7 +82,6 @@ def init_from(path, modules: dict[str, nn.Module | None]) -> dict:
                         "(a SimCSE encoder, say): pass it as --model instead")
     saved = load_file(str(file))
     report = {"from": str(directory), "loaded": [], "fresh": [], "unused": []}
-    used = set()
     for prefix, module in modules.items():
         if module is None:
             continue
@@ -97,10 +96,9 @@ def init_from(path, modules: dict[str, nn.Module | None]) -> dict:
                                 f"{tuple(tensor.shape)} here; use the same --head / --pals_size / pair-head "
                                 "flags as that run")
             state[name] = saved[key]
-            used.add(key)
             report["loaded"].append(key)
         module.load_state_dict(state)
-    report["unused"] = sorted(set(saved) - used)
+    report["unused"] = sorted(set(saved) - set(report["loaded"]))
     return report
 
 

@@ -1,13 +1,11 @@
 """Ctrl-C and SIGTERM that lose no work and keep `--resume` exact.
 
 A resumable checkpoint must hold one consistent moment: weights, optimizer moments, LR schedule, batch positions
-and RNG states all from the same step boundary. A KeyboardInterrupt raised in the middle of a step breaks that
-(after the optimizer wrote new weights but before the scheduler moved on, the saved state replays the step).
-
-The choice made here: **defer the signal to the next step boundary.** `StopSignal` replaces the SIGINT/SIGTERM
-handlers while a run is going; a signal only sets a flag, the step in flight finishes, and the loop's `check()`
-at the top of the next step raises `Interrupted`. The loop runs inside `with stop.saving(path, save):`, which
-then calls the script's `save(path)` (to `interrupted.pt`) and exits with status 130.
+and RNG states all from the same step boundary, which a KeyboardInterrupt raised mid-step would break. So the
+signal is **deferred to the next step boundary**: `StopSignal` replaces the SIGINT/SIGTERM handlers while a run is
+going; a signal only sets a flag, the step in flight finishes, and the loop's `check()` at the top of the next step
+raises `Interrupted`. The loop runs inside `with stop.saving(path, save):`, which then calls the script's
+`save(path)` (to `interrupted.pt`) and exits with status 130.
 
 Phases that change no training state are abortable, a signal raising `Interrupted` at once: setup, until the
 script calls `defer()` as training starts, and evaluation and predictions (`with stop.abortable():`; redone on

@@ -151,8 +151,7 @@ def read_marker(root) -> dict:
 def unfinished(root) -> str | None:
     """Why the run in `root` has no model yet, by its run.json: still training, interrupted (with the command that
     resumes it) or failed; None when run.json says nothing of the kind."""
-    root = Path(root)
-    marker = read_marker(root)
+    root, marker = Path(root), read_marker(root)
     status = marker.get("status")
     if status not in ("running", "stopped, resumable", "failed"):
         return None
@@ -183,11 +182,6 @@ class RunDir:
         self.created = not self.root.exists()
 
     # ------------------------------------------------------------------ entry: refuse, or claim
-    def same_run(self) -> bool:
-        """--resume names this folder's checkpoint (or, with --predict_only, the folder or its model/)."""
-        resume = getattr(self.args, "resume", None)
-        return bool(resume) and self.root.resolve() in (Path(resume).resolve(), Path(resume).resolve().parent)
-
     def __enter__(self):
         args, root = self.args, self.root
         if root.exists() and not root.is_dir():
@@ -198,12 +192,13 @@ class RunDir:
         # an empty folder (predictions/ is made at the start) holds nothing: a run killed during setup left it
         used = [n for n in _artefacts(root) if n not in SETUP_ONLY
                 and not ((root / n).is_dir() and not any((root / n).iterdir()))]
-        same = self.same_run()
+        resume = getattr(args, "resume", None)   # the same run: --resume names this folder's checkpoint (or the folder)
+        same = bool(resume) and root.resolve() in (Path(resume).resolve(), Path(resume).resolve().parent)
         marker = self.read_marker()
         if used and not same and not args.overwrite:
             what = f"{marker.get('script', 'a run')} started {marker.get('started', '?')}" if marker else "a run"
-            resume = [n for n in RESUME_STATE if (root / n).is_file()]
-            hint = f", --resume {root / resume[0]} to continue it" if resume else ""
+            state = [n for n in RESUME_STATE if (root / n).is_file()]
+            hint = f", --resume {root / state[0]} to continue it" if state else ""
             raise UserError(f"--out_dir {root} already holds {what} ({', '.join(used)}); nothing was changed. "
                             f"Choose another --out_dir{hint}, or add --overwrite to replace it")
         predict_only = getattr(args, "predict_only", False)
@@ -280,7 +275,8 @@ class RunDir:
         predictions = self.root / "predictions"   # made at the start: gone again when nothing was written in it
         if predictions.is_dir() and not any(predictions.iterdir()):
             predictions.rmdir()
-        if not self._holds_work():   # failed before saving anything: leave no trace
+        # failed before saving anything (no file but run.json and stage.json): leave no trace
+        if not any(p.is_file() and p.name not in SETUP_ONLY for p in self.root.rglob("*")):
             if self.created:
                 shutil.rmtree(self.root)
                 print(f"{self.root}: removed (the run saved nothing)", file=sys.stderr)
@@ -316,10 +312,6 @@ class RunDir:
                     and not (unreadable and Path(unreadable).resolve() == path.resolve())):
                 return path
         return None
-
-    def _holds_work(self) -> bool:
-        """Any file but the marker and stage.json (a checkpoint, metrics, a prediction, a user's own file)."""
-        return any(p.is_file() and p.name not in SETUP_ONLY for p in self.root.rglob("*"))
 
     def finish(self) -> None:
         args = self.args

@@ -12,24 +12,20 @@ against 0.778 for their best single model. The weights (--weights):
                   member that gives the highest dev overall, until no addition strictly improves it; a member's
                   weight is the number of times it was added.
   ranked          the report's Algorithm 1 ("Greedy model soup", Wortsman et al. 2022, applied to outputs), per
-                  TASK: members sorted by their own dev score on that task (best first), Fin starts empty, and
-                  member i joins with its prior weight ŵ_i (--prior 2,1,1; default 1 each) if it raises that task's
-                  score (the empty Fin scores −∞). One weight vector per task; as tasks share no predictions, this
-                  is the same as asking for an overall improvement.
+                  TASK: members sorted by their own dev score on that task, Fin starts empty, and member i joins
+                  with its prior weight ŵ_i (--prior 2,1,1; default 1 each) if it raises that task's score.
   ranked_overall  one pass ranked by dev overall, weights shared by the tasks.
   uniform, 2,1,1  no fitting.
 
 Tie-breaking (so results are reproducible): greedy and ranked keep the member listed first on the command line;
 the vote takes the smallest class id among equal totals; the average takes SST's first largest probability and
 predicts Quora 1 only when the averaged probability is > 0.5; STS is a regression, always the weighted average.
-
-Dev scores of a fitted ensemble are optimistic (the weights were chosen on the same dev set); the test predictions
-are not. With one member and any weight, every prediction file is byte for byte the member's own.
+Dev scores of a fitted ensemble are optimistic; the test predictions are not. With one member and any weight,
+every prediction file is byte for byte the member's own.
 
 Usage:  python -m minbert ensemble runs/a runs/b runs/c --method average --out_dir runs/ensemble
-Writes OUT_DIR/predictions/{sst,para,sts}-{dev,test}-output.csv (the handout's six files) and
-OUT_DIR/members.md + members.json: each member's weight and dev scores, and the ensemble's.
-Left out: stacking (a learned combiner), weighting per example, averaging parameters (a model soup proper).
+Writes OUT_DIR/predictions/ (the handout's six files) and OUT_DIR/members.md + members.json: each member's weight
+and dev scores, and the ensemble's. Left out: stacking, weighting per example, averaging parameters (a model soup).
 """
 
 import os
