@@ -5,19 +5,17 @@ A recipe is an argparse `@file` (minbert.core.flags.ArgumentParser): `python tra
 override earlier ones (argparse's rule), so flags after the recipe change it for one run.
 
 `--dry_run` (every entry point) prints what a command would run and exits with status 0 before any data, model
-or output folder is touched: a table of the flags that differ from their defaults, grouped by the method
-(argument group) that owns them, the model (and whether it must be downloaded first), and the rows the parsing
-modules add through a `describe(args)` function (e.g. the training examples and steps):
+or output folder is touched: the flags that differ from their defaults, grouped by the method (argument group)
+that owns them, the model (and whether it must be downloaded first), and the rows the parsing modules add
+through a `describe(args)` function (e.g. the training examples and steps):
 
     train_multitask.py --dry_run  no model loaded, nothing written; --dry_run json: every flag, its value and source
     model                         bert-base-uncased: NOT downloaded yet: the run downloads it first (~440 MB ...)
     changed                       model and optimisation: --lr 2e-05 (recipe), --epochs 5 (recipe)
-    steps                         956 per epoch x 5 epochs = 4,780 optimizer steps
 
 `--dry_run json` prints {"entry", "argv", "recipes", "flags": {name: {"value", "source"}}}, source being "default",
-"recipe" (the last setting came from an @file) or "command line"; values are as argparse parsed them, before
-the script derives anything from them. Left out: abbreviated flags (`--l` for `--lr`) are attributed to the
-command line only when written in full; recipes and the tests always write flags in full.
+"recipe" (the last setting came from an @file) or "command line", values as argparse parsed them. Left out:
+abbreviated flags (`--l` for `--lr`) count as the command line's only when written in full, as recipes do.
 """
 
 import json

@@ -24,7 +24,7 @@ import json
 import math
 import os
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -165,13 +165,12 @@ def _why_unreadable(path: Path, error: Exception) -> str:
     if "Unsupported global" in str(error):
         return ("it holds pickled Python objects, which minbert never writes and which could run someone else's "
                 "code when loaded, so it is refused")
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head.startswith(b"PK") and not zipfile.is_zipfile(path):
-        return "the file is cut short or damaged (a copy or a save that did not finish?)"
-    if not zipfile.is_zipfile(path):
-        return "this is not a file that torch.save wrote"
-    return "a damaged torch file"
+    if zipfile.is_zipfile(path):
+        return "a damaged torch file"
+    with open(path, "rb") as f:   # a zip's first bytes, without the zip's end
+        cut = f.read(2) == b"PK"
+    return ("the file is cut short or damaged (a copy or a save that did not finish?)" if cut else
+            "this is not a file that torch.save wrote")
 
 
 def save_last(out_dir, state: dict) -> None:
@@ -282,8 +281,7 @@ class LoopState:
         self.epoch, self.step, self.running = self.epoch + 1, 0, json.loads(self._fresh_running)
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "step": self.step, "best": self.best, "history": self.history,
-                "running": self.running, "extra": self.extra}
+        return asdict(self)   # the six fields: epoch, step, best, history, running, extra
 
     def load_state_dict(self, ck: dict) -> None:
         self.epoch, self.step, self.best, self.history = ck["epoch"], ck["step"], ck["best"], ck["history"]

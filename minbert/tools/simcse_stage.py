@@ -2,11 +2,9 @@
 
 The method (the loss, the training-time MLP, which MLP is kept at test time) is minbert/methods/simcse.py
 (Gao, Yao & Chen 2021, arXiv:2104.08821); this is the command around it: readers, the loop, the export.
-
-Defaults are the paper's for unsupervised BERT-base (Appendix A): τ = 0.05, lr 3e-5, batch 64, max length
-32, 1 epoch, no weight decay, linear decay of lr to 0 without warmup. Supervised SimCSE used batch 512, lr 5e-5,
-3 epochs: pass them as flags. `--weight_decay` and `--attention_dropout` are flags because Song, Hu & Pan varied
-both (their §4.4 table). `--test_mlp keep|drop` overrides the paper's test-time MLP choice (auto).
+Defaults are the paper's for unsupervised BERT-base (Appendix A): τ = 0.05, lr 3e-5, batch 64, max length 32,
+1 epoch, no weight decay, lr decayed linearly to 0 without warmup (supervised: batch 512, lr 5e-5, 3 epochs, as
+flags). `--weight_decay` and `--attention_dropout` are flags because Song, Hu & Pan varied both (their §4.4).
 
 Inputs: `--data cs224n` takes every distinct sentence of the CS224N training files under --data_dir (offline),
 `--data FILE` one sentence per line (wiki1m-style corpora). `--nli FILE` (columns sent0, sent1, hard_neg:
