@@ -31,9 +31,8 @@ class BriefParser(argparse.ArgumentParser):
     """argparse.ArgumentParser whose errors are two lines (its sub-parsers are BriefParsers too)."""
 
     def error(self, message: str):
-        """A bad flag or value: one line naming it and what was expected, one pointing to --help, exit 2.
-        argparse's own error() prints the whole usage first (57 lines for train_multitask.py), which
-        pushes the one line that matters off the screen."""
+        """A bad flag or value: one line naming it and what was expected, one pointing to --help, exit 2 (argparse's
+        own error() prints the whole usage first, which pushes the line that matters off the screen)."""
         prefix = "unrecognized arguments: "
         if message.startswith(prefix):   # the closest known flag for each unknown one
             known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]

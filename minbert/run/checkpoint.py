@@ -65,9 +65,8 @@ class UnreadableCheckpoint(UserError):
 
 
 def save(path, state: dict) -> None:
-    """Under torchrun only rank 0 writes: every rank holds the same weights, and `state` itself
-    must still be built on all ranks (distributed.gather_rng is collective). Every rank calls save
-    and returns once the file is in place, so no rank reads it back (--resume) before it exists."""
+    """Rank 0 alone writes (`state` is still built on every rank: gather_rng is collective); every rank returns once
+    the file is in place, so none reads it back (--resume) before it exists."""
     if distributed.is_main():
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,10 +128,9 @@ def weights_in(folder) -> dict:
 
 
 def share_weights(best, folder) -> bool:
-    """best.pt without its own copy of the tensors that `folder` (model/, exported from them) holds, each checked
-    equal, naming `folder` instead; it keeps what the folder lacks (train_mml.py's elimination statistics). A folder
-    with another tensor, or a different one, leaves best.pt whole. True when best.pt now names the folder.
-    Rank 0 only (the end of a run): no barrier."""
+    """best.pt without its own copy of the tensors that `folder` (model/) holds, each checked equal, naming `folder`
+    instead and keeping what it lacks (MML's elimination statistics); any other or different tensor leaves best.pt
+    whole. True when best.pt now names the folder. Rank 0 only (the end of a run): no barrier."""
     best, folder = Path(best), Path(folder)
     ck = torch.load(best, map_location="cpu", weights_only=True)
     if "weights_in" in ck:
@@ -191,10 +189,8 @@ def saved_args(ck: dict) -> dict:
 
 
 def load_for_resume(args, script: str) -> dict:
-    """Load --resume for `script` and refuse what cannot continue this command: a file that is no
-    checkpoint of this script, a weights-only file (best.pt), and a checkpoint
-    trained with other flags than `args` (those in WHERE say where things are, not what is
-    trained, and may change). Flags left at None take the checkpoint's value."""
+    """Load --resume for `script`, refusing a file that is no checkpoint of this script, a weights-only best.pt, and
+    one trained with other flags than `args` (those in WHERE may change); flags left at None take the checkpoint's."""
     ck = load(args.resume)
     if "model" not in ck:
         raise UnreadableCheckpoint(args.resume, f"--resume {args.resume}: not a checkpoint written by {script} (it "

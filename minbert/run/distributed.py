@@ -95,9 +95,8 @@ def barrier() -> None:
 
 
 class _LossPassThrough(nn.Module):
-    """DDP only watches `forward`. Its forward returns the finished loss unchanged, so DDP can
-    walk the graph from it; holding `model` gives DDP its parameters (broadcast from rank 0 once,
-    at construction, so every rank starts from the same weights)."""
+    """DDP only watches `forward`: this one returns the finished loss unchanged, so DDP walks the graph from it, and
+    holding `model` gives DDP its parameters (broadcast from rank 0 at construction: the same start everywhere)."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
@@ -236,9 +235,8 @@ def on_main(fn):
 
 
 def gather_rng(snapshot: dict) -> dict:
-    """A step snapshot {'rng': this rank's RNG state, ...} with every rank's RNG state added as
-    'rng_ranks' (collective: call it on all ranks). 'rng' stays rank 0's, so a single-process
-    run can still resume from it."""
+    """`snapshot` ({'rng': this rank's RNG state, ...}) with every rank's added as 'rng_ranks' (collective); 'rng'
+    stays rank 0's, so a single process can still resume from it."""
     if not active():
         return snapshot
     states = [None] * world_size()

@@ -59,10 +59,9 @@ def model_args(script: str, args, hidden_size: int) -> dict:
 
 def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | None = None,
              progress: bool = False, script: str | None = None) -> "TrainedRun":
-    """The run in `path` (its --out_dir, or that folder's model/ or best.pt) on `device`, under `amp` (as the scripts'
-    --device and --amp), scoring `batch_size` inputs at a time (default EVAL_BATCH); `progress`: a bar (or log
-    lines) while scoring; `script`: only a run of that script (its --predict_only). Raises a UserError for a folder
-    that is not a finished run."""
+    """The run in `path` (its --out_dir, or that folder's model/ or best.pt) on `device` under `amp` (the scripts'
+    flags), scoring `batch_size` inputs at a time (default EVAL_BATCH); `progress`: a bar (or log lines) while
+    scoring; `script`: only a run of that script (its --predict_only). A folder that is no finished run: UserError."""
     folder = _model_folder(Path(path))
     try:
         stage = json.loads((folder / STAGE).read_text(encoding="utf-8"))
@@ -287,9 +286,8 @@ class MMLRun(TrainedRun):
 
 # ---------------------------------------------------------------------------------------------- loading, checked
 def _model_folder(path: Path) -> Path:
-    """`path` (a run's --out_dir, its model/, or a file in the run folder such as best.pt) -> the model folder,
-    checked to hold every file (regular files); a run still training, interrupted or failed says which, and how
-    to go on."""
+    """`path` (a run's --out_dir, its model/, or a file in it such as best.pt) -> the model folder, checked to hold
+    every file; a run still training, interrupted or failed says which, and how to go on."""
     path = path.parent if path.is_file() and path.suffix == ".pt" else path
     if not path.is_dir():
         raise UserError(f"{path}: no such folder; pass the --out_dir of a finished train_multitask.py or "
