@@ -111,8 +111,6 @@ def summarise(report: dict) -> str:
 
 
 # ---------------------------------------------------------------------- a head for Hugging Face's tools
-
-
 def copy_tokenizer(source: Path, directory: Path, max_length: int) -> None:
     """vocab.txt as it is, and tokenizer_config.json with model_max_length = `max_length` (the run's --max_seq_len:
     `truncation=True` then cuts inputs as the run did)."""
@@ -145,8 +143,6 @@ def export_hf_classifier(directory, model_folder, weight: torch.Tensor, bias: to
 
 
 # ---------------------------------------------------------------------- raw outputs for ensembles
-
-
 def save_outputs(path, results: dict, dev: dict) -> None:
     """Store `run_heads` results {split: {task: (ids, index, outputs)}} with the dev labels, in
     the order the prediction files were written: {split: {task: {"ids", "outputs"[, "labels"]}}}.

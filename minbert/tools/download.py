@@ -7,14 +7,11 @@ Download the public datasets minbert trains on.
     python -m minbert download glue --tasks all --dest DIR   # then train with --glue_dir DIR
 
 `cs224n` fetches the CS224N default-final-project files (SST-5, Quora, STS, CFIMDB; train, dev and unlabeled
-test splits) from the handout repository gpoesia/minbert-default-final-project on GitHub (data/README.md: sources,
-licences, sizes). `glue` fetches the task zips GLUE's own download_glue_data.py uses, SNLI 1.0 from Stanford and
-the CS224N Quora files, in the layout minbert.tasks.glue reads. MRPC is not hosted by GLUE for licence reasons:
-like GLUE's script we fetch Microsoft's files from the SentEval release and split train by GLUE's dev ids.
-
-A file under its final name is always complete (streamed to a `.part` name, a zip extracted into a temporary
-folder, then renamed), so what is there is skipped, and rerunning after an interruption fetches only what is
-missing. Left out: checksums, mirrors, proxies and the GLUE diagnostic set (AX).
+test splits) from the handout repository gpoesia/minbert-default-final-project (data/README.md: sources,
+licences, sizes). `glue` fetches the task zips GLUE's own download_glue_data.py uses, SNLI 1.0 and the CS224N
+Quora files, in the layout minbert.tasks.glue reads; MRPC, which GLUE does not host, as GLUE's script does.
+A file under its final name is always complete (written under a temporary name, then renamed), so what is there
+is skipped and a rerun fetches only what is missing. Left out: checksums, mirrors, proxies, GLUE's AX set.
 """
 
 import argparse
