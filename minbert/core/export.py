@@ -13,8 +13,8 @@ arXiv:2101.11038). One stage hands its model to the next through a folder:
     RUN_DIR/outputs.pt                   raw dev/test outputs + dev labels: what `python -m minbert ensemble` combines
 
 `--init_from RUN_DIR` (train_multitask.py) takes the encoder AND every head/PAL tensor whose name and shape match
-(Muppet's head reuse; PALs after fine-tuning); the rest stay fresh, and a shape that differs is an error naming the
-flag, never silently dropped. What was loaded, kept fresh or left unused is printed and recorded in stage.json.
+(Muppet's head reuse; PALs after fine-tuning); the rest stay fresh, a shape that differs is an error naming the
+flag, and what was loaded, kept fresh or left unused is printed and recorded in stage.json.
 `export_hf_classifier` writes one head with the encoder as a Hugging Face BertForSequenceClassification folder.
 Left out: optimizer state (a new stage starts a new optimizer, as in the papers), and the training-only SimCSE MLP.
 """
@@ -54,9 +54,8 @@ def write_json(path, record: dict) -> None:
 
 def export(directory, encoder, tokenizer, modules: dict[str, nn.Module] | None = None,
            stage: dict | None = None, script: str | None = None, model_args: dict | None = None) -> Path:
-    """Write the complete model folder (see the module docstring). `modules` maps a prefix to a
-    module whose state goes into task_modules.safetensors (e.g. {"heads": ..., "pals": ...});
-    `script` and `model_args` (a training script's model) go into stage.json beside `stage`."""
+    """Write the model folder of the module docstring. `modules` ({"heads": ..., "pals": ...}) go into
+    task_modules.safetensors; `script` and `model_args` (a training script's model) into stage.json beside `stage`."""
     from safetensors.torch import save_file
     directory = Path(directory)
     encoder.save_pretrained(directory, tokenizer=tokenizer)

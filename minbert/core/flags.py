@@ -1,13 +1,12 @@
 """Command-line checks that run before any work starts.
 
-`at_least(lo)`, `between(lo, hi)` and `positive` are argparse `type=` functions: a bad value stops at parse time
+`between(lo, hi)`, `at_least(lo)` and `positive` are argparse `type=` functions: a bad value stops at parse time
 with argparse's own message ("argument --batch_size: expected an integer >= 1, got 0") and exit status 2, before
 data or a model is loaded. `BriefParser.error` prints that message and "--help for all flags", not argparse's full
-usage block. A mistyped flag or choice gets the closest known one (`suggest`, difflib): "unrecognized arguments:
---epoch_s 3; did you mean --epochs?"; `unknown(what, value, choices)` words the same for lists a module checks
-itself. `writable_dir` and `writable_file` check output paths by creating (and removing) a scratch file where the
-output will go, which catches what os.access alone would not (a read-only disk, a parent that is a file): an
-unwritable prediction path fails in well under a second, not after an hour of training.
+usage block; a mistyped flag or choice gets the closest known one (`suggest`, difflib: "did you mean --epochs?"),
+and `unknown(what, value, choices)` words the same for lists a module checks itself. `writable_dir` and
+`writable_file` create (and remove) a scratch file where the output will go, which catches what os.access would
+not (a read-only disk, a parent that is a file): an unwritable path fails at once, not after an hour of training.
 
 `ArgumentParser` is argparse's plus recipe files (`@recipes/x.args`, one `--flag value  # comment` per line) and
 `--dry_run`: `parser.parse(argv, *modules)` prints the resolved configuration instead of running

@@ -63,9 +63,8 @@ def add_run_args(parser, out_dir: str, seed: int) -> None:
 
 
 def start(args, ck, about: str):
-    """What both scripts do first, with the flags of `add_run_args`: the seed, the device (joining torchrun's
-    process group), --amp, the thread count (a resume keeps the checkpoint `ck`'s) and the fast paths, each said
-    in a line ("device cpu, amp off (...), model minilm-l6, ABOUT"). Returns (device, fast paths)."""
+    """What both scripts do first: the seed, the device (joining torchrun's process group), --amp, the thread count
+    (a resume keeps the checkpoint `ck`'s) and the fast paths, each said in a line. Returns (device, fast paths)."""
     import torch
     from minbert.core.device import resolve_amp, seed_everything, set_threads
     from minbert.run import checkpoint, distributed, fast_paths
@@ -242,9 +241,8 @@ class RunDir:
                            "sessions": sessions, "outputs": sorted(outputs)})
 
     def fresh_predictions(self) -> None:
-        """--predict_only: when the default prediction folder already holds any of this command's files, every
-        default path moves to a new folder beside it (predictions-2, -3, ...), so the run's files stay as they are.
-        A path given explicitly (not the flag's own handout name in predictions/) stays, and is refused if it exists."""
+        """--predict_only: where predictions/ already holds any of this command's files, every default path moves to
+        a new predictions-2/ (-3, ...); a path given explicitly stays, and is refused if it exists."""
         from minbert.tasks.data import PREDICTION_FILES, STAND_IN_PARA_TEST
         default = self.root / "predictions"
         moved = {f: p for f, p in _output_flags(self.args).items() if p.parent == default

@@ -68,9 +68,7 @@ def decide(task: str, f: torch.Tensor) -> list:
 
 def weighted_average(fs: list[torch.Tensor], weights: list[float]) -> torch.Tensor:
     """Σ_i W_i f_i / Σ_i W_i over members with weight > 0."""
-    total = sum(weights)
-    out = sum(w * f for w, f in zip(weights, fs) if w > 0)
-    return out / total
+    return sum(w * f for w, f in zip(weights, fs) if w > 0) / sum(weights)
 
 
 def weighted_vote(classes: list[list[int]], weights: list[float], num_classes: int) -> list[int]:
@@ -92,8 +90,7 @@ def combine(task: str, members: list[dict], weights: list[float], method: str) -
 
 
 def score(task: str, values: list, labels: torch.Tensor) -> float:
-    gold = labels.tolist()
-    return pearson(values, gold) if task == "sts" else accuracy(values, gold)
+    return (pearson if task == "sts" else accuracy)(values, labels.tolist())
 
 
 def for_task(weights, task: str) -> list[float]:
