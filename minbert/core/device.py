@@ -4,33 +4,23 @@
   error when it is not there). Nothing touches CUDA before it is asked for.
 - `--amp auto|off|bf16|fp16`: `autocast(device, amp)` runs matmuls in 16-bit while keeping
   reductions (softmax, LayerNorm, losses) in fp32. bf16 has fp32's exponent range, so it needs
-  no loss scaling. fp16 needs a GradScaler: gradients of small losses underflow fp16's range,
-  so the loss is multiplied by a large factor before backward and the gradients divided by it
-  before the step; steps whose gradients overflowed (inf/NaN) are skipped and the factor
-  lowered. `grad_scaler(device, amp)` returns one only for fp16 (None otherwise).
+  no loss scaling. fp16 needs a GradScaler (`grad_scaler`, None otherwise): the loss is scaled up
+  before backward so small gradients do not underflow, and steps whose gradients overflowed are skipped.
 - `resolve_amp("auto", device)` picks what is fast AND safe on this machine, and says why:
     CUDA with bf16 (Ampere and newer)      bf16
     older CUDA GPUs                        fp16 + GradScaler
     CPU with AMX-BF16 or AVX512-BF16       bf16 (about 2.5x faster training than fp32 here)
     any other CPU (AVX2, ARM, ...)         off: bf16 is emulated there and ~30x SLOWER than fp32
-                                           (MiniLM train step 30.1 s vs 1.1 s, AMD EPYC AVX2)
     MPS                                    off: autocast there gains little for training, and
                                            fp16 without a tested GradScaler path is not safe
   An explicit `--amp bf16` on a CPU without native bf16 still runs, with a warning. `--amp fp16` on a CPU is
   refused, naming what to use: CPUs do not accelerate fp16 matmuls (a MiniLM quick start took ~20x fp32's time).
-- `--threads N` sets torch's CPU threads. Left at 0 with OMP_NUM_THREADS unset, `set_threads` takes the cores
-  free now (`choose_threads`: usable cores less the other jobs' current load, at least 1) and says so in one
-  line. torch's default, one thread per core, fights other jobs for the cores: on a 2-core EPYC with one core
-  busy, `--amp bf16` trained at 17 ex/s with 2 threads and 74 ex/s with 1 (fp32: 48 vs 43).
+- `--threads N` sets torch's CPU threads; left at 0, `set_threads` takes the cores free now (`choose_threads`) and
+  says so in one line: torch's default, one thread per core, fights other jobs for the cores (several times slower).
+- `keep_freed_memory()` (a fast path, minbert/run/fast_paths.py): glibc hands every freed block larger than 32 MB
+  back to the kernel, so a tensor that size made every step pays a page fault per 4 KB page; mallopt keeps freed
+  memory for reuse, as jemalloc/tcmalloc preloads do, at the price of RSS staying at its peak. Linux/glibc only.
 - `cpu_name()` and `cpu_capability()` name the CPU and what it accelerates, for benchmark tables.
-- `keep_freed_memory()` (a fast path; `--fast_paths`, minbert/run/fast_paths.py): glibc's
-  malloc hands every block larger than 32 MB straight back to the kernel when it is freed, so a
-  tensor that size allocated on every step (the word-embedding gradient, AdamW temporaries) pays
-  one page fault per 4 KB page, every step: sqrt into a fresh 47 MB tensor (MiniLM's word
-  embeddings) took 14.5 ms, against 2.2 ms into reused memory, on a 2-core EPYC under KVM.
-  mallopt(M_MMAP_MAX=0, M_TRIM_THRESHOLD=huge) keeps freed
-  memory in the process for reuse, as the jemalloc/tcmalloc preloads recommended for CPU training
-  do. The price: the process's RSS stays at its peak. Linux/glibc only; elsewhere it does nothing.
 """
 
 import ctypes
@@ -134,11 +124,9 @@ def choose_threads(cores: int, load: float | None) -> int:
 
 def set_threads(threads: int = THREADS, device=None, environ=None, load: float | None = None,
                 cores: int | None = None, resumed: int = 0) -> str | None:
-    """Set torch's CPU threads and print (and return) the one line that says how many and why: --threads N,
-    else OMP_NUM_THREADS when set (torch read it at import), else `resumed` (the count the run being resumed used:
-    a CPU's sums depend on how many threads split them, so a resume keeps the count to continue exactly), else
-    `choose_threads` from the cores free now. A run on a GPU (`device` cuda/mps) without --threads keeps torch's
-    default and prints nothing."""
+    """Set torch's CPU threads and print (and return) the line that says how many and why: --threads N, else
+    OMP_NUM_THREADS (torch read it at import), else `resumed` (the resumed run's count: a CPU's sums depend on how many
+    threads split them), else `choose_threads`. On a GPU without --threads: torch's default, and no line."""
     environ = os.environ if environ is None else environ
     if threads:
         torch.set_num_threads(threads)
@@ -162,7 +150,6 @@ def set_threads(threads: int = THREADS, device=None, environ=None, load: float |
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4        # glibc's mallopt parameter numbers (malloc.h)
-_GLIBC_DEFAULTS = {_M_TRIM_THRESHOLD: 128 * 1024, _M_MMAP_MAX: 65536}
 
 
 def keep_freed_memory(on: bool = True) -> bool:
@@ -178,7 +165,7 @@ def keep_freed_memory(on: bool = True) -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # mmap off: blocks of any size come from the heap; trim threshold at the int maximum: the
     # heap's free top is never handed back, so the next step's tensors reuse it without faults.
-    want = {_M_MMAP_MAX: 0, _M_TRIM_THRESHOLD: 2**31 - 1} if on else _GLIBC_DEFAULTS
+    want = {_M_MMAP_MAX: 0, _M_TRIM_THRESHOLD: 2**31 - 1} if on else {_M_TRIM_THRESHOLD: 128 * 1024, _M_MMAP_MAX: 65536}
     return all(mallopt(k, v) == 1 for k, v in want.items())
 
 
@@ -251,16 +238,11 @@ def add_args(parser, seed: int) -> None:
 
 
 def add_device_args(group) -> None:
-    """--device, --amp and --threads: every command that runs a model, training or predicting."""
+    """--device, --amp and --threads (set_threads reads it): every command that runs a model."""
     group.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, mps")
     group.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                        help="mixed precision. auto: bf16 on GPUs and CPUs with native bf16, fp16 on older GPUs, off "
                             "elsewhere (bf16 on a CPU without AMX/AVX512-BF16 is ~30x slower); the choice is printed")
-    add_threads_arg(group)
-
-
-def add_threads_arg(group) -> None:
-    """--threads, for every command that trains (set_threads reads it)."""
     group.add_argument("--threads", type=at_least(0), default=THREADS,
                        help="CPU threads for torch. 0: the cores free at start (one line says how many), unless "
                             "OMP_NUM_THREADS is set; threads beyond the free cores slow a run down several times")

@@ -1,14 +1,10 @@
 """One exception type for mistakes a user can fix, and the one place that prints them.
 
-A `UserError` is raised where user input is first found wrong (a flag, a data file, a
-checkpoint, an output path); its message names the flag, the file (with its line) or the
-checkpoint key, and what was expected. The command-line entry points wrap `main` in `cli`,
-which prints `error: <message>` and exits with status 2: no traceback, because the fix is in
-the message. Every other exception is a bug in minbert and keeps its traceback.
-
-The readers' `DataError`, the loader's `CheckpointError` and the hub's `CheckpointNotFoundError`
-are UserErrors (and still ValueError / OSError, for code that catches those). In a classroom
-student copy, a missing piece's NotImplementedError("assignment N ...") is printed the same way.
+A `UserError` is raised where user input is first found wrong (a flag, a data file, a checkpoint, an output path);
+its message names the flag, the file (with its line) or the checkpoint key, and what was expected. The entry
+points wrap `main` in `cli`, which prints `error: <message>` and exits with status 2: no traceback, because the
+fix is in the message. Every other exception is a bug in minbert and keeps its traceback. (The readers'
+`DataError`, the loader's `CheckpointError` and the hub's `CheckpointNotFoundError` are UserErrors.)
 """
 
 import sys

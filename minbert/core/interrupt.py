@@ -1,28 +1,17 @@
 """Ctrl-C and SIGTERM that lose no work and keep `--resume` exact.
 
-A resumable checkpoint must hold one consistent moment: weights, optimizer moments, LR schedule,
-batch positions and RNG states all from the same step boundary. A KeyboardInterrupt raised in
-the middle of a step breaks that: after the optimizer has written new weights but before the
-scheduler or the RNG snapshot moved on, the saved state replays the step twice.
+A resumable checkpoint must hold one consistent moment: weights, optimizer moments, LR schedule, batch positions
+and RNG states all from the same step boundary, which a KeyboardInterrupt raised mid-step would break. So the
+signal is **deferred to the next step boundary**: `StopSignal` replaces the SIGINT/SIGTERM handlers while a run is
+going; a signal only sets a flag, the step in flight finishes, and the loop's `check()` at the top of the next step
+raises `Interrupted`. The loop runs inside `with stop.saving(path, save):`, which then calls the script's
+`save(path)` (to `interrupted.pt`) and exits with status 130.
 
-The choice made here: **defer the signal to the next step boundary.** `StopSignal` replaces the
-SIGINT/SIGTERM handlers while a run is going; a signal only sets a flag, the step in flight
-finishes (forward, backward, optimizer, scheduler, teacher update), and the loop calls
-`check()` at the top of the next step, which raises `Interrupted` there. The loop runs inside
-`with stop.saving(path, save):`, which then calls the script's `save(path)` (the state of that
-boundary, to `interrupted.pt`) and exits with status 130. A step takes seconds, so the wait is short.
-
-Phases that change no training state are abortable: there a signal raises `Interrupted` at
-once. Setup (loading data and the model) is abortable until the script calls `defer()` as the
-training loop starts; evaluation and writing predictions run inside `with stop.abortable():`,
-and the run is saved at the last boundary (the evaluation is simply redone on resume). Checkpoint writes are never
-abortable, and
-they are atomic anyway (checkpoint.py). A second Ctrl-C quits at once without saving (the last
-`last.pt` still resumes exactly, as after a SIGKILL).
-
-Under torchrun (minbert/run/distributed.py) a signal may reach the ranks at different steps, and
-a checkpoint is a collective: so nothing is abortable there, and at every boundary the ranks
-agree (an all-reduce of one flag) to stop together.
+Phases that change no training state are abortable, a signal raising `Interrupted` at once: setup, until the
+script calls `defer()` as training starts, and evaluation and predictions (`with stop.abortable():`; redone on
+resume). A second Ctrl-C quits at once without saving (the last `last.pt` still resumes exactly). Under torchrun
+a checkpoint is a collective, so nothing is abortable and the ranks agree at every boundary (`agree`) to stop
+together.
 """
 
 import signal

@@ -1,52 +1,27 @@
 """The training log: what a run shows as it goes (a bar or progress lines) and what it leaves (steps.jsonl,
-metrics.jsonl, TensorBoard), all from one set of numbers.
+metrics.jsonl, TensorBoard), all from one set of numbers. docs/outputs.md describes every record field.
 
-Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and its log records (loss, learning_rate, grad_norm,
-epoch); PyTorch Lightning's `log_every_n_steps` (its 50 is our default) and its progress bar, which falls back to
-log lines off a terminal (tqdm hides itself when stderr is not a terminal: without lines, a run logged to a file
-would print nothing for half an hour, and a slow run could not be told from a hung one).
+Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and log records; PyTorch Lightning's
+`log_every_n_steps` and its progress bar, which falls back to log lines off a terminal (tqdm hides itself when
+stderr is not a terminal: a run logged to a file would print nothing for half an hour, and look hung).
 
 `Log(args, update, loop, steps_per_epoch)` is what the training loop calls: `for step in log.steps(epoch)`, then
 `log.step(examples)` after each optimizer step, `log.epoch_record()` into the epoch's record and
 `log.epoch_end(history)` after it. It reads what it shows itself: the loss sums of `loop.running` ({name: [sum,
-count]} in both scripts, kept by `add_losses`), the learning rates and gradient norm of the update
-(`update.last_lr`, `update.grad_norm`, minbert/run/optimizer_step.py), the loop's position. Its one rate
-(`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began (on a machine whose
-load changes, that average can be off by 1.7x); the bar, the progress lines, the ETA and the records all use it.
+count]}, kept by `add_losses`), the update's `last_lr` and `grad_norm` (minbert/run/optimizer_step.py), the loop's
+position. Its one rate (`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began
+(on a machine whose load changes, that average can be off by 1.7x): the bar, the lines, the ETA and the records use it.
 
-- On a terminal: a tqdm bar with the running losses, ex/s and the ETA (tqdm's own rate left out).
-- In a log (stdout or stderr not a terminal): one line, flushed, as the epoch starts (before its first step,
-  which pays one-off setup), after the first step, then every --log_seconds seconds and at the epoch's end:
-
-    epoch 1/6 step 120/500 (24%) | 2.1 steps/s, 67 ex/s | ETA epoch 3m01s, run 41m20s | sst 1.234 para 0.456
-
-- Every --log_every optimizer steps, rank 0 appends one JSON line to OUT_DIR/steps.jsonl (docs/outputs.md) and
-  prints it as a line (above the bar on a terminal):
-
-    {"step": 150, "epoch": 1, "lr": 9.5e-05, "head_lr": 0.00095, "loss_sst": 1.52, "loss_para": 0.61,
-     "loss_sts": 2.9, "examples_per_s": 63.1, "grad_norm": 4.2, "elapsed_s": 80.2}
-    step 150 (epoch 1) | loss sst 1.520 para 0.610 sts 2.900 | lr 9.5e-05, heads 9.5e-04 | grad norm 4.20 | 63 ex/s
-
-  step: optimizer updates since the run began (over epochs and resumes); lr: the learning rate the update used,
-  of the first parameter group (the encoder), head_lr the last group's when it differs; loss_<name>: the mean of
-  the batch losses since the previous record (or since the epoch began; the bar shows the epoch's running mean);
-  examples_per_s: the recent rate, counting each step at its nominal size (batches × --batch_size × ranks, as
-  Trainer's samples per second); grad_norm: the L2 norm of the gradient the update applied (after accumulation,
-  DDP's average, PCGrad/GradVac and fp16's unscale); elapsed_s: seconds since the run began, earlier sessions of
-  a resumed run included. A non-finite number is written as null (JSON has no NaN).
-- `--report_to tensorboard` also writes each number as a scalar (train/<name>) and each epoch's dev scores
-  (dev/<metric>, at the epoch's last step) into OUT_DIR/tensorboard (`tensorboard --logdir runs`); the package is
-  an optional extra, and without it the flag is refused at parse time, naming `pip install tensorboard`.
+- On a terminal: a tqdm bar with the running losses, ex/s and the ETA. In a log: one flushed line as the epoch
+  starts, after the first step, then every --log_seconds and at the epoch's end.
+- Every --log_every optimizer steps, rank 0 appends a record to OUT_DIR/steps.jsonl and prints it as a line;
+  with `--report_to tensorboard` also as scalars (train/<name>, and dev/<metric> each epoch) in OUT_DIR/tensorboard.
 - `epoch_end` prints the epoch's record and rewrites metrics.jsonl with every record so far.
+- Resume: the log's clock and loss sums are in every resume checkpoint; the records of the steps a resume redoes
+  are dropped (TensorBoard purges them), so a resumed run's steps.jsonl is the uninterrupted run's.
 
-Resume: the log's state (the run's seconds so far, the epoch's training seconds and examples, the loss sums at
-the last record) is in every resume checkpoint, so a resumed run records the epoch's true speed and the run's true
-elapsed time. The records of the steps a resume redoes are dropped from steps.jsonl, and TensorBoard purges its
-events from the first redone step on: a resumed run's steps.jsonl is the uninterrupted run's, one record a step.
-
-`phase(iterable, desc, total)` shows work that is not a training epoch (dev evaluation, predictions): a line as it
-starts, then a tqdm bar, or in a log a line every 30 s and at its end. Left out: other trackers (W&B, MLflow);
-records from ranks other than 0 (their losses are their own shards').
+`phase(iterable, desc, total)` shows work that is not a training epoch (evaluation, predictions): a tqdm bar, or
+in a log a line every 30 s. Left out: other trackers (W&B, MLflow); records from ranks other than 0.
 """
 
 import argparse
@@ -61,10 +36,7 @@ from collections import deque
 from minbert.core.flags import at_least, positive
 from minbert.core.report import write_jsonl
 
-# Steps between records. 50 is Lightning's log_every_n_steps: on the README's CPU quick start (about 0.5 s a step)
-# a record every ~25 s, near the 30 s time rule; on a GPU (bert-base, ~8 steps/s) every ~6 s, a few hundred records
-# per run. Trainer's 500 would give the quick start one record in 4 minutes.
-LOG_EVERY = 50
+LOG_EVERY = 50       # steps between records: Lightning's; a record every ~25 s of the README's CPU quick start
 LOG_SECONDS = 30.0   # seconds between progress lines in a log
 RATE_WINDOW = 50     # steps: the rate and the ETA are those of the last RATE_WINDOW steps
 STEPS = "steps.jsonl"
@@ -105,10 +77,6 @@ def _duration(seconds: float) -> str:
 
 def _finite(x):
     return x if x is None or math.isfinite(x) else None
-
-
-def _print(text: str) -> None:
-    print(text, flush=True)
 
 
 def add_losses(sums: dict, losses: dict) -> bool:
@@ -241,7 +209,7 @@ class Log:
         if self.bar is not None and self.terminal:
             self.bar.write(text)
         else:
-            _print(text)
+            print(text, flush=True)
 
     # ------------------------------------------------------------------ a record
     def completed(self) -> int:
@@ -324,7 +292,7 @@ class LogBar:
 
     def __init__(self, iterable, desc: str, total: int, seconds: float = LOG_SECONDS):
         self.iterable, self.desc, self.total, self.seconds = iterable, desc, total, seconds
-        self.rate, self.lines = RecentRate(), 0
+        self.rate = RecentRate()
 
     def __iter__(self):
         self.write(f"{self.where(0)} | starting; every {self.seconds:.0f} s")
@@ -343,8 +311,7 @@ class LogBar:
         return f"{self.desc} {done}/{self.total} ({100 * done / max(self.total, 1):.0f}%)"
 
     def write(self, text: str) -> None:
-        _print(text)
-        self.lines += 1
+        print(text, flush=True)
 
 
 def phase(iterable, desc: str, total: int, seconds: float = LOG_SECONDS):

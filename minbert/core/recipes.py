@@ -5,36 +5,20 @@ A recipe is an argparse `@file` (minbert.core.flags.ArgumentParser): `python tra
 override earlier ones (argparse's rule), so flags after the recipe change it for one run.
 
 `--dry_run` (every entry point) prints what a command would run and exits with status 0 before any data, model
-or output folder is touched: a short table by default, the flags that differ from their defaults grouped by the
-method (argument group) that owns them, the model (and whether it must be downloaded first), and what the
-parsing modules add through a `describe(args)` function (train_multitask.py's training examples and steps,
-minbert/tasks/sampling.py; train_mml.py's, minbert/tasks/glue.py):
+or output folder is touched: the flags that differ from their defaults, grouped by the method (argument group)
+that owns them, the model (and whether it must be downloaded first), and the rows the parsing modules add
+through a `describe(args)` function (e.g. the training examples and steps):
 
     train_multitask.py --dry_run  no model loaded, nothing written; --dry_run json: every flag, its value and source
     model                         bert-base-uncased: NOT downloaded yet: the run downloads it first (~440 MB ...)
     changed                       model and optimisation: --lr 2e-05 (recipe), --epochs 5 (recipe)
-                                  PALs: --pals (recipe)
-    train data                    sst 8,544, para 15,998, sts 6,040 examples
-    steps                         956 per epoch x 5 epochs = 4,780 optimizer steps
 
-`--dry_run json` prints every flag, its value and its source as JSON:
-
-    {"entry": "train_multitask.py", "argv": [...], "recipes": ["recipes/x.args"],
-     "flags": {"lr": {"value": 1e-05, "source": "recipe"}, "epochs": {"value": 10, "source": "default"}, ...}}
-
-source is "default" (nobody set it), "recipe" (the last setting came from an @file) or
-"command line". Values are what argparse parsed (types applied, bad values already rejected),
-before the script derives anything from them (e.g. train_multitask.py's lr default per --option
-stays null here: it is resolved at start and printed there).
-
-Every `minbert.core.flags.ArgumentParser` has the flag, and its `parse(argv, ...)` calls
-`dry_run(parser, argv, args)` right after parsing.
-Left out: abbreviated flags (`--lr` given as `--l`) are attributed to the command line only when
-written in full; recipes and the tests always write flags in full.
+`--dry_run json` prints {"entry", "argv", "recipes", "flags": {name: {"value", "source"}}}, source being "default",
+"recipe" (the last setting came from an @file) or "command line", values as argparse parsed them. Left out:
+abbreviated flags (`--l` for `--lr`) count as the command line's only when written in full, as recipes do.
 """
 
 import json
-import os
 import sys
 
 from minbert.core.errors import UserError
@@ -144,6 +128,3 @@ def model_note(name: str) -> str:
         return f"{name}: NOT downloaded, and HF_HUB_OFFLINE is set: the run would stop; run once online first"
     size = " (about 440 MB)" if "bert-base" in name else " (about 1.3 GB)" if "bert-large" in name else ""
     return f"{name}: NOT downloaded yet: the run downloads it first{size} into {hub.cache_dir()}"
-
-
-RECIPE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "recipes")

@@ -9,9 +9,8 @@ from minbert.core.atomic import atomic_write
 
 
 def write_jsonl(path, records: list[dict]) -> None:
-    """Rewrite the whole file, one JSON line per record, atomically. The scripts call it with the
-    history kept in their checkpoints, so after any crash and resume the file matches the run
-    exactly (appending would repeat the lines of an epoch that was redone)."""
+    """Rewrite the whole file atomically, one JSON line per record: the scripts pass the history their checkpoints
+    keep, so after a crash and resume the file matches the run (appending would repeat a redone epoch's lines)."""
     atomic_write(Path(path), lambda tmp: Path(tmp).write_text("".join(json.dumps(r) + "\n" for r in records)))
 
 

@@ -1,51 +1,32 @@
 """Training checkpoints: plain save and load, the loop's position, and a resume that checks its flags.
 
-The pieces, each small, and the script decides when to use them (nanochat's save_checkpoint/load_checkpoint,
-nanoGPT's checkpoint dict built in its loop):
-
-- `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last(out_dir, dict)`
-  is save to last.pt plus removing the now older interrupted.pt; `save_weights` writes best.pt.
-- `LoopState`: where the loop is (epoch, step), the best score so far, the per-epoch history, this epoch's
-  running loss sums ({name: [sum, count]}, kept by `progress.add_losses`) and a script's own lists
-  (`extra`). `loop.epochs(n)` yields the epochs still to run; the
-  script's step loop sets `loop.step` as it goes, so a resume starts where the save was made.
-- `resume_state(parts, loop, args)` / `restore(ck, parts, loop)`: the script names its objects with a
-  state_dict once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams, the log), and
-  the resume dict is `{**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": ...}`.
+The pieces, each small, and the script decides when to use them (as nanoGPT builds its checkpoint dict in its loop):
+- `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last` writes last.pt and
+  removes the now older interrupted.pt; `save_weights` writes best.pt ("model", "args", "scores").
+- `LoopState`: where the loop is (epoch, step), the best score, the per-epoch history, this epoch's running loss
+  sums ({name: [sum, count]}) and a script's own lists (`extra`); the step loop sets `loop.step` as it goes.
+- `resume_state(parts, loop, args)` / `restore(ck, parts, loop)`: the script names its objects with a state_dict
+  once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams, the log); the resume dict is
+  one key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
+  torchrun), the loop's keys and "args" (the flags as JSON).
 - `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
   a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
-- `resume_note(loop)`: the line a resumed run prints ("resuming at epoch 1, step 86; no epoch finished yet").
-- `share_weights(best.pt, model/)` / `own_weights(best.pt)`: one copy of the weights in a finished run. At its end
-  a run exports model/ from best.pt's weights; best.pt then gives up its copy and names model/ instead
-  ("weights_in"), once every tensor there is checked equal to its own; it keeps only what model/ lacks (MML's
-  elimination statistics). `load` puts them back under "model", so
-  `--predict_only --resume best.pt` and the script's own reload are unchanged. `own_weights` copies them back into
-  best.pt before model/ is written from other weights (`--select_epoch last`).
+- `share_weights(best.pt, model/)` / `own_weights(best.pt)`: one copy of the weights in a finished run: best.pt
+  gives up the tensors model/ holds, each checked equal, and names model/ instead ("weights_in"); `load` puts
+  them back. `own_weights` copies them back before model/ is rewritten from other weights (`--select_epoch last`).
 
-Ctrl-C lives in minbert/core/interrupt.py (`stop.saving`). The log (minbert/core/progress.py) is a part: its
-clock (the run's seconds so far, the epoch's training seconds and examples) continues on resume.
-
-On disk: one
-key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
-torchrun), "epoch", "step", "best", "history", "running", "extra", and "args" (the flags as JSON). best.pt
-holds only "model", "args" and "scores"; in a finished run "weights_in" (model/, relative to it) holds the weights
-and "model" only what model/ lacks.
-
-Files are written with `atomic_write` (a crash mid-write leaves the previous file) and read
-with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
-checkpoint someone shares cannot run code when it is loaded (a pickle can). Numpy's RNG state
-is stored as a tensor for that reason, and the flags as a JSON string. Weights are saved from
-the plain module (never a torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes.
+Files are read with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
+checkpoint someone shares cannot run code when it is loaded. Weights are saved from the plain module (never a
+torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes. Ctrl-C: minbert/core/interrupt.py.
 """
 
 import json
 import math
 import os
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from minbert.run import distributed
@@ -56,8 +37,7 @@ from minbert.core.errors import UserError
 # Flags that may differ between a run and its --resume: where things are, not what is trained.
 WHERE = {"resume", "predict_only", "out_dir", "device", "use_gpu", "amp", "data_dir", "data_notes", "glue_dir",
          "eval_tasks", "dry_run", "overwrite", "keep_resume_state", "log_every", "log_seconds", "report_to",
-         "handout_headers",
-         "fast_paths", "threads", "select_epoch",
+         "handout_headers", "fast_paths", "threads", "select_epoch",
          *(f"{t}_{s}{o}" for t in ("sst", "para", "sts") for s in ("train", "dev", "test") for o in ("", "_out"))}
 
 
@@ -85,9 +65,8 @@ class UnreadableCheckpoint(UserError):
 
 
 def save(path, state: dict) -> None:
-    """Under torchrun only rank 0 writes: every rank holds the same weights, and `state` itself
-    must still be built on all ranks (distributed.gather_rng is collective). Every rank calls save
-    and returns once the file is in place, so no rank reads it back (--resume) before it exists."""
+    """Rank 0 alone writes (`state` is still built on every rank: gather_rng is collective); every rank returns once
+    the file is in place, so none reads it back (--resume) before it exists."""
     if distributed.is_main():
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,10 +128,9 @@ def weights_in(folder) -> dict:
 
 
 def share_weights(best, folder) -> bool:
-    """best.pt without its own copy of the tensors that `folder` (model/, exported from them) holds, each checked
-    equal, naming `folder` instead; it keeps what the folder lacks (train_mml.py's elimination statistics). A folder
-    with another tensor, or a different one, leaves best.pt whole. True when best.pt now names the folder.
-    Rank 0 only (the end of a run): no barrier."""
+    """best.pt without its own copy of the tensors that `folder` (model/) holds, each checked equal, naming `folder`
+    instead and keeping what it lacks (MML's elimination statistics); any other or different tensor leaves best.pt
+    whole. True when best.pt now names the folder. Rank 0 only (the end of a run): no barrier."""
     best, folder = Path(best), Path(folder)
     ck = torch.load(best, map_location="cpu", weights_only=True)
     if "weights_in" in ck:
@@ -185,13 +163,12 @@ def _why_unreadable(path: Path, error: Exception) -> str:
     if "Unsupported global" in str(error):
         return ("it holds pickled Python objects, which minbert never writes and which could run someone else's "
                 "code when loaded, so it is refused")
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head.startswith(b"PK") and not zipfile.is_zipfile(path):
-        return "the file is cut short or damaged (a copy or a save that did not finish?)"
-    if not zipfile.is_zipfile(path):
-        return "this is not a file that torch.save wrote"
-    return "a damaged torch file"
+    if zipfile.is_zipfile(path):
+        return "a damaged torch file"
+    with open(path, "rb") as f:   # a zip's first bytes, without the zip's end
+        cut = f.read(2) == b"PK"
+    return ("the file is cut short or damaged (a copy or a save that did not finish?)" if cut else
+            "this is not a file that torch.save wrote")
 
 
 def save_last(out_dir, state: dict) -> None:
@@ -212,10 +189,8 @@ def saved_args(ck: dict) -> dict:
 
 
 def load_for_resume(args, script: str) -> dict:
-    """Load --resume for `script` and refuse what cannot continue this command: a file that is no
-    checkpoint of this script, a weights-only file (best.pt), and a checkpoint
-    trained with other flags than `args` (those in WHERE say where things are, not what is
-    trained, and may change). Flags left at None take the checkpoint's value."""
+    """Load --resume for `script`, refusing a file that is no checkpoint of this script, a weights-only best.pt, and
+    one trained with other flags than `args` (those in WHERE may change); flags left at None take the checkpoint's."""
     ck = load(args.resume)
     if "model" not in ck:
         raise UnreadableCheckpoint(args.resume, f"--resume {args.resume}: not a checkpoint written by {script} (it "
@@ -248,27 +223,6 @@ def load_for_resume(args, script: str) -> dict:
     return ck
 
 
-def _to_tensors(state):
-    """Numpy arrays (numpy's RNG keys) as tensors, so weights_only loading accepts them."""
-    if isinstance(state, np.ndarray):
-        return {"ndarray": torch.from_numpy(state.copy()), "dtype": str(state.dtype)}
-    if isinstance(state, dict):
-        return {k: _to_tensors(v) for k, v in state.items()}
-    if isinstance(state, (list, tuple)):
-        return type(state)(_to_tensors(v) for v in state)
-    return state
-
-
-def _from_tensors(state):
-    if isinstance(state, dict) and set(state) == {"ndarray", "dtype"}:
-        return state["ndarray"].numpy().astype(state["dtype"])
-    if isinstance(state, dict):
-        return {k: _from_tensors(v) for k, v in state.items()}
-    if isinstance(state, (list, tuple)):
-        return type(state)(_from_tensors(v) for v in state)
-    return state
-
-
 def state_dicts(parts: dict) -> dict:
     """{name: obj.state_dict()} of a script's resumable objects; None stays None (a method that is off), a
     list gives one state per element (one batch stream per task)."""
@@ -283,8 +237,14 @@ def resume_state(parts: dict, loop: "LoopState", args) -> dict:
 
 
 def rng_states() -> dict:
-    """{"rng": python, numpy and torch RNG states} (+ "rng_ranks", every rank's, under torchrun: collective)."""
-    return _to_tensors(distributed.gather_rng({"rng": rng_state()}))
+    """{"rng": python, numpy and torch RNG states} (+ "rng_ranks", every rank's, under torchrun: collective).
+    Numpy's keys are stored as {"ndarray": a tensor, "dtype"}, which weights_only loading accepts (converted after
+    the gather: a uint32 tensor does not pickle between ranks)."""
+    def storable(state):
+        kind, keys, *rest = state["numpy"]
+        return state | {"numpy": (kind, {"ndarray": torch.from_numpy(keys.copy()), "dtype": str(keys.dtype)}, *rest)}
+    snapshot = distributed.gather_rng({"rng": rng_state()})
+    return {k: storable(v) if k == "rng" else [storable(s) for s in v] for k, v in snapshot.items()}
 
 
 @dataclass
@@ -317,8 +277,7 @@ class LoopState:
         self.epoch, self.step, self.running = self.epoch + 1, 0, json.loads(self._fresh_running)
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "step": self.step, "best": self.best, "history": self.history,
-                "running": self.running, "extra": self.extra}
+        return asdict(self)   # the six fields: epoch, step, best, history, running, extra
 
     def load_state_dict(self, ck: dict) -> None:
         self.epoch, self.step, self.best, self.history = ck["epoch"], ck["step"], ck["best"], ck["history"]
@@ -339,7 +298,9 @@ def restore(ck: dict, parts: dict, loop: "LoopState") -> None:
             continue
         for o, s in zip(obj, ck[name]) if isinstance(obj, list) else [(obj, ck[name])]:
             o.load_state_dict(s)
-    set_rng_state(_from_tensors(distributed.own_rng(ck)))
+    state = dict(distributed.own_rng(ck))
+    kind, keys, *rest = state["numpy"]
+    set_rng_state(state | {"numpy": (kind, keys["ndarray"].numpy().astype(keys["dtype"]), *rest)})
     loop.load_state_dict(ck)
     print(resume_note(loop))
 

@@ -1,50 +1,30 @@
 """Data parallelism across processes: torchrun + DistributedDataParallel, all in this one file.
 
-Concept: N processes (ranks), each holding a full copy of the model, train on disjoint batches
-and average their gradients before every optimizer step, so all copies stay identical and the
-step is the step of one process on the N batches together (PyTorch DDP, Li et al., "PyTorch
-Distributed: Experiences on Accelerating Data Parallel Training", arXiv:2006.15704).
+N processes (ranks), each holding a full copy of the model, train on disjoint batches and average their
+gradients before every optimizer step, so all copies stay identical and the step is that of one process on the
+N batches together (PyTorch DDP, Li et al., arXiv:2006.15704).
 
     torchrun --nproc_per_node 4 train_multitask.py ...      one node, 4 GPUs (nccl)
     torchrun --nproc_per_node 2 train_mml.py --device cpu   CPU smoke test (gloo)
 
-A run *not* started by torchrun (no RANK/WORLD_SIZE in the environment) takes none of the code
-below: `setup` returns the device, every helper is the identity, and results are exactly those
-of the single-process scripts. What each piece does under torchrun, and why:
-- setup: one process group from torchrun's environment, nccl on CUDA (one GPU per LOCAL_RANK),
-  gloo on CPU. Ranks > 0 send stdout to os.devnull (rank 0 alone prints; errors still reach
-  stderr). The timeout is 60 min, so ranks waiting while rank 0 evaluates never time out.
-- Data: every rank builds the same task schedule and the same batch streams (same seeds), but
-  each stream draws a *global* batch of batch_size × world examples and a rank keeps rows
-  rank, rank + world, … (`ShardedStream`). Every rank trains the same task at each step on
-  disjoint examples, and a resumed stream state is the same on all ranks. Effective batch =
-  --batch_size × world × --grad_accum.
-- Gradients: the scripts build each step's loss with the plain model (several tasks, SMART's
-  and R3F's extra passes), then hand the finished loss to `Sync.before_backward`, which passes
-  it through DDP's forward. DDP (find_unused_parameters=True) walks the autograd graph from it,
-  and its hooks average in buckets during backward every gradient the graph reaches, those
-  of heads and PALs that only some tasks use included. Micro-batches before the last one of a
-  gradient-accumulation step go through `no_sync()`, DDP's official way to accumulate locally.
-- PCGrad/GradVac need every task's gradient on the whole global batch *before* the Gram matrix:
-  the per-task passes run under `no_sync()`, then `Sync.task_grads` averages all K
-  per-task gradients (K·P floats per step instead of P: K× plain DDP's traffic, and it cannot
-  overlap with backward). The surgery then runs identically on every rank.
-- MML: each rank's per-head losses are averaged (`mean_over_ranks`, M floats) before the moving
-  averages see them, so every rank holds the same averages and eliminates the same heads.
-- Evaluation: rank 0 alone (`on_main`), its scores broadcast to the others. Dev sets are small
-  next to training, so sharding would save little, and rank 0's scores are bit-identical to a
-  single-process evaluation of the same weights (no padding or duplicate examples to undo).
-- Files: rank 0 alone writes (checkpoint.save is a no-op on other ranks; the scripts guard their
-  other writes with `is_main()`). Checkpoints hold every rank's RNG state (`gather_rng`), so a
-  resumed run replays each rank's dropout exactly.
-- Stopping: the decision to stop early (Ctrl-C, a signal) must be taken at the same step on every
-  rank, since building a checkpoint is collective: agree on it with `any_rank(flag)`.
-- Head pretraining (train_multitask --head_pretrain_epochs) runs on every rank on all the data
-  (identical work, not sharded); DDP is built after it and broadcasts rank 0's result.
-Left out: sharded optimizer states (ZeRO/FSDP), gathering in-batch negatives across ranks for
-MNR (each rank's negatives are its own batch), and exact weighting of uneven batches: the last
-global batch of a pass splits unevenly, and averaging the ranks' mean losses then weights its
-examples slightly unequally, as plain DDP does (a rank with no row re-uses row rank mod B).
+A run *not* started by torchrun (no RANK/WORLD_SIZE in the environment) takes none of the code below: `setup`
+returns the device, every helper is the identity, and results are exactly those of a single process. Under torchrun:
+- setup: one process group, nccl on CUDA (one GPU per LOCAL_RANK), gloo on CPU, a 60 min timeout (ranks wait
+  while rank 0 evaluates). Ranks > 0 send stdout to os.devnull; errors still reach stderr.
+- Data: each stream draws the same *global* batch of batch_size × world examples on every rank (same seeds), and
+  a rank keeps rows rank, rank + world, … (`ShardedStream`). Effective batch = --batch_size × world × --grad_accum.
+- Gradients: the scripts build each step's loss with the plain model and hand it to `Sync.before_backward`, which
+  passes it through DDP's forward; DDP (find_unused_parameters=True) then averages in buckets during backward
+  every gradient the graph reaches. Earlier micro-batches of gradient accumulation go through `no_sync()`.
+- PCGrad/GradVac need every task's gradient on the whole global batch: the per-task passes run under `no_sync()`,
+  then `Sync.task_grads` averages the K per-task gradients (K× plain DDP's traffic), and the surgery runs
+  identically on every rank. MML averages the per-head losses over ranks (`mean_over_ranks`).
+- Evaluation: rank 0 alone (`on_main`), its scores broadcast: bit-identical to a single-process evaluation.
+- Files: rank 0 alone writes; checkpoints hold every rank's RNG state (`gather_rng`), so a resume replays each
+  rank's dropout exactly. A stop (Ctrl-C) is agreed on at a step boundary with `any_rank(flag)`.
+- Head pretraining (--head_pretrain_epochs) runs on every rank on all the data; DDP is built after it.
+Left out: sharded optimizer states (ZeRO/FSDP), in-batch negatives gathered across ranks for MNR, and exact
+weighting of the uneven last global batch of a pass (as plain DDP; a rank with no row re-uses row rank mod B).
 """
 
 import atexit
@@ -86,9 +66,9 @@ def is_main() -> bool:
 
 def setup(device_name: str) -> torch.device:
     """The device to train on; under torchrun, also join the process group (once per process)."""
-    if not launched():
-        return pick_device(device_name)
     device = pick_device(device_name)
+    if not launched():
+        return device
     if device.type == "cuda":   # one GPU per process, chosen by torchrun's LOCAL_RANK
         local_ranks, gpus = int(os.environ.get("LOCAL_WORLD_SIZE", 1)), torch.cuda.device_count()
         if local_ranks > gpus:   # every rank says so and exits; else rank 0 would wait for the others for an hour
@@ -110,20 +90,10 @@ def barrier() -> None:
         dist.barrier()
 
 
-def shutdown() -> None:
-    if active():
-        dist.barrier()
-        dist.destroy_process_group()
-
-
-# ---------------------------------------------------------------------------------------------
-# Gradients
-
-
+# ----------------------------------------------------------------------------------------------------------- gradients
 class _LossPassThrough(nn.Module):
-    """DDP only watches `forward`. Its forward returns the finished loss unchanged, so DDP can
-    walk the graph from it; holding `model` gives DDP its parameters (broadcast from rank 0 once,
-    at construction, so every rank starts from the same weights)."""
+    """DDP only watches `forward`: this one returns the finished loss unchanged, so DDP walks the graph from it, and
+    holding `model` gives DDP its parameters (broadcast from rank 0 at construction: the same start everywhere)."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
@@ -183,12 +153,8 @@ class Sync:
                 continue
             flat = torch.cat([g.reshape(-1) for g in present])          # (P_k,) this task's grads
             dist.all_reduce(flat)
-            flat /= world_size()
-            offset = 0
-            for n, g in enumerate(row):
-                if g is not None:
-                    row[n] = flat[offset:offset + g.numel()].view_as(g)
-                    offset += g.numel()
+            averaged = iter((flat / world_size()).split([g.numel() for g in present]))
+            row[:] = [None if g is None else next(averaged).view_as(g) for g in row]
 
 
 def mean_over_ranks(x: torch.Tensor) -> torch.Tensor:
@@ -209,10 +175,7 @@ def any_rank(flag: bool) -> bool:
     return bool(t.item())
 
 
-# ---------------------------------------------------------------------------------------------
-# Data
-
-
+# ---------------------------------------------------------------------------------------------------------------- data
 def shard_batch(batch: dict, rank: int, world: int) -> dict:
     """Rows rank, rank + world, … of a global batch, then the padding no kept row needs trimmed.
     Padded positions are masked, so a trimmed row gives the same outputs as the untrimmed one."""
@@ -252,10 +215,7 @@ def stream(data, batch_size: int, seed: int):
     return ShardedStream(BatchStream(data, batch_size * world_size(), seed))
 
 
-# ---------------------------------------------------------------------------------------------
-# Evaluation and checkpoints
-
-
+# ------------------------------------------------------------------------------------------ evaluation and checkpoints
 def on_main(fn):
     """fn() on rank 0 alone; its (picklable) result is broadcast, so every rank returns it."""
     if not active():
@@ -266,9 +226,8 @@ def on_main(fn):
 
 
 def gather_rng(snapshot: dict) -> dict:
-    """A step snapshot {'rng': this rank's RNG state, ...} with every rank's RNG state added as
-    'rng_ranks' (collective: call it on all ranks). 'rng' stays rank 0's, so a single-process
-    run can still resume from it."""
+    """`snapshot` ({'rng': this rank's RNG state, ...}) with every rank's added as 'rng_ranks' (collective); 'rng'
+    stays rank 0's, so a single process can still resume from it."""
     if not active():
         return snapshot
     states = [None] * world_size()

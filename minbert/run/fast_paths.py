@@ -1,31 +1,22 @@
 """Fast paths for the train step: given code, chosen automatically, one flag away from off.
 
-The readable code stays the reference: AdamW's numbered equations (minbert/adamw.py), the written-out
-attention and dropout. It is what the classroom grades and what the tests compare against. A fast
-path computes the same thing with fewer passes over memory, and tests/run/test_fast_paths.py checks it
-against the readable path (parameters after 3 steps, fp32 and bf16); with `--fast_paths off`
-every script runs the readable path of these three bit for bit. PCGrad and GradVac are not switched
-here: training always uses their per-parameter classes, and the (K, P) path at the top of
-minbert/methods/pcgrad.py and gradvac.py is the readable reference the tests compare them with.
+The readable code stays the reference (AdamW's numbered equations, the written-out attention and dropout): it is
+what the classroom grades and what the tests compare against. A fast path computes the same thing with fewer
+passes over memory; tests/run/test_fast_paths.py checks it against the readable path (parameters after 3 steps,
+fp32 and bf16), and `--fast_paths off` runs the readable path bit for bit. (PCGrad and GradVac always train with
+their per-parameter classes; their (K, P) form is the readable reference of their tests.)
 
     --fast_paths auto          every path below that applies here (the default)
     --fast_paths off           the readable path only
     --fast_paths fused_adamw   a comma list: only these (still only where they apply)
 
-The paths, and what each bought alone on a 2-core AMD EPYC (Zen 5, AVX512-BF16), 1 thread, MiniLM /
-bert-base shapes (bench/results/roofline.md): fused_adamw 3.6x / 6.6x on the optimizer step (its share
-of a bf16 step fell from 9-13% to 2-4%), dropout_mask 1.3x / 1.4x on dropout forward + backward,
-keep_memory 2.4x on a fresh 89 MB tensor (no gain at 44 MB).
-  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach
-                passes and a parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
-  keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step (the
-                word-embedding gradient) stop page-faulting (minbert.core.device.keep_freed_memory). Linux
-                CPU, and only together with fused_adamw (see from_args).
-  dropout_mask  the same 16-bit dropout mask applied as 0/1 in x's dtype by one addcmul each way
-                instead of where() (minbert.bert.dropout.set_fast_mask); bit-identical outputs. CPU.
-Measured and not kept (bench/results/roofline.md says by how much): bf16 weight copies kept next to
-the fp32 master weights (the optimizer would have to write them, which costs the cast it saves),
-and `--compile` in bf16 (its own flag, minbert/bert/compiled.py).
+  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach passes and a
+                parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
+  keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step stop page-faulting
+                (minbert.core.device.keep_freed_memory). Linux CPU, and only together with fused_adamw.
+  dropout_mask  the same 16-bit dropout mask applied by one addcmul each way instead of where()
+                (minbert.bert.dropout.set_fast_mask); bit-identical outputs. CPU.
+What each buys, and what was measured and not kept: docs/benchmarks.md and bench/results/roofline.md.
 """
 
 import argparse
@@ -51,23 +42,20 @@ class FastPaths:
 
 
 def names(text: str) -> set:
-    """'auto' | 'off' | a comma list of PATHS -> the set of names asked for (ValueError if unknown)."""
+    """'auto' | 'off' | a comma list of PATHS -> the set of names asked for (an unknown name: refused)."""
     if text == "auto":
         return set(PATHS)
     if text == "off":
         return set()
     asked = {name.strip() for name in text.split(",") if name.strip()}
     if not asked or asked - set(PATHS):
-        raise ValueError(f"expected auto, off or a comma list of {', '.join(PATHS)}; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected auto, off or a comma list of {', '.join(PATHS)}; got {text!r}")
     return asked
 
 
 def _flag(text: str) -> str:
     """argparse type=: checks the value, keeps the string (checkpoints store flags as plain values)."""
-    try:
-        names(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    names(text)
     return text
 
 

@@ -1,23 +1,15 @@
 """The optimizer step both scripts take: AMP's loss scaling, and no NaN or inf ever written into the weights.
 
-`OptimizerStep(optimizer, scheduler, scaler)` wraps the three calls that end every training step:
+`OptimizerStep(optimizer, scheduler, scaler)` wraps the calls that end every training step: `step.backward(loss)`
+(loss · scale under fp16, the plain loss otherwise), then `step(finite)`: the update, the LR schedule, zeroed
+gradients. With a GradScaler (fp16) the scaler itself skips an update whose gradients overflowed and lowers the
+scale. Without one (fp32, bf16) an update is skipped when any task loss of the step was not finite, and under
+torchrun all ranks skip it together (a rank stepping alone would break DDP's identical weights). Ten skipped steps
+in a row stop the run with advice: that is a diverged run, not a bad batch. The schedule moves on either way, so a
+resumed run and an uninterrupted one see the same learning rates.
 
-    step.backward(loss)   # loss · scale under fp16 (GradScaler), the plain loss otherwise
-    step(finite)          # the update, the LR schedule, zeroed gradients
-
-With a GradScaler (fp16) the scaler itself skips an update whose gradients overflowed and lowers
-the scale. Without one (fp32, bf16) an update is skipped when any task loss of the step was not
-finite, and under torchrun all ranks skip it together (a rank stepping alone would break DDP's
-identical weights). Ten skipped steps in a row stop the run with advice: that is a diverged run,
-not a bad batch. The schedule moves on either way, so a resumed run and an uninterrupted one
-see the same learning rates.
-
-Each update keeps what the log (minbert/core/progress.py) reads: `last_lr`, the learning rates it used, and
-`grad_norm`, the L2 norm of the gradient it applied, a 0-d tensor (read as a number on record steps only, so no
-device sync a step). It is taken once per update, after every micro-batch of gradient accumulation, after DDP
-averaged the gradients across ranks (in the last backward) and PCGrad/GradVac combined them, and after fp16's
-unscale (`GradScaler.unscale_`, which the scaler's step then does not repeat), so it is the norm of the gradient
-the optimizer sees: torch.nn.utils.clip_grad_norm_'s total norm.
+Each update keeps what the log reads: `last_lr` and `grad_norm`, the L2 norm of the gradient the optimizer
+applies (a 0-d tensor, read on record steps only; docs/outputs.md says where in the step it is taken).
 """
 
 import torch

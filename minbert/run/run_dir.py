@@ -1,38 +1,27 @@
 """A run folder (--out_dir) that holds everything a run writes, never clobbers another run, and stays lean.
 
-Anchors: Hugging Face Trainer (`output_dir` holds everything; `overwrite_output_dir`; `save_total_limit`) and
-PyTorch Lightning's checkpoint retention. What this module does, for both training scripts:
+Anchors: Hugging Face Trainer (`output_dir` holds everything; `overwrite_output_dir`) and PyTorch Lightning's
+checkpoint retention. `RunDir(args, script)` wraps both training scripts' main:
 
-1. **One folder per run, claimed.** `RunDir(args, script)` wraps a script's main. On entry, before any data
-   or model loads, it refuses a --out_dir that already holds another run's files (checkpoints, metrics,
-   predictions, model/), and any explicit prediction file (--*_out outside the folder) that already exists,
-   unless --overwrite is given; --overwrite first removes the old run's artefacts (only the names minbert
-   writes; a user's other files in the folder are left alone). `--resume OUT_DIR/last.pt` (or interrupted.pt;
-   with --predict_only OUT_DIR itself) continues the same run and is always allowed: "same run" means the
-   checkpoint lives in --out_dir. A small marker, `run.json`, names the script, the command, the start and end
-   times, the status and the files written outside the folder (so a resume may rewrite those); `unfinished`
-   reads it to say why a run has no model yet. `--predict_only` never replaces a prediction file and leaves
-   run.json as it was: where predictions/ holds any, its default files go to a new predictions-2/ (-3, ...;
-   `fresh_path`), and an explicit --*_out that exists is refused, inside the folder or outside it. The commands
-   around runs refuse likewise (`refuse_to_replace`).
-2. **No litter.** A run that fails before it saved anything (a wrong --model, a bad data file) leaves no folder
-   behind when it created the folder itself.
-3. **Lean checkpoints.** `checkpoint.save_last` writes last.pt and then deletes interrupted.pt: once a
-   resume from it has saved a later state, it is stale (and 3x the model's size). A finished run keeps what a
-   user needs: model/ (the best model as a complete folder, what --predict_only reads), best.pt (its scores and
-   flags; it names model/ for the weights instead of a second copy: checkpoint.share_weights), outputs.pt,
-   metrics, plots and predictions; its resume state (last.pt: weights + AdamW's two moments, about
-   3x the model) goes unless --keep_resume_state. No --save_total_limit: the scripts never keep more than
-   best.pt and last.pt (one per epoch would be the case that needs a limit), so a limit would have nothing to do.
+1. **One folder per run, claimed.** On entry, before any data or model loads, it refuses a --out_dir that holds
+   another run's files, and any explicit prediction file (--*_out outside the folder) that exists, unless
+   --overwrite, which first removes the old run's artefacts (only names minbert writes). `--resume OUT_DIR/last.pt`
+   (with --predict_only, OUT_DIR itself) continues the same run. `run.json` names the script, the command, the
+   times, the status and the files written outside the folder; `unfinished` reads it to say why a run has no model
+   yet. `--predict_only` never replaces a prediction file and leaves run.json as it was: its default files go to a
+   new predictions-2/ (`fresh_path`) where predictions/ holds any. Other commands use `refuse_to_replace`.
+2. **No litter.** A run that fails before it saved anything leaves no folder behind when it created the folder.
+3. **Lean.** A finished run keeps model/, best.pt (naming model/ for its weights), outputs, metrics, plots and
+   predictions, and drops its resume state (last.pt, ~3x the model) unless --keep_resume_state.
 4. **It says where it is.** The end of every run prints the folder, what it holds with sizes, and its total.
-5. **A folder it cannot write is a message.** A read-only folder, one under /proc or a full disk stops the
-   run with `--out_dir X: ...` and what to do, never a traceback; run.json says "stopped, resumable" only while
-   a loadable last.pt or interrupted.pt is there.
+5. **A folder it cannot write is a message** (read-only, /proc, a full disk): `--out_dir X: ...` and what to do;
+   run.json says "stopped, resumable" only while a loadable last.pt or interrupted.pt is there.
 
-Distributed runs (torchrun): every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or
-deletes files. Deliberately left out: locking against two runs started into one folder at the same moment.
+Under torchrun every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or deletes files.
+Left out: locking against two runs started into one folder at the same moment.
 """
 
+import contextlib
 import datetime
 import errno
 import json
@@ -52,8 +41,7 @@ RESUME_STATE = ("last.pt", "interrupted.pt")
 # stage.json, which a run writes before it has trained anything) is another run's.
 ARTEFACTS = ("best.pt", "last.pt", "interrupted.pt", "metrics.jsonl", "steps.jsonl", "tensorboard", "curves.png",
              "outputs.pt", "model", "predictions", "eliminations.jsonl", "heads.png", "cross_dataset.json",
-             "stage.json",
-             MARKER)
+             "stage.json", MARKER)
 PREDICT_ONLY = re.compile(r"predictions-\d+|cross_dataset-\d+\.json")   # what --predict_only adds (fresh_path)
 SETUP_ONLY = {MARKER, "stage.json"}   # what a run that failed before training may have written
 # errors that mean "the disk refused a write" (full, over quota, over the file size limit, read-only), and those
@@ -75,9 +63,8 @@ def add_run_args(parser, out_dir: str, seed: int) -> None:
 
 
 def start(args, ck, about: str):
-    """What both scripts do first, with the flags of `add_run_args`: the seed, the device (joining torchrun's
-    process group), --amp, the thread count (a resume keeps the checkpoint `ck`'s) and the fast paths, each said
-    in a line ("device cpu, amp off (...), model minilm-l6, ABOUT"). Returns (device, fast paths)."""
+    """What both scripts do first: the seed, the device (joining torchrun's process group), --amp, the thread count
+    (a resume keeps the checkpoint `ck`'s) and the fast paths, each said in a line. Returns (device, fast paths)."""
     import torch
     from minbert.core.device import resolve_amp, seed_everything, set_threads
     from minbert.run import checkpoint, distributed, fast_paths
@@ -127,13 +114,8 @@ def _artefacts(folder: Path) -> list[str]:
             + sorted(p.name for p in folder.iterdir() if PREDICT_ONLY.fullmatch(p.name)))
 
 
-def _outputs(args) -> list[Path]:
-    """The prediction files this run will write (every --X_out whose input X is not 'none')."""
-    return list(_output_flags(args).values())
-
-
 def _output_flags(args) -> dict[str, Path]:
-    """{flag: path} of the prediction files this run will write."""
+    """{flag: path} of the prediction files this run will write (every --X_out whose input X is not 'none')."""
     return {k: Path(v) for k, v in sorted(vars(args).items())
             if k.endswith("_out") and isinstance(v, str) and getattr(args, k[:-4], None) != "none"}
 
@@ -156,15 +138,20 @@ def refuse_to_replace(paths, flag: str = "--out_dir") -> None:
                         f"to replace it")
 
 
+def read_marker(root) -> dict:
+    """The run folder's run.json ({} when there is none, or it is not a JSON object)."""
+    try:
+        marker = json.loads((Path(root) / MARKER).read_text())
+    except (OSError, ValueError):
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
 def unfinished(root) -> str | None:
     """Why the run in `root` has no model yet, by its run.json: still training, interrupted (with the command that
     resumes it) or failed; None when run.json says nothing of the kind."""
-    root = Path(root)
-    try:
-        marker = json.loads((root / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    status = marker.get("status") if isinstance(marker, dict) else None
+    root, marker = Path(root), read_marker(root)
+    status = marker.get("status")
     if status not in ("running", "stopped, resumable", "failed"):
         return None
     script = marker.get("script", "its script")
@@ -194,11 +181,6 @@ class RunDir:
         self.created = not self.root.exists()
 
     # ------------------------------------------------------------------ entry: refuse, or claim
-    def same_run(self) -> bool:
-        """--resume names this folder's checkpoint (or, with --predict_only, the folder or its model/)."""
-        resume = getattr(self.args, "resume", None)
-        return bool(resume) and self.root.resolve() in (Path(resume).resolve(), Path(resume).resolve().parent)
-
     def __enter__(self):
         args, root = self.args, self.root
         if root.exists() and not root.is_dir():
@@ -209,12 +191,13 @@ class RunDir:
         # an empty folder (predictions/ is made at the start) holds nothing: a run killed during setup left it
         used = [n for n in _artefacts(root) if n not in SETUP_ONLY
                 and not ((root / n).is_dir() and not any((root / n).iterdir()))]
-        same = self.same_run()
+        resume = getattr(args, "resume", None)   # the same run: --resume names this folder's checkpoint (or the folder)
+        same = bool(resume) and root.resolve() in (Path(resume).resolve(), Path(resume).resolve().parent)
         marker = self.read_marker()
         if used and not same and not args.overwrite:
             what = f"{marker.get('script', 'a run')} started {marker.get('started', '?')}" if marker else "a run"
-            resume = [n for n in RESUME_STATE if (root / n).is_file()]
-            hint = f", --resume {root / resume[0]} to continue it" if resume else ""
+            state = [n for n in RESUME_STATE if (root / n).is_file()]
+            hint = f", --resume {root / state[0]} to continue it" if state else ""
             raise UserError(f"--out_dir {root} already holds {what} ({', '.join(used)}); nothing was changed. "
                             f"Choose another --out_dir{hint}, or add --overwrite to replace it")
         predict_only = getattr(args, "predict_only", False)
@@ -252,14 +235,14 @@ class RunDir:
         root.mkdir(parents=True, exist_ok=True)
         now = datetime.datetime.now().isoformat(timespec="seconds")
         sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
-        outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _outputs(self.args)}   # every session's
+        # every session's outputs
+        outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _output_flags(self.args).values()}
         self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
                            "sessions": sessions, "outputs": sorted(outputs)})
 
     def fresh_predictions(self) -> None:
-        """--predict_only: when the default prediction folder already holds any of this command's files, every
-        default path moves to a new folder beside it (predictions-2, -3, ...), so the run's files stay as they are.
-        A path given explicitly (not the flag's own handout name in predictions/) stays, and is refused if it exists."""
+        """--predict_only: where predictions/ already holds any of this command's files, every default path moves to
+        a new predictions-2/ (-3, ...); a path given explicitly stays, and is refused if it exists."""
         from minbert.tasks.data import PREDICTION_FILES, STAND_IN_PARA_TEST
         default = self.root / "predictions"
         moved = {f: p for f, p in _output_flags(self.args).items() if p.parent == default
@@ -275,48 +258,41 @@ class RunDir:
         return self.root.resolve() in path.resolve().parents
 
     def read_marker(self) -> dict:
-        try:
-            return json.loads((self.root / MARKER).read_text())
-        except (OSError, ValueError):
-            return {}
+        return read_marker(self.root)
 
     def write_marker(self, record: dict) -> None:
-        from minbert.core.atomic import atomic_write
-        text = json.dumps(record, indent=1)
-        atomic_write(self.root / MARKER, lambda tmp: Path(tmp).write_text(text))
+        from minbert.core.export import write_json   # here: importing run_dir alone stays light (no torch)
+        write_json(self.root / MARKER, record)
 
     # ------------------------------------------------------------------ exit: finish, or clean up
     def __exit__(self, kind, error, tb):
-        if not _is_main():
-            return False
-        if kind is None:
+        if _is_main() and kind is None:
             self.finish()
-        elif self.root.is_dir() and not self._holds_work():   # failed before saving anything: leave no trace
+        if not _is_main() or kind is None or not self.root.is_dir():
+            return False
+        predictions = self.root / "predictions"   # made at the start: gone again when nothing was written in it
+        if predictions.is_dir() and not any(predictions.iterdir()):
+            predictions.rmdir()
+        # failed before saving anything (no file but run.json and stage.json): leave no trace
+        if not any(p.is_file() and p.name not in SETUP_ONLY for p in self.root.rglob("*")):
             if self.created:
                 shutil.rmtree(self.root)
                 print(f"{self.root}: removed (the run saved nothing)", file=sys.stderr)
             else:   # the user's folder stays; only what this run put there goes
                 for name in SETUP_ONLY:
                     (self.root / name).unlink(missing_ok=True)
-                if (self.root / "predictions").is_dir() and not any((self.root / "predictions").iterdir()):
-                    (self.root / "predictions").rmdir()
-        elif self.root.is_dir():
-            predictions = self.root / "predictions"
-            if predictions.is_dir() and not any(predictions.iterdir()):
-                predictions.rmdir()
-            resume = self.resume_state(unreadable=getattr(error, "path", None))
-            marker = {} if self.keep_marker else self.read_marker()
-            if marker:
-                try:   # on a full disk even run.json may not fit: it then still says "running"
-                    self.write_marker(marker | {"status": "stopped, resumable" if resume else "failed"})
-                except OSError:
-                    pass
-            if isinstance(error, OSError) and self.refused_write(error):
-                then = (f"then continue with the same command plus --resume {resume}" if resume else
-                        "then start again (nothing was saved to resume from)")
-                raise UserError(f"--out_dir {self.root}: could not write {error.filename or 'a file'} "
-                                f"({error.strerror}); the run stopped. Make room or choose a writable folder, "
-                                f"{then}") from None
+            return False
+        resume = self.resume_state(unreadable=getattr(error, "path", None))
+        marker = {} if self.keep_marker else self.read_marker()
+        if marker:
+            with contextlib.suppress(OSError):   # on a full disk even run.json may not fit: it still says "running"
+                self.write_marker(marker | {"status": "stopped, resumable" if resume else "failed"})
+        if isinstance(error, OSError) and self.refused_write(error):
+            then = (f"then continue with the same command plus --resume {resume}" if resume else
+                    "then start again (nothing was saved to resume from)")
+            raise UserError(f"--out_dir {self.root}: could not write {error.filename or 'a file'} "
+                            f"({error.strerror}); the run stopped. Make room or choose a writable folder, "
+                            f"{then}") from None
         return False
 
     def refused_write(self, error: OSError) -> bool:
@@ -335,10 +311,6 @@ class RunDir:
                 return path
         return None
 
-    def _holds_work(self) -> bool:
-        """Any file but the marker and stage.json (a checkpoint, metrics, a prediction, a user's own file)."""
-        return any(p.is_file() and p.name not in SETUP_ONLY for p in self.root.rglob("*"))
-
     def finish(self) -> None:
         args = self.args
         if not getattr(args, "predict_only", False):
@@ -349,7 +321,7 @@ class RunDir:
         if not self.keep_marker:
             ended = datetime.datetime.now().isoformat(timespec="seconds")
             self.write_marker(self.read_marker() | {"status": "finished", "ended": ended})
-        print(summary(self.root, [p for p in _outputs(args) if p.exists() and not self._inside(p)]))
+        print(summary(self.root, [p for p in _output_flags(args).values() if p.exists() and not self._inside(p)]))
 
 
 def summary(root: Path, outside=()) -> str:

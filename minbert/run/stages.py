@@ -1,15 +1,12 @@
 """Starting a multitask run from an earlier one: --init_from and --pals_after (stage chaining).
 
-Two of the papers' pipelines start from a finished run's model folder (minbert/core/export.py):
-  --init_from RUN_DIR    its encoder replaces --model, and its heads/PALs whose names and shapes
-                         match are loaded (Muppet's head reuse, any chain of stages);
-  --pals_after RUN_DIR   PALs after fine-tuning (Pritsky et al. §3.3.2): --init_from RUN_DIR plus
-                         zero-initialised PALs (outputs unchanged at step 0), and only the PALs
-                         train (--pals_after_heads: the task heads too). It means --pals
-                         --pals_init zero --option pretrain.
-`resolve(args)` turns these flags into the ones they imply; `start(args, model)` loads and
-freezes, and records in OUT_DIR/stage.json what the run started from (--predict_only, which trains nothing,
-never calls it).
+  --init_from RUN_DIR    its encoder replaces --model, and its heads/PALs whose names and shapes match are loaded
+                         (Muppet's head reuse, any chain of stages; minbert/core/export.py);
+  --pals_after RUN_DIR   PALs after fine-tuning (Pritsky et al. §3.3.2): --init_from RUN_DIR plus zero-initialised
+                         PALs (outputs unchanged at step 0), and only the PALs train (--pals_after_heads: the heads
+                         too). It means --pals --pals_init zero --option pretrain.
+`resolve(args)` sets the flags they imply; `start(args, model)` loads, freezes, and records in OUT_DIR/stage.json
+what the run started from (--predict_only, which trains nothing, never calls it).
 """
 
 import os

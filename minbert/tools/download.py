@@ -6,23 +6,12 @@ Download the public datasets minbert trains on.
     python -m minbert download glue --tasks RTE,MRPC # -> data/glue_data/RTE, .../MRPC
     python -m minbert download glue --tasks all --dest DIR   # then train with --glue_dir DIR
 
-`cs224n` fetches the CS224N default-final-project files (SST-5, Quora, STS, CFIMDB; train, dev and
-unlabeled test splits) from the handout repository gpoesia/minbert-default-final-project on GitHub.
-Each file is streamed with a tqdm progress bar to a `.part` name and then renamed, so a file under
-its final name is always complete (download_file). Files that are already there are skipped,
-which means rerunning the command after an interruption fetches only what is missing.
-data/README.md lists the sources, licences and split sizes.
-
-`glue` fetches the GLUE task zips that GLUE's own download_glue_data.py uses (QQP-clean.zip
-unzips to QQP/, QNLIv2.zip to QNLI/), SNLI 1.0 from Stanford into SNLI/, and the CS224N Quora files
-into Quora/ (the layout minbert.tasks.glue reads). MRPC is not hosted by GLUE for licence reasons: like
-GLUE's script we fetch the Microsoft train/test files from the SentEval release and split train
-into train.tsv/dev.tsv by GLUE's list of dev pair ids (format_mrpc). A zip is extracted into a
-temporary folder and each file then renamed into place, so a task whose files are all there is
-complete and skipped on the next run.
-
-Subcommands are argparse sub-parsers: a dataset is one function plus one `add_parser` call.
-Deliberately left out: checksums, mirrors, proxies and the GLUE diagnostic set (AX).
+`cs224n` fetches the CS224N default-final-project files (SST-5, Quora, STS, CFIMDB; train, dev and unlabeled
+test splits) from the handout repository gpoesia/minbert-default-final-project (data/README.md: sources,
+licences, sizes). `glue` fetches the task zips GLUE's own download_glue_data.py uses, SNLI 1.0 and the CS224N
+Quora files, in the layout minbert.tasks.glue reads; MRPC, which GLUE does not host, as GLUE's script does.
+A file under its final name is always complete (written under a temporary name, then renamed), so what is there
+is skipped and a rerun fetches only what is missing. Left out: checksums, mirrors, proxies, GLUE's AX set.
 """
 
 import argparse
@@ -37,7 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from minbert.core import flags
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.flags import BriefParser, writable_dir
 from minbert.tasks.data import DataError
 from minbert.tasks.glue import DEFAULT_GLUE_DIR, TASKS
@@ -52,28 +41,22 @@ CS224N_NAMES = [
 
 
 def download_file(url: str, dest: Path, desc: str) -> Path:
-    """Stream url to dest with a tqdm progress bar (bytes, unit_scale), writing to
-    dest.with_suffix(dest.suffix + '.part') then os.replace (atomic: no half-written file is ever
-    left under the final name).
-
-    Raises urllib.error.HTTPError for an HTTP error status (e.g. 404), and ConnectionError when
-    the server closes the connection before sending the whole file."""
+    """Stream url to dest with a tqdm progress bar, writing to dest + '.part' and then renaming it (os.replace is
+    atomic: no half-written file is ever left under the final name). Raises urllib.error.HTTPError for an HTTP
+    error status (e.g. 404), and ConnectionError when the server closes the connection before the whole file."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_suffix(dest.suffix + ".part")
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT) as response, open(part, "wb") as f:
             total = int(response.headers.get("Content-Length") or 0) or None  # None: size unknown
-            received = 0
-            with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc) as bar:
-                while chunk := response.read(1 << 20):  # 1 MiB at a time
-                    f.write(chunk)
-                    received += len(chunk)
-                    bar.update(len(chunk))
+            with tqdm.wrapattr(f, "write", total=total, desc=desc) as out:   # bytes, scaled by 1024
+                shutil.copyfileobj(response, out, 1 << 20)  # 1 MiB at a time
+            received = f.tell()
         # a dropped connection can also look like a clean end of stream, so count the bytes
         if total is not None and received != total:
             raise ConnectionError(f"{url}: received {received} of {total} bytes")
-        os.replace(part, dest)  # atomic on POSIX and Windows: dest is either absent or whole
+        os.replace(part, dest)
     except IncompleteRead as e:
         part.unlink(missing_ok=True)
         raise ConnectionError(f"{url}: connection closed after {len(e.partial)} bytes") from e
@@ -242,6 +225,3 @@ def main(argv: list[str] | None = None) -> None:
         raise UserError(f"download failed ({getattr(e, 'reason', e)}). Files already downloaded are kept; "
                         "rerun this command when online (it skips what is there).") from None
 
-
-if __name__ == "__main__":
-    cli(main)

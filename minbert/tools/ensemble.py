@@ -5,51 +5,37 @@ Song, Hu & Pan (CS224N report, §3.1 and appendix Algorithm 1) combine k fine-tu
     weighted average        f(x) = Σ_i W_i f(x; θ_i) / Σ_i W_i
     weighted majority vote  f(x) = C_j  with the largest Σ_{i: f(x; θ_i) = C_j} W_i
 
-where f(x; θ_i) is member i's class probabilities (SST: softmax of the 5 logits; Quora: sigmoid
-of the logit) or its STS score; the vote counts each member's predicted class. Their 7-model
-ensemble reached dev overall 0.786 against 0.778 for their best single model.
+where f(x; θ_i) is member i's class probabilities (SST: softmax of the 5 logits; Quora: sigmoid of the logit) or
+its STS score; the vote counts each member's predicted class. Their 7-model ensemble reached dev overall 0.786
+against 0.778 for their best single model. The weights (--weights):
+  greedy          fitted on dev by forward selection WITH replacement (Caruana et al. 2004): each round adds the
+                  member that gives the highest dev overall, until no addition strictly improves it; a member's
+                  weight is the number of times it was added.
+  ranked          the report's Algorithm 1 ("Greedy model soup", Wortsman et al. 2022, applied to outputs), per
+                  TASK: members sorted by their own dev score on that task, Fin starts empty, and member i joins
+                  with its prior weight ŵ_i (--prior 2,1,1; default 1 each) if it raises that task's score.
+  ranked_overall  one pass ranked by dev overall, weights shared by the tasks.
+  uniform, 2,1,1  no fitting.
 
-Weights are fitted on dev by greedy forward selection WITH replacement (Caruana et al. 2004,
-"Ensemble selection from libraries of models"): start empty; each round, add the member whose
-addition gives the highest dev overall score; stop when no addition strictly improves it. A
-member's weight is the number of times it was added, so a strong member can count twice.
-
-`--weights ranked` is the report's Algorithm 1 ("Greedy model soup", Wortsman et al. 2022, applied
-to outputs) as §3.1 describes it: members have prior weights ŵ_i ("soup prior probability",
-`--prior 2,1,1`, hyperparameters; default 1 each), and "ranking the models by their accuracy
-for each task", each TASK gets its own pass: members sorted by their own dev score on that task
-(best first; ties keep command-line order); Fin starts empty; member i joins with weight ŵ_i if
-score(average(Fin ∪ ŵ_i θ_i)) > score(average(Fin)) on that task (the empty Fin scores −∞, so the
-best member always joins). The result is one weight vector per task. Since the overall score is
-monotone in each task's score and tasks do not share predictions, "an overall improvement" and
-"an improvement on that task" choose the same members. `--weights ranked_overall` is the other
-reading (and minbert's old `ranked`): one pass ranked by dev overall, weights shared by the tasks.
-`--weights uniform` or `--weights 2,1,1` skip the fitting.
-
-Documented tie-breaking (so results are reproducible):
-  - greedy: among candidates with the same dev score, the one listed first on the command line;
-  - vote: among classes with the same total weight, the smallest class id;
-  - average: SST takes the first largest probability (argmax), Quora predicts 1 only when the
-    averaged probability is > 0.5 (like a single run's logit > 0);
-  - STS is a regression: "vote" has no classes to count, so STS is always the weighted average.
-
-Dev scores of a greedy ensemble are optimistic (the weights were chosen on the same dev set);
-the test predictions are not. With one member and any weight, every prediction file is byte for
-byte the member's own (probabilities are exact monotone maps of the logits, in float64).
+Tie-breaking (so results are reproducible): greedy and ranked keep the member listed first on the command line;
+the vote takes the smallest class id among equal totals; the average takes SST's first largest probability and
+predicts Quora 1 only when the averaged probability is > 0.5; STS is a regression, always the weighted average.
+Dev scores of a fitted ensemble are optimistic; the test predictions are not. With one member and any weight,
+every prediction file is byte for byte the member's own.
 
 Usage:  python -m minbert ensemble runs/a runs/b runs/c --method average --out_dir runs/ensemble
-Writes OUT_DIR/predictions/{sst,para,sts}-{dev,test}-output.csv (the handout's six files) and
-OUT_DIR/members.md + members.json: each member's weight and dev scores, and the ensemble's.
-Left out: stacking (a learned combiner), weighting per example, weight averaging of parameters
-(a model soup proper needs one shared architecture and reloading the models).
+Writes OUT_DIR/predictions/ (the handout's six files) and OUT_DIR/members.md + members.json: each member's weight
+and dev scores, and the ensemble's. Left out: stacking, weighting per example, averaging parameters (a model soup).
 """
 
 import os
+import sys
+from pathlib import Path
 
 import torch
 
 from minbert.core import flags
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.export import load_outputs, write_json
 from minbert.run.run_dir import refuse_to_replace
 from minbert.core.report import markdown_table
@@ -82,9 +68,7 @@ def decide(task: str, f: torch.Tensor) -> list:
 
 def weighted_average(fs: list[torch.Tensor], weights: list[float]) -> torch.Tensor:
     """Σ_i W_i f_i / Σ_i W_i over members with weight > 0."""
-    total = sum(weights)
-    out = sum(w * f for w, f in zip(weights, fs) if w > 0)
-    return out / total
+    return sum(w * f for w, f in zip(weights, fs) if w > 0) / sum(weights)
 
 
 def weighted_vote(classes: list[list[int]], weights: list[float], num_classes: int) -> list[int]:
@@ -106,8 +90,7 @@ def combine(task: str, members: list[dict], weights: list[float], method: str) -
 
 
 def score(task: str, values: list, labels: torch.Tensor) -> float:
-    gold = labels.tolist()
-    return pearson(values, gold) if task == "sts" else accuracy(values, gold)
+    return (pearson if task == "sts" else accuracy)(values, labels.tolist())
 
 
 def for_task(weights, task: str) -> list[float]:
@@ -168,6 +151,18 @@ def greedy_select(dev: list[dict], method: str = "average", max_rounds: int = 10
     return counts
 
 
+def ranked_pass(alone: list[float], value, weight: list[float]) -> list[float]:
+    """One pass over the members, best `alone` score first (sorted() is stable: ties keep command-line order): member
+    i joins with weight[i] when value(weights) strictly improves on the best so far (the empty set scores −∞)."""
+    chosen, best = [0.0] * len(alone), float("-inf")
+    for i in sorted(range(len(alone)), key=lambda i: -alone[i]):
+        trial = chosen.copy()
+        trial[i] = weight[i]                                           # Fin ∪ ŵ_i θ_i
+        if (v := value(trial)) > best:
+            chosen, best = trial, v
+    return chosen
+
+
 def ranked_select(dev: list[dict], method: str = "average", prior: list[float] | None = None) -> dict[str, list[float]]:
     """The report's Algorithm 1 per task (module docstring): {task: weights}, a kept member's weight is its prior."""
     prior = prior or [1.0] * len(dev)
@@ -175,29 +170,15 @@ def ranked_select(dev: list[dict], method: str = "average", prior: list[float] |
     for task in TASKS:
         members, gold = [m[task] for m in dev], dev[0][task]["labels"]
         alone = [score(task, combine(task, [m], [1.0], method), gold) for m in members]
-        chosen, best = [0.0] * len(dev), float("-inf")
-        for i in sorted(range(len(dev)), key=lambda i: -alone[i]):   # sorted() is stable: ties keep CLI order
-            trial = chosen.copy()
-            trial[i] = prior[i]                                        # Fin ∪ ŵ_i θ_i
-            value = score(task, combine(task, members, trial, method), gold)
-            if value > best:
-                chosen, best = trial, value
-        weights[task] = chosen
+        weights[task] = ranked_pass(alone, lambda w: score(task, combine(task, members, w, method), gold), prior)
     return weights
 
 
-def ranked_overall_select(dev: list[dict], method: str = "average") -> list[int]:
-    """`--weights ranked_overall`: one pass over the members in order of their own dev overall
-    (best first; equal scores keep command-line order), keeping each that strictly improves it."""
-    alone = [dev_scores(dev, [int(j == i) for j in range(len(dev))], method)["overall"] for i in range(len(dev))]
-    counts, best = [0] * len(dev), float("-inf")
-    for i in sorted(range(len(dev)), key=lambda i: -alone[i]):   # sorted() is stable
-        trial = counts.copy()
-        trial[i] = 1
-        overall = dev_scores(dev, trial, method)["overall"]
-        if overall > best:
-            counts, best = trial, overall
-    return counts
+def ranked_overall_select(dev: list[dict], method: str = "average") -> list[float]:
+    """`--weights ranked_overall`: one pass over the members in order of their own dev overall, keeping each that
+    strictly improves it."""
+    alone = [dev_scores(dev, [float(j == i) for j in range(len(dev))], method)["overall"] for i in range(len(dev))]
+    return ranked_pass(alone, lambda w: dev_scores(dev, w, method)["overall"], [1.0] * len(dev))
 
 
 def aligned(runs: list[dict], split: str) -> list[dict]:
@@ -221,33 +202,15 @@ def aligned(runs: list[dict], split: str) -> list[dict]:
 FITTED = ("greedy", "ranked", "ranked_overall")
 
 
-def parse_prior(text: str | None, n: int) -> list[float] | None:
-    if text is None:
-        return None
+def per_run(flag: str, text: str, n: int, ok, expected: str) -> list[float]:
+    """`text` as one number per RUN_DIR ('2,1,1'), each list passing `ok`; else a UserError saying what was expected."""
     try:
-        prior = [float(w) for w in text.split(",")]
+        values = [float(w) for w in text.split(",")]
     except ValueError:
-        prior = []
-    if len(prior) != n or min(prior) <= 0:
-        raise UserError(f"--prior {text}: expected {n} positive numbers separated by commas, one per RUN_DIR "
-                        "(Algorithm 1's prior weights ŵ_i)")
-    return prior
-
-
-def parse_weights(text: str, n: int) -> list[float] | None:
-    if text in FITTED:
-        return None
-    if text == "uniform":
-        return [1.0] * n
-    try:
-        weights = [float(w) for w in text.split(",")]
-    except ValueError:
-        weights = []
-    if len(weights) != n or min(weights) < 0 or sum(weights) <= 0:
-        raise UserError(f"--weights {text}: expected 'greedy', 'ranked', 'ranked_overall', 'uniform' or {n} "
-                        "non-negative numbers "
-                        "separated by commas, one per RUN_DIR, not all 0")
-    return weights
+        values = []
+    if len(values) != n or not ok(values):
+        raise UserError(f"{flag} {text}: expected {expected.format(n=n)} separated by commas, one per RUN_DIR")
+    return values
 
 
 def add_args(p) -> None:
@@ -277,8 +240,7 @@ def check_args(args, p) -> None:
 def main(argv=None):
     p = flags.ArgumentParser(prog="python -m minbert ensemble", description=__doc__)
     add_args(p)
-    args = p.parse(argv)
-    check_args(args, p)
+    args = p.parse(argv, sys.modules[__name__])   # then check_args
     if not args.overwrite:   # e.g. --out_dir of a run: its own predictions/ are never replaced without asking
         refuse_to_replace([os.path.join(args.out_dir, n) for n in ("predictions", "members.md", "members.json")])
 
@@ -286,13 +248,18 @@ def main(argv=None):
     dev, test = aligned(runs, "dev"), aligned(runs, "test")
     if len(dev[0]) != len(TASKS):
         raise UserError(f"every run needs dev outputs of {TASKS}; got {sorted(dev[0])}")
-    weights = parse_weights(args.weights, len(runs))
-    prior = parse_prior(args.prior, len(runs))
+    n = len(runs)
+    prior = None if args.prior is None else per_run("--prior", args.prior, n, lambda w: min(w) > 0,
+                                                    "{n} positive numbers (Algorithm 1's prior weights ŵ_i)")
     if args.weights == "ranked":
         weights = ranked_select(dev, args.method, prior)
-    elif weights is None:
+    elif args.weights in FITTED:
         select = greedy_select if args.weights == "greedy" else ranked_overall_select
         weights = [float(c) for c in select(dev, args.method)]
+    else:
+        weights = [1.0] * n if args.weights == "uniform" else per_run(
+            "--weights", args.weights, n, lambda w: min(w) >= 0 and sum(w) > 0,
+            "'greedy', 'ranked', 'ranked_overall', 'uniform' or {n} non-negative numbers, not all 0,")
 
     def shown(k):   # one weight, or sst/para/sts weights when they differ per task
         w = [for_task(weights, t)[k] for t in TASKS]
@@ -317,17 +284,12 @@ def main(argv=None):
             path = os.path.join(args.out_dir, "predictions", name)
             write_predictions(path, PREDICTION_HEADERS[task], ids, values)
     table = markdown_table(rows, ["member", "weight", "sst_acc", "para_acc", "sts_pearson", "overall"])
-    with open(os.path.join(args.out_dir, "members.md"), "w") as f:
-        f.write(table + "\n")
+    Path(args.out_dir, "members.md").write_text(table + "\n")
     write_json(os.path.join(args.out_dir, "members.json"),
-               {"method": args.method, "weights_from": args.weights, "prior": prior,
-                                                            "weights": weights, "rows": rows})
+               {"method": args.method, "weights_from": args.weights, "prior": prior, "weights": weights, "rows": rows})
     print(table)
-    fitted = args.weights in FITTED   # then the dev score is optimistic
     print(f"dev overall: ensemble {ensemble['overall']:.4f}, best member {max(r['overall'] for r in rows[:-1]):.4f}"
-          + (" (weights fitted on this dev set: the ensemble's dev score is optimistic)" if fitted else ""))
+          + (" (weights fitted on this dev set: the ensemble's dev score is optimistic)" if args.weights in FITTED
+             else ""))
     return rows
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -6,11 +6,10 @@
 and in Python: `transformers.pipeline("text-classification", model="runs/sst-hf")("A gorgeous film.")`.
 
 BertForSequenceClassification classifies BERT's pooler output through dropout and one linear layer. A head of
-that shape exports exactly (minbert/tools/trained_run.py, hf_head): train_multitask.py's linear heads on the pooler
-output with cross-encoded pairs (the default --pooling pooler --head linear; SST-5 with the handout's five label
-names, Quora as one sigmoid probability, STS as a regression score), and every train_mml.py run, MML's M heads
-included (Eq. 5 averages their logits: one linear map). Other heads (mean pooling, PALs, MLP heads, bi-encoder
-or tanh-scaled pair heads) have no place in that class: the command says which, in one line, and writes nothing.
+that shape exports exactly (trained_run.py, hf_head): train_multitask.py's linear heads on the pooler output with
+cross-encoded pairs (the defaults; SST-5 with the handout's label names, Quora as one sigmoid probability, STS as
+a regression score), and every train_mml.py run (Eq. 5 averages the M heads' logits: one linear map). Other heads
+(mean pooling, PALs, MLP heads, bi-encoder or tanh-scaled pair heads) are refused in one line, nothing written.
 `--dry_run` makes every check the export makes (the run, its head, OUT_DIR) and says what it would write.
 """
 
@@ -18,7 +17,7 @@ import sys
 from pathlib import Path
 
 from minbert.core import flags
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.export import export_hf_classifier
 
 
@@ -69,6 +68,3 @@ def describe(args) -> list[tuple[str, str]]:
 def what(task: str, head: dict) -> str:
     return f"the {task} head as BertForSequenceClassification ({', '.join(head['labels'])})"
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -7,19 +7,11 @@ and in Python: `SentenceTransformer("runs/quickstart-st").encode(sentences)`, th
 
 A train_multitask.py run with `--pooling mean` (the quick start's) reads each sentence as the mean of the
 encoder's token states over its real tokens: exactly sentence-transformers' Transformer module followed by its
-Pooling module in mean mode. The folder is the one `SentenceTransformer.save` writes (Reimers & Gurevych 2019,
-arXiv:1908.10084), written here as plain files (sentence-transformers is no dependency of minbert):
-
-    OUT_DIR/
-        modules.json                 the module list: Transformer (this folder), then Pooling (1_Pooling/)
-        sentence_bert_config.json    max_seq_length: the run's --max_seq_len, so inputs are cut as the run cut them
-        config.json, model.safetensors, vocab.txt, tokenizer_config.json    the run's encoder (also what
-                                     transformers' AutoModel / AutoTokenizer load)
-        1_Pooling/config.json        mean pooling over the real tokens, nothing else
-
-A run on BERT's pooler output (every train_mml.py run, train_multitask.py's default --pooling pooler) or with PALs
-(task layers inside the encoder, one encoder per task) has no such folder: the command says which, in one line,
-and writes nothing.
+Pooling module in mean mode. The folder is the one `SentenceTransformer.save` writes (Reimers & Gurevych 2019),
+as plain files: modules.json (Transformer here, then Pooling in 1_Pooling/), sentence_bert_config.json
+(max_seq_length: the run's --max_seq_len), the run's encoder and tokenizer files, 1_Pooling/config.json (mean).
+A run on BERT's pooler output (every train_mml.py run, train_multitask.py's default) or with PALs (one encoder per
+task) has no such folder: the command says which, in one line, and writes nothing.
 """
 
 import json
@@ -28,12 +20,9 @@ from pathlib import Path
 
 from minbert.core import flags
 from minbert.core.atomic import atomic_write
-from minbert.core.errors import UserError, cli
-from minbert.core.export import write_json
+from minbert.core.errors import UserError
+from minbert.core.export import copy_tokenizer, write_json
 from minbert.tools.export_hf import unused_out_dir
-
-ENCODER_FILES = ("config.json", "model.safetensors", "vocab.txt")   # byte copies of the run's model/ folder
-
 
 def parser():
     p = flags.ArgumentParser(prog="python -m minbert export-st", description=__doc__)
@@ -59,10 +48,9 @@ def export_sentence_transformers(directory, model_folder, max_seq_length: int) -
     """Write the folder of the module docstring from a run's model folder (its encoder and tokenizer files)."""
     source, directory = Path(model_folder), Path(directory)
     (directory / "1_Pooling").mkdir(parents=True, exist_ok=True)
-    for name in ENCODER_FILES:
+    for name in ("config.json", "model.safetensors"):   # byte copies of the run's encoder
         atomic_write(directory / name, lambda p, name=name: shutil.copyfile(source / name, p))
-    tokenizer = json.loads((source / "tokenizer_config.json").read_text()) | {"model_max_length": max_seq_length}
-    write_json(directory / "tokenizer_config.json", tokenizer)
+    copy_tokenizer(source, directory, max_seq_length)
     width = json.loads((source / "config.json").read_text())["hidden_size"]
     write_json(directory / "1_Pooling" / "config.json",
                {"word_embedding_dimension": width, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
@@ -85,6 +73,3 @@ def main(argv=None):
     print(f"wrote {out}: the encoder with mean pooling; SentenceTransformer(\"{out}\") loads it")
     return out
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -6,12 +6,11 @@
     python -m minbert predict runs/quickstart --file data/sts-dev.csv --format jsonl > sts-dev.jsonl
 
 Inputs: sentences as arguments, or one per line on stdin, or the rows of a CSV/TSV file (--file; columns
---text_column and --pair_column). A pair is two sentences separated by a tab or by " ||| ". What comes out, per
-input (minbert/tools/trained_run.py): from a multitask run, SST-5's label, its name and the 5 probabilities for a
-sentence, the paraphrase probability and the STS score for a pair (--task chooses the heads that run); from an
-MML run, its GLUE task's label and probabilities, or STS-B's score. Only the heads asked for run, in
-length-sorted batches of --batch_size (the scripts' evaluation batches), on --device under --amp as the scripts.
-Results go to stdout (a table, or --format csv | jsonl), everything else to stderr.
+--text_column and --pair_column). A pair is two sentences separated by a tab or by " ||| ". Per input
+(minbert/tools/trained_run.py): from a multitask run, SST-5's label, name and 5 probabilities for a sentence, the
+paraphrase probability and the STS score for a pair (--task chooses the heads); from an MML run, its GLUE task's
+label and probabilities, or STS-B's score. Scored as the scripts evaluate, on --device under --amp. Results go to
+stdout (a table, or --format csv | jsonl), everything else to stderr.
 """
 
 import csv
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from minbert.core import flags
 from minbert.core.device import add_device_args, set_threads
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import UserError
 from minbert.core.report import markdown_table
 
 PAIR_SEPARATORS = ("\t", "|||")   # a tab (as in TSV files), or " ||| " typed on a command line
@@ -65,10 +64,8 @@ def main(argv=None):
     with redirect_stdout(sys.stderr):   # stdout is for the results: the threads line goes to stderr
         set_threads(args.threads)
         run = load_run(args.run_dir, device=args.device, amp=args.amp, batch_size=args.batch_size, progress=True)
-    if args.file:
-        ids, inputs = read_file(args)
-    else:
-        ids, inputs = None, read_lines(args.sentences or stdin_lines(), bool(args.sentences))
+    lines = None if args.file else args.sentences or stdin_lines()
+    ids, inputs = read_file(args) if args.file else (None, read_lines(lines, bool(args.sentences)))
     with redirect_stdout(sys.stderr):   # the progress lines too
         records = run.predict(inputs, args.task.split(",") if args.task else None)
     if ids is not None:
@@ -108,8 +105,7 @@ def read_file(args) -> tuple[list | None, list]:
     if not path.is_file():
         raise UserError(f"--file {path}: no such file")
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as e:
         raise UserError(f"--file {path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     if not lines:
@@ -171,6 +167,3 @@ def readable(value) -> str:
     text = str(value).replace("|", "\\|")
     return text if len(text) <= 60 else text[:57] + "..."
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -2,29 +2,26 @@
 
 The method (the loss, the training-time MLP, which MLP is kept at test time) is minbert/methods/simcse.py
 (Gao, Yao & Chen 2021, arXiv:2104.08821); this is the command around it: readers, the loop, the export.
+Defaults are the paper's for unsupervised BERT-base (Appendix A): τ = 0.05, lr 3e-5, batch 64, max length 32,
+1 epoch, no weight decay, lr decayed linearly to 0 without warmup (supervised: batch 512, lr 5e-5, 3 epochs, as
+flags). `--weight_decay` and `--attention_dropout` are flags because Song, Hu & Pan varied both (their §4.4).
 
-Defaults are the paper's for unsupervised BERT-base (Appendix A): τ = 0.05, lr 3e-5, batch 64, max length
-32, 1 epoch, no weight decay, linear decay of lr to 0 without warmup (HF Trainer's default). Supervised
-SimCSE used batch 512, lr 5e-5, 3 epochs: pass them as flags. `--weight_decay` and `--attention_dropout`
-(BERT's attention-probability dropout, 0.1 in bert-base) are flags because Song, Hu & Pan varied both
-(their §4.4 table). `--test_mlp keep|drop` overrides the paper's test-time MLP choice (auto).
-
-Inputs: `--data cs224n` takes every distinct sentence of the CS224N training files under --data_dir (SST,
-Quora, STS; offline), `--data FILE` one sentence per line (wiki1m-style corpora as the Song/Hu/Pan report
-used). `--nli FILE` (tab- or comma-separated, with columns sent0, sent1, hard_neg, SimCSE's
-nli_for_simcse.csv layout) switches to supervised SimCSE.
+Inputs: `--data cs224n` takes every distinct sentence of the CS224N training files under --data_dir (offline),
+`--data FILE` one sentence per line (wiki1m-style corpora). `--nli FILE` (columns sent0, sent1, hard_neg:
+SimCSE's nli_for_simcse.csv) switches to supervised SimCSE.
 
 Reported before and after training (minbert/tasks/embedding_eval.py): STS dev Pearson r and Spearman ρ of
 cosine similarities with [CLS] and with mean pooling, alignment and uniformity (Wang & Isola 2020).
-Written: OUT_DIR/model/ (a complete folder: --model of either script loads it), OUT_DIR/metrics.json.
-The model written is the one at the end of training: the paper keeps the best of evaluations every 250
-steps on STS-B dev, which is the CS224N STS dev set here, so selecting on it would leak into later stages.
+Written: OUT_DIR/model/ (--model of either script loads it) and OUT_DIR/metrics.json. The model written is the
+one at the end of training: the paper keeps the best on STS-B dev, which is the CS224N STS dev set here, so
+selecting on it would leak into later stages.
 """
 
 import csv
 import json
 import math
 import os
+import sys
 import time
 
 import torch
@@ -35,9 +32,8 @@ from minbert.core import flags
 from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
-from minbert.core.device import AMP_CHOICES, add_threads_arg, autocast, pick_device, resolve_amp, seed_everything, \
-    set_threads
-from minbert.core.errors import UserError, cli
+from minbert.core.device import add_device_args, autocast, pick_device, resolve_amp, seed_everything, set_threads
+from minbert.core.errors import UserError
 from minbert.core.export import MODEL_DIR, export, write_json
 from minbert.methods.simcse import TEMPERATURE, SimCSE, keeps_mlp
 from minbert.tasks.data import CS224N_FILES, DEFAULT_DATA_DIR, default_paths, read_quora, read_sst, read_sts
@@ -123,11 +119,7 @@ def add_args(p) -> None:
                    help="stop after this many steps (0 = all epochs): short CPU budgets")
     g.add_argument("--limit", type=flags.at_least(0), default=0,
                    help="use at most N training sentences (and N STS dev pairs): smoke runs")
-    g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
-    g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
-                   help="mixed precision of the forward passes (the loss is fp32); auto: bf16 where the machine has "
-                        "it natively, else off")
-    add_threads_arg(g)
+    add_device_args(g)
     g.add_argument("--seed", type=int, default=42)
     g.add_argument("--out_dir", default="runs/simcse",
                    help="model/ (the encoder for --model of the next stage) and metrics.json")
@@ -147,10 +139,7 @@ def parser():
 
 
 def parse_args(argv=None):
-    p = parser()
-    args = p.parse(argv)
-    check_args(args, p)
-    return args
+    return parser().parse(argv, sys.modules[__name__])   # then check_args
 
 
 def main(argv=None):
@@ -203,11 +192,8 @@ def main(argv=None):
             chunk = [rows[i] for i in idx.tolist()]
             if len(chunk) < 2:
                 continue   # one sentence has no in-batch negative
-            with autocast(device, args.amp):
-                if supervised:
-                    loss = model.loss(*(tokens(col) for col in zip(*chunk)))
-                else:
-                    loss = model.loss(tokens(chunk))
+            with autocast(device, args.amp):   # supervised: the (sent0, sent1, hard_neg) columns
+                loss = model.loss(*(map(tokens, zip(*chunk)) if supervised else [tokens(chunk)]))
             loss.backward()
             optimizer.step()
             scheduler.step()
@@ -233,6 +219,3 @@ def main(argv=None):
     print(f"wrote {os.path.join(args.out_dir, MODEL_DIR)}: pass it as --model to train_multitask.py or train_mml.py")
     return record
 
-
-if __name__ == "__main__":
-    cli(main)

@@ -1,31 +1,23 @@
 """A finished run, loaded for use: its model and heads on new sentences, in the order they were given.
 
-A run folder of train_multitask.py or train_mml.py holds its best model as RUN_DIR/model/
-(minbert/core/export.py): the encoder (config.json, model.safetensors, vocab.txt), the heads
-(task_modules.safetensors) and stage.json, whose "script" and "model_args" say which model that is: the keyword
-arguments of MultitaskBert (with the PALs' size, R4F, the attention path) or of MML's MultiverseHeads, and the
---max_seq_len the inputs are cut to. `load_run(RUN_DIR)` builds that model from them and loads the tensors with
-`load_state_dict(strict=True)`, in eval mode, and answers:
+A run's model/ folder (minbert/core/export.py) holds the encoder, the heads (task_modules.safetensors) and
+stage.json, whose "script" and "model_args" say which model that is: MultitaskBert's keyword arguments (with the
+PALs' size, R4F, the attention path) or MML's heads, and the --max_seq_len. `load_run(RUN_DIR)` builds that model
+and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and answers:
 
-    train_multitask.py   sentiment(sentences)  SST-5: label 0-4, its name, the 5 probabilities (softmax of the logits)
+    train_multitask.py   sentiment(sentences)  SST-5: label 0-4, its name, the 5 probabilities
                          paraphrase(pairs)     Quora: the probability of a paraphrase (sigmoid of the one logit)
                          similarity(pairs)     STS: the head's score (trained on 0-5)
-    train_mml.py         classify(inputs)      its GLUE task: label, name and probabilities, or the STS-B score;
-                                               MML's heads as train_mml.py scores them (Malkiel & Wolf, Eq. 5: the
-                                               softmax of the mean of the active heads' logits)
+    train_mml.py         classify(inputs)      its GLUE task: label, name and probabilities, or the STS-B score
+                                               (Malkiel & Wolf, Eq. 5: the mean of the active heads' logits)
     both                 encode(sentences)     (N, C): the pooled vector a head reads
                          predict(inputs)       one record per input: what `python -m minbert predict` prints
 
-Inputs are tokenized and scored as the scripts evaluate (minbert/tasks/scoring.py: length-sorted batches of
-EVAL_BATCH, the run's --max_seq_len), and the outputs are put back in input order. `hf_head(task)` gives a head in
-the shape of Hugging Face's BertForSequenceClassification (pooler -> dropout -> one linear layer), or says in one
-line why it has another shape (`python -m minbert export-hf`). `train_multitask.py --predict_only` loads its
-model here too.
-
-A run folder may come from someone else, so loading it runs no code: tensors come from safetensors files only
-(never a pickle: no pytorch_model.bin, no .pt), the record from JSON; the heads are built on the meta device
-first, so a record asking for a huge model costs nothing before the strict load refuses it. Anything wrong is
-one UserError naming the file; a run still training or interrupted says so, with the line that resumes it.
+Inputs are scored as the scripts evaluate them (minbert/tasks/scoring.py), and put back in input order.
+`hf_head(task)` gives a head as BertForSequenceClassification's classifier, or says in one line why it has
+another shape. A run folder may come from someone else, so loading it runs no code: tensors from safetensors files
+only, the record from JSON, the heads built on the meta device until the strict load has checked them. Anything
+wrong is one UserError naming the file; a run still training or interrupted says so, with the line that resumes it.
 """
 
 import json
@@ -33,6 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from minbert.bert.config import BertConfig
@@ -66,12 +59,14 @@ def model_args(script: str, args, hidden_size: int) -> dict:
 
 def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | None = None,
              progress: bool = False, script: str | None = None) -> "TrainedRun":
-    """The run in `path` (its --out_dir, or that folder's model/ or best.pt) on `device`, under `amp` (as the scripts'
-    --device and --amp), scoring `batch_size` inputs at a time (default EVAL_BATCH); `progress`: a bar (or log
-    lines) while scoring; `script`: only a run of that script (its --predict_only). Raises a UserError for a folder
-    that is not a finished run."""
+    """The run in `path` (its --out_dir, or that folder's model/ or best.pt) on `device` under `amp` (the scripts'
+    flags), scoring `batch_size` inputs at a time (default EVAL_BATCH); `progress`: a bar (or log lines) while
+    scoring; `script`: only a run of that script (its --predict_only). A folder that is no finished run: UserError."""
     folder = _model_folder(Path(path))
-    stage = _read_json(folder / STAGE)
+    try:
+        stage = json.loads((folder / STAGE).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{folder / STAGE}: not valid JSON ({e})") from None
     made_by, spec = (stage.get("script"), stage.get("model_args")) if isinstance(stage, dict) else (None, None)
     config = BertConfig.from_json(folder / "config.json")
     if spec is None:   # exported before stage.json held the record: the same record from the flags it stored
@@ -82,7 +77,11 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
     if script not in (None, made_by):
         raise UserError(f"{path}: a {made_by} run; {script} --predict_only reads its own runs (any run: "
                         f"python -m minbert predict {path})")
-    tensors = _read_tensors(folder / TASK_MODULES)
+    try:
+        tensors = load_file(str(folder / TASK_MODULES))
+    except Exception as e:   # safetensors raises its own error types for a damaged or foreign file
+        raise UserError(f"{folder / TASK_MODULES}: not a readable safetensors file ({type(e).__name__}: "
+                        f"{str(e)[:200]})") from None
     encoder = _encoder(folder, config, spec.get("fast_attention") is True)
     length = spec.get("max_seq_len")
     if type(length) is not int or not 5 <= length <= encoder.config.max_position_embeddings:
@@ -287,9 +286,8 @@ class MMLRun(TrainedRun):
 
 # ---------------------------------------------------------------------------------------------- loading, checked
 def _model_folder(path: Path) -> Path:
-    """`path` (a run's --out_dir, its model/, or a file in the run folder such as best.pt) -> the model folder,
-    checked to hold every file (regular files); a run still training, interrupted or failed says which, and how
-    to go on."""
+    """`path` (a run's --out_dir, its model/, or a file in it such as best.pt) -> the model folder, checked to hold
+    every file; a run still training, interrupted or failed says which, and how to go on."""
     path = path.parent if path.is_file() and path.suffix == ".pt" else path
     if not path.is_dir():
         raise UserError(f"{path}: no such folder; pass the --out_dir of a finished train_multitask.py or "
@@ -310,8 +308,7 @@ def _model_folder(path: Path) -> Path:
 def _older_record(folder: Path, stage, hidden_size: int) -> tuple:
     """(script, model_args) of a model/ exported before stage.json held them: the script from its run folder's
     run.json, the record from the flags stage.json stored ("args")."""
-    marker = folder.parent / run_dir.MARKER
-    script = _read_json(marker).get("script") if marker.is_file() and folder.name == MODEL_DIR else None
+    script = run_dir.read_marker(folder.parent).get("script") if folder.name == MODEL_DIR else None
     saved = stage.get("args") if isinstance(stage, dict) else None
     if script not in SCRIPTS or not isinstance(saved, dict):
         return None, None
@@ -319,21 +316,6 @@ def _older_record(folder: Path, stage, hidden_size: int) -> tuple:
         return script, json.loads(json.dumps(model_args(script, SimpleNamespace(**saved), hidden_size)))
     except (AttributeError, TypeError, ValueError) as e:
         raise UserError(f"{folder / STAGE}: its flags describe no {script} model ({e})") from None
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
-
-
-def _read_tensors(path: Path) -> dict:
-    from safetensors.torch import load_file
-    try:
-        return load_file(str(path))
-    except Exception as e:   # safetensors raises its own error types for a damaged or foreign file
-        raise UserError(f"{path}: not a readable safetensors file ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _encoder(folder: Path, config: BertConfig, fast_attention: bool) -> BertModel:

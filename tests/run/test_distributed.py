@@ -26,6 +26,7 @@ import socket
 
 import pytest
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from minbert.run import distributed
@@ -59,7 +60,8 @@ def _worker(rank, world, port, fn, args):
     try:
         fn(rank, *args)
     finally:
-        distributed.shutdown()
+        distributed.barrier()
+        dist.destroy_process_group()
 
 
 def launch(fn, *args, world=WORLD):
