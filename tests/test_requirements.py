@@ -27,7 +27,7 @@ def python_files(paths):
 
 def imported_modules(paths) -> dict[str, str]:
     """{top-level module: first file:line importing it}, for modules outside the stdlib and this repo."""
-    local = {p.stem for p in python_files(ALL)} | {"minbert"}
+    local = {p.stem for p in python_files(ALL)} | {"minbert", "bench"}
     found = {}
     for file in python_files(paths):
         for node in ast.walk(ast.parse(file.read_text(), str(file))):

@@ -256,9 +256,9 @@ def test_a_mistyped_flag_or_choice_names_the_closest_one(argv, want, capsys):
 ])
 def test_a_mistyped_name_in_a_studys_lists_names_the_closest_one(command, argv, want, capsys):
     import importlib
-    module = importlib.import_module(f"minbert.tools.{command}")
+    module = importlib.import_module(f"bench.{command}")
     line = refused(module.parse_args, argv, capsys)
-    assert want in line, f"python -m minbert {command} {' '.join(argv)}: expected {want!r}, got {line!r}"
+    assert want in line, f"python bench/{command}.py {' '.join(argv)}: expected {want!r}, got {line!r}"
 
 
 def test_unknown_offers_no_guess_when_nothing_is_close():
