@@ -47,11 +47,9 @@ def static(key: str) -> set:
     constructors such as torch.nn.Linear and functions such as torch.from_numpy that never reach the call layer."""
     found, data = set(), allowlists.gate_lists(C.ASSIGNMENTS)
     data["own"][key] = []
-    for rel in C.tracked_files(C.ROOT):
-        if rel.startswith("minbert/") and rel.endswith(".py") and not C.instructor_only(rel):
-            text = C.omit((C.ROOT / rel).read_text(encoding="utf-8"), rel, set(C.BY_KEY))
-            if f"{C.BEGIN} {key}" in text:
-                found |= gate.named(text, gate.Lists(data, key))
+    for rel, text in C.solution_files():
+        if f"{C.BEGIN} {key}" in text:
+            found |= gate.named(C.omit(text, rel, set(C.BY_KEY)), gate.Lists(data, key))
     return found
 
 

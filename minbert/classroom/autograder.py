@@ -1,9 +1,5 @@
-"""Gradescope's autograder zip, the entry point it runs, and `classroom check` (instructor-only).
-
-`build` writes OUT/autograder.zip (setup.sh, run_autograder, source/: the package with the solutions and the grader);
-`run` grades /autograder/submission into results/results.json whatever happens (a crash of the grader itself is
-reported there with score 0; MINBERT_AUTOGRADER_ROOT replaces /autograder). `check`: the student copy leaks nothing
-and grades 0, this repository full points, and every exploit in EXPLOITS 0 for its assignment.
+"""Gradescope's autograder zip (`build`), the entry point it runs (`run`: results.json whatever happens), and
+`classroom check`: the student copy leaks nothing and grades 0, this repository full points, every exploit 0.
 """
 
 import os
@@ -167,13 +163,9 @@ def leaks(copy: Path) -> list[str]:
     """Where the student copy shows a removed solution line or left-out line, a reference, or the instructor's
     section."""
     removed = set()
-    for rel in C.tracked_files(C.ROOT):
-        if rel.endswith(".py") and not C.instructor_only(rel):
-            text = (C.ROOT / rel).read_text(encoding="utf-8")
-            if C.BEGIN in text:                 # the solutions, and the given code the copy leaves out
-                removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1]
-                            + C.omitted(text, rel, set(C.BY_KEY))[1]
-                            if len(ln.strip()) >= 16 and not ln.strip().endswith(":")}
+    for rel, text in C.solution_files():     # the solutions, and the given code the copy leaves out
+        removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1] + C.omitted(text, rel, set(C.BY_KEY))[1]
+                    if len(ln.strip()) >= 16 and not ln.strip().endswith(":")}
     refs = set(re.findall(r"^def (\w+)", (Path(__file__).parent / "references.py").read_text(), flags=re.M))
     for f in C.ROOT.glob("tests/classroom/test_grader_references_*.py"):    # their helpers too (mistake_hint, ...)
         refs |= {n for n in re.findall(r"^def (\w+)", f.read_text(), flags=re.M) if not n.startswith("test_")}

@@ -2,9 +2,8 @@
 
     python -I child.py TEMPLATE KEY INPUTS GLUE_DIR        (inside the box of sandbox.py)
 
-TEMPLATE holds the submission laid over the clean template. Whatever the student's code does here can only change
-the bytes written to fd 3, which the parent caps, parses itself (wire.py) and compares with its own references. An
-exception becomes {"error": its type's name, "where": "minbert/x.py:N"}, never its message (the submission's text).
+Whatever the student's code does here can only change the bytes written to fd 3, which the parent caps and parses
+(wire.py). An exception becomes its type's name and "minbert/x.py:N", never its message.
 """
 
 import json
@@ -95,13 +94,7 @@ class _RefuseModules:
 
 
 def _subclasses(cls) -> set:
-    found, todo = {cls}, [cls]
-    while todo:
-        for sub in todo.pop().__subclasses__():
-            if sub not in found:
-                found.add(sub)
-                todo.append(sub)
-    return found
+    return {cls}.union(*map(_subclasses, cls.__subclasses__()))
 
 
 def ban(fence: dict, refuse):

@@ -1,11 +1,8 @@
 """Grade a submission: one sandboxed child per assignment, every verdict in this (parent) process.
 
-Intake and the gate (submission.py, gate.py), then every case drawn with a seed from the submission's blocks and a
-secret salt (cases.py) and ALL references computed here (scenarios.py) before any child starts; each child runs in a
-box (sandbox.py) and its bytes are parsed here (wire.py: no unpickling), a case's points and a known mistake's hint
-(hints.py) decided here. As an ordinary user grading runs unisolated and every message says it is a self-check, not
-authoritative; `require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
-docs/classroom.md (The protocol) gives each step.
+Intake and the gate (submission.py), cases seeded by the submission and a secret salt (cases.py), every reference
+computed here before any child starts, one box per assignment (sandbox.py), its bytes parsed here (wire.py), points
+and hints (hints.py) decided here. docs/classroom.md (The protocol) gives each step.
 """
 
 import builtins

@@ -1,10 +1,8 @@
 """Only the graded files count: find them in a submission, check them against the template, lay them over it.
 
-The template is the student copy of the `minbert/` package, built by the grader itself. From a submission only the
-text between `### BEGIN SOLUTION <key>` and `### END SOLUTION` of the graded files is taken: every other line must
-equal the template's (trailing spaces aside), else that file's assignments score 0, and each block is read by the
-gate (gate.py) first: a refused one keeps the template's stub. A submission may be the repository (SUB/minbert/x.py),
-the package folder (SUB/x.py) or loose files anywhere below SUB (one x.py, not under tests/).
+The template is the student copy of the `minbert/` package, built by the grader itself. Only the text between a
+graded file's markers is taken (every other line must equal the template's, else that file's assignments score 0),
+and the gate reads each block first. A submission may be the repository, its package folder or loose files.
 """
 
 import ast
@@ -21,13 +19,9 @@ from minbert.classroom import allowlists, assignments as C, gate
 def graded_files(selected, handout=None) -> dict[str, str]:
     """{"minbert/x.py": template text} for every package file holding a selected block; the template
     is stripped as the hand-out was (`handout`: the assignments removed from it, default all)."""
-    out, handout = {}, set(C.BY_KEY if handout is None else handout)
-    for rel in C.tracked_files(C.ROOT):
-        if rel.startswith("minbert/") and rel.endswith(".py") and C.instructor_only(rel) is False:
-            text = (C.ROOT / rel).read_text(encoding="utf-8")
-            if C.BEGIN in text and any(f"{C.BEGIN} {k}" in text for k in selected):
-                out[rel] = C.strip(text, rel, handout)[0]
-    return out
+    handout = set(C.BY_KEY if handout is None else handout)
+    return {rel: C.strip(text, rel, handout)[0] for rel, text in C.solution_files()
+            if any(f"{C.BEGIN} {k}" in text for k in selected)}
 
 
 def write_template(dst: Path, selected, left_out=None) -> Path:
