@@ -13,7 +13,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from minbert.classroom import assignments as C
+from minbert.classroom import assignments as C, gate
 from minbert.classroom.results import results_json, write_json
 
 SETUP = """#!/usr/bin/env bash
@@ -86,22 +86,11 @@ def run(root: Path) -> int:
 
 def _replace_block(path: Path, key: str, body: str, nth: int = 0):
     """Put `body` (unindented lines) between the markers of the nth `key` block of a file."""
-    lines, out, count, inside = path.read_text().splitlines(keepends=True), [], 0, False
-    for line in lines:
-        s = line.strip()
-        if s.startswith(f"{C.BEGIN} {key}"):
-            indent = line[:len(line) - len(line.lstrip())]
-            out.append(line)
-            inside = count == nth
-            count += 1
-            if inside:
-                out += [indent + b + "\n" for b in body.splitlines()]
-            continue
-        if s.startswith(C.END) and inside:
-            inside = False
-        if not inside:
-            out.append(line)
-    path.write_text("".join(out))
+    text = path.read_text()
+    lines, (_, first, last) = text.splitlines(keepends=True), [b for b in gate.blocks(text) if b[0] == key][nth]
+    indent = lines[first - 2][:len(lines[first - 2]) - len(lines[first - 2].lstrip())]      # the BEGIN line's
+    lines[first - 1:last] = [indent + b + "\n" for b in body.splitlines()]
+    path.write_text("".join(lines))
 
 
 PYTEST_PATCH = """import _pytest.reports as _r

@@ -30,12 +30,8 @@ def record_of(exc: BaseException, template: str) -> dict:
     return found
 
 
-# The fence (fence.py, copied next to this file): every operator and torch callable the submission reaches must be
-# on its assignment's allow-lists (fence.json: its record's `allowed_ops` and `allowed_calls`). On top of it, what
-# no operator list can tell from a student's code, refused by name before any of the submission's code is imported
-# (its record's `fence`): torch's own Python implementations of an assignment (they compute with the same operators)
-# and scikit-learn/scipy/transformers (no given code imports them; the box's tree does not even hold them). The
-# reflection that would undo this needs names the gate (gate.py) refuses before the block runs.
+# Beside the fence, refused by name (`ban`): torch's own Python implementations of an assignment, which compute with
+# the operators its list allows (its record's `fence`), and these libraries (no given code imports them).
 BLOCKED_MODULES = ("sklearn", "scipy", "transformers")
 
 
