@@ -1,13 +1,8 @@
 """The allow-lists: what a solution may name (gate.py, before it runs) and run (fence.py, while it runs), from one
-vocabulary hand-written here and reviewed once; each record (assignments.py) adds its own entries and `removes`
-the composites that compute its own answer, each with its reason.
-
-The vocabulary is the elementary tensor maths any correct solution might use (every name's `_` form too): no
-decomposition, random draw, fused kernel, attention, optimizer or normalisation layer. An operator base name allows
-all its overloads; a call name is allowed in each of NAMESPACES, and as a property `torch.Tensor.X.__get__`/`__set__`.
-BUILTINS, MODULES, MEMBERS and ATTRIBUTES are the rest of what a block may name (gate.py); SUGGEST gives a refusal its
-alternative. Each record's own entries are recorded (allowlist_recording.py); `review()` lists those whose name
-looks like an answer (REVIEW), each to be explained in `why_allowed` or to go. docs/classroom.md has the rules.
+vocabulary hand-written here and reviewed once. Each record (assignments.py) adds its own recorded entries
+(allowlist_recording.py) and `removes` the composites that compute its own answer; `review()` lists the entries that
+look like an answer (REVIEW), each to be explained in `why_allowed`. An operator base name allows all its overloads,
+a call name each of NAMESPACES (and `_` forms). The rules: docs/classroom.md (The allow-lists).
 """
 
 import functools

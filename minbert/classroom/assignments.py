@@ -1,11 +1,8 @@
-"""The classroom edition: the rubric (ASSIGNMENTS), the solution markers, and the student copy in one command.
+"""The classroom edition: the rubric (ASSIGNMENTS), the solution markers, the stripper and the student copy.
 
-One source of truth, as in nbgrader: each graded body is wrapped in `### BEGIN SOLUTION <key>` / `### END SOLUTION`,
-with its hint above the block so it survives stripping. `python -m minbert classroom student OUT` copies the
-tracked files to OUT, a fresh git repository: each selected block keeps its markers around a NotImplementedError
-stub, the others lose their markers and keep their code; instructor-only files (INSTRUCTOR_ONLY) are left out,
-README.md is the copy's own (student_readme) and the other Markdown files are rewritten (student_markdown). The copy
-also gets the gate (tests/gate.py, ALLOWED.md, tests/ALLOWED.json). docs/classroom.md gives the details.
+One source of truth, as in nbgrader: each graded body sits between `### BEGIN SOLUTION <key>` and `### END SOLUTION`,
+its hint above the block. `student` writes the copy: each selected block keeps its markers around a stub,
+instructor-only files (INSTRUCTOR_ONLY) are left out, README.md is the copy's own and the gate ships in tests/.
 """
 
 import ast
@@ -230,14 +227,11 @@ def strip(text: str, path: str, selected: set, left_out=None) -> tuple[str, list
 def stub_lines(selected) -> dict[str, list[str]]:
     """{assignment: ["minbert/x.py:N", ...]}: where each stub sits in the student copy (for the README)."""
     where = {k: [] for k in selected}
-    for rel in tracked_files(ROOT):
-        if rel.startswith("minbert/") and rel.endswith(".py") and not instructor_only(rel):
-            text = (ROOT / rel).read_text(encoding="utf-8")
-            if BEGIN in text:
-                for n, line in enumerate(strip(text, rel, set(selected))[0].splitlines(), 1):
-                    m = STUB_LINE.search(line)
-                    if m:
-                        where[m.group(1)].append(f"{rel}:{n}")
+    for rel, text in solution_files():
+        for n, line in enumerate(strip(text, rel, set(selected))[0].splitlines(), 1):
+            m = STUB_LINE.search(line)
+            if m:
+                where[m.group(1)].append(f"{rel}:{n}")
     return where
 
 
@@ -252,6 +246,15 @@ LEFT_OUT = re.compile(r"(^|/)(\.git|__pycache__|\.pytest_cache)(/|$)|\.pyc$|^ben
 
 def instructor_only(rel: str) -> bool:
     return bool(INSTRUCTOR_ONLY.search(rel))
+
+
+def solution_files():
+    """(rel, text) of each package file of this repository that holds a solution block."""
+    for rel in tracked_files(ROOT):
+        if rel.startswith("minbert/") and rel.endswith(".py") and not instructor_only(rel):
+            text = (ROOT / rel).read_text(encoding="utf-8")
+            if BEGIN in text:
+                yield rel, text
 
 
 def package_file(name: str) -> str:

@@ -1,9 +1,5 @@
-"""Gradescope's autograder zip, the entry point it runs, and `classroom check` (instructor-only).
-
-`build` writes OUT/autograder.zip (setup.sh, run_autograder, source/: the package with the solutions and the grader);
-`run` grades /autograder/submission into results/results.json whatever happens (a crash of the grader itself is
-reported there with score 0; MINBERT_AUTOGRADER_ROOT replaces /autograder). `check`: the student copy leaks nothing
-and grades 0, this repository full points, and every exploit in EXPLOITS 0 for its assignment.
+"""Gradescope's autograder zip (`build`), the entry point it runs (`run`: results.json whatever happens), and
+`classroom check`: the student copy leaks nothing and grades 0, this repository full points, every exploit 0.
 """
 
 import os
@@ -17,7 +13,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from minbert.classroom import assignments as C
+from minbert.classroom import assignments as C, gate
 from minbert.classroom.results import results_json, write_json
 
 SETUP = """#!/usr/bin/env bash
@@ -90,22 +86,11 @@ def run(root: Path) -> int:
 
 def _replace_block(path: Path, key: str, body: str, nth: int = 0):
     """Put `body` (unindented lines) between the markers of the nth `key` block of a file."""
-    lines, out, count, inside = path.read_text().splitlines(keepends=True), [], 0, False
-    for line in lines:
-        s = line.strip()
-        if s.startswith(f"{C.BEGIN} {key}"):
-            indent = line[:len(line) - len(line.lstrip())]
-            out.append(line)
-            inside = count == nth
-            count += 1
-            if inside:
-                out += [indent + b + "\n" for b in body.splitlines()]
-            continue
-        if s.startswith(C.END) and inside:
-            inside = False
-        if not inside:
-            out.append(line)
-    path.write_text("".join(out))
+    text = path.read_text()
+    lines, (_, first, last) = text.splitlines(keepends=True), [b for b in gate.blocks(text) if b[0] == key][nth]
+    indent = lines[first - 2][:len(lines[first - 2]) - len(lines[first - 2].lstrip())]      # the BEGIN line's
+    lines[first - 1:last] = [indent + b + "\n" for b in body.splitlines()]
+    path.write_text("".join(lines))
 
 
 PYTEST_PATCH = """import _pytest.reports as _r
@@ -167,13 +152,9 @@ def leaks(copy: Path) -> list[str]:
     """Where the student copy shows a removed solution line or left-out line, a reference, or the instructor's
     section."""
     removed = set()
-    for rel in C.tracked_files(C.ROOT):
-        if rel.endswith(".py") and not C.instructor_only(rel):
-            text = (C.ROOT / rel).read_text(encoding="utf-8")
-            if C.BEGIN in text:                 # the solutions, and the given code the copy leaves out
-                removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1]
-                            + C.omitted(text, rel, set(C.BY_KEY))[1]
-                            if len(ln.strip()) >= 16 and not ln.strip().endswith(":")}
+    for rel, text in C.solution_files():     # the solutions, and the given code the copy leaves out
+        removed |= {ln.strip() for ln in C.strip(text, rel, set(C.BY_KEY))[1] + C.omitted(text, rel, set(C.BY_KEY))[1]
+                    if len(ln.strip()) >= 16 and not ln.strip().endswith(":")}
     refs = set(re.findall(r"^def (\w+)", (Path(__file__).parent / "references.py").read_text(), flags=re.M))
     for f in C.ROOT.glob("tests/classroom/test_grader_references_*.py"):    # their helpers too (mistake_hint, ...)
         refs |= {n for n in re.findall(r"^def (\w+)", f.read_text(), flags=re.M) if not n.startswith("test_")}

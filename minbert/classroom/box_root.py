@@ -1,9 +1,6 @@
-"""What a box can see: the Python runtime and the few packages the assignments need, nothing else.
-
-With mounts (namespaces allowed), sandbox.py bind-mounts the runtime read-only and lays an empty tmpfs over every
-site-packages folder with only `BOX_PACKAGES` bound back; without (root without CAP_SYS_ADMIN), `link_tree` builds the
-same tree once per grade from hard links, and the box chroots into it. Either way the instructor's checkout, the
-grader's folders and every library no assignment imports (scikit-learn, scipy, transformers, ...) are not there.
+"""What a box can see: the Python runtime and the few packages the assignments need (BOX_PACKAGES), nothing else:
+bind-mounted by sandbox.py where namespaces are allowed, else laid out once per grade from hard links (`link_tree`)
+for a chroot. The instructor's checkout, the grader's folders and every other library are not there.
 """
 
 import os
@@ -48,11 +45,11 @@ def sites() -> dict[str, list[str]]:
 
 
 def runtime_paths() -> list[str]:
-    """What the child's Python needs read-only, for the mounted box: the interpreter's prefixes (their site
-    folders are then filtered by `sites`). The checkout itself is never mounted; a venv inside it is."""
+    """What the child's Python needs read-only, for the mounted box: the files of ETC, the interpreter's prefixes
+    (their site folders are then filtered by `sites`). The checkout itself is never mounted; a venv inside it is."""
     keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     keep |= set(site_dirs())
-    out = []
+    out = [f for f in ETC if os.path.isfile(f)]
     for p in sorted(os.path.realpath(k) for k in keep):
         if not any(p == o or p.startswith(o + "/") for o in out):
             out.append(p)
@@ -88,41 +85,30 @@ def _under_link(path: str) -> bool:
     return parent != "/" and (os.path.islink(parent) or _under_link(parent))
 
 
-def _place(src: str, dst: str):
-    """dst becomes a hard link to src (a copy across filesystems, or of a file others may write, without that
-    write bit); links stay links; folders are walked."""
-    if os.path.islink(src):
+def _put(root: str, path: str, skip=frozenset()):
+    """Lay `path` into the tree at the same place, its parent folders made as plain 0755 folders: a link stays a
+    link, a folder is walked (but its entries in `skip`), a file becomes a hard link (a copy across filesystems,
+    or of a file others may write, without that write bit)."""
+    dst = root + path
+    os.makedirs(os.path.dirname(dst), mode=0o755, exist_ok=True)
+    if os.path.islink(path):
         if not os.path.lexists(dst):
-            os.symlink(os.readlink(src), dst)
-        return
-    if os.path.isdir(src):
+            os.symlink(os.readlink(path), dst)
+    elif os.path.isdir(path):
         os.makedirs(dst, exist_ok=True)
-        for entry in os.scandir(src):
-            _place(entry.path, os.path.join(dst, entry.name))
-        return
-    if os.path.exists(dst):
-        return
-    if os.stat(src).st_mode & 0o022:              # writable by others: a link would let the box write the original
-        shutil.copy2(src, dst)
-        os.chmod(dst, os.stat(dst).st_mode & ~0o022)
-        return
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def _put(root: str, path: str, skip: set):
-    """Lay `path` into the tree at the same place, its parent folders made as plain 0755 folders."""
-    parent = os.path.dirname(path)
-    os.makedirs(root + parent, mode=0o755, exist_ok=True)
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.makedirs(root + path, exist_ok=True)
         for entry in os.scandir(path):
             if entry.path not in skip:
                 _put(root, entry.path, skip)
+    elif os.path.exists(dst):
         return
-    _place(path, root + path)
+    elif os.stat(path).st_mode & 0o022:         # writable by others: a link would let the box write the original
+        shutil.copy2(path, dst)
+        os.chmod(dst, os.stat(dst).st_mode & ~0o022)
+    else:
+        try:
+            os.link(path, dst)
+        except OSError:
+            shutil.copy2(path, dst)
 
 
 def link_tree(root) -> str:
@@ -137,7 +123,7 @@ def link_tree(root) -> str:
     for folder, entries in site.items():
         os.makedirs(root + folder, mode=0o755, exist_ok=True)
         for e in entries:
-            _put(root, os.path.join(folder, e), set())
+            _put(root, os.path.join(folder, e))
     for dev in ("null", "zero", "urandom", "random"):     # mknod is in a container's capabilities
         try:
             os.makedirs(root + "/dev", mode=0o755, exist_ok=True)

@@ -1,11 +1,7 @@
-"""The grader's cases, drawn at grading time in the parent (instructor-only, never in the student copy).
-
-Every case draws its shapes and values from a generator seeded per submission, so no stored
-answer (tests/fixtures, an earlier run) can match it. Weights come from the instructor's own
-modules' initialisers, then get a random offset so that a zero bias or a unit LayerNorm gain
-cannot hide a missing term. The first VISIBLE cases of each assignment, and the first case of each of its
-functions, are shown to the student right away (so a refusal or a bug in any function shows before the due date);
-the rest are hidden until after the due date (Gradescope's `visibility`).
+"""The grader's cases, drawn at grading time in the parent from a generator seeded per submission, so that no stored
+answer can match them. Weights come from the instructor's modules' initialisers plus noise, so that a zero bias or a
+unit LayerNorm gain cannot hide a missing term. The first VISIBLE cases of each assignment and the first case of
+each function are shown before the due date; the rest after it (Gradescope's `visibility`).
 """
 
 import torch

@@ -2,9 +2,8 @@
 
     python -I child.py TEMPLATE KEY INPUTS GLUE_DIR        (inside the box of sandbox.py)
 
-TEMPLATE holds the submission laid over the clean template. Whatever the student's code does here can only change
-the bytes written to fd 3, which the parent caps, parses itself (wire.py) and compares with its own references. An
-exception becomes {"error": its type's name, "where": "minbert/x.py:N"}, never its message (the submission's text).
+Whatever the student's code does here can only change the bytes written to fd 3, which the parent caps and parses
+(wire.py). An exception becomes its type's name and "minbert/x.py:N", never its message.
 """
 
 import json
@@ -31,12 +30,8 @@ def record_of(exc: BaseException, template: str) -> dict:
     return found
 
 
-# The fence (fence.py, copied next to this file): every operator and torch callable the submission reaches must be
-# on its assignment's allow-lists (fence.json: its record's `allowed_ops` and `allowed_calls`). On top of it, what
-# no operator list can tell from a student's code, refused by name before any of the submission's code is imported
-# (its record's `fence`): torch's own Python implementations of an assignment (they compute with the same operators)
-# and scikit-learn/scipy/transformers (no given code imports them; the box's tree does not even hold them). The
-# reflection that would undo this needs names the gate (gate.py) refuses before the block runs.
+# Beside the fence, refused by name (`ban`): torch's own Python implementations of an assignment, which compute with
+# the operators its list allows (its record's `fence`), and these libraries (no given code imports them).
 BLOCKED_MODULES = ("sklearn", "scipy", "transformers")
 
 
@@ -95,13 +90,7 @@ class _RefuseModules:
 
 
 def _subclasses(cls) -> set:
-    found, todo = {cls}, [cls]
-    while todo:
-        for sub in todo.pop().__subclasses__():
-            if sub not in found:
-                found.add(sub)
-                todo.append(sub)
-    return found
+    return {cls}.union(*map(_subclasses, cls.__subclasses__()))
 
 
 def ban(fence: dict, refuse):

@@ -1,15 +1,5 @@
-"""A grade's cleanup, whatever ends the grade: folders removed without recursion, SIGTERM and SIGHUP taken as Ctrl-C.
-
-    remove_tree(path)          remove a folder and all it holds, iteratively, never following a link
-    folder(kind)               a new temporary folder named for its owner (`minbert-grade-<pid>-<start>-…`), once
-                               `sweep()` has removed what an owner killed with SIGKILL left: its folders and its
-                               boxes' control groups (`minbert-box-<pid>-<start>-…`)
-    remove_cgroups(paths)      control groups removed, the processes still in them killed first
-    signals_as_interrupts()    around a grade, in the main thread: SIGTERM, SIGHUP and SIGINT raise `Stopped`
-                               (a KeyboardInterrupt) once, so every `finally` runs; a second signal is ignored,
-                               and one that arrives during a cleanup step (`guard.shielded()`) is raised after
-    Tasks                      the grade's worker threads: none starts after `stop()`, which waits for the last
-
+"""A grade's cleanup, whatever ends the grade: folders removed without recursion or following a link, what a grader
+killed with SIGKILL left swept by the next, SIGTERM and SIGHUP taken as Ctrl-C so that every `finally` runs.
 Why (shutil.rmtree recurses per level before Python 3.13; Python's SIGTERM skips every `finally`): docs/classroom.md.
 """
 

@@ -1,14 +1,13 @@
-"""The runtime fence: while a submission runs, every operator it reaches must be on its assignment's allow-list.
-
-Copied into each box as `_minbert_grader_fence.py` and installed by child.py before any of the submission's code
-is imported. Two layers, each refusing what its list (`Assignment.allowed_ops`, `allowed_calls`) lacks with one
-line, "called X, which assignment K does not allow": `ops`, every ATen operator and overload, seen by a
-TorchDispatchMode below autograd; `calls`, every call into torch's Python API, seen by a TorchFunctionMode (for the
-composites, decomposed before the dispatch layer sees them). No switch: each check first verifies that both modes
-are still on (else REMOVED), and `install` takes away what could take a mode off. `Fence(None, None)` records
-instead of refusing (allowlist_recording.py). docs/classroom.md (The allow-lists) gives the design and its limits.
+"""The runtime fence: while a submission runs, every operator and torch call it reaches must be on its assignment's
+allow-lists (`Assignment.allowed_ops`, `allowed_calls`), or the case fails: "called X, which assignment K does not
+allow". Two modes, installed by child.py (which copies this file into the box) before the submission is imported: a
+TorchDispatchMode below autograd sees every ATen overload; a TorchFunctionMode every call into torch's Python API
+(the composites, decomposed before the dispatch layer sees them). No switch: each check first verifies that both
+modes are still on, and `install` takes away what could take one off. `Fence(None, None)` records instead of
+refusing (allowlist_recording.py). Design and limits: docs/classroom.md (The allow-lists).
 """
 
+import functools
 import sys
 import traceback
 from types import MappingProxyType
@@ -27,24 +26,24 @@ PLAIN = (torch.Tensor, torch.nn.Parameter)     # what a case's tensors are; no s
 # Where torch's public callables live, searched in this order for an object's public name.
 PUBLIC = ("torch", "torch.Tensor", "torch.nn.functional", "torch.nn", "torch.nn.init", "torch.linalg",
           "torch.special", "torch.fft", "torch.autograd")
-_public = {}
 
 
+@functools.cache
 def _public_names() -> dict:
     """{id(object): (object, 'torch.nn.functional.softmax')} for the callables in PUBLIC (each object held here, so
     that its id is never another's). Module dictionaries only: no lazy import is triggered."""
-    if not _public:
-        for where in PUBLIC:
-            module, _, cls = where.rpartition(".") if where == "torch.Tensor" else (where, "", "")
-            owner = getattr(sys.modules[module], cls) if cls else sys.modules.get(module)
-            if owner is None:
-                continue
-            spaces = [vars(k) for k in type.mro(owner)[:-1]] if isinstance(owner, type) else [vars(owner)]
-            for space in spaces:
-                for name, obj in space.items():
-                    if callable(obj) and not isinstance(obj, type(sys)):
-                        _public.setdefault(id(obj), (obj, f"{where}.{name}"))
-    return _public
+    public = {}
+    for where in PUBLIC:
+        module, _, cls = where.rpartition(".") if where == "torch.Tensor" else (where, "", "")
+        owner = getattr(sys.modules[module], cls) if cls else sys.modules.get(module)
+        if owner is None:
+            continue
+        spaces = [vars(k) for k in type.mro(owner)[:-1]] if isinstance(owner, type) else [vars(owner)]
+        for space in spaces:
+            for name, obj in space.items():
+                if callable(obj) and not isinstance(obj, type(sys)):
+                    public.setdefault(id(obj), (obj, f"{where}.{name}"))
+    return public
 
 
 def op_name(func) -> str:
@@ -75,15 +74,10 @@ def call_name(func, public=None) -> str:
     return f"{module}.{getattr(func, '__qualname__', None) or getattr(func, '__name__', '?')}"
 
 
+@functools.cache
 def all_op_names() -> frozenset:
     """Every operator overload the dispatcher knows, as op_name writes it."""
-    global _all_ops
-    if _all_ops is None:
-        _all_ops = frozenset(normal_op_name(n) for n in torch._C._dispatch_get_all_op_names())
-    return _all_ops
-
-
-_all_ops = None
+    return frozenset(normal_op_name(n) for n in torch._C._dispatch_get_all_op_names())
 
 
 def resolve(path: str):

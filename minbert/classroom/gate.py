@@ -1,19 +1,10 @@
 """The gate: what a solution block may name, read before any of it runs, by the grader and by the student (the
 student copy carries this file with each assignment's list, ALLOWED.json and ALLOWED.md: `python tests/gate.py`).
 
-Every identifier, attribute, import, call target and decorator in a block must be on its assignment's list: a name
-the block or its enclosing function binds; a public name the file gives (what it defines, and imports from the
-course's package); a builtin of `builtins` (no getattr, setattr, vars, globals, locals, eval, exec, compile,
-__import__, type, object, dir, open, format, breakpoint) or a builtin exception; a module of `modules` and its listed
-members, by canonical path (torch's on the assignment's calls, `F.softmax` being torch.nn.functional.softmax, and its
-dtypes; math's public ones; the others' in `members`); an attribute of a value from one vocabulary (tensor methods
-and properties, `attributes`, the given classes' public attributes, attributes the block stores itself). Refused
-outright: anything else, so private and dunder names (a private torch name only where the assignment's own list
-holds its path), frame, code, generator, coroutine and traceback internals (INTERNALS, whoever defines them);
-global, nonlocal, yield, await, async; classes; decorators the block defines; `match` class patterns; `.format` on
-anything but a literal, and format fields reading an attribute or an item.
-
-A refusal is one line: "file:line: `name` is not on assignment K's list; <what is>".
+Every identifier, attribute, import, call target and decorator in a block must be on its assignment's list (`Lists`,
+ALLOWED.md says what each holds), resolved with Python's scoping; anything else is refused, so private and dunder
+names, frame and code internals (INTERNALS, whoever defines them) and the constructs of OUTRIGHT. A refusal is one
+line: "file:line: `name` is not on assignment K's list; <what is>".
 """
 
 import ast

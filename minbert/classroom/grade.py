@@ -1,11 +1,8 @@
 """Grade a submission: one sandboxed child per assignment, every verdict in this (parent) process.
 
-Intake and the gate (submission.py, gate.py), then every case drawn with a seed from the submission's blocks and a
-secret salt (cases.py) and ALL references computed here (scenarios.py) before any child starts; each child runs in a
-box (sandbox.py) and its bytes are parsed here (wire.py: no unpickling), a case's points and a known mistake's hint
-(hints.py) decided here. As an ordinary user grading runs unisolated and every message says it is a self-check, not
-authoritative; `require_isolation` names the weakest level accepted (sandbox.LEVELS) and refuses below it.
-docs/classroom.md (The protocol) gives each step.
+Intake and the gate (submission.py), cases seeded by the submission and a secret salt (cases.py), every reference
+computed here before any child starts, one box per assignment (sandbox.py), its bytes parsed here (wire.py), points
+and hints (hints.py) decided here. docs/classroom.md (The protocol) gives each step.
 """
 
 import builtins
@@ -248,13 +245,9 @@ class Grade(list):
 
 def grade(sub: Path, selected=None, timeout: float = 60.0, workers: int = 2, salt: int | None = None, handout=None,
           require_isolation: str | bool | None = None) -> Grade:
-    """Grade the submission at `sub` (folder, file or .zip): `selected` the assignments to grade (default all),
-    `handout` the ones removed from the hand-out (default all; `student --assignments X` hands out X only),
-    `salt` the course's secret (default: a fresh random one, so the hidden cases cannot be computed from the
-    public code). Isolated as well as this machine allows (sandbox.LEVELS); `require_isolation` names the weakest
-    level accepted (default: "user+chroot" as root, where a self-check would not be a grade). Everything the grade
-    makes lives in one temporary folder, removed (cleanup.remove_tree) however the grade ends: SIGTERM, SIGHUP
-    and Ctrl-C raise cleanup.Stopped here, the boxes still running are killed, then the folder goes."""
+    """Grade the submission at `sub` (folder, file or .zip), as `classroom grade` does (its --help says each
+    option). Everything the grade makes lives in one temporary folder, removed however the grade ends: SIGTERM,
+    SIGHUP and Ctrl-C raise cleanup.Stopped here, the boxes still running are killed, then the folder goes."""
     salt = secrets.randbits(48) if salt is None else salt
     with cleanup.signals_as_interrupts() as guard:
         level, _ = isolation(require_isolation)

@@ -10,9 +10,11 @@ import torch
 import torch.nn.functional as F
 
 
-def einsum_attention_from_weights(state, H, x, am, softmax_dim=-1, scale=True, mask=True, mask_sign=1, prefix=""):
-    """softmax(Q Kᵀ/√D + M) V per head with einsums, from a SelfAttention state dict; the keyword
-    arguments build the usual mistakes (mask_sign=-1 subtracts the additive mask)."""
+def einsum_attention_from_weights(state, H, x, am, softmax_dim=-1, scale=True, mask=True, mask_sign=1, prefix="",
+                                  infinite=False):
+    """softmax(Q Kᵀ/√D + M) V per head with einsums, from a SelfAttention state dict: M the additive mask (-10000 at
+    padding), or masked_fill(-inf) when `infinite`; the other keyword arguments build the usual mistakes
+    (mask_sign=-1 subtracts the additive mask)."""
     C = x.shape[-1] if prefix + "query.weight" not in state else state[prefix + "query.weight"].shape[0]
     D = C // H
 
@@ -20,28 +22,17 @@ def einsum_attention_from_weights(state, H, x, am, softmax_dim=-1, scale=True, m
         return (x @ state[prefix + name + ".weight"].T + state[prefix + name + ".bias"]).unflatten(-1, (H, D))
     q, k, v = heads("query"), heads("key"), heads("value")                           # (B, T, H, D)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) / (math.sqrt(D) if scale else 1.0)     # (B, H, T, T)
-    if mask:
+    if mask and infinite:
+        s = s.masked_fill(am[:, None, None, :] == 0, float("-inf"))
+    elif mask:
         s = s + mask_sign * (am[:, None, None, :] == 0) * -10000.0
     y = torch.einsum("bhqk,bkhd->bqhd", s.softmax(softmax_dim), v)                  # (B, T, H, D)
     return y.flatten(-2)                                                              # (B, T, C)
 
 
-def einsum_attention(attn, x, am, softmax_dim=-1, scale=True, mask=True, additive=False):
-    """Per-head einsums and masked_fill(-inf) on a SelfAttention module's own weights; the keyword
-    arguments build the usual mistakes (with the code's additive mask), for hints."""
-    H = attn.num_heads
-    D = x.shape[-1] // H
-
-    def heads(lin):
-        return lin(x).unflatten(-1, (H, D))                       # (B, T, H, D)
-    q, k, v = heads(attn.query), heads(attn.key), heads(attn.value)
-    s = torch.einsum("bqhd,bkhd->bhqk", q, k) / (math.sqrt(D) if scale else 1.0)   # (B, H, T, T)
-    if mask and additive:
-        s = s + (am[:, None, None, :] == 0) * -10000.0
-    elif mask:
-        s = s.masked_fill(am[:, None, None, :] == 0, float("-inf"))
-    y = torch.einsum("bhqk,bkhd->bqhd", s.softmax(softmax_dim), v)  # (B, T, H, D)
-    return y.flatten(-2)                                          # (B, T, C)
+def einsum_attention(attn, x, am, additive=False, **mistakes):
+    """The same on a SelfAttention module's own weights: masked_fill(-inf), or the code's additive mask."""
+    return einsum_attention_from_weights(attn.state_dict(), attn.num_heads, x, am, infinite=not additive, **mistakes)
 
 
 def written_out_layer(layer, h, mask, act=F.gelu, residual=True, extra=None):
@@ -56,18 +47,9 @@ def written_out_layer(layer, h, mask, act=F.gelu, residual=True, extra=None):
 
 def reference_ts(pals, task, i, h, am):
     """TS(h) = GELU(V_D · MHA(V_E · h)): per-head einsums, masked_fill(-inf)."""
-    V_E, g, V_D = pals.V_E[task], pals.attention[task][i], pals.V_D[task]
-    s = h @ V_E.weight.T + V_E.bias                                # (B, T, S)
-    H = g.num_heads
-    D = s.shape[-1] // H
-
-    def heads(lin):
-        return (s @ lin.weight.T + lin.bias).unflatten(-1, (H, D))  # (B, T, H, D)
-    q, k, v = heads(g.query), heads(g.key), heads(g.value)
-    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(D)  # (B, H, T, T)
-    scores = scores.masked_fill(am[:, None, None, :] == 0, float("-inf"))
-    y = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v).flatten(-2)  # (B, T, S)
-    return F.gelu(y @ V_D.weight.T + V_D.bias)                     # (B, T, C)
+    V_E, V_D = pals.V_E[task], pals.V_D[task]
+    y = einsum_attention(pals.attention[task][i], h @ V_E.weight.T + V_E.bias, am)   # (B, T, S)
+    return F.gelu(y @ V_D.weight.T + V_D.bias)                                     # (B, T, C)
 
 
 def pcgrad_on_vectors(g, orders):

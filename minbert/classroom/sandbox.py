@@ -1,15 +1,10 @@
 """The box a submission runs in: a separate user, fresh namespaces, a whitelist root, limits, a deadline.
 
-A submission is arbitrary Python, and names can be hidden from an AST check, so the security lives here, in the
-operating system, as in IOI's `isolate`: per child, as root, PID/mount/network/IPC/UTS namespaces, a read-only
-whitelist root, a random reserved uid (`free_uid`), a seccomp filter allowing one process (`seccomp_program`),
-rlimits and control groups, and the parent's wall-clock deadline and byte caps. Each machine gets every layer it
-grants (`LEVELS`, weakest first; `isolation_available` finds the best): there is no level between a chroot and
-none. Before the child runs, the launcher checks as the box's user that it cannot open any instructor file it is
-given (`secrets`). docs/classroom.md (The sandbox, Threat model) lists each layer and level.
-
-This file is also the launcher: `python -I sandbox.py SPEC_JSON` runs as root, sets the box up and
-execs the child. That part uses the standard library only.
+A submission is arbitrary Python, so the security lives here, in the operating system, as in IOI's `isolate`. Each
+machine gets every layer it grants (`LEVELS`, weakest first; `isolation_available` finds the best); the launcher
+checks as the box's user that it cannot open an instructor's file (`secrets`) before the child runs. The layers of
+each level: docs/classroom.md (The sandbox, Threat model). This file is also the launcher: `python -I sandbox.py
+SPEC_JSON` runs as root, sets the box up and execs the child (the standard library only).
 """
 
 import ctypes
@@ -68,7 +63,6 @@ class Outcome:
     log: bytes                           # stdout and stderr together, at most Limits.log_bytes
     result: bytes                        # what the child wrote to fd 3
     why: str = ""                        # '' or why the box was stopped (deadline, output cap)
-    isolated: bool = False
     layers: list = field(default_factory=list)
 
 
@@ -103,16 +97,16 @@ def isolation_available() -> tuple[str, str]:
 def make_cgroups(limits: Limits) -> list[str]:
     """The box's new control groups: v2 where it is mounted with memory and pids, else v1's writable hierarchies."""
     base, name = Path("/sys/fs/cgroup"), f"minbert-box-{_classroom('cleanup').owner()}-{random.getrandbits(32):08x}"
-    groups = []
+    mem, pids, cpu, groups = str(limits.memory_mb << 20), str(limits.threads), str(int(limits.cpus * 100000)), []
     try:
         if (base / "cgroup.controllers").exists():
             wanted = set((base / "cgroup.subtree_control").read_text().split()) & {"memory", "pids"}
             if wanted:
-                groups.append((str(base / name), {"memory.max": "MEM", "memory.swap.max": "0", "pids.max": "PIDS",
-                                                  "cpu.max": "CPU 100000"}))
+                groups.append((str(base / name), {"memory.max": mem, "memory.swap.max": "0", "pids.max": pids,
+                                                  "cpu.max": f"{cpu} 100000"}))
         else:
-            v1 = {"memory": {"memory.limit_in_bytes": "MEM"}, "pids": {"pids.max": "PIDS"},
-                  "cpu": {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "CPU"}}
+            v1 = {"memory": {"memory.limit_in_bytes": mem}, "pids": {"pids.max": pids},
+                  "cpu": {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": cpu}}
             groups += [(str(base / c / name), v) for c, v in v1.items() if os.access(base / c, os.W_OK)]
     except OSError:
         groups = []
@@ -122,8 +116,6 @@ def make_cgroups(limits: Limits) -> list[str]:
             os.mkdir(path)
             made.append(path)
             for f, v in settings.items():
-                v = v.replace("MEM", str(limits.memory_mb << 20)).replace("PIDS", str(limits.threads)) \
-                    .replace("CPU", str(int(limits.cpus * 100000)))
                 try:
                     Path(path, f).write_text(v)
                 except OSError:
@@ -268,7 +260,7 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
         why = "the sandbox could not be built: " + log[-300:]
     if status == EXPOSED and isolate and not why:
         why = "the box's user could open an instructor's file; nothing was run: " + log[-300:]
-    return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why, isolate,
+    return Outcome(None if why else status, b"".join(chunks[log_r]), b"".join(chunks[res_r]), why,
                    layers(level, cgroups))
 
 
@@ -407,11 +399,7 @@ def _new_root(libc, check, spec) -> str:
         elif os.path.isdir(top):
             _bind(libc, check, top, root + top)
     _bind(libc, check, "/usr", root + "/usr")
-    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/passwd", "/etc/group",
-              "/etc/nsswitch.conf"):
-        if os.path.isfile(f):
-            _bind(libc, check, f, root + f)
-    for d in spec["runtime"]:
+    for d in spec["runtime"]:                                     # a few /etc files, the interpreter's prefixes
         if not os.path.exists(root + d):
             _bind(libc, check, d, root + d)
     for site, entries in spec["sites"].items():   # each site folder shows only the packages the assignments need
@@ -466,9 +454,7 @@ def launch(spec: dict):
         os.chdir(spec["cwd"])
         uid = spec["uid"]
         _limit(spec["limits"], True)
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
+        _become(uid)
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")   # cleared by setuid: again
         try:                                        # one process, no network socket, nothing that outlives it
@@ -543,11 +529,16 @@ def _check_secrets(secrets: list[str]):
         os._exit(EXPOSED)
 
 
-def kill_as(uid: int):
-    """kill(-1, SIGKILL) as `uid`: every process that user may signal (its own), all at once."""
+def _become(uid: int):
+    """This process becomes the box's user: uid and gid `uid`, no supplementary group."""
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
+
+
+def kill_as(uid: int):
+    """kill(-1, SIGKILL) as `uid`: every process that user may signal (its own), all at once."""
+    _become(uid)
     try:
         os.kill(-1, signal.SIGKILL)
     except ProcessLookupError:
@@ -582,9 +573,7 @@ def probe_chroot(uid: int):
             try:
                 os.chroot(empty)
                 os.chdir("/")
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
+                _become(uid)
                 check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
                 _seccomp(libc, check)
                 os._exit(0 if os.getuid() == uid else 1)

@@ -1,10 +1,8 @@
-"""How each graded function is called: glue shared by the grader's parent and its child process.
-
-`run(case)` builds the objects a case names from whichever `minbert` package is first on sys.path, loads the
-case's weights, calls the graded function and returns its outputs as a dict of tensors: in the parent against the
-instructor's package (the reference), in the child against the submission. It holds no solution. A case holds
-strings, numbers, lists, dicts and tensors only (torch.load(weights_only=True)); fakes (a toy model for SMART, a
-fixed clustering for MML, the encoder output for mean pooling) keep each assignment independent of the others' code.
+"""How each graded function is called: glue shared by the grader's parent (against the instructor's package: the
+reference) and its child (against the submission). `run(key, case)` builds the objects from whichever `minbert` is
+first on sys.path, loads the case's weights, calls the graded function and returns a dict of tensors. It holds no
+solution; fakes (a toy model for SMART, a fixed clustering for MML, the encoder output for mean pooling) keep each
+assignment independent of the others' code.
 """
 
 import torch

@@ -1,10 +1,8 @@
 """Only the graded files count: find them in a submission, check them against the template, lay them over it.
 
-The template is the student copy of the `minbert/` package, built by the grader itself. From a submission only the
-text between `### BEGIN SOLUTION <key>` and `### END SOLUTION` of the graded files is taken: every other line must
-equal the template's (trailing spaces aside), else that file's assignments score 0, and each block is read by the
-gate (gate.py) first: a refused one keeps the template's stub. A submission may be the repository (SUB/minbert/x.py),
-the package folder (SUB/x.py) or loose files anywhere below SUB (one x.py, not under tests/).
+The template is the student copy of the `minbert/` package, built by the grader itself. Only the text between a
+graded file's markers is taken (every other line must equal the template's, else that file's assignments score 0),
+and the gate reads each block first. A submission may be the repository, its package folder or loose files.
 """
 
 import ast
@@ -21,13 +19,9 @@ from minbert.classroom import allowlists, assignments as C, gate
 def graded_files(selected, handout=None) -> dict[str, str]:
     """{"minbert/x.py": template text} for every package file holding a selected block; the template
     is stripped as the hand-out was (`handout`: the assignments removed from it, default all)."""
-    out, handout = {}, set(C.BY_KEY if handout is None else handout)
-    for rel in C.tracked_files(C.ROOT):
-        if rel.startswith("minbert/") and rel.endswith(".py") and C.instructor_only(rel) is False:
-            text = (C.ROOT / rel).read_text(encoding="utf-8")
-            if C.BEGIN in text and any(f"{C.BEGIN} {k}" in text for k in selected):
-                out[rel] = C.strip(text, rel, handout)[0]
-    return out
+    handout = set(C.BY_KEY if handout is None else handout)
+    return {rel: C.strip(text, rel, handout)[0] for rel, text in C.solution_files()
+            if any(f"{C.BEGIN} {k}" in text for k in selected)}
 
 
 def write_template(dst: Path, selected, left_out=None) -> Path:
@@ -260,35 +254,9 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tu
         files, refused = files_of(submission)
     except Refused as e:
         return {k: [str(e)] for k in selected}, gated_out
-    refused_names = {Path(r.split(" is a ")[0]).name for r in refused}
     for rel, template in graded_files(selected, handout).items():
         keys = [k for k in selected if f"{C.BEGIN} {k}" in template]
-        path = find(files, rel)
-        if path is None and Path(rel).name in refused_names:
-            for k in keys:
-                problems[k].append("refused: " + "; ".join(r for r in refused if Path(r.split(" is a ")[0]).name
-                                                         == Path(rel).name))
-            continue
-        if path is None:
-            for k in keys:
-                names = ", ".join(sorted(Path(f).name for f in graded_files(selected)))
-                problems[k].append(f"{rel} is not in the submission (upload the repository, its minbert/ folder "
-                                   f"or the graded files: {names})")
-            continue
-        try:
-            submitted = read_source(path)
-        except (UnicodeDecodeError, OSError) as e:
-            for k in keys:
-                problems[k].append(f"{rel}: cannot read it as one plain UTF-8 text file "
-                                   f"({(e.strerror or e.args[0]) if isinstance(e, OSError) else type(e).__name__})")
-            continue
-        try:       # the instructor's own files still hold the left-out regions: compared as the copy has them
-            submitted = C.omit(submitted, rel, set(C.BY_KEY if handout is None else handout))
-        except C.UserError as e:
-            for k in keys:
-                problems[k].append(str(e))
-            continue
-        blocks, message = changed_lines(template, submitted, rel)
+        blocks, message = _taken(files, refused, rel, template, selected, handout)
         if message:
             for k in keys:
                 problems[k].append(message)
@@ -304,6 +272,24 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tu
             gated_out[blocks[i][0]][f"{rel}:{stub}"] = gated[before[i][0], before[i][1]]
         (template_dir / rel).write_text(text, encoding="utf-8")
     return problems, gated_out
+
+
+def _taken(files: dict, refused: list, rel: str, template: str, selected, handout) -> tuple[list, str]:
+    """(the blocks of the submission's copy of the graded file `rel`, '' or why none is taken)."""
+    path = find(files, rel)
+    if path is None:
+        mine = [r for r in refused if Path(r.split(" is a ")[0]).name == Path(rel).name]
+        names = ", ".join(sorted(Path(f).name for f in graded_files(selected)))
+        return [], ("refused: " + "; ".join(mine) if mine else f"{rel} is not in the submission (upload the "
+                    f"repository, its minbert/ folder or the graded files: {names})")
+    try:       # the instructor's own files still hold the left-out regions: compared as the copy has them
+        submitted = C.omit(read_source(path), rel, set(C.BY_KEY if handout is None else handout))
+    except (UnicodeDecodeError, OSError) as e:
+        return [], (f"{rel}: cannot read it as one plain UTF-8 text file "
+                    f"({(e.strerror or e.args[0]) if isinstance(e, OSError) else type(e).__name__})")
+    except C.UserError as e:
+        return [], str(e)
+    return changed_lines(template, submitted, rel)
 
 
 def _merge(template: str, bodies: list) -> str:
