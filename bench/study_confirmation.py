@@ -17,6 +17,7 @@
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -196,6 +197,14 @@ def second_confirmation(write: bool = True) -> str:
     return md
 
 
+def merged_history(committed: str, sittings: list[str]) -> str:
+    """commands.txt after a collection: every earlier sitting's lines as committed, then each new sitting's lines
+    that are not already there (a sitting's results folders hold only its own commands)."""
+    seen = set(committed.splitlines())
+    new = [line for text in sittings for line in text.splitlines() if line not in seen]
+    return committed + "".join(line + "\n" for line in new)
+
+
 def collect(sources: list[str]) -> None:
     """The plan's --results_dir folders merged into bench/results/study_confirmation, then its tables rewritten."""
     folder = os.path.join(RESULTS, "study_confirmation")
@@ -211,8 +220,11 @@ def collect(sources: list[str]) -> None:
             history.append(f.read())
         with open(os.path.join(source, "machine.json")) as f:
             header = header or json.load(f)
-    with open(os.path.join(folder, "commands.txt"), "w") as f:
-        f.write("".join(history))
+    committed = os.path.join(folder, "commands.txt")
+    with open(committed) if os.path.isfile(committed) else contextlib.nullcontext(None) as f:
+        before = f.read() if f else ""
+    with open(committed, "w") as f:
+        f.write(merged_history(before, history))
     header.update(configs=CONFIGS, seeds=PLAN_SEEDS, fewer_seeds=SEEDS_PER_CONFIG)
     with open(os.path.join(folder, "machine.json"), "w") as f:
         json.dump(header, f, indent=1)
