@@ -9,6 +9,7 @@ sandbox off (`grade._ISOLATION = (False, ...)`, the self-check mode; see docs/cl
 Needs root and Linux namespaces (CI has both); skips, saying so, where they are missing.
 """
 
+import ast
 import io
 import json
 import os
@@ -349,6 +350,22 @@ def test_the_launcher_refuses_a_box_whose_user_can_open_a_secret():
         exposed.why
     held = sandbox.run(probe, {}, {}, sandbox.Limits(wall_s=20), LEVEL, secrets=[ROOT / "minbert/classroom/grade.py"])
     assert held.result == b"ran" and held.why == "", held.why
+
+
+def test_the_box_holds_none_of_the_graders_groups():
+    """The child drops the grader's supplementary groups before it drops its user: a grader started with a group
+    (here 4242, from a launcher that gives it one) must not hand it to the box, whose user could then open every file
+    that group may read (a 0640 answer key, say)."""
+    probe = [sys.executable, "-I", "-c", "import os; os.write(3, repr((os.getgid(), os.getgroups())).encode())"]
+    grader = ("import sys; from minbert.classroom import sandbox; "
+              f"r = sandbox.run({probe!r}, {{}}, {{}}, sandbox.Limits(wall_s=20), {LEVEL!r}); "
+              "sys.stdout.write(r.result.decode() or r.why)")
+    out = subprocess.run([sys.executable, "-c", grader], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         extra_groups=[4242])
+    gid, groups = ast.literal_eval(out.stdout)
+    assert 4242 not in groups and 0 not in groups and set(groups) <= {gid}, \
+        f"minbert/classroom/sandbox.py, _become: the box runs with groups {groups} (gid {gid}); it must hold " \
+        f"only its own group (os.setgroups([]) before os.setgid)"
 
 
 def test_every_box_checks_that_its_user_cannot_open_the_instructors_files(student, tmp_path, monkeypatch):
