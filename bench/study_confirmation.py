@@ -17,7 +17,6 @@
 """
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -221,8 +220,7 @@ def collect(sources: list[str]) -> None:
         with open(os.path.join(source, "machine.json")) as f:
             header = header or json.load(f)
     committed = os.path.join(folder, "commands.txt")
-    with open(committed) if os.path.isfile(committed) else contextlib.nullcontext(None) as f:
-        before = f.read() if f else ""
+    before = open(committed).read() if os.path.isfile(committed) else ""
     with open(committed, "w") as f:
         f.write(merged_history(before, history))
     header.update(configs=CONFIGS, seeds=PLAN_SEEDS, fewer_seeds=SEEDS_PER_CONFIG)
