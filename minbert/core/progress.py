@@ -288,21 +288,21 @@ def line(record: dict) -> str:
 
 class LogBar:
     """A phase's progress in a log, tqdm's loop interface (iterate, write): a line as it starts, then every
-    `seconds` and at its end ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
+    LOG_SECONDS and at its end ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
 
-    def __init__(self, iterable, desc: str, total: int, seconds: float = LOG_SECONDS):
-        self.iterable, self.desc, self.total, self.seconds = iterable, desc, total, seconds
+    def __init__(self, iterable, desc: str, total: int):
+        self.iterable, self.desc, self.total = iterable, desc, total
         self.rate = RecentRate()
 
     def __iter__(self):
-        self.write(f"{self.where(0)} | starting; every {self.seconds:.0f} s")
+        self.write(f"{self.where(0)} | starting; every {LOG_SECONDS:.0f} s")
         last = clock()
         self.rate.restart(last)
         for done, item in enumerate(self.iterable, 1):
             yield item
             now = clock()
             self.rate.add(now)
-            if now - last >= self.seconds or done == self.total:
+            if now - last >= LOG_SECONDS or done == self.total:
                 left = (self.total - done) / self.rate.steps_per_s()
                 self.write(f"{self.where(done)} | {self.rate.steps_per_s():.2f} batches/s | ETA {_duration(left)}")
                 last = now
@@ -314,11 +314,11 @@ class LogBar:
         print(text, flush=True)
 
 
-def phase(iterable, desc: str, total: int, seconds: float = LOG_SECONDS):
+def phase(iterable, desc: str, total: int):
     """Progress of work that is not an epoch (evaluation, predictions): on a terminal a line, then a tqdm bar that
     disappears when done; in a log a LogBar."""
     if on_terminal():
         from tqdm import tqdm
         print(f"{desc}: {total} batches", flush=True)
         return tqdm(iterable, desc=desc, total=total, leave=False)
-    return LogBar(iterable, desc, total, seconds=seconds)
+    return LogBar(iterable, desc, total)

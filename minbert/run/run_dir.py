@@ -129,12 +129,12 @@ def fresh_path(path) -> Path:
     return candidate
 
 
-def refuse_to_replace(paths, flag: str = "--out_dir") -> None:
+def refuse_to_replace(paths) -> None:
     """A UserError naming the first of `paths` that exists: a command that writes them would replace it."""
     there = next((Path(p) for p in paths if Path(p).exists()), None)
     if there is not None:
-        raise UserError(f"{there} already exists; nothing was changed. Choose another {flag}, or add --overwrite "
-                        f"to replace it")
+        raise UserError(f"{there} already exists; nothing was changed. Choose another --out_dir, or add "
+                        "--overwrite to replace it")
 
 
 def read_marker(root) -> dict:
