@@ -190,7 +190,7 @@ class RunDir:
         # an empty folder (predictions/ is made at the start) holds nothing: a run killed during setup left it
         used = [n for n in _artefacts(root) if n not in SETUP_ONLY
                 and not ((root / n).is_dir() and not any((root / n).iterdir()))]
-        resume = getattr(args, "resume", None)   # the same run: --resume names this folder's checkpoint (or the folder)
+        resume = args.resume   # the same run: --resume names this folder's checkpoint (or the folder)
         same = bool(resume) and root.resolve() in (Path(resume).resolve(), Path(resume).resolve().parent)
         marker = read_marker(root)
         if used and not same and not args.overwrite:
@@ -199,7 +199,7 @@ class RunDir:
             hint = f", --resume {root / state[0]} to continue it" if state else ""
             raise UserError(f"--out_dir {root} already holds {what} ({', '.join(used)}); nothing was changed. "
                             f"Choose another --out_dir{hint}, or add --overwrite to replace it")
-        predict_only = getattr(args, "predict_only", False)
+        predict_only = args.predict_only
         if predict_only and not args.overwrite:
             self.fresh_predictions()
         ours = set(marker.get("outputs", [])) if same and not predict_only else set()
@@ -309,7 +309,7 @@ class RunDir:
 
     def finish(self) -> None:
         args = self.args
-        if not getattr(args, "predict_only", False):
+        if not args.predict_only:
             for name in ["interrupted.pt"] + ([] if args.keep_resume_state else ["last.pt"]):
                 (self.root / name).unlink(missing_ok=True)
         if not self.keep_marker:
