@@ -14,11 +14,9 @@ position. Its one rate (`RecentRate`) is that of the last RATE_WINDOW steps, not
 
 - On a terminal: a tqdm bar with the running losses, ex/s and the ETA. In a log: one flushed line as the epoch
   starts, after the first step, then every --log_seconds and at the epoch's end.
-- Every --log_every optimizer steps, rank 0 appends a record to OUT_DIR/steps.jsonl and prints it as a line;
-  with `--report_to tensorboard` also as scalars (train/<name>, and dev/<metric> each epoch) in OUT_DIR/tensorboard.
+- Every --log_every optimizer steps, rank 0 appends a record to OUT_DIR/steps.jsonl (and TensorBoard) and prints
+  it; a resume drops the records of the steps it redoes (docs/outputs.md, "The step log").
 - `epoch_end` prints the epoch's record and rewrites metrics.jsonl with every record so far.
-- Resume: the log's clock and loss sums are in every resume checkpoint; the records of the steps a resume redoes
-  are dropped (TensorBoard purges them), so a resumed run's steps.jsonl is the uninterrupted run's.
 
 `phase(iterable, desc, total)` shows work that is not a training epoch (evaluation, predictions): a tqdm bar, or
 in a log a line every 30 s. Left out: other trackers (W&B, MLflow); records from ranks other than 0.

@@ -234,7 +234,6 @@ class RunDir:
         root.mkdir(parents=True, exist_ok=True)
         now = datetime.datetime.now().isoformat(timespec="seconds")
         sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
-        # every session's outputs
         outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _output_flags(self.args).values()}
         self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
                            "sessions": sessions, "outputs": sorted(outputs)})

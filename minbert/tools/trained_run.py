@@ -64,7 +64,7 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
     folder = _model_folder(Path(path))
     try:
         stage = json.loads((folder / STAGE).read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+    except ValueError as e:   # a UnicodeDecodeError too
         raise UserError(f"{folder / STAGE}: not valid JSON ({e})") from None
     made_by, spec = (stage.get("script"), stage.get("model_args")) if isinstance(stage, dict) else (None, None)
     config = BertConfig.from_json(folder / "config.json")
