@@ -12,9 +12,7 @@ arXiv:2101.11038). One stage hands its model to the next through a folder:
                                          record that rebuilds it: "script" and "model_args" (tools/trained_run.py)
     RUN_DIR/outputs.pt                   raw dev/test outputs + dev labels: what `python -m minbert ensemble` combines
 
-`--init_from RUN_DIR` (train_multitask.py) takes the encoder AND every head/PAL tensor whose name and shape match
-(Muppet's head reuse; PALs after fine-tuning); the rest stay fresh, a shape that differs is an error naming the
-flag, and what was loaded, kept fresh or left unused is printed and recorded in stage.json.
+`init_from` (for `--init_from`, minbert/run/stages.py) loads the saved heads/PALs whose names and shapes match.
 `export_hf_classifier` writes one head with the encoder as a Hugging Face BertForSequenceClassification folder.
 Left out: optimizer state (a new stage starts a new optimizer, as in the papers), and the training-only SimCSE MLP.
 """
