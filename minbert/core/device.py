@@ -46,7 +46,7 @@ def pick_device(name: str = "auto") -> torch.device:
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        if torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
     try:
@@ -133,7 +133,7 @@ def set_threads(threads: int = THREADS, device=None, environ=None, load: float |
         line = f"threads: {threads} (--threads)"
     elif environ.get("OMP_NUM_THREADS"):
         line = f"threads: {torch.get_num_threads()} (OMP_NUM_THREADS={environ['OMP_NUM_THREADS']})"
-    elif device is not None and getattr(device, "type", str(device)) != "cpu":
+    elif device is not None and device.type != "cpu":
         return None
     elif resumed:
         torch.set_num_threads(resumed)

@@ -19,18 +19,15 @@ def cli(main, argv=None):
     (minbert.core.interrupt: the first one saves and stops at the next step) quits with status 130."""
     try:
         return main(argv)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
     except KeyboardInterrupt:
         print("\ninterrupted: quit without saving; the last checkpoint (last.pt) still resumes exactly",
               file=sys.stderr)
         sys.exit(130)
-    except NotImplementedError as e:
+    except (UserError, NotImplementedError) as e:
         # A classroom stub (minbert/classroom/assignments.py) names the assignment and the function to write,
         # so its traceback adds nothing. Other NotImplementedErrors (e.g. torch lacking a kernel)
         # are not ours to explain and keep their traceback.
-        if not str(e).startswith("assignment "):
+        if not isinstance(e, UserError) and not str(e).startswith("assignment "):
             raise
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

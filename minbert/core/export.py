@@ -12,9 +12,7 @@ arXiv:2101.11038). One stage hands its model to the next through a folder:
                                          record that rebuilds it: "script" and "model_args" (tools/trained_run.py)
     RUN_DIR/outputs.pt                   raw dev/test outputs + dev labels: what `python -m minbert ensemble` combines
 
-`--init_from RUN_DIR` (train_multitask.py) takes the encoder AND every head/PAL tensor whose name and shape match
-(Muppet's head reuse; PALs after fine-tuning); the rest stay fresh, a shape that differs is an error naming the
-flag, and what was loaded, kept fresh or left unused is printed and recorded in stage.json.
+`init_from` (for `--init_from`, minbert/run/stages.py) loads the saved heads/PALs whose names and shapes match.
 `export_hf_classifier` writes one head with the encoder as a Hugging Face BertForSequenceClassification folder.
 Left out: optimizer state (a new stage starts a new optimizer, as in the papers), and the training-only SimCSE MLP.
 """
@@ -53,7 +51,7 @@ def write_json(path, record: dict) -> None:
 
 
 def export(directory, encoder, tokenizer, modules: dict[str, nn.Module] | None = None,
-           stage: dict | None = None, script: str | None = None, model_args: dict | None = None) -> Path:
+           stage: dict | None = None, script: str | None = None, model_args: dict | None = None) -> None:
     """Write the model folder of the module docstring. `modules` ({"heads": ..., "pals": ...}) go into
     task_modules.safetensors; `script` and `model_args` (a training script's model) into stage.json beside `stage`."""
     from safetensors.torch import save_file
@@ -67,7 +65,6 @@ def export(directory, encoder, tokenizer, modules: dict[str, nn.Module] | None =
         atomic_write(directory / TASK_MODULES, lambda p: save_file(state, p, metadata={"format": "pt"}))
     record = {"script": script, "model_args": model_args} if script else {}
     write_json(directory / STAGE, (stage or {}) | record)
-    return directory
 
 
 def init_from(path, modules: dict[str, nn.Module | None]) -> dict:
@@ -119,7 +116,7 @@ def copy_tokenizer(source: Path, directory: Path, max_length: int) -> None:
 
 
 def export_hf_classifier(directory, model_folder, weight: torch.Tensor, bias: torch.Tensor, labels,
-                         problem_type: str, max_length: int) -> Path:
+                         problem_type: str, max_length: int) -> None:
     """Write a Hugging Face BertForSequenceClassification folder: `model_folder`'s encoder (under `bert.`),
     `weight` (K, C) and `bias` (K,) as its `classifier` (pooler output -> dropout -> classifier, HF's shape),
     id2label from `labels`, `problem_type` (which loss HF trains with and what `pipeline("text-classification")`
@@ -138,7 +135,6 @@ def export_hf_classifier(directory, model_folder, weight: torch.Tensor, bias: to
                "label2id": {name: i for i, name in enumerate(labels)}}
     write_json(directory / "config.json", config)
     copy_tokenizer(source, directory, max_length)
-    return directory
 
 
 # ---------------------------------------------------------------------- raw outputs for ensembles

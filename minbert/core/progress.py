@@ -14,11 +14,9 @@ position. Its one rate (`RecentRate`) is that of the last RATE_WINDOW steps, not
 
 - On a terminal: a tqdm bar with the running losses, ex/s and the ETA. In a log: one flushed line as the epoch
   starts, after the first step, then every --log_seconds and at the epoch's end.
-- Every --log_every optimizer steps, rank 0 appends a record to OUT_DIR/steps.jsonl and prints it as a line;
-  with `--report_to tensorboard` also as scalars (train/<name>, and dev/<metric> each epoch) in OUT_DIR/tensorboard.
+- Every --log_every optimizer steps, rank 0 appends a record to OUT_DIR/steps.jsonl (and TensorBoard) and prints
+  it; a resume drops the records of the steps it redoes (docs/outputs.md, "The step log").
 - `epoch_end` prints the epoch's record and rewrites metrics.jsonl with every record so far.
-- Resume: the log's clock and loss sums are in every resume checkpoint; the records of the steps a resume redoes
-  are dropped (TensorBoard purges them), so a resumed run's steps.jsonl is the uninterrupted run's.
 
 `phase(iterable, desc, total)` shows work that is not a training epoch (evaluation, predictions): a tqdm bar, or
 in a log a line every 30 s. Left out: other trackers (W&B, MLflow); records from ranks other than 0.
@@ -288,21 +286,21 @@ def line(record: dict) -> str:
 
 class LogBar:
     """A phase's progress in a log, tqdm's loop interface (iterate, write): a line as it starts, then every
-    `seconds` and at its end ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
+    LOG_SECONDS and at its end ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
 
-    def __init__(self, iterable, desc: str, total: int, seconds: float = LOG_SECONDS):
-        self.iterable, self.desc, self.total, self.seconds = iterable, desc, total, seconds
+    def __init__(self, iterable, desc: str, total: int):
+        self.iterable, self.desc, self.total = iterable, desc, total
         self.rate = RecentRate()
 
     def __iter__(self):
-        self.write(f"{self.where(0)} | starting; every {self.seconds:.0f} s")
+        self.write(f"{self.where(0)} | starting; every {LOG_SECONDS:.0f} s")
         last = clock()
         self.rate.restart(last)
         for done, item in enumerate(self.iterable, 1):
             yield item
             now = clock()
             self.rate.add(now)
-            if now - last >= self.seconds or done == self.total:
+            if now - last >= LOG_SECONDS or done == self.total:
                 left = (self.total - done) / self.rate.steps_per_s()
                 self.write(f"{self.where(done)} | {self.rate.steps_per_s():.2f} batches/s | ETA {_duration(left)}")
                 last = now
@@ -314,11 +312,11 @@ class LogBar:
         print(text, flush=True)
 
 
-def phase(iterable, desc: str, total: int, seconds: float = LOG_SECONDS):
+def phase(iterable, desc: str, total: int):
     """Progress of work that is not an epoch (evaluation, predictions): on a terminal a line, then a tqdm bar that
     disappears when done; in a log a LogBar."""
     if on_terminal():
         from tqdm import tqdm
         print(f"{desc}: {total} batches", flush=True)
         return tqdm(iterable, desc=desc, total=total, leave=False)
-    return LogBar(iterable, desc, total, seconds=seconds)
+    return LogBar(iterable, desc, total)

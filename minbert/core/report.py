@@ -33,8 +33,8 @@ def pyplot(path):
     return plt
 
 
-def plot_panels(path, x: list, panels: dict[str, dict[str, list]], xlabel: str = "epoch") -> bool:
-    """One subplot per panel {title: {label: y values}}; returns False when matplotlib is missing."""
+def plot_panels(path, x: list, panels: dict[str, dict[str, list]]) -> bool:
+    """One subplot per panel {title: {label: y values}} over the epochs `x`; False when matplotlib is missing."""
     plt = pyplot(path)
     if plt is None:
         return False
@@ -42,7 +42,7 @@ def plot_panels(path, x: list, panels: dict[str, dict[str, list]], xlabel: str =
     for ax, (title, lines) in zip(axes[0], panels.items()):
         for label, y in lines.items():
             ax.plot(x[: len(y)], y, marker="o", label=label)
-        ax.set(xlabel=xlabel, title=title)
+        ax.set(xlabel="epoch", title=title)
         ax.legend()
     fig.tight_layout()
     fig.savefig(path)

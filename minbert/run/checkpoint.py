@@ -11,9 +11,7 @@ The pieces, each small, and the script decides when to use them (as nanoGPT buil
   torchrun), the loop's keys and "args" (the flags as JSON).
 - `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
   a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
-- `share_weights(best.pt, model/)` / `own_weights(best.pt)`: one copy of the weights in a finished run: best.pt
-  gives up the tensors model/ holds, each checked equal, and names model/ instead ("weights_in"); `load` puts
-  them back. `own_weights` copies them back before model/ is rewritten from other weights (`--select_epoch last`).
+- `share_weights` / `own_weights`: one copy of the weights in a finished run (best.pt names model/ for them).
 
 Files are read with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
 checkpoint someone shares cannot run code when it is loaded. Weights are saved from the plain module (never a

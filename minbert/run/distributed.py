@@ -125,9 +125,7 @@ class Sync:
         accumulation step): gradients accumulate locally, averaged with the last micro-batch."""
         if self.ddp is None:
             return loss
-        if last:
-            return self.ddp(loss)
-        with self.ddp.no_sync():
+        with nullcontext() if last else self.ddp.no_sync():
             return self.ddp(loss)
 
     def no_sync(self):

@@ -51,8 +51,7 @@ NO_PERMISSION = {errno.EACCES, errno.EPERM}
 
 
 def add_run_args(parser, out_dir: str, seed: int) -> None:
-    """The flags both training scripts share, each group from the module that owns it: the machine (device, amp,
-    compile, seed), the run folder and resume, progress in logs, fast paths."""
+    """The flags both training scripts share, each group from the module that owns it."""
     from minbert.run import checkpoint, fast_paths   # here: importing run_dir alone stays light
     from minbert.core import device, progress
     device.add_args(parser, seed=seed)
@@ -130,12 +129,12 @@ def fresh_path(path) -> Path:
     return candidate
 
 
-def refuse_to_replace(paths, flag: str = "--out_dir") -> None:
+def refuse_to_replace(paths) -> None:
     """A UserError naming the first of `paths` that exists: a command that writes them would replace it."""
     there = next((Path(p) for p in paths if Path(p).exists()), None)
     if there is not None:
-        raise UserError(f"{there} already exists; nothing was changed. Choose another {flag}, or add --overwrite "
-                        f"to replace it")
+        raise UserError(f"{there} already exists; nothing was changed. Choose another --out_dir, or add "
+                        "--overwrite to replace it")
 
 
 def read_marker(root) -> dict:
@@ -191,16 +190,16 @@ class RunDir:
         # an empty folder (predictions/ is made at the start) holds nothing: a run killed during setup left it
         used = [n for n in _artefacts(root) if n not in SETUP_ONLY
                 and not ((root / n).is_dir() and not any((root / n).iterdir()))]
-        resume = getattr(args, "resume", None)   # the same run: --resume names this folder's checkpoint (or the folder)
+        resume = args.resume   # the same run: --resume names this folder's checkpoint (or the folder)
         same = bool(resume) and root.resolve() in (Path(resume).resolve(), Path(resume).resolve().parent)
-        marker = self.read_marker()
+        marker = read_marker(root)
         if used and not same and not args.overwrite:
             what = f"{marker.get('script', 'a run')} started {marker.get('started', '?')}" if marker else "a run"
             state = [n for n in RESUME_STATE if (root / n).is_file()]
             hint = f", --resume {root / state[0]} to continue it" if state else ""
             raise UserError(f"--out_dir {root} already holds {what} ({', '.join(used)}); nothing was changed. "
                             f"Choose another --out_dir{hint}, or add --overwrite to replace it")
-        predict_only = getattr(args, "predict_only", False)
+        predict_only = args.predict_only
         if predict_only and not args.overwrite:
             self.fresh_predictions()
         ours = set(marker.get("outputs", [])) if same and not predict_only else set()
@@ -235,7 +234,6 @@ class RunDir:
         root.mkdir(parents=True, exist_ok=True)
         now = datetime.datetime.now().isoformat(timespec="seconds")
         sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
-        # every session's outputs
         outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _output_flags(self.args).values()}
         self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
                            "sessions": sessions, "outputs": sorted(outputs)})
@@ -256,9 +254,6 @@ class RunDir:
 
     def _inside(self, path: Path) -> bool:
         return self.root.resolve() in path.resolve().parents
-
-    def read_marker(self) -> dict:
-        return read_marker(self.root)
 
     def write_marker(self, record: dict) -> None:
         from minbert.core.export import write_json   # here: importing run_dir alone stays light (no torch)
@@ -283,7 +278,7 @@ class RunDir:
                     (self.root / name).unlink(missing_ok=True)
             return False
         resume = self.resume_state(unreadable=getattr(error, "path", None))
-        marker = {} if self.keep_marker else self.read_marker()
+        marker = {} if self.keep_marker else read_marker(self.root)
         if marker:
             with contextlib.suppress(OSError):   # on a full disk even run.json may not fit: it still says "running"
                 self.write_marker(marker | {"status": "stopped, resumable" if resume else "failed"})
@@ -313,14 +308,12 @@ class RunDir:
 
     def finish(self) -> None:
         args = self.args
-        if not getattr(args, "predict_only", False):
-            drop = ["interrupted.pt"] + ([] if args.keep_resume_state else ["last.pt"])
-            for name in drop:
-                if (self.root / name).is_file():
-                    (self.root / name).unlink()
+        if not args.predict_only:
+            for name in ["interrupted.pt"] + ([] if args.keep_resume_state else ["last.pt"]):
+                (self.root / name).unlink(missing_ok=True)
         if not self.keep_marker:
             ended = datetime.datetime.now().isoformat(timespec="seconds")
-            self.write_marker(self.read_marker() | {"status": "finished", "ended": ended})
+            self.write_marker(read_marker(self.root) | {"status": "finished", "ended": ended})
         print(summary(self.root, [p for p in _output_flags(args).values() if p.exists() and not self._inside(p)]))
 
 

@@ -66,17 +66,14 @@ def download_file(url: str, dest: Path, desc: str) -> Path:
     return dest
 
 
-def download_cs224n(dest: str = "data") -> list[str]:
-    """Fetch the 12 CS224N files into `dest`, skipping those already present. Returns the 12 paths."""
-    paths = []
+def download_cs224n(dest: str = "data") -> None:
+    """Fetch the 12 CS224N files into `dest`, skipping those already present."""
     for name in CS224N_NAMES:
         path = os.path.join(dest, name)
         if os.path.isfile(path):
             print(f"{path}: already there, skipping")
         else:
             download_file(CS224N_URL.format(name=name), path, desc=name)
-        paths.append(path)
-    return paths
 
 
 GLUE_URL = "https://dl.fbaipublicfiles.com/glue/data/{name}.zip"

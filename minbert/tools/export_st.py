@@ -44,7 +44,7 @@ def refusal(run) -> str | None:
     return None
 
 
-def export_sentence_transformers(directory, model_folder, max_seq_length: int) -> Path:
+def export_sentence_transformers(directory, model_folder, max_seq_length: int) -> None:
     """Write the folder of the module docstring from a run's model folder (its encoder and tokenizer files)."""
     source, directory = Path(model_folder), Path(directory)
     (directory / "1_Pooling").mkdir(parents=True, exist_ok=True)
@@ -59,7 +59,6 @@ def export_sentence_transformers(directory, model_folder, max_seq_length: int) -
     write_json(directory / "modules.json",
                [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                 {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])
-    return directory
 
 
 def main(argv=None):

@@ -15,9 +15,8 @@ and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and ans
 
 Inputs are scored as the scripts evaluate them (minbert/tasks/scoring.py), and put back in input order.
 `hf_head(task)` gives a head as BertForSequenceClassification's classifier, or says in one line why it has
-another shape. A run folder may come from someone else, so loading it runs no code: tensors from safetensors files
-only, the record from JSON, the heads built on the meta device until the strict load has checked them. Anything
-wrong is one UserError naming the file; a run still training or interrupted says so, with the line that resumes it.
+another shape. A run folder is read as untrusted, so loading it runs no code (docs/predict.md); anything wrong is
+one UserError naming the file; a run still training or interrupted says so, with the line that resumes it.
 """
 
 import json
@@ -65,7 +64,7 @@ def load_run(path, device: str = "auto", amp: str = "auto", batch_size: int | No
     folder = _model_folder(Path(path))
     try:
         stage = json.loads((folder / STAGE).read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+    except ValueError as e:   # a UnicodeDecodeError too
         raise UserError(f"{folder / STAGE}: not valid JSON ({e})") from None
     made_by, spec = (stage.get("script"), stage.get("model_args")) if isinstance(stage, dict) else (None, None)
     config = BertConfig.from_json(folder / "config.json")
