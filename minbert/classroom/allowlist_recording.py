@@ -53,10 +53,10 @@ def static(key: str) -> set:
     return found
 
 
-def derived(key: str, seeds=SEEDS) -> tuple[frozenset, frozenset, list]:
+def derived(key: str) -> tuple[frozenset, frozenset, list]:
     """(ops, calls) the record of `key` must hold (what its reference runs, and names, beyond the vocabulary), and
     the errors its reference raised on the way (none, or the record would allow what a failing reference runs)."""
-    got = record(key, seeds)
+    got = record(key)
     return (frozenset(got["ops"]) - elementary_ops(), (frozenset(got["calls"]) | static(key)) - elementary_calls(),
             got["errors"])
 

@@ -318,10 +318,10 @@ def module_line(path: Path) -> str:
     return re.split(r"(?<!\bal)(?<!\bEq)(?<!\bEqs)(?<!\bvs)\.(?:\s|$)", first)[0] + "." if first else ""
 
 
-def student_readme(selected, root: Path = ROOT) -> str:
+def student_readme(selected) -> str:
     """The student copy's own README: the assignments first, how to check them, what runs when they are
     done, and a map of the files the copy holds (nothing instructor-only)."""
-    files = [rel for rel in tracked_files(root) if not instructor_only(rel)]
+    files = [rel for rel in tracked_files(ROOT) if not instructor_only(rel)]
     modules = [rel for rel in files if rel.startswith("minbert/") and rel.endswith(".py")
                and not rel.endswith("__init__.py")]
     order = [a for a in ASSIGNMENTS if a.key in selected]
@@ -347,7 +347,7 @@ def student_readme(selected, root: Path = ROOT) -> str:
              "Before that, it stops at the first assignment not yet written, naming it in one line. "
              "`python -m pytest -q` runs every test of the copy.", "",
              "## The files", "", "| file | what it is |", "|---|---|"]
-    lines += [f"| `{rel}` | {module_line(root / rel)} |" for rel in modules]
+    lines += [f"| `{rel}` | {module_line(ROOT / rel)} |" for rel in modules]
     lines += ["", "`tests/` holds your tests (one file per concept), `data/` the course's data, `recipes/` the papers' "
               "settings as flag files, `docs/` the longer explanations.", ""]
     return "\n".join(lines)
@@ -395,15 +395,15 @@ def student_markdown(text: str, rel: str, shipped: set) -> str:
     return "".join(out)
 
 
-def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) -> dict:
+def student(out: Path, selected: set) -> dict:
     """Write the student copy (selected: assignment keys, None = all) as a fresh git repository with one
     commit; returns {path: removed lines}."""
     out, selected = Path(out), set(BY_KEY) if selected is None else selected
     if out.exists() and any(out.iterdir()):
         raise UserError(f"student: {out} exists and is not empty; pass a new folder")
-    removed, shipped = {}, {rel for rel in tracked_files(root) if not instructor_only(rel)}
+    removed, shipped = {}, {rel for rel in tracked_files(ROOT) if not instructor_only(rel)}
     for rel in sorted(shipped):
-        src, dst = root / rel, out / rel
+        src, dst = ROOT / rel, out / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         if rel.endswith(".py"):
             text = src.read_text(encoding="utf-8")
@@ -412,18 +412,17 @@ def student(out: Path, selected: set, root: Path = ROOT, commit: bool = True) ->
                 removed[rel] = lines
             dst.write_text(text, encoding="utf-8")
         elif rel == "README.md":
-            dst.write_text(student_readme(selected, root), encoding="utf-8")
+            dst.write_text(student_readme(selected), encoding="utf-8")
         elif rel.endswith(".md"):
             dst.write_text(student_markdown(src.read_text(encoding="utf-8"), rel, shipped), encoding="utf-8")
         else:
             shutil.copyfile(src, dst)
     for rel, text in precheck().items():
         (out / rel).write_text(text, encoding="utf-8")
-    if commit:
-        env = {**os.environ, "GIT_AUTHOR_NAME": "minbert course", "GIT_AUTHOR_EMAIL": "course@example.invalid",
-               "GIT_COMMITTER_NAME": "minbert course", "GIT_COMMITTER_EMAIL": "course@example.invalid"}
-        for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "minbert: the course's starting point"]):
-            r = subprocess.run(["git", *cmd], cwd=out, env=env, capture_output=True, text=True)
-            if r.returncode:
-                raise UserError(f"student: git {' '.join(cmd)} failed in {out}: {r.stderr.strip()}")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "minbert course", "GIT_AUTHOR_EMAIL": "course@example.invalid",
+           "GIT_COMMITTER_NAME": "minbert course", "GIT_COMMITTER_EMAIL": "course@example.invalid"}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "minbert: the course's starting point"]):
+        r = subprocess.run(["git", *cmd], cwd=out, env=env, capture_output=True, text=True)
+        if r.returncode:
+            raise UserError(f"student: git {' '.join(cmd)} failed in {out}: {r.stderr.strip()}")
     return removed

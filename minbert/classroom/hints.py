@@ -13,8 +13,8 @@ from minbert.classroom.references import einsum_attention_from_weights
 TOL = dict(atol=1e-5, rtol=1e-4)
 
 
-def _ln(x, state, prefix, eps=1e-12):
-    return F.layer_norm(x, (x.shape[-1],), state[prefix + ".weight"], state[prefix + ".bias"], eps)
+def _ln(x, state, prefix):
+    return F.layer_norm(x, (x.shape[-1],), state[prefix + ".weight"], state[prefix + ".bias"], 1e-12)
 
 
 def _lin(x, state, prefix, transpose=True):
@@ -29,9 +29,8 @@ def embeddings(case):
     types = case.get("types")
     typ = s["tk_type_embedding.weight"][torch.zeros_like(ids) if types is None else types]
     pos = s["pos_embedding.weight"][:T]
-    ln = lambda x: F.layer_norm(x, (x.shape[-1],), s["layer_norm.weight"], s["layer_norm.bias"], 1e-12)
-    yield "the position vectors of 0..T-1 are missing", {"y": ln(word + typ)}
-    yield "the token-type vectors are missing", {"y": ln(word + pos)}
+    yield "the position vectors of 0..T-1 are missing", {"y": _ln(word + typ, s, "layer_norm")}
+    yield "the token-type vectors are missing", {"y": _ln(word + pos, s, "layer_norm")}
     yield "LayerNorm is missing (or comes before the sum)", {"y": word + pos + typ}
 
 

@@ -15,8 +15,7 @@ def einsum_attention_from_weights(state, H, x, am, softmax_dim=-1, scale=True, m
     """softmax(Q Kᵀ/√D + M) V per head with einsums, from a SelfAttention state dict: M the additive mask (-10000 at
     padding), or masked_fill(-inf) when `infinite`; the other keyword arguments build the usual mistakes
     (mask_sign=-1 subtracts the additive mask)."""
-    C = x.shape[-1] if prefix + "query.weight" not in state else state[prefix + "query.weight"].shape[0]
-    D = C // H
+    D = state[prefix + "query.weight"].shape[0] // H
 
     def heads(name):
         return (x @ state[prefix + name + ".weight"].T + state[prefix + name + ".bias"]).unflatten(-1, (H, D))

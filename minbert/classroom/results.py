@@ -1,10 +1,10 @@
 """What a grade prints and writes: the table, the isolation line, and Gradescope's results.json."""
 
 import json
-import os
 from pathlib import Path
 
 from minbert.classroom.assignments import ASSIGNMENTS
+from minbert.core.atomic import atomic_write
 
 def table(entries: list[dict]) -> str:
     lines, total, maximum = [f"{'assignment':<14} {'points':>8}  first failing check"], 0.0, 0.0
@@ -60,7 +60,5 @@ def results_json(entries: list[dict], message: str = "") -> dict:
 
 def write_json(path: Path, data: dict):
     """Atomically: a reader sees the old file or the whole new one, never a part (the grader alone writes it)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=2) + "\n"
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))

@@ -138,10 +138,10 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
-def kill_user(uid: int, rounds: int = 200) -> bool:
+def kill_user(uid: int) -> bool:
     """kill(-1, SIGKILL) as the box's user (every process it may signal: its own, a fork racing the scan
     included), then SIGKILL by pid from /proc, until none is left; True when none is."""
-    for _ in range(rounds):
+    for _ in range(200):
         pids = processes_of(uid)
         if not pids:
             return True
@@ -205,15 +205,12 @@ def run(argv: list[str], env: dict, box: dict, limits: Limits, level: str, secre
     try:
         uid = free_uid() if isolate else None
         cgroups = make_cgroups(limits) if isolate else []
-        root = None
+        root, inside = None, "/box"
         if level == "user+chroot":
             if chroot_root is None:
                 made.append(str(_classroom("cleanup").folder("box-root")))
                 chroot_root = _classroom("box_root").link_tree(made[0] + "/root")
-            root = str(chroot_root)
-        inside = "/box"
-        if root:
-            inside = f"/box-{uid}"
+            root, inside = str(chroot_root), f"/box-{uid}"
             outside = root + inside
             _lay_out(outside, box, uid)
         home = box.get("job", "/tmp") if level == "self-check" else inside    # read-only: nothing is writable
@@ -449,12 +446,10 @@ def launch(spec: dict):
         for group in spec["cgroups"]:
             Path(group, "cgroup.procs").write_text(str(os.getpid()))
         root = _new_root(libc, check, spec) if level == "namespaces" else spec["chroot"]
-        if root:
-            os.chroot(root)
+        os.chroot(root)                             # both isolated levels have a root: no path skips the chroot
         os.chdir(spec["cwd"])
-        uid = spec["uid"]
         _limit(spec["limits"], True)
-        _become(uid)
+        _become(spec["uid"])
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")   # cleared by setuid: again
         try:                                        # one process, no network socket, nothing that outlives it

@@ -183,8 +183,7 @@ def find(files: dict[str, Path], rel: str) -> Path | None:
     for candidate in (rel, name):
         if candidate in files:
             return files[candidate]
-    found = [(r, p) for r, p in files.items() if Path(r).name == name and "tests" not in Path(r).parts
-             and "__MACOSX" not in Path(r).parts]
+    found = [(r, p) for r, p in files.items() if Path(r).name == name and "tests" not in Path(r).parts]
     layer = Path(rel).parent.name            # 'bert' for minbert/bert/attention.py; older copies had it flat
     found.sort(key=lambda rp: (Path(rp[0]).parent.name not in (layer, "minbert"), len(Path(rp[0]).parts)))
     return found[0][1] if found else None

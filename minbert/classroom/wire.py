@@ -20,6 +20,7 @@ or has bytes after its last case. This file is copied into the child's job folde
 path for `encode` (the standard library and torch only).
 """
 
+import collections
 import re
 import struct
 
@@ -76,13 +77,8 @@ def _raw(t: torch.Tensor) -> bytes:
 
 # ---------------------------------------------------------------------- the parent reads
 
-class Error:
-    """An exception record, built by the parent from the frame's bytes (plain str fields)."""
-
-    __slots__ = ("kind", "where", "banned")
-
-    def __init__(self, kind: str, where: str, banned: str):
-        self.kind, self.where, self.banned = kind, where, banned
+# An exception record, built by the parent from the frame's bytes (plain str fields).
+Error = collections.namedtuple("Error", "kind where banned")
 
 
 NOT_TENSORS = "not tensors"
