@@ -274,7 +274,9 @@ def draw(key: str, seed: int) -> list[dict]:
     """The cases of one assignment for this submission's seed: the maker named like the assignment's key."""
     from minbert.classroom.assignments import ASSIGNMENTS, BY_KEY
     g = torch.Generator().manual_seed(seed + ASSIGNMENTS.index(BY_KEY[key]))
-    return globals()[key](g)
+    with torch.random.fork_rng(devices=[]):   # modules draw their init from torch's global generator: seed it too,
+        torch.manual_seed(seed)               # so that a regrade with the same salt draws the same weights
+        return globals()[key](g)
 
 
 def describe(case: dict) -> str:

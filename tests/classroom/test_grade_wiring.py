@@ -109,6 +109,33 @@ def test_grade_draws_the_same_cases_for_the_same_salt_and_a_fresh_secret_salt_by
     assert torch.equal(x[0], x[1]) and not torch.equal(x[0], x[2]), "the salt, and only it, changes the cases"
 
 
+def tensors_of(value, path="case"):
+    """Every tensor in a drawn case, with where it sits: (path, tensor) pairs."""
+    if torch.is_tensor(value):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from tensors_of(v, f"{path}[{k!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from tensors_of(v, f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("key", [a.key for a in C.ASSIGNMENTS])
+def test_a_regrade_draws_the_same_weights_whatever_ran_before_it(key):
+    """docs/classroom.md: a regrade with the printed salt draws the same cases. The weights too: a module's init
+    comes from torch's global generator, which whatever ran before the grade has moved."""
+    from minbert.classroom import cases
+    draws = []
+    for before in (1, 2):
+        torch.manual_seed(before)   # another state of the global generator, as another process or run leaves it
+        draws.append(list(tensors_of(cases.draw(key, 5))))
+    assert [p for p, _ in draws[0]] == [p for p, _ in draws[1]], f"{key}: two draws of seed 5 differ in structure"
+    for (path, a), (_, b) in zip(*draws):
+        assert torch.equal(a, b), f"minbert/classroom/cases.py, draw({key!r}, 5): {path} differs between two draws " \
+                                  "with the same seed (it depends on torch's global generator)"
+
+
 def test_grade_of_a_hand_out_of_some_assignments_keeps_the_other_solutions_in_the_template(tmp_path, monkeypatch):
     run = Grading(monkeypatch)
     G.grade(loose(tmp_path, "bert/attention.py"), selected=["attention"], handout=["smart"], salt=7,
