@@ -362,7 +362,7 @@ def test_what_a_grader_killed_mid_box_left_is_gone_after_the_next_grade(student,
     grader_tmp = tmp_path / "grader-tmp"
     busy = with_block(student, tmp_path / "busy", "attention.py", "attention", "while True:\n    pass")
     cmd = [sys.executable, "-m", "minbert", "classroom", "grade", str(busy), "--assignments", "attention", "--salt", "1",
-           "--timeout", "300"]
+           "--timeout", "3600"]   # longer than any load makes the second grade: the live one must stay live
     killed, alive = (started(cmd + ["--json", str(tmp_path / f"{n}.json")], tmp_path, grader_tmp) for n in "ka")
     try:
         uids = wait_for_a_box(killed)
@@ -384,6 +384,7 @@ def test_what_a_grader_killed_mid_box_left_is_gone_after_the_next_grade(student,
         assert second.returncode == 0 and out.exists(), err[-2000:]
         assert not [n for n in left if (grader_tmp / n).exists()], f"the killed grade's folder is still there: {left}"
         assert not cgroups_of(killed.pid), f"the killed grade's control groups are still there: {cgroups_of(killed.pid)}"
+        assert alive.poll() is None, "the live grade ended before the second grade did: the test shows nothing"
         assert [p for p in grader_tmp.iterdir() if p.name.startswith(f"minbert-grade-{alive.pid}-")], \
             "the second grade removed the folder of a grade still running"
     finally:                                              # the grades killed here by the test
