@@ -177,8 +177,9 @@ def second_confirmation(write: bool = True) -> str:
     mach = table["machine"]
     md = ("# The second confirmation, against its plan (PLAN.md, committed before its runs)\n\n"
           f"Seeds {PLAN_SEEDS[0]}-{PLAN_SEEDS[-1]} (each claim the first N of them, N from the plan's power calculation), "
-          f"{mach['cpu']}, native bf16: {mach['native_bf16']} (fp32), torch {mach['torch']}; every run scored at its "
-          "final epoch, fixed in advance. Δ: paired difference on the same seed, mean [95% t-interval; unit: seeds, "
+          f"{mach['cpu']}, native bf16: {mach['native_bf16']} (fp32), torch {mach['torch']}: every one of the 59 runs on "
+          "an AMD EPYC family 25, model 17 (Zen 4) with `--amp off`, over three sittings (AMENDMENT.md; which runs in "
+          "which sitting: PROGRESS.md and commands.txt); every run scored at its final epoch, fixed in advance. Δ: paired difference on the same seed, mean [95% t-interval; unit: seeds, "
           "n − 1 df]; beside it the seed × example bootstrap (2000 resamples of the seeds and of each task's dev "
           "examples together; percentile 95%; unit: seeds and dev examples), p: the two-sided paired t p, Holm within "
           "each family, the exact sign-flip p. Planned power: at the plan's δ and σ (seeds 6-8); power at the new sd: "
