@@ -862,3 +862,51 @@ def test_the_running_confirmation_points_to_its_amendment_and_log():
         assert f"(../bench/results/study_confirmation/{page})" in body, f"docs/studies.md, '{heading}': link {page}"
     assert re.search(r"no result\b[^.]{0,40}\bread",
                      body), f"docs/studies.md, '{heading}': say that no result of the runs has been read"
+
+
+def test_the_second_confirmations_verdicts_on_the_page_are_the_committed_ones():
+    """docs/studies.md's table of the second confirmation quotes bench/results/study_confirmation/confirmation.md: each
+    claim's Δ, both intervals, Holm p and power; its verdict follows the sign and the Holm p (recomputed here with
+    scipy from the committed per-seed scores), and a "not confirmed" names the power it had at the new sd."""
+    page = (RESULTS / "study_confirmation" / "confirmation.md").read_text()
+    committed = {r.get("claim", r.get("comparison")).split()[0]: r for t in markdown_tables(page) for r in t}
+    heading = next(line for line in DOCS.read_text().splitlines() if line.startswith("### A second confirmation"))
+    rows = next(t for t in markdown_tables(section(DOCS.read_text(), heading)) if t and "claim" in t[0])
+    summary = json.loads((RESULTS / "study_confirmation" / "table.json").read_text())["configurations"]
+    families = {"C": [], "E": []}
+    for row in rows:
+        cid = row["claim"].split()[0]
+        families[cid[0]].append((cid, row))
+    assert len(families["C"]) == 3 and len(families["E"]) == 2, \
+        f"docs/studies.md, '{heading}': one row per planned claim (C1-C3, E1-E2), got {[r['claim'] for r in rows]}"
+    metric_of = {"SST acc": "sst_acc", "Quora acc": "para_acc", "dev overall": "overall"}
+    for fam, members in families.items():
+        p = []
+        for cid, row in members:
+            mine = committed[cid]
+            where = f"docs/studies.md, '{heading}', {cid}"
+            for docs_col, page_col in (("Δ [95%, seeds]", "Δ [95%, seeds]"),
+                                       ("[95%, seeds × dev examples]", "[95%, seeds × dev examples]")):
+                assert row[docs_col].replace("−", "-") == mine[page_col].replace(" (noise)", ""), \
+                    f"{where}: {docs_col} {row[docs_col]!r}, confirmation.md gives {mine[page_col]!r}"
+            assert row["Holm p"].split()[0] == mine["Holm p"], f"{where}: Holm p, confirmation.md gives {mine['Holm p']}"
+            name, against = mine.get("claim", mine.get("comparison")).split()[1], \
+                mine.get("claim", mine.get("comparison")).split()[3].rstrip(",")
+            metric = metric_of[row["metric"]]
+            scores = {c: dict(zip(summary[c]["seeds"], summary[c]["scores"][metric]["values"])) for c in (name, against)}
+            seeds = list(range(9, 9 + int(mine["n"])))
+            d = np.array([scores[name][s] - scores[against][s] for s in seeds])
+            p.append(scipy.stats.ttest_rel(d, np.zeros(len(d))).pvalue)
+        for (cid, row), adjusted in zip(members, holm(p)):
+            d_mean = number(row["Δ [95%, seeds]"].split()[0])
+            if fam == "C":
+                want = "confirmed" if d_mean > 0 and adjusted < 0.05 else "not confirmed"
+            else:
+                want = "noise" if adjusted >= 0.05 else ("higher" if d_mean > 0 else "lower")
+            got = row["verdict"].strip("*")
+            assert got.split(" at ")[0] == want, f"docs/studies.md, '{heading}', {cid}: verdict {got!r}, Holm p " \
+                                                 f"{adjusted:.3f} (scipy) and Δ {d_mean:+.4f} give {want!r}"
+            if want == "not confirmed":
+                new_sd = committed[cid]["power at the new sd, 0.05/3 / 0.05"].split(" / ")[0]
+                assert got == f"not confirmed at {round(float(new_sd) * 100)}% power", \
+                    f"docs/studies.md, '{heading}', {cid}: say the power it had at the new sd ({new_sd})"
