@@ -59,6 +59,11 @@ import sys
 import time
 import warnings
 
+try:
+    import fcntl
+except ImportError:   # Windows has no flock(2): there, run one study process per --out_dir
+    fcntl = None
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from anywhere
 from minbert.core import flags  # noqa: E402
 from minbert.core.errors import UserError, cli  # noqa: E402
@@ -312,13 +317,21 @@ class Runner:
         if self.tables_only:
             raise StopStudy(f"{run_dir} has no finished record and --tables_only trains nothing: "
                             "drop the flag to run it")
-        command = train_command(budget, extra, seed, run_dir, self.select_epoch)
-        resume = latest_checkpoint(run_dir)
-        if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
-            command += ["--resume", resume]
-        self.run(command, os.path.join(run_dir, "log.txt"))
-        self.tidy(run_dir)
-        self.keep(run_dir)
+        os.makedirs(os.path.dirname(run_dir), exist_ok=True)
+        with open(os.path.join(os.path.dirname(run_dir), f".{os.path.basename(run_dir)}.lock"), "w") as lock:
+            try:   # two studies sharing an out_dir: one run, one process (the kernel drops the lock when it dies)
+                if fcntl:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StopStudy(f"{run_dir} is being trained by another process; rerun this study when it "
+                                "has finished (this one would have resumed it from its checkpoint beside it)") from None
+            command = train_command(budget, extra, seed, run_dir, self.select_epoch)
+            resume = latest_checkpoint(run_dir)
+            if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
+                command += ["--resume", resume]
+            self.run(command, os.path.join(run_dir, "log.txt"))
+            self.tidy(run_dir)
+            self.keep(run_dir)
 
 
 class StopStudy(Exception):

@@ -402,3 +402,34 @@ def test_the_equal_update_control_is_pcgrads_step_without_the_surgery():
     assert study.steps_per_epoch("baseline_every_task", budget, 6000) == study.steps_per_epoch("pcgrad", budget, 6000) \
         == ["--steps_per_epoch", "63"], f"{MOD}.steps_per_epoch: the control must make PCGrad's 63 updates"
     assert study_table.CONTROLS["pcgrad"] == study_table.CONTROLS["gradvac"] == "baseline_every_task"
+
+
+def test_a_run_another_process_is_training_is_left_to_it(tmp_path, monkeypatch):
+    """Two studies sharing an --out_dir (a second process taking the last seeds): the second found a run the first was
+    training, with the first's epoch-1 checkpoint, and resumed it, two processes writing one run folder. The runner
+    holds a lock beside each run while it trains it; another process meets the lock and stops instead."""
+    import subprocess
+    import sys
+    run_dir = tmp_path / "out" / "baseline" / "seed22"
+    run_dir.mkdir(parents=True)
+    (run_dir / "last.pt").write_bytes(b"the other process's checkpoint")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               f"f = open({str(run_dir.parent / '.seed22.lock')!r}, 'w')\n"
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        runner = study.Runner(str(tmp_path / "out"))
+        monkeypatch.setattr(runner, "run", lambda *a, **k: pytest.fail(
+            "bench/study.py Runner.train: it trained (resumed) a run whose lock another process holds"))
+        with pytest.raises(study.StopStudy, match="being trained by another process"):
+            runner.train(["--epochs", "2"], [], 22, str(run_dir))
+    finally:
+        holder.kill()
+        holder.wait()
+    calls = []
+    monkeypatch.setattr(runner, "run", lambda command, log: calls.append(command))
+    runner.train(["--epochs", "2"], [], 22, str(run_dir))   # the holder is gone: the lock went with it
+    assert calls and calls[0][-2:] == ["--resume", str(run_dir / "last.pt")], \
+        f"bench/study.py Runner.train: with no other process on it (a killed holder's flock goes with it), a cut " \
+        f"run resumes from its checkpoint: {calls}"
