@@ -319,12 +319,12 @@ class Runner:
                             "drop the flag to run it")
         os.makedirs(os.path.dirname(run_dir), exist_ok=True)
         with open(os.path.join(os.path.dirname(run_dir), f".{os.path.basename(run_dir)}.lock"), "w") as lock:
-            try:   # two studies sharing an out_dir: one run, one process (the kernel drops the lock when it dies)
-                if fcntl:
+            if fcntl:   # two studies sharing an out_dir: one run, one process (the kernel drops the lock when it dies)
+                try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise StopStudy(f"{run_dir} is being trained by another process; rerun this study when it "
-                                "has finished (this one would have resumed it from its checkpoint beside it)") from None
+                except BlockingIOError:
+                    raise StopStudy(f"{run_dir} is being trained by another process; rerun this study when it has "
+                                    "finished (this one would have resumed it from its checkpoint)") from None
             command = train_command(budget, extra, seed, run_dir, self.select_epoch)
             resume = latest_checkpoint(run_dir)
             if resume:   # cut short (Ctrl-C: interrupted.pt; killed: last.pt): continue it exactly
