@@ -49,8 +49,8 @@ from minbert.core.report import markdown_table, plot_heads, write_jsonl
 from minbert.methods.mml import LAMBDA, METHODS
 from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs
 from minbert.run.optimizer_step import OptimizerStep
-from minbert.tasks.data import TaskData, to_device
 from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_category_labels
+from minbert.tasks.sampling import TaskData, to_device
 from minbert.tasks.scoring import eval_batch, in_order
 from minbert.tools import trained_run
 

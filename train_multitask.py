@@ -33,8 +33,8 @@ from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
 from minbert.core.report import markdown_table, plot_panels
 from minbert.run.optimizer_step import OptimizerStep
-from minbert.tasks.data import to_device
 from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores
+from minbert.tasks.sampling import to_device
 from minbert.tasks.scoring import eval_batch
 from minbert.tools import trained_run
 
@@ -79,7 +79,7 @@ def parser():
 
 def parse_args(argv=None):
     p = parser()
-    args = p.parse(argv, checkpoint, *METHODS)   # --dry_run prints every flag, its value and source, and exits
+    args = p.parse(argv, checkpoint, data, *METHODS)   # --dry_run prints every flag, its value and source, and exits
     if args.use_gpu and not args.device.startswith(("auto", "cuda")):
         p.error(f"--use_gpu means --device cuda, but --device {args.device} was given")
     args.device = "cuda" if args.use_gpu else args.device

@@ -53,7 +53,8 @@ def peers_examples_per_s(args, fast, n_batches=40):
     import transformers
     from minbert.core import hub
     from minbert.bert.tokenizer import Tokenizer
-    from minbert.tasks.data import TaskData, read_quora, read_sst, read_sts
+    from minbert.tasks.data import read_quora, read_sst, read_sts
+    from minbert.tasks.sampling import TaskData
     tok = Tokenizer.from_pretrained("minilm-l6")
     d = os.path.normpath(args.data_dir)
     sets = [read_sst(os.path.join(d, "ids-sst-train.csv")), read_quora(os.path.join(d, "quora-train-sample.csv")),

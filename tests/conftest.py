@@ -309,3 +309,56 @@ def glue_files(task: str) -> tuple[Path, bool]:
     tests/fixtures/glue (made by tests/fixtures/make_glue_fixtures.py from the real files), whole=False."""
     place = real_glue_dir(task)
     return (place, True) if place is not None else (GLUE_FIXTURES, False)
+
+
+class WordTokenizer:
+    """Stand-in for minbert.bert.tokenizer.Tokenizer with the same two methods: one id per whitespace word,
+    [CLS] a [SEP] (b [SEP]) with token types 0 for a and 1 for b, padding with id 0."""
+
+    CLS, SEP = 101, 102
+
+    def __init__(self):
+        self.vocab = {}
+        self.encode_calls = 0
+
+    def _ids(self, text):
+        return [self.vocab.setdefault(w, 1000 + len(self.vocab)) for w in text.split()]
+
+    def encode(self, texts, pairs, max_length):
+        self.encode_calls += 1
+        all_ids, all_types = [], []
+        for i, text in enumerate(texts):
+            a = self._ids(text)
+            if pairs is None:
+                ids = [self.CLS] + a[:max_length - 2] + [self.SEP]
+                types = [0] * len(ids)
+            else:
+                b = self._ids(pairs[i])
+                while len(a) + len(b) + 3 > max_length:  # truncate the longer sentence first
+                    (a if len(a) >= len(b) else b).pop()
+                ids = [self.CLS] + a + [self.SEP] + b + [self.SEP]
+                types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+            all_ids.append(ids)
+            all_types.append(types)
+        return all_ids, all_types
+
+    def pad(self, ids, type_ids):
+        B, T = len(ids), max(len(x) for x in ids)
+        out = {k: torch.zeros(B, T, dtype=torch.long) for k in ("input_ids", "attention_mask", "token_type_ids")}
+        for row, (x, t) in enumerate(zip(ids, type_ids)):
+            out["input_ids"][row, :len(x)] = torch.tensor(x)
+            out["attention_mask"][row, :len(x)] = 1
+            out["token_type_ids"][row, :len(x)] = torch.tensor(t)
+        return out
+
+
+def make_examples(n: int, pairs: bool = False, seed: int = 0) -> list:
+    """n Examples (minbert.tasks.data) of 1-25 words "w0".."w29", labels 0-4; pairs: a second sentence too."""
+    import random
+    from minbert.tasks.data import Example
+    rng = random.Random(seed)
+
+    def sentence():
+        return " ".join(f"w{rng.randrange(30)}" for _ in range(rng.randint(1, 25)))
+
+    return [Example(f"ex{i}", sentence(), sentence() if pairs else None, rng.randrange(5)) for i in range(n)]

@@ -21,10 +21,8 @@ from minbert.bert.dropout import dropout
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.core.device import seed_everything
-from minbert.tasks.data import TaskData
 from minbert.tasks.glue import read_glue
-from minbert.tasks.data import to_device
-from minbert.tasks.sampling import BatchStream
+from minbert.tasks.sampling import BatchStream, TaskData, to_device
 from conftest import save_tiny_model, signal_on_call, write_glue  # noqa: F401  (re-exported: write_glue)
 
 

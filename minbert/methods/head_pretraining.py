@@ -23,7 +23,7 @@ import torch
 from minbert.adamw import AdamW
 from minbert.core import flags
 from minbert.core.device import autocast
-from minbert.tasks.data import to_device
+from minbert.tasks.sampling import to_device
 from minbert.tasks.multitask import run_heads, task_loss, task_scores
 
 

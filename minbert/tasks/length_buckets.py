@@ -1,6 +1,6 @@
 """Sequence-length buckets: each batch padded to one of a few lengths, so a compiled step sees few static shapes.
 
-Length-aware batching (minbert.tasks.data.TaskData.batches) pads every batch only to its longest example, so a run
+Length-aware batching (minbert.tasks.sampling.TaskData.batches) pads every batch only to its longest example, so a run
 feeds the model dozens of different lengths T. Eager PyTorch does not care. A CUDA graph does: it replays kernels
 recorded for one shape, so every new T means a new recording (torch.compile mode="reduce-overhead"), and the
 compiled code for a new T is compiled again. Padded up to the next of BUCKETS, a run shows the model at most five

@@ -1,5 +1,7 @@
 """
-Task sampling schedules for multitask training: which task the next batch comes from.
+What a training step draws: which task the next batch comes from (the schedules below), and the batch itself
+(`TaskData`: a split tokenized once, cut into length-aware, dynamically padded batches; `BatchStream`: endless,
+resumable passes over them).
 
 Stickland & Murray 2019, "BERT and PALs" (arXiv:1902.02671), §4. At every step, pick task i with
 
@@ -36,13 +38,17 @@ tasks ~16x against full Quora. PCGrad/GradVac/Gradient Compromise always take ev
 step: they need one gradient per task.
 
 Deliberately left out: temperature sampling with other α schedules, loss- or metric-driven
-(dynamic) schedules, and mixing examples of several tasks inside one sub-batch.
+(dynamic) schedules, mixing examples of several tasks inside one sub-batch, and a torch Dataset/DataLoader
+(tokenizing once is cheap, and building batches in the main process is simple).
 """
 
 import math
+from typing import Iterator
 
 import numpy as np
 import torch
+
+from minbert.tasks.length_buckets import pad_to_bucket
 
 SCHEDULES = ("proportional", "sqrt", "annealed", "uniform", "round_robin")
 MIXES = ("natural", "every_task")
@@ -130,6 +136,115 @@ class TaskSampler:
         self.set_epoch(state["epoch"])
 
 
+# ----------------------------------------------------------------------------------------------
+# A task's examples, tokenized once, and their length-aware batches
+
+
+def to_device(batch: dict, device) -> dict:
+    """A batch's tensors on `device` (its ids list stays as it is)."""
+    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+class TaskData:
+    """One split of one task, tokenized once.
+
+    For pair tasks, `pair_mode` chooses how pairs are encoded:
+    'cross'    -> one sequence [CLS] a [SEP] b [SEP] with token types (tokenizer.encode(texts, pairs));
+    'separate' -> two encodings, a and b (for bi-encoder heads); the batch also holds *_b tensors.
+    Single-sentence tasks ignore `pair_mode`.
+
+    `label_dtype` defaults to float32 if any label is a float (STS), else long (SST, Quora with
+    cross-entropy); pass torch.float32 for Quora trained with BCE-with-logits.
+    Unlabeled splits (test files) produce batches without a "labels" key.
+
+    `buckets` (False): pad each batch to the next of a few lengths (minbert.tasks.length_buckets) instead of its
+    longest example; `--compile` on CUDA turns it on (length_buckets.use_on), for the few static shapes that
+    CUDA graphs need. The padding is masked: the model computes the same for the real tokens either way."""
+
+    def __init__(self, examples: list, tokenizer, max_length: int, pair_mode: str = "cross",
+                 label_dtype: torch.dtype | None = None):
+        if not examples:
+            raise ValueError("TaskData: got no examples")
+        if pair_mode not in ("cross", "separate"):
+            raise ValueError(f"TaskData: pair_mode must be 'cross' or 'separate', got {pair_mode!r}")
+        is_pair = {e.text2 is not None for e in examples}
+        if len(is_pair) > 1:
+            raise ValueError("TaskData: examples mix single sentences and pairs (some text2 are None)")
+        self.is_pair = is_pair.pop()
+        self.pair_mode = pair_mode if self.is_pair else None
+        self.tokenizer, self.max_length, self.buckets = tokenizer, max_length, False
+        self.ids = [e.id for e in examples]
+
+        # tokenize every example once; batches only pad (cached ids, dynamic padding)
+        texts = [e.text for e in examples]
+        pairs = [e.text2 for e in examples] if self.is_pair else None
+        if self.pair_mode == "separate":
+            self.input_ids, self.type_ids = tokenizer.encode(texts, None, max_length)
+            self.input_ids_b, self.type_ids_b = tokenizer.encode(pairs, None, max_length)
+            # padded cost of a batch ~ longest a + longest b, so sort by the sum
+            self.lengths = [len(a) + len(b) for a, b in zip(self.input_ids, self.input_ids_b)]
+        else:
+            self.input_ids, self.type_ids = tokenizer.encode(texts, pairs, max_length)
+            self.input_ids_b = self.type_ids_b = None
+            self.lengths = [len(a) for a in self.input_ids]
+
+        labels = [e.label for e in examples]
+        has_label = {label is not None for label in labels}
+        if len(has_label) > 1:
+            raise ValueError("TaskData: some examples have labels and some do not")
+        self.labels = None
+        if has_label.pop():
+            if label_dtype is None:
+                label_dtype = torch.float32 if any(isinstance(x, float) for x in labels) else torch.long
+            self.labels = torch.tensor(labels, dtype=label_dtype)  # (N,)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def batches(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None) -> Iterator[dict]:
+        """Length-aware batches covering every example exactly once.
+
+        shuffle=False (eval): indices sorted by length, cut into batches (minimal padding).
+        shuffle=True (train): a random permutation (from `generator`) is split into chunks of
+        50 * batch_size; each chunk is sorted by length and cut into batches, and the batch order is
+        shuffled. Batches then hold similar lengths but a random mix of examples. The random draws
+        happen when batches() is called, not while iterating.
+
+        Each batch dict: input_ids, attention_mask, token_type_ids (B, T) long, plus input_ids_b,
+        attention_mask_b, token_type_ids_b in 'separate' mode; labels (B,) if labeled; ids (list of B
+        str, for prediction files); index (B,) long, the positions of the examples in this split."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        n, by_length = len(self), self.lengths.__getitem__
+        if not shuffle:
+            order = sorted(range(n), key=by_length)  # stable: ties keep file order
+            groups = [order[s:s + batch_size] for s in range(0, n, batch_size)]
+        else:
+            perm = torch.randperm(n, generator=generator).tolist()
+            chunk = 50 * batch_size
+            groups = []
+            for c in range(0, n, chunk):
+                part = sorted(perm[c:c + chunk], key=by_length)
+                groups += [part[s:s + batch_size] for s in range(0, len(part), batch_size)]
+            # otherwise batches would go short -> long within every chunk
+            groups = [groups[g] for g in torch.randperm(len(groups), generator=generator).tolist()]
+        return (self._collate(group) for group in groups)
+
+    def _collate(self, group: list[int]) -> dict:
+        batch = dict(self.tokenizer.pad([self.input_ids[i] for i in group], [self.type_ids[i] for i in group]))
+        if self.input_ids_b is not None:
+            b = self.tokenizer.pad([self.input_ids_b[i] for i in group], [self.type_ids_b[i] for i in group])
+            batch.update(input_ids_b=b["input_ids"], attention_mask_b=b["attention_mask"],
+                         token_type_ids_b=b["token_type_ids"])
+        index = torch.tensor(group, dtype=torch.long)  # (B,)
+        if self.labels is not None:
+            batch["labels"] = self.labels[index]
+        batch["ids"] = [self.ids[i] for i in group]
+        batch["index"] = index
+        return pad_to_bucket(batch, self.max_length, self.tokenizer.pad_id) if self.buckets else batch
+
+
+
 class BatchStream:
     """Endless training batches of one task: pass after pass over its TaskData.
 
@@ -164,24 +279,6 @@ class BatchStream:
 
 
 # ---------------------------------------------------------------------------------------------- flags
-def describe(args) -> list[tuple[str, str]]:
-    """--dry_run's rows for train_multitask.py: each task's training examples (read as the run reads them, --limit
-    applied; nothing tokenized) and the optimizer steps they make (steps_per_epoch, one process)."""
-    import copy
-    from minbert.core.errors import UserError
-    from minbert.tasks import data
-    resolved = copy.copy(args)
-    data.resolve_paths(resolved)   # the files --data_dir implies, on a copy
-    try:
-        rows = {t: len(read(getattr(resolved, f"{t}_train"))[: args.limit or None]) for t, read in data.READERS.items()}
-    except UserError as e:
-        return [("train data", f"the run would stop: {e}")]
-    _, steps = steps_per_epoch(args, list(rows.values()), rows["sst"])
-    return [("train data", ", ".join(f"{t} {n:,}" for t, n in rows.items()) + " examples"),
-            ("steps", f"{steps:,} per epoch x {args.epochs} epochs = {steps * args.epochs:,} optimizer steps "
-                      f"(batch {args.batch_size} x --grad_accum {args.grad_accum})")]
-
-
 def add_args(parser) -> None:
     g = parser.add_argument_group("task sampling (Stickland & Murray 2019 §4; Muppet, arXiv:2101.11038)")
     g.add_argument("--schedule", choices=SCHEDULES, default="proportional",

@@ -20,7 +20,7 @@ import torch
 
 from minbert.core.device import autocast
 from minbert.core.progress import phase
-from minbert.tasks.data import to_device
+from minbert.tasks.sampling import to_device
 
 EVAL_BATCH = 64   # rows per forward pass when scoring (the scripts' dev/test evaluation, predict, load_run)
 

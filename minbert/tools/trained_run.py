@@ -37,7 +37,8 @@ from minbert.methods import mml, r3f
 from minbert.methods.pals import PALs
 from minbert.run import run_dir
 from minbert.tasks import glue, multitask
-from minbert.tasks.data import Example, TaskData
+from minbert.tasks.data import Example
+from minbert.tasks.sampling import TaskData
 from minbert.tasks.multitask import CROSS_HEADS, SST_LABELS, TASKS, MultitaskBert
 from minbert.tasks.scoring import EVAL_BATCH, in_order
 

@@ -14,7 +14,8 @@ from minbert.methods import head_pretraining
 from minbert.bert.config import BertConfig
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
-from minbert.tasks.data import Example, TaskData
+from minbert.tasks.data import Example
+from minbert.tasks.sampling import TaskData
 from minbert.tasks.multitask import MultitaskBert
 from conftest import flags_parser
 

@@ -259,7 +259,8 @@ def test_every_mnr_batch_holds_positive_pairs_only(tmp_path, monkeypatch):
 def test_positive_pairs_stream_covers_exactly_the_positives():
     from minbert.bert.tokenizer import Tokenizer
     from minbert.methods.mnr import PositivePairs
-    from minbert.tasks.data import Example, TaskData
+    from minbert.tasks.data import Example
+    from minbert.tasks.sampling import TaskData
     examples = [Example(f"e{i}", f"first {i}", f"second {i}", float(i % 6)) for i in range(30)]
     data = TaskData(examples, Tokenizer.from_pretrained("minilm-l6"), 16, pair_mode="separate")
     positives = PositivePairs(data, "sts")

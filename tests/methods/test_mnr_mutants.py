@@ -17,7 +17,8 @@ from minbert.bert.tokenizer import Tokenizer
 from minbert.core.errors import UserError
 from minbert.methods import mnr
 from minbert.methods.mnr import MNRObjective, PositivePairs, mnr_loss, mnr_scores
-from minbert.tasks.data import Example, TaskData
+from minbert.tasks.data import Example
+from minbert.tasks.sampling import TaskData
 from conftest import flags_parser, refusal
 
 WORDS = ["good", "bad", "film", "plot", "dull", "fun", "great", "awful", "long", "short", "actors", "story"]

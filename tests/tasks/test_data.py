@@ -1,21 +1,21 @@
-"""Tests for minbert.tasks.data (CS224N readers, TaskData batching, prediction files) and minbert.tools.download.
+"""Tests for minbert.tasks.data (CS224N readers, prediction files) and minbert.tools.download.
 
 Most tests use tiny files written to tmp_path in the handout's format: tab-separated, an unnamed
 pandas index as first column, and test files whose header starts with "0\\t\\t". The real handout
 files are only read, never copied: from $MINBERT_DATA/cs224n, or else the repository's own data/ (conftest.py).
 """
 
-import random
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
 
-from minbert.tasks.data import (CS224N_FILES, PREDICTION_HEADERS, DataError, Example, TaskData, read_quora,
-                          read_sst, read_sts, write_predictions)
+from minbert.tasks.data import (CS224N_FILES, PREDICTION_HEADERS, DataError, Example, read_quora, read_sst, read_sts,
+                                write_predictions)
+from minbert.tasks.sampling import TaskData
 
-from conftest import real_cs224n_dir, needs_cs224n
+from conftest import WordTokenizer, real_cs224n_dir, needs_cs224n
 
 REAL_FILES = ["ids-sst-train.csv", "ids-sst-dev.csv", "ids-sst-test-student.csv", "ids-cfimdb-train.csv",
               "ids-cfimdb-dev.csv", "ids-cfimdb-test-student.csv", "sts-train.csv", "sts-dev.csv",
@@ -31,47 +31,6 @@ def write_tsv(path: Path, rows: list[list[str]]) -> Path:
     """Write rows the way pandas.to_csv(sep='\\t') wrote the handout files."""
     path.write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
     return path
-
-
-class WordTokenizer:
-    """Stand-in for minbert.bert.tokenizer.Tokenizer with the same two methods: one id per whitespace word,
-    [CLS] a [SEP] (b [SEP]) with token types 0 for a and 1 for b, padding with id 0."""
-
-    CLS, SEP = 101, 102
-
-    def __init__(self):
-        self.vocab = {}
-        self.encode_calls = 0
-
-    def _ids(self, text):
-        return [self.vocab.setdefault(w, 1000 + len(self.vocab)) for w in text.split()]
-
-    def encode(self, texts, pairs, max_length):
-        self.encode_calls += 1
-        all_ids, all_types = [], []
-        for i, text in enumerate(texts):
-            a = self._ids(text)
-            if pairs is None:
-                ids = [self.CLS] + a[:max_length - 2] + [self.SEP]
-                types = [0] * len(ids)
-            else:
-                b = self._ids(pairs[i])
-                while len(a) + len(b) + 3 > max_length:  # truncate the longer sentence first
-                    (a if len(a) >= len(b) else b).pop()
-                ids = [self.CLS] + a + [self.SEP] + b + [self.SEP]
-                types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-            all_ids.append(ids)
-            all_types.append(types)
-        return all_ids, all_types
-
-    def pad(self, ids, type_ids):
-        B, T = len(ids), max(len(x) for x in ids)
-        out = {k: torch.zeros(B, T, dtype=torch.long) for k in ("input_ids", "attention_mask", "token_type_ids")}
-        for row, (x, t) in enumerate(zip(ids, type_ids)):
-            out["input_ids"][row, :len(x)] = torch.tensor(x)
-            out["attention_mask"][row, :len(x)] = 1
-            out["token_type_ids"][row, :len(x)] = torch.tensor(t)
-        return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -269,140 +228,6 @@ def test_default_file_names_cover_three_tasks_and_three_splits():
 
 
 # ----------------------------------------------------------------------------------------------
-# TaskData: tokenize once, length-aware batches, dynamic padding
-
-
-def make_examples(n: int, pairs: bool = False, seed: int = 0) -> list[Example]:
-    rng = random.Random(seed)
-
-    def sentence():
-        return " ".join(f"w{rng.randrange(30)}" for _ in range(rng.randint(1, 25)))
-
-    return [Example(f"ex{i}", sentence(), sentence() if pairs else None, rng.randrange(5)) for i in range(n)]
-
-
-def batch_indices(batches) -> list[list[int]]:
-    return [b["index"].tolist() for b in batches]
-
-
-def test_eval_batches_are_sorted_by_length_and_cover_every_example_once():
-    """Oracle: property. shuffle=False: batches in nondecreasing length, each example exactly once."""
-    data = TaskData(make_examples(37), WordTokenizer(), max_length=64)
-    batches = list(data.batches(batch_size=4, shuffle=False))
-    flat = [i for b in batch_indices(batches) for i in b]
-    assert sorted(flat) == list(range(37)), "minbert.tasks.data.TaskData.batches: each example must appear exactly once"
-    lengths = [data.lengths[i] for i in flat]
-    assert lengths == sorted(lengths), f"minbert.tasks.data.TaskData.batches(shuffle=False): not sorted by length: {lengths}"
-    assert [len(b["ids"]) for b in batches] == [4] * 9 + [1]
-
-
-def test_batches_are_padded_to_the_longest_example_in_the_batch():
-    """Oracle: the cached unpadded ids. (B, T) with T = longest in batch, mask 1 on tokens, 0 and id 0 on pads."""
-    examples = make_examples(23)
-    data = TaskData(examples, WordTokenizer(), max_length=64)
-    for batch in data.batches(batch_size=5, shuffle=True, generator=torch.Generator().manual_seed(0)):
-        B, T = batch["input_ids"].shape
-        expected_T = max(data.lengths[i] for i in batch["index"].tolist())
-        assert T == expected_T, f"minbert.tasks.data.TaskData: expected (B, T) = ({B}, {expected_T}), got {(B, T)}"
-        for row, i in enumerate(batch["index"].tolist()):
-            n = data.lengths[i]
-            assert batch["input_ids"][row, :n].tolist() == data.input_ids[i]
-            assert batch["attention_mask"][row].tolist() == [1] * n + [0] * (T - n)
-            assert batch["input_ids"][row, n:].eq(0).all()
-            assert batch["ids"][row] == examples[i].id and batch["labels"][row].item() == examples[i].label
-
-
-def test_train_batches_cover_all_examples_and_are_reproducible_with_a_seed():
-    """Oracle: determinism + property. shuffle=True: every example once per call; the same seed gives the
-    same batches; a different seed, or the next call on the same generator (next epoch), gives others."""
-    data = TaskData(make_examples(500), WordTokenizer(), max_length=64)
-    run = lambda g: batch_indices(data.batches(batch_size=2, shuffle=True, generator=g))  # noqa: E731
-    first = run(torch.Generator().manual_seed(0))
-    assert sorted(i for b in first for i in b) == list(range(500))
-    assert run(torch.Generator().manual_seed(0)) == first, "minbert.tasks.data.TaskData.batches: same seed, different batches"
-    assert run(torch.Generator().manual_seed(1)) != first
-    g = torch.Generator().manual_seed(0)
-    epoch1, epoch2 = run(g), run(g)
-    assert epoch1 == first and epoch2 != first and sorted(i for b in epoch2 for i in b) == list(range(500))
-
-
-def test_train_batches_come_from_length_sorted_chunks_in_shuffled_order():
-    """Oracle: the spec's recipe. With n = 500 and B = 2, the permutation splits into 5 chunks of 50·B = 100.
-    Every batch lies inside one chunk, batches of one chunk do not overlap in length, and the batch order
-    is shuffled (not going short -> long)."""
-    data = TaskData(make_examples(500), WordTokenizer(), max_length=64)
-    batches = batch_indices(data.batches(batch_size=2, shuffle=True, generator=torch.Generator().manual_seed(3)))
-    perm = torch.randperm(500, generator=torch.Generator().manual_seed(3)).tolist()
-    chunk_of = {i: pos // 100 for pos, i in enumerate(perm)}
-    by_chunk = {}
-    for b in batches:
-        assert len({chunk_of[i] for i in b}) == 1, f"minbert.tasks.data.TaskData.batches: batch {b} spans two chunks"
-        by_chunk.setdefault(chunk_of[b[0]], []).append(sorted(data.lengths[i] for i in b))
-    for spans in by_chunk.values():
-        spans.sort()
-        assert all(x[-1] <= y[0] for x, y in zip(spans, spans[1:])), "batches of a chunk must be cut from its sorted order"
-    # unshuffled, batches would come chunk after chunk, each chunk going short -> long
-    chunk_sequence = [chunk_of[b[0]] for b in batches]
-    assert chunk_sequence != sorted(chunk_sequence), "minbert.tasks.data.TaskData.batches: batch order was not shuffled"
-    first_chunk = [max(data.lengths[i] for i in b) for b in batches if chunk_of[b[0]] == 0]
-    assert first_chunk != sorted(first_chunk), "minbert.tasks.data.TaskData.batches: batch order was not shuffled"
-
-
-def test_examples_are_tokenized_once():
-    """Oracle: property. encode runs in __init__ only (once per sentence list), never per batch."""
-    tokenizer = WordTokenizer()
-    data = TaskData(make_examples(20, pairs=True), tokenizer, max_length=64, pair_mode="separate")
-    for _ in range(3):
-        list(data.batches(batch_size=4, shuffle=True))
-    assert tokenizer.encode_calls == 2, f"expected 2 encode calls (a and b), got {tokenizer.encode_calls}"
-
-
-def test_cross_pair_mode_builds_one_sequence_with_token_types():
-    """Oracle: hand-built [CLS] a [SEP] b [SEP] with token types 0 then 1, from the stand-in tokenizer."""
-    examples = [Example("p1", "w1 w2", "w3", 1.5)]
-    tokenizer = WordTokenizer()
-    batch = next(TaskData(examples, tokenizer, max_length=16).batches(batch_size=1, shuffle=False))
-    w = [tokenizer.vocab[t] for t in ("w1", "w2", "w3")]
-    assert batch["input_ids"].tolist() == [[101, w[0], w[1], 102, w[2], 102]]
-    assert batch["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1]]
-    assert "input_ids_b" not in batch
-    assert batch["labels"].dtype == torch.float32, "STS labels (floats) must default to float32"
-
-
-def test_separate_pair_mode_encodes_both_sentences_on_their_own():
-    """Oracle: the stand-in tokenizer run on each sentence alone."""
-    examples = make_examples(9, pairs=True)
-    data = TaskData(examples, WordTokenizer(), max_length=64, pair_mode="separate", label_dtype=torch.float32)
-    for batch in data.batches(batch_size=4, shuffle=False):
-        for key in ("input_ids_b", "attention_mask_b", "token_type_ids_b"):
-            assert batch[key].shape[0] == len(batch["ids"]), f"minbert.tasks.data.TaskData: {key} must be (B, T_b)"
-        for row, i in enumerate(batch["index"].tolist()):
-            n_b = len(examples[i].text2.split()) + 2
-            assert batch["attention_mask_b"][row].sum().item() == n_b
-            assert batch["token_type_ids_b"][row].eq(0).all()
-        assert batch["labels"].dtype == torch.float32, "label_dtype=torch.float32 (Quora with BCE) was ignored"
-
-
-def test_label_dtypes_and_unlabeled_splits():
-    """Oracle: property. Integer labels -> long by default; unlabeled splits give no "labels" key."""
-    labeled = TaskData(make_examples(6), WordTokenizer(), max_length=32)
-    assert next(labeled.batches(3, shuffle=False))["labels"].dtype == torch.long
-    unlabeled = [Example(e.id, e.text, None, None) for e in make_examples(6)]
-    batch = next(TaskData(unlabeled, WordTokenizer(), max_length=32).batches(3, shuffle=False))
-    assert "labels" not in batch and len(batch["ids"]) == 3
-
-
-def test_task_data_rejects_bad_arguments():
-    """Oracle: property. Errors name what is wrong."""
-    with pytest.raises(ValueError, match="pair_mode"):
-        TaskData(make_examples(3, pairs=True), WordTokenizer(), 32, pair_mode="concat")
-    with pytest.raises(ValueError, match="mix"):
-        TaskData(make_examples(2) + make_examples(2, pairs=True), WordTokenizer(), 32)
-    with pytest.raises(ValueError, match="batch_size"):
-        TaskData(make_examples(3), WordTokenizer(), 32).batches(0, shuffle=False)
-
-
-# ----------------------------------------------------------------------------------------------
 # Prediction files
 
 
@@ -464,29 +289,6 @@ def test_download_cs224n_fetches_the_handout_files_and_skips_existing(tmp_path, 
     download.main(["cs224n", "--dest", str(dest)])  # a second run finds everything and fetches nothing
     assert calls == []
 
-
-
-def test_task_data_works_with_the_real_wordpiece_tokenizer(tmp_path):
-    """Oracle: ids worked out by hand from a tiny vocab.txt (id = line number), through
-    minbert.bert.tokenizer.Tokenizer: [CLS]=2, [SEP]=3, how=5, why=6, ?=7, fly=8, ##ing=9, pad 0."""
-    from minbert.bert.tokenizer import Tokenizer
-
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "how", "why", "?", "fly", "##ing"]
-    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = Tokenizer(tmp_path / "vocab.txt")
-    examples = [Example("q1", "How flying?", "Why?", 1), Example("q2", "Why?", "How?", 0)]
-
-    cross = next(TaskData(examples, tokenizer, max_length=16).batches(batch_size=2, shuffle=False))
-    assert cross["ids"] == ["q2", "q1"], "eval batches go short -> long"
-    assert cross["input_ids"].tolist() == [[2, 6, 7, 3, 5, 7, 3, 0, 0], [2, 5, 8, 9, 7, 3, 6, 7, 3]]
-    assert cross["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 1, 1]]
-    assert cross["attention_mask"].sum(dim=1).tolist() == [7, 9]
-
-    separate = TaskData(examples, tokenizer, max_length=16, pair_mode="separate", label_dtype=torch.float32)
-    batch = next(separate.batches(batch_size=2, shuffle=False))
-    assert batch["input_ids"].tolist() == [[2, 6, 7, 3, 0, 0], [2, 5, 8, 9, 7, 3]]
-    assert batch["input_ids_b"].tolist() == [[2, 5, 7, 3], [2, 6, 7, 3]]
-    assert batch["labels"].tolist() == [0.0, 1.0] and batch["labels"].dtype == torch.float32
 
 
 # ----------------------------------------------------------------------------------------------
@@ -700,41 +502,3 @@ def test_an_interrupted_write_keeps_its_error_and_leaves_no_temporary_file(tmp_p
     with pytest.raises(KeyboardInterrupt):
         write_predictions(tmp_path / "out.csv", "Predicted_Sentiment", ["a", "b"], [1, Boom()])
     assert list(tmp_path.iterdir()) == [], "the temporary file must be removed and nothing written"
-
-
-def test_task_data_error_messages_say_what_is_wrong():
-    with pytest.raises(ValueError, match=r"^TaskData: got no examples$"):
-        TaskData([], WordTokenizer(), 32)
-    with pytest.raises(ValueError, match=r"^TaskData: examples mix single sentences and pairs \(some text2 are None\)$"):
-        TaskData(make_examples(2) + make_examples(2, pairs=True), WordTokenizer(), 32)
-    mixed = make_examples(3)
-    mixed[1] = Example("x", "a b", None, None)
-    with pytest.raises(ValueError, match=r"^TaskData: some examples have labels and some do not$"):
-        TaskData(mixed, WordTokenizer(), 32)
-
-
-def test_single_sentences_ignore_pair_mode_separate():
-    """Oracle: the docstring ('Single-sentence tasks ignore pair_mode')."""
-    data = TaskData(make_examples(4), WordTokenizer(), 32, pair_mode="separate")
-    batch = next(data.batches(4, shuffle=False))
-    assert data.pair_mode is None and "input_ids_b" not in batch, sorted(batch)
-
-
-def test_separate_pairs_are_sorted_by_the_sum_of_both_lengths():
-    """Oracle: hand-counted lengths ([CLS] w.. [SEP] per sentence): padded cost ~ longest a + longest b."""
-    examples = [Example("0", "w " * 9, "w", 0), Example("1", "w w", "w w w", 1), Example("2", "w", "w " * 6, 2)]
-    data = TaskData(examples, WordTokenizer(), 32, pair_mode="separate")
-    assert data.lengths == [11 + 3, 4 + 5, 3 + 8], data.lengths
-    assert next(data.batches(3, shuffle=False))["ids"] == ["1", "2", "0"]
-
-
-def test_float_labels_are_float32_whatever_torch_default_dtype():
-    """The docstring: float labels default to float32 (the handout's float64 breaks MSE against float32 outputs),
-    also when a user has set torch's default dtype to float64."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        data = TaskData([Example("a", "x", "y", 2.5), Example("b", "x", "z", 4.0)], WordTokenizer(), 16)
-    finally:
-        torch.set_default_dtype(old)
-    assert data.labels.dtype == torch.float32, data.labels.dtype

@@ -90,8 +90,8 @@ def test_a_padded_batch_gives_the_unpadded_loss_and_gradients(task, pair_head, p
 
 
 def test_use_on_pads_batches_on_cuda_only_and_a_split_without_it_pads_to_its_longest():
-    from test_data import WordTokenizer, make_examples   # a tokenizer without the model files, padding with id 0
-    from minbert.tasks.data import TaskData
+    from conftest import WordTokenizer, make_examples   # a tokenizer without the model files, padding with id 0
+    from minbert.tasks.sampling import TaskData
 
     class Tokenizer(WordTokenizer):
         pad_id = PAD_ID

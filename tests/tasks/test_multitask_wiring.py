@@ -19,7 +19,7 @@ from torch import nn
 from conftest import make_batch, tiny_multitask
 from minbert.core.errors import UserError
 from minbert.tasks import multitask
-from minbert.tasks.data import to_device
+from minbert.tasks.sampling import to_device
 from minbert.tasks.multitask import MultitaskBert, gradvac_groups, make_head, predictions
 from minbert.tasks.pair_heads import ConcatHead, CosineHead, SiameseHead, TanhScaledHead
 

@@ -1,4 +1,5 @@
-"""Tests for minbert.tasks.sampling: task sampling schedules (Stickland & Murray 2019, §4)."""
+"""Tests for minbert.tasks.sampling: task sampling schedules (Stickland & Murray 2019, §4), and TaskData's batches
+(tokenized once, length-aware, dynamically padded)."""
 
 import math
 from argparse import Namespace
@@ -8,7 +9,11 @@ import pytest
 import torch
 
 from minbert.methods.gradient_compromise import GradientCompromise
-from minbert.tasks.sampling import SCHEDULES, TaskSampler, anneal_alpha, step_tasks, steps_per_epoch, task_probs
+from minbert.tasks.data import Example
+from minbert.tasks.sampling import (SCHEDULES, TaskData, TaskSampler, anneal_alpha, step_tasks, steps_per_epoch,
+                                     task_probs)
+
+from conftest import WordTokenizer, make_examples
 
 SIZES_SAMPLE = [8544, 16000, 6040]  # SST train, the shared 16k Quora sample, STS train
 SIZES_FULL = [8544, 141506, 6040]  # SST train, full Quora train, STS train
@@ -204,7 +209,7 @@ def test_train_multitask_heterogeneous_steps_follow_the_natural_mix(tmp_path, mo
 
 
 class Shuffled:
-    """Stand-in for minbert.tasks.data.TaskData: batches of example indices, a fresh permutation per call."""
+    """Stand-in for minbert.tasks.sampling.TaskData: batches of example indices, a fresh permutation per call."""
 
     def __init__(self, n):
         self.n = n
@@ -271,3 +276,189 @@ def test_a_step_draws_as_many_batches_as_its_epoch_length_assumes(flags, want):
     assert len(drawn) == want and set(drawn) <= set(tasks), f"step_tasks with {flags}: drew {drawn}, want {want} tasks"
     assert steps_per_epoch(args, [40, 40, 40], 40)[0] == math.ceil(30 / want), \
         f"steps_per_epoch with {flags}: an epoch of 120 examples in batches of 4 is ceil(30 / {want}) steps"
+
+
+# ----------------------------------------------------------------------------------------------
+# TaskData: tokenize once, length-aware batches, dynamic padding
+
+
+def batch_indices(batches) -> list[list[int]]:
+    return [b["index"].tolist() for b in batches]
+
+
+def test_eval_batches_are_sorted_by_length_and_cover_every_example_once():
+    """Oracle: property. shuffle=False: batches in nondecreasing length, each example exactly once."""
+    data = TaskData(make_examples(37), WordTokenizer(), max_length=64)
+    batches = list(data.batches(batch_size=4, shuffle=False))
+    flat = [i for b in batch_indices(batches) for i in b]
+    assert sorted(flat) == list(range(37)), "minbert.tasks.sampling.TaskData.batches: each example must appear exactly once"
+    lengths = [data.lengths[i] for i in flat]
+    assert lengths == sorted(lengths), f"minbert.tasks.sampling.TaskData.batches(shuffle=False): not sorted by length: {lengths}"
+    assert [len(b["ids"]) for b in batches] == [4] * 9 + [1]
+
+
+def test_batches_are_padded_to_the_longest_example_in_the_batch():
+    """Oracle: the cached unpadded ids. (B, T) with T = longest in batch, mask 1 on tokens, 0 and id 0 on pads."""
+    examples = make_examples(23)
+    data = TaskData(examples, WordTokenizer(), max_length=64)
+    for batch in data.batches(batch_size=5, shuffle=True, generator=torch.Generator().manual_seed(0)):
+        B, T = batch["input_ids"].shape
+        expected_T = max(data.lengths[i] for i in batch["index"].tolist())
+        assert T == expected_T, f"minbert.tasks.sampling.TaskData: expected (B, T) = ({B}, {expected_T}), got {(B, T)}"
+        for row, i in enumerate(batch["index"].tolist()):
+            n = data.lengths[i]
+            assert batch["input_ids"][row, :n].tolist() == data.input_ids[i]
+            assert batch["attention_mask"][row].tolist() == [1] * n + [0] * (T - n)
+            assert batch["input_ids"][row, n:].eq(0).all()
+            assert batch["ids"][row] == examples[i].id and batch["labels"][row].item() == examples[i].label
+
+
+def test_train_batches_cover_all_examples_and_are_reproducible_with_a_seed():
+    """Oracle: determinism + property. shuffle=True: every example once per call; the same seed gives the
+    same batches; a different seed, or the next call on the same generator (next epoch), gives others."""
+    data = TaskData(make_examples(500), WordTokenizer(), max_length=64)
+    run = lambda g: batch_indices(data.batches(batch_size=2, shuffle=True, generator=g))  # noqa: E731
+    first = run(torch.Generator().manual_seed(0))
+    assert sorted(i for b in first for i in b) == list(range(500))
+    assert run(torch.Generator().manual_seed(0)) == first, "minbert.tasks.sampling.TaskData.batches: same seed, different batches"
+    assert run(torch.Generator().manual_seed(1)) != first
+    g = torch.Generator().manual_seed(0)
+    epoch1, epoch2 = run(g), run(g)
+    assert epoch1 == first and epoch2 != first and sorted(i for b in epoch2 for i in b) == list(range(500))
+
+
+def test_train_batches_come_from_length_sorted_chunks_in_shuffled_order():
+    """Oracle: the spec's recipe. With n = 500 and B = 2, the permutation splits into 5 chunks of 50·B = 100.
+    Every batch lies inside one chunk, batches of one chunk do not overlap in length, and the batch order
+    is shuffled (not going short -> long)."""
+    data = TaskData(make_examples(500), WordTokenizer(), max_length=64)
+    batches = batch_indices(data.batches(batch_size=2, shuffle=True, generator=torch.Generator().manual_seed(3)))
+    perm = torch.randperm(500, generator=torch.Generator().manual_seed(3)).tolist()
+    chunk_of = {i: pos // 100 for pos, i in enumerate(perm)}
+    by_chunk = {}
+    for b in batches:
+        assert len({chunk_of[i] for i in b}) == 1, f"minbert.tasks.sampling.TaskData.batches: batch {b} spans two chunks"
+        by_chunk.setdefault(chunk_of[b[0]], []).append(sorted(data.lengths[i] for i in b))
+    for spans in by_chunk.values():
+        spans.sort()
+        assert all(x[-1] <= y[0] for x, y in zip(spans, spans[1:])), "batches of a chunk must be cut from its sorted order"
+    # unshuffled, batches would come chunk after chunk, each chunk going short -> long
+    chunk_sequence = [chunk_of[b[0]] for b in batches]
+    assert chunk_sequence != sorted(chunk_sequence), "minbert.tasks.sampling.TaskData.batches: batch order was not shuffled"
+    first_chunk = [max(data.lengths[i] for i in b) for b in batches if chunk_of[b[0]] == 0]
+    assert first_chunk != sorted(first_chunk), "minbert.tasks.sampling.TaskData.batches: batch order was not shuffled"
+
+
+def test_examples_are_tokenized_once():
+    """Oracle: property. encode runs in __init__ only (once per sentence list), never per batch."""
+    tokenizer = WordTokenizer()
+    data = TaskData(make_examples(20, pairs=True), tokenizer, max_length=64, pair_mode="separate")
+    for _ in range(3):
+        list(data.batches(batch_size=4, shuffle=True))
+    assert tokenizer.encode_calls == 2, f"expected 2 encode calls (a and b), got {tokenizer.encode_calls}"
+
+
+def test_cross_pair_mode_builds_one_sequence_with_token_types():
+    """Oracle: hand-built [CLS] a [SEP] b [SEP] with token types 0 then 1, from the stand-in tokenizer."""
+    examples = [Example("p1", "w1 w2", "w3", 1.5)]
+    tokenizer = WordTokenizer()
+    batch = next(TaskData(examples, tokenizer, max_length=16).batches(batch_size=1, shuffle=False))
+    w = [tokenizer.vocab[t] for t in ("w1", "w2", "w3")]
+    assert batch["input_ids"].tolist() == [[101, w[0], w[1], 102, w[2], 102]]
+    assert batch["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1]]
+    assert "input_ids_b" not in batch
+    assert batch["labels"].dtype == torch.float32, "STS labels (floats) must default to float32"
+
+
+def test_separate_pair_mode_encodes_both_sentences_on_their_own():
+    """Oracle: the stand-in tokenizer run on each sentence alone."""
+    examples = make_examples(9, pairs=True)
+    data = TaskData(examples, WordTokenizer(), max_length=64, pair_mode="separate", label_dtype=torch.float32)
+    for batch in data.batches(batch_size=4, shuffle=False):
+        for key in ("input_ids_b", "attention_mask_b", "token_type_ids_b"):
+            assert batch[key].shape[0] == len(batch["ids"]), f"minbert.tasks.sampling.TaskData: {key} must be (B, T_b)"
+        for row, i in enumerate(batch["index"].tolist()):
+            n_b = len(examples[i].text2.split()) + 2
+            assert batch["attention_mask_b"][row].sum().item() == n_b
+            assert batch["token_type_ids_b"][row].eq(0).all()
+        assert batch["labels"].dtype == torch.float32, "label_dtype=torch.float32 (Quora with BCE) was ignored"
+
+
+def test_label_dtypes_and_unlabeled_splits():
+    """Oracle: property. Integer labels -> long by default; unlabeled splits give no "labels" key."""
+    labeled = TaskData(make_examples(6), WordTokenizer(), max_length=32)
+    assert next(labeled.batches(3, shuffle=False))["labels"].dtype == torch.long
+    unlabeled = [Example(e.id, e.text, None, None) for e in make_examples(6)]
+    batch = next(TaskData(unlabeled, WordTokenizer(), max_length=32).batches(3, shuffle=False))
+    assert "labels" not in batch and len(batch["ids"]) == 3
+
+
+def test_task_data_rejects_bad_arguments():
+    """Oracle: property. Errors name what is wrong."""
+    with pytest.raises(ValueError, match="pair_mode"):
+        TaskData(make_examples(3, pairs=True), WordTokenizer(), 32, pair_mode="concat")
+    with pytest.raises(ValueError, match="mix"):
+        TaskData(make_examples(2) + make_examples(2, pairs=True), WordTokenizer(), 32)
+    with pytest.raises(ValueError, match="batch_size"):
+        TaskData(make_examples(3), WordTokenizer(), 32).batches(0, shuffle=False)
+
+
+def test_task_data_works_with_the_real_wordpiece_tokenizer(tmp_path):
+    """Oracle: ids worked out by hand from a tiny vocab.txt (id = line number), through
+    minbert.bert.tokenizer.Tokenizer: [CLS]=2, [SEP]=3, how=5, why=6, ?=7, fly=8, ##ing=9, pad 0."""
+    from minbert.bert.tokenizer import Tokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "how", "why", "?", "fly", "##ing"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = Tokenizer(tmp_path / "vocab.txt")
+    examples = [Example("q1", "How flying?", "Why?", 1), Example("q2", "Why?", "How?", 0)]
+
+    cross = next(TaskData(examples, tokenizer, max_length=16).batches(batch_size=2, shuffle=False))
+    assert cross["ids"] == ["q2", "q1"], "eval batches go short -> long"
+    assert cross["input_ids"].tolist() == [[2, 6, 7, 3, 5, 7, 3, 0, 0], [2, 5, 8, 9, 7, 3, 6, 7, 3]]
+    assert cross["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 1, 1]]
+    assert cross["attention_mask"].sum(dim=1).tolist() == [7, 9]
+
+    separate = TaskData(examples, tokenizer, max_length=16, pair_mode="separate", label_dtype=torch.float32)
+    batch = next(separate.batches(batch_size=2, shuffle=False))
+    assert batch["input_ids"].tolist() == [[2, 6, 7, 3, 0, 0], [2, 5, 8, 9, 7, 3]]
+    assert batch["input_ids_b"].tolist() == [[2, 5, 7, 3], [2, 6, 7, 3]]
+    assert batch["labels"].tolist() == [0.0, 1.0] and batch["labels"].dtype == torch.float32
+
+
+def test_task_data_error_messages_say_what_is_wrong():
+    with pytest.raises(ValueError, match=r"^TaskData: got no examples$"):
+        TaskData([], WordTokenizer(), 32)
+    with pytest.raises(ValueError, match=r"^TaskData: examples mix single sentences and pairs \(some text2 are None\)$"):
+        TaskData(make_examples(2) + make_examples(2, pairs=True), WordTokenizer(), 32)
+    mixed = make_examples(3)
+    mixed[1] = Example("x", "a b", None, None)
+    with pytest.raises(ValueError, match=r"^TaskData: some examples have labels and some do not$"):
+        TaskData(mixed, WordTokenizer(), 32)
+
+
+def test_single_sentences_ignore_pair_mode_separate():
+    """Oracle: the docstring ('Single-sentence tasks ignore pair_mode')."""
+    data = TaskData(make_examples(4), WordTokenizer(), 32, pair_mode="separate")
+    batch = next(data.batches(4, shuffle=False))
+    assert data.pair_mode is None and "input_ids_b" not in batch, sorted(batch)
+
+
+def test_separate_pairs_are_sorted_by_the_sum_of_both_lengths():
+    """Oracle: hand-counted lengths ([CLS] w.. [SEP] per sentence): padded cost ~ longest a + longest b."""
+    examples = [Example("0", "w " * 9, "w", 0), Example("1", "w w", "w w w", 1), Example("2", "w", "w " * 6, 2)]
+    data = TaskData(examples, WordTokenizer(), 32, pair_mode="separate")
+    assert data.lengths == [11 + 3, 4 + 5, 3 + 8], data.lengths
+    assert next(data.batches(3, shuffle=False))["ids"] == ["1", "2", "0"]
+
+
+def test_float_labels_are_float32_whatever_torch_default_dtype():
+    """The docstring: float labels default to float32 (the handout's float64 breaks MSE against float32 outputs),
+    also when a user has set torch's default dtype to float64."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        data = TaskData([Example("a", "x", "y", 2.5), Example("b", "x", "z", 4.0)], WordTokenizer(), 16)
+    finally:
+        torch.set_default_dtype(old)
+    assert data.labels.dtype == torch.float32, data.labels.dtype

@@ -118,7 +118,7 @@ def test_the_batch_size_asked_for_is_the_one_used(runs, capsys, monkeypatch):
     """`predict --batch_size` and `load_run(batch_size=)` score in batches of that size; the default is the
     scripts' evaluation batch (64)."""
     import minbert
-    from minbert.tasks.data import TaskData
+    from minbert.tasks.sampling import TaskData
     used = []
     real = TaskData.batches
     monkeypatch.setattr(TaskData, "batches", lambda self, size, shuffle, **kw: used.append(size) or
