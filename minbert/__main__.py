@@ -55,4 +55,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from minbert.core.errors import cli
+    sys.exit(cli(main))

@@ -3,6 +3,7 @@
 Oracle: (c) properties of the command line a user sees (exit status, the lines printed), run as a user runs it.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,17 @@ def test_no_command_is_an_error_with_the_usage():
     assert r.returncode == 2, f"`python -m minbert` with no command exited {r.returncode}; expected 2 (a usage error)"
     assert "python -m minbert <command>" in r.stdout + r.stderr and "commands:" in r.stdout + r.stderr, \
         f"`python -m minbert` with no command must print the usage and the commands:\n{r.stdout}{r.stderr}"
+
+
+def test_a_reader_that_leaves_first_ends_the_command_quietly():
+    """`python -m minbert --help | head -1`: when the pipe's reader has gone, the command stops without a traceback,
+    as Unix tools do (its reader already has what it wanted)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)   # the reader is gone before the first write: every write fails with EPIPE
+    try:
+        r = subprocess.run([sys.executable, "-m", "minbert", "--help"], cwd=ROOT, stdout=write_end,
+                           stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in r.stderr, \
+        f"python -m minbert --help into a closed pipe (minbert/core/errors.py, cli):\n{r.stderr[-1500:]}"

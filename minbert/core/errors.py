@@ -7,6 +7,7 @@ fix is in the message. Every other exception is a bug in minbert and keeps its t
 `DataError`, the loader's `CheckpointError` and the hub's `CheckpointNotFoundError` are UserErrors.)
 """
 
+import os
 import sys
 
 
@@ -31,3 +32,6 @@ def cli(main, argv=None):
             raise
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except BrokenPipeError:   # the reader of a pipe left first (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # so the flush at exit cannot fail again
+        sys.exit(1)
