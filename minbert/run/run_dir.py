@@ -17,8 +17,12 @@ checkpoint retention. `RunDir(args, script)` wraps both training scripts' main:
 5. **A folder it cannot write is a message** (read-only, /proc, a full disk): `--out_dir X: ...` and what to do;
    run.json says "stopped, resumable" only while a loadable last.pt or interrupted.pt is there.
 
+6. **One process at a time.** While a run works in its folder it holds a lock on it (flock, released when the
+   process ends, however it ends): a second process into the same folder (the same `--resume` twice, an
+   `--overwrite` of a run still training) is refused before it changes anything. Left out where `fcntl` is
+   missing (Windows).
+
 Under torchrun every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or deletes files.
-Left out: locking against two runs started into one folder at the same moment.
 """
 
 import contextlib
@@ -32,6 +36,11 @@ import shutil
 import sys
 import zipfile
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:   # Windows: no flock, so no lock (run_dir's docstring, 6)
+    fcntl = None
 
 from minbert.core.errors import UserError
 
@@ -178,6 +187,7 @@ class RunDir:
         self.args, self.script = args, script
         self.root = Path(args.out_dir)
         self.created = not self.root.exists()
+        self._lock = None   # the folder's lock, held from claim() to the exit (lock())
 
     # ------------------------------------------------------------------ entry: refuse, or claim
     def __enter__(self):
@@ -228,15 +238,31 @@ class RunDir:
         """Create the folder (with --overwrite, first remove the old run's files, so none of them is mistaken
         for ours) and write run.json; `marker`: this run's own earlier marker when it resumes."""
         root = self.root
+        root.mkdir(parents=True, exist_ok=True)
+        self.lock()
         if replace:
             for name in _artefacts(root):
                 shutil.rmtree(root / name) if (root / name).is_dir() else (root / name).unlink()
-        root.mkdir(parents=True, exist_ok=True)
         now = datetime.datetime.now().isoformat(timespec="seconds")
         sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
         outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _output_flags(self.args).values()}
         self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
                            "sessions": sessions, "outputs": sorted(outputs)})
+
+    def lock(self) -> None:
+        """Hold the folder for this process (flock on the folder itself, released when the process ends); another
+        process holding it means another run is working in it: refused, nothing changed."""
+        self._lock = os.open(self.root, os.O_RDONLY) if fcntl else None
+        try:
+            if fcntl:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock)
+            self._lock = None
+            marker = read_marker(self.root)
+            raise UserError(f"--out_dir {self.root}: another process is working in it now "
+                            f"({marker.get('script', 'a run')}, run.json: {marker.get('status', '?')}); nothing was "
+                            f"changed. Wait for it to end, or choose another --out_dir") from None
 
     def fresh_predictions(self) -> None:
         """--predict_only: where predictions/ already holds any of this command's files, every default path moves to
@@ -261,6 +287,13 @@ class RunDir:
 
     # ------------------------------------------------------------------ exit: finish, or clean up
     def __exit__(self, kind, error, tb):
+        try:
+            return self.close(kind, error)
+        finally:
+            if self._lock is not None:   # the folder is free again (the process ending would free it too)
+                os.close(self._lock)
+
+    def close(self, kind, error) -> bool:
         if _is_main() and kind is None:
             self.finish()
         if not _is_main() or kind is None or not self.root.is_dir():

@@ -216,3 +216,29 @@ def test_predict_only_refuses_an_explicit_prediction_path_inside_the_run_folder(
     with pytest.raises(UserError, match="--sst_dev_out"):
         run(setup, out, "--epochs", "1", "--sst_dev_out", str(target), "--predict_only", "--resume", str(out))
     assert sha256s(out) == before, "a refused --predict_only changed the run folder"
+
+
+def test_a_second_process_into_a_folder_a_run_is_training_in_is_refused(setup, tmp_path, monkeypatch):
+    """The same `--resume` started twice: while the first run trains (here, right after it saved epoch 1's
+    last.pt), a second one into its folder is refused and changes nothing; the first finishes as it would have.
+    (In one process here: a second RunDir opens the folder anew, and flock refuses it as it refuses another
+    process.)"""
+    from minbert.run import checkpoint
+    folder, second = tmp_path / "a", []
+    save_last = checkpoint.save_last
+
+    def save_then_start_another(out_dir, state):
+        save_last(out_dir, state)
+        if not second:
+            files = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+            with pytest.raises(UserError) as refused:
+                run(setup, folder, "--resume", str(folder / "last.pt"))
+            second.append((refused.value, files == {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}))
+
+    monkeypatch.setattr(checkpoint, "save_last", save_then_start_another)
+    run(setup, folder)
+    error, unchanged = second[0]
+    assert "another process is working in it now" in str(error), \
+        f"minbert/run/run_dir.py: a second run into a folder in use must be refused, got: {error}"
+    assert unchanged, "minbert/run/run_dir.py: the refused second run changed the first run's files"
+    assert FINISHED_MUST_HOLD <= {p.name for p in folder.iterdir()}, "the first run must still finish"
