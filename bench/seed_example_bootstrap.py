@@ -11,17 +11,48 @@ Tibshirani 1993, §13.3). Each resample
   3. scores every run on the drawn examples from its outputs.pt (SST and Quora accuracy, STS Pearson r, dev
      overall = (SST acc + Quora acc + (r + 1)/2) / 3) and averages the paired differences over the drawn seeds.
 The percentile 95% interval of those R means is the interval whose unit is seeds and dev examples together.
-Runs are scored from their saved outputs with the ensemble's rule (minbert.tools.ensemble.combine with one member
+Runs are scored from their saved outputs with the ensemble's rule (minbert.methods.ensemble.combine with one member
 of weight 1), which gives each run's own dev scores (tests/studies/test_seed_example_bootstrap.py checks it).
 Left out: resampling within a seed's training (other batches, other dropout): the seeds stand for that.
+
+One ensemble has no seeds to resample: bootstrap_overall resamples its dev examples only (step 2 alone), with the
+ensemble and each of its members scored on the same resamples (bench/study.py: the uniform seed average against
+its members).
 """
 
 import torch
 
 from minbert.tasks.metrics import cs224n_overall
-from minbert.tools.ensemble import TASKS, aligned, combine, resampled_scores
+from minbert.methods.ensemble import TASKS, combine
+from minbert.tools.ensemble import aligned
 
 SCORES = {"sst": "sst_acc", "para": "para_acc", "sts": "sts_pearson"}
+
+
+def resampled_scores(task: str, preds: torch.Tensor, gold: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """(S, N) predictions (of S weightings or runs), (N,) gold, (R, N) resampled rows -> (S, R): the task's score of
+    each on each resample, accuracy, or for STS Pearson's r over the resampled pairs (centred products)."""
+    if task == "sts":
+        x, y = preds[:, idx], gold[idx]                                                          # (S, R, N), (R, N)
+        x, y = x - x.mean(-1, keepdim=True), y - y.mean(-1, keepdim=True)
+        return (x * y).sum(-1) / (x.square().sum(-1) * y.square().sum(-1)).sqrt()
+    return (preds[:, idx] == gold[idx]).double().mean(-1)
+
+
+def bootstrap_overall(dev: list[dict], weightings: list[list[float]], resamples: int = 2000) -> torch.Tensor:
+    """Dev overall of each weighting (e.g. the uniform average, or one member alone: [0, 0, 1, 0, 0]) on `resamples`
+    bootstrap resamples of the dev examples, (R, W). Paired: every weighting is scored on the same resample, so a
+    difference of two columns is a paired bootstrap difference (Efron & Tibshirani 1993, §16.4). Each task's dev
+    set is resampled on its own, with replacement, at its own size; a fixed seed (0) makes the result reproducible."""
+    g = torch.Generator().manual_seed(0)
+    scores = {}
+    for task in TASKS:
+        gold = dev[0][task]["labels"].double()
+        idx = torch.randint(len(gold), (resamples, len(gold)), generator=g)                  # (R, N)
+        preds = torch.stack([torch.tensor(combine(task, [m[task] for m in dev], w, "average"), dtype=torch.float64)
+                             for w in weightings])                                               # (W, N)
+        scores[task] = resampled_scores(task, preds, gold, idx)                                  # (W, R)
+    return cs224n_overall(scores["sst"], scores["para"], scores["sts"]).T                       # (R, W)
 
 
 def run_predictions(outputs: list[dict]) -> tuple[dict, dict]:

@@ -397,7 +397,8 @@ def ensemble_scores(runner: Runner, seeds: list[int], out_dir: str) -> dict:
     # A paired bootstrap over the dev examples (the only thing one ensemble can be resampled over): dev overall of
     # the ensemble (column 0) and of each member alone (columns 1..K) on the same 2000 resamples.
     from minbert.core.export import load_outputs
-    from minbert.tools.ensemble import aligned, bootstrap_overall
+    from minbert.tools.ensemble import aligned
+    from bench.seed_example_bootstrap import bootstrap_overall
     dev = aligned([load_outputs(m) for m in members], "dev")
     one_hot = [[float(j == k) for j in range(len(members))] for k in range(len(members))]
     return {**{m: row[m] for m in METRICS},

@@ -7,7 +7,7 @@ The folders are the layers, bottom to top; a folder imports only from folders be
     bert/       the model: config, attention, dropout, layers, BertModel, tokenizer
     adamw.py    the optimizer, written out
     tasks/      the datasets, their heads, sampling between them, metrics
-    methods/    one paper per file: PALs, SMART, R3F, PCGrad, GradVac, ..., MML, MeanShift, SimCSE
+    methods/    one paper per file: PALs, SMART, R3F, PCGrad, GradVac, ..., MML, MeanShift, SimCSE, ensembles
     run/        a training run's machinery: checkpoints, run folders, DDP, the optimizer step, fast paths, stages
     tools/      commands around runs: download, SimCSE, ensembles, a finished run in use (load_run, predict)
     classroom/  the student copy and the grader (instructor-only)

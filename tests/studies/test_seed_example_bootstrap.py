@@ -3,7 +3,9 @@
 Oracles: (a) the dev scores train_multitask.py recorded in committed metrics.jsonl files (written by
 minbert.tasks.multitask.task_scores, another code path) must come back from the runs' outputs.pt; (b) a loop over
 the resamples written here with numpy and scipy.stats.pearsonr, fed the same random draws, must give the same
-resampled differences; (c) a configuration against itself differs by exactly 0 on every resample.
+resampled differences; (c) a configuration against itself differs by exactly 0 on every resample. bootstrap_overall
+(one ensemble against its members, the dev examples resampled): (b) scipy.stats.bootstrap's percentile interval;
+(c) a member against itself differs by exactly 0 on every resample.
 
 Run: python -m pytest -q tests/studies/test_seed_example_bootstrap.py   (offline, seconds)
 """
@@ -87,3 +89,58 @@ def test_a_configuration_against_itself_differs_by_zero():
         assert torch.equal(values, torch.zeros(30, dtype=values.dtype)), f"{MOD}: {metric} of a run against itself"
     with pytest.raises(ValueError):
         boot.seed_example_bootstrap(runs, runs[:1])
+
+
+def bootstrap_members(n=(120, 150, 90), k=3, seed=0):
+    """k members with random outputs on an SST, a Quora and an STS dev set of the given sizes, correlated with gold."""
+    g = torch.Generator().manual_seed(seed)
+    sst_gold, para_gold = torch.randint(5, (n[0],), generator=g), torch.randint(2, (n[1],), generator=g)
+    sts_gold = torch.rand(n[2], generator=g, dtype=torch.float64) * 5
+    members = []
+    for _ in range(k):
+        sst = torch.randn(n[0], 5, generator=g) + 1.5 * torch.nn.functional.one_hot(sst_gold, 5)
+        para = torch.randn(n[1], generator=g) + 1.5 * (2 * para_gold - 1)
+        sts = sts_gold + 2 * torch.randn(n[2], generator=g, dtype=torch.float64)
+        members.append({"sst": {"outputs": sst, "labels": sst_gold}, "para": {"outputs": para, "labels": para_gold.float()},
+                        "sts": {"outputs": sts.float(), "labels": sts_gold.float()}})
+    return members
+
+
+def test_bootstrap_of_the_seed_average_against_a_member_matches_scipy_bootstrap():
+    """Paired bootstrap of dev overall (ensemble − member 1): each task's examples resampled on their own, the same
+    resample for both. Oracle: scipy.stats.bootstrap (percentile), one independent sample of example indices per task,
+    with the uniform average and the overall score written here in numpy. Monte Carlo: bounds agree to 15% of the width."""
+    from bench.seed_statistics import bootstrap_difference
+    members = bootstrap_members()
+    probs = {"sst": [torch.softmax(m["sst"]["outputs"].double(), -1).numpy() for m in members],
+             "para": [torch.sigmoid(m["para"]["outputs"].double()).numpy() for m in members],
+             "sts": [m["sts"]["outputs"].double().numpy() for m in members]}
+    gold = {t: members[0][t]["labels"].numpy() for t in ("sst", "para", "sts")}
+
+    def overall(i, j, k, which):   # which: None = uniform average, else one member
+        pick = (lambda fs: np.mean(fs, 0)) if which is None else (lambda fs: fs[which])
+        sst = (pick(probs["sst"])[i].argmax(-1) == gold["sst"][i]).mean()
+        para = ((pick(probs["para"])[j] > 0.5) == gold["para"][j]).mean()
+        r = np.corrcoef(pick(probs["sts"])[k], gold["sts"][k])[0, 1]
+        return (sst + para + (r + 1) / 2) / 3
+
+    data = tuple(np.arange(len(gold[t])) for t in ("sst", "para", "sts"))
+    want = scipy.stats.bootstrap(data, lambda i, j, k: overall(i, j, k, None) - overall(i, j, k, 0), vectorized=False,
+                                 paired=False, n_resamples=4000, method="percentile", random_state=0).confidence_interval
+    resampled = boot.bootstrap_overall(members, [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]], resamples=4000)
+    observed = overall(*data, None) - overall(*data, 0)
+    got = bootstrap_difference(observed, (resampled[:, 0] - resampled[:, 1]).tolist())
+    width = want.high - want.low
+    assert abs(got["low"] - want.low) < 0.15 * width and abs(got["high"] - want.high) < 0.15 * width, \
+        f"{MOD}.bootstrap_overall: interval [{got['low']:.4f}, {got['high']:.4f}], scipy.stats.bootstrap " \
+        f"[{want.low:.4f}, {want.high:.4f}]"
+    full = boot.bootstrap_overall(members, [[1.0, 1.0, 1.0]], resamples=1)   # shape (R, W)
+    assert tuple(full.shape) == (1, 1), f"{MOD}.bootstrap_overall: expected (R, W) = (1, 1), got {tuple(full.shape)}"
+
+
+def test_bootstrap_is_paired_so_a_member_against_itself_differs_by_exactly_zero():
+    """The same resample for every weighting: member 2 alone, listed twice, differs from itself by 0 on every resample
+    (an unpaired bootstrap would give a spread around 0)."""
+    resampled = boot.bootstrap_overall(bootstrap_members(), [[0.0, 1.0, 0.0], [0.0, 2.0, 0.0]], resamples=200)
+    assert torch.equal(resampled[:, 0], resampled[:, 1]), f"{MOD}.bootstrap_overall: resamples are not shared (paired)"
+    assert resampled[:, 0].std() > 0, f"{MOD}.bootstrap_overall: every resample gave the same score (no resampling?)"

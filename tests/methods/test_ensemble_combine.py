@@ -1,6 +1,6 @@
-"""minbert.tools.ensemble.combine: the ensemble's prediction for each example, from its members' raw head outputs.
+"""minbert.methods.ensemble.combine: the ensemble's prediction for each example, from its members' raw head outputs.
 
-(Beside tests/tools/test_ensemble.py, which grades the selection and the run; this file grades the arithmetic of one
+(Beside tests/methods/test_ensemble_method.py, which grades the selection; this file grades the arithmetic of one
 combination.) Oracle: (c) the rules of the module docstring written out here with numpy, example by example:
   vote     the class with the largest total weight of the members that predict it (ties: the smallest id);
   average  Σ W_i f_i / Σ W_i of the members' probabilities (sst: softmax, para: sigmoid, sts: the score),
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from minbert.tools.ensemble import combine
+from minbert.methods.ensemble import combine
 
 
 def members(task, n=40, k=4, seed=0):
@@ -36,7 +36,7 @@ def test_vote_counts_each_members_weight_for_the_class_it_predicts(task):
             tally[c[i]] += w
         want.append(int(np.flatnonzero(tally == tally.max())[0]))
     got = combine(task, ms, WEIGHTS, "vote")
-    assert got == want, (f"minbert.tools.ensemble.combine({task!r}, method='vote'): examples "
+    assert got == want, (f"minbert.methods.ensemble.combine({task!r}, method='vote'): examples "
                          f"{[i for i, (a, b) in enumerate(zip(got, want)) if a != b][:5]} differ from the weighted "
                          f"majority (weights {WEIGHTS}): is each member's vote counted with its weight?")
     unweighted = combine(task, ms, [1.0] * len(ms), "vote")
@@ -58,8 +58,8 @@ def test_average_is_the_weighted_mean_of_the_members_probabilities(task):
     got = combine(task, ms, WEIGHTS, "average")
     if task == "sts":
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-9,
-                                   err_msg="minbert.tools.ensemble.combine('sts', 'average'): not Σ W_i s_i / Σ W_i")
+                                   err_msg="minbert.methods.ensemble.combine('sts', 'average'): not Σ W_i s_i / Σ W_i")
     else:
-        assert got == want, (f"minbert.tools.ensemble.combine({task!r}, method='average'): differs from the argmax of "
+        assert got == want, (f"minbert.methods.ensemble.combine({task!r}, method='average'): differs from the argmax of "
                              f"Σ W_i f_i / Σ W_i (f = the members' probabilities) at "
                              f"{[i for i, (a, b) in enumerate(zip(got, want)) if a != b][:5]}")
