@@ -3,20 +3,14 @@ metrics.jsonl, TensorBoard), all from one set of numbers. docs/outputs.md descri
 
 Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and log records; PyTorch Lightning's
 `log_every_n_steps` and its progress bar, which falls back to log lines off a terminal (tqdm hides itself when
-stderr is not a terminal: a run logged to a file would print nothing for half an hour, and look hung).
+stderr is not a terminal: a run logged to a file would look hung).
 
 `Log(args, update, loop, steps_per_epoch)` is what the training loop calls: `for step in log.steps(epoch)`, then
 `log.step(examples)` after each optimizer step, `log.epoch_record()` into the epoch's record and
-`log.epoch_end(history)` after it. It reads what it shows itself: the loss sums of `loop.running` ({name: [sum,
-count]}, kept by `add_losses`), the update's `last_lr` and `grad_norm` (minbert/run/optimizer_step.py), the loop's
-position. Its one rate (`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began
-(on a machine whose load changes, that average can be off by 1.7x): the bar, the lines, the ETA and the records use it.
-
-- On a terminal: a tqdm bar with the running losses, ex/s and the ETA. In a log: one flushed line as the epoch
-  starts, after the first step, then every --log_seconds and at the epoch's end.
-- Every --log_every optimizer steps, rank 0 appends a record to OUT_DIR/steps.jsonl (and TensorBoard) and prints
-  it; a resume drops the records of the steps it redoes (docs/outputs.md, "The step log").
-- `epoch_end` prints the epoch's record and rewrites metrics.jsonl with every record so far.
+`log.epoch_end(history)` after it. It reads the loss sums of `loop.running` ({name: [sum, count]}, kept by
+`add_losses`), the update's `last_lr` and `grad_norm` (minbert/run/optimizer_step.py) and the loop's position. Its
+one rate (`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began (which a
+changing machine load throws off): the bar, the lines, the ETA and the records use it.
 
 `phase(iterable, desc, total)` shows work that is not a training epoch (evaluation, predictions): a tqdm bar, or
 in a log a line every 30 s. Left out: other trackers (W&B, MLflow); records from ranks other than 0.
