@@ -26,6 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from minbert.core import flags
+from minbert.core.atomic import atomic_write
 from minbert.core.errors import UserError
 from minbert.core.flags import BriefParser, writable_dir
 from minbert.tasks.data import DataError
@@ -141,11 +142,9 @@ def format_mrpc(mrpc_dir: str) -> None:
         out["test"].append("\t".join([str(index)] + fields[1:]) + "\n")  # the label is dropped
     if len(out["dev"]) - 1 != len(dev_ids):  # GLUE's script does not check; a different source file would differ
         print(f"warning: only {len(out['dev']) - 1} of the {len(dev_ids)} MRPC dev ids are in msr_paraphrase_train.txt")
-    for split, lines in out.items():
-        path = os.path.join(mrpc_dir, f"{split}.tsv")
-        with open(path + ".part", "w", encoding="utf-8", newline="") as f:  # newline="": write "\n" as is
-            f.writelines(lines)
-        os.replace(path + ".part", path)
+    for split, lines in out.items():   # newline="": write "\n" as is
+        atomic_write(os.path.join(mrpc_dir, f"{split}.tsv"),
+                     lambda tmp, lines=lines: Path(tmp).write_text("".join(lines), encoding="utf-8", newline=""))
 
 
 def download_glue(tasks: list[str], dest: str = DEFAULT_GLUE_DIR) -> None:
