@@ -66,9 +66,7 @@ def from_args(args, device: torch.device) -> FastPaths:
     """Turn on what was asked for and applies on `device`; says what it did."""
     asked = names(args.fast_paths)
     fast = FastPaths(fused_adamw="fused_adamw" in asked and device.type in ("cpu", "cuda"))
-    # keep_memory only with fused_adamw: next to the readable AdamW, whose foreach passes allocate
-    # and free ~200 parameter-sized temporaries per step, the forward + backward got slower
-    # (bench/results/roofline.md), so alone it is not applied
+    # keep_memory only with fused_adamw: beside the readable AdamW it made the step slower (bench/results/roofline.md)
     if "keep_memory" in asked and device.type == "cpu" and fast.fused_adamw:
         fast.keep_memory = keep_freed_memory()
     # process-wide either way, so that a run with off after one with auto (tests) is readable again
