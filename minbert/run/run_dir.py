@@ -168,8 +168,7 @@ def unfinished(root) -> str | None:
 
 
 class RunDir:
-    """Context manager around a script's work: claim the folder on entry; on success drop the resume state
-    and print the summary; on a failure before anything was saved, remove the folder it created."""
+    """Context manager around a script's work: points 1-4 of the module docstring, on entry and on exit."""
 
     def __init__(self, args, script: str):
         self.args, self.script = args, script
