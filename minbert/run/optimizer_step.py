@@ -20,6 +20,7 @@ class OptimizerStep:
     def __init__(self, optimizer, scheduler=None, scaler=None, out_dir: str = "the run folder"):
         self.optimizer, self.scheduler, self.scaler, self.out_dir = optimizer, scheduler, scaler, out_dir
         self.bad_steps = 0
+        self.world = distributed.world_size()   # build it after distributed.setup()
         self.grad_norm, self.last_lr = None, [g["lr"] for g in optimizer.param_groups]
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -27,7 +28,8 @@ class OptimizerStep:
 
     def __call__(self, finite: bool = True) -> bool:
         """Update the weights (unless a loss of this step was not finite on any rank); returns whether it did."""
-        finite = not distributed.any_rank(not finite)   # every rank skips together (DDP's identical weights)
+        if self.world > 1:      # every rank skips together: a rank stepping alone would break DDP's identical weights
+            finite = not distributed.any_rank(not finite)
         self.last_lr = [g["lr"] for g in self.optimizer.param_groups]
         self.grad_norm = self.gradient_norm()
         if self.scaler:         # skips the step itself when the scaled gradients overflowed
