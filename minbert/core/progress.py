@@ -278,39 +278,31 @@ def line(record: dict) -> str:
             f"grad norm {number(record['grad_norm'], 2)} | {record['examples_per_s']:.0f} ex/s")
 
 
-class LogBar:
-    """A phase's progress in a log, tqdm's loop interface (iterate, write): a line as it starts, then every
-    LOG_SECONDS and at its end ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
+def log_lines(iterable, desc: str, total: int):
+    """`iterable`, with a phase's progress in a log: a line as it starts, then every LOG_SECONDS and at its end
+    ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
+    def where(done: int) -> str:
+        return f"{desc} {done}/{total} ({100 * done / max(total, 1):.0f}%)"
 
-    def __init__(self, iterable, desc: str, total: int):
-        self.iterable, self.desc, self.total = iterable, desc, total
-        self.rate = RecentRate()
-
-    def __iter__(self):
-        self.write(f"{self.where(0)} | starting; every {LOG_SECONDS:.0f} s")
-        last = clock()
-        self.rate.restart(last)
-        for done, item in enumerate(self.iterable, 1):
-            yield item
-            now = clock()
-            self.rate.add(now)
-            if now - last >= LOG_SECONDS or done == self.total:
-                left = (self.total - done) / self.rate.steps_per_s()
-                self.write(f"{self.where(done)} | {self.rate.steps_per_s():.2f} batches/s | ETA {_duration(left)}")
-                last = now
-
-    def where(self, done: int) -> str:
-        return f"{self.desc} {done}/{self.total} ({100 * done / max(self.total, 1):.0f}%)"
-
-    def write(self, text: str) -> None:
-        print(text, flush=True)
+    print(f"{where(0)} | starting; every {LOG_SECONDS:.0f} s", flush=True)
+    rate = RecentRate()
+    last = clock()
+    rate.restart(last)
+    for done, item in enumerate(iterable, 1):
+        yield item
+        now = clock()
+        rate.add(now)
+        if now - last >= LOG_SECONDS or done == total:
+            left = (total - done) / rate.steps_per_s()
+            print(f"{where(done)} | {rate.steps_per_s():.2f} batches/s | ETA {_duration(left)}", flush=True)
+            last = now
 
 
 def phase(iterable, desc: str, total: int):
     """Progress of work that is not an epoch (evaluation, predictions): on a terminal a line, then a tqdm bar that
-    disappears when done; in a log a LogBar."""
+    disappears when done; in a log `log_lines`."""
     if on_terminal():
         from tqdm import tqdm
         print(f"{desc}: {total} batches", flush=True)
         return tqdm(iterable, desc=desc, total=total, leave=False)
-    return LogBar(iterable, desc, total)
+    return log_lines(iterable, desc, total)
