@@ -1,9 +1,8 @@
 """Files written whole or not at all.
 
-`atomic_write(path, write)` lets `write` fill a temporary file beside `path`, then renames it into place
-(os.replace is atomic on POSIX and Windows): a crash or Ctrl-C mid-write leaves the previous file, never a
-truncated one. The temp file is 0600 while it is one (mkstemp); the finished file gets the mode open() would
-have given it (0644 under the usual umask 022), so a run is as readable as any other file its user writes.
+`atomic_write` fills a temporary file beside the target, then renames it into place (os.replace is atomic on POSIX
+and Windows): a crash or Ctrl-C mid-write leaves the previous file, never a truncated one. The finished file gets
+the mode open() would have given it, not mkstemp's 0600, so a run is as readable as any file its user writes.
 """
 
 import os

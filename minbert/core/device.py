@@ -1,4 +1,4 @@
-"""Devices and mixed precision, the boring and safe way.
+"""Devices and mixed precision, the boring and safe way (what a user sees: docs/install.md).
 
 - `pick_device("auto")` tries cuda -> mps -> cpu; "cpu"/"cuda"/"mps" force one (with a clear
   error when it is not there). Nothing touches CUDA before it is asked for.
@@ -6,21 +6,14 @@
   reductions (softmax, LayerNorm, losses) in fp32. bf16 has fp32's exponent range, so it needs
   no loss scaling. fp16 needs a GradScaler (`grad_scaler`, None otherwise): the loss is scaled up
   before backward so small gradients do not underflow, and steps whose gradients overflowed are skipped.
-- `resolve_amp("auto", device)` picks what is fast AND safe on this machine, and says why:
-    CUDA with bf16 (Ampere and newer)      bf16
-    older CUDA GPUs                        fp16 + GradScaler
-    CPU with AMX-BF16 or AVX512-BF16       bf16 (about 2.5x faster training than fp32 here)
-    any other CPU (AVX2, ARM, ...)         off: bf16 is emulated there and ~30x SLOWER than fp32
-    MPS                                    off: autocast there gains little for training, and
-                                           fp16 without a tested GradScaler path is not safe
-  An explicit `--amp bf16` on a CPU without native bf16 still runs, with a warning. `--amp fp16` on a CPU is
-  refused, naming what to use: CPUs do not accelerate fp16 matmuls (a MiniLM quick start took ~20x fp32's time).
+- `resolve_amp("auto", device)` picks what is fast AND safe on this machine, and says why: bf16 on CUDA with bf16
+  and on CPUs with AMX-BF16 or AVX512-BF16; fp16 + GradScaler on older CUDA GPUs; off on any other CPU (bf16 is
+  emulated there, ~30x SLOWER than fp32) and on MPS (little gain for training, no tested fp16 GradScaler path).
+  An explicit `--amp bf16` on such a CPU runs with a warning; `--amp fp16` on a CPU is refused, naming what to use.
 - `--threads N` sets torch's CPU threads; left at 0, `set_threads` takes the cores free now (`choose_threads`) and
   says so in one line: torch's default, one thread per core, fights other jobs for the cores (several times slower).
-- `keep_freed_memory()` (a fast path, minbert/run/fast_paths.py): glibc hands every freed block larger than 32 MB
-  back to the kernel, so a tensor that size made every step pays a page fault per 4 KB page; mallopt keeps freed
-  memory for reuse, as jemalloc/tcmalloc preloads do, at the price of RSS staying at its peak. Linux/glibc only.
-- `cpu_name()` and `cpu_capability()` name the CPU and what it accelerates, for benchmark tables.
+- `keep_freed_memory()` (a fast path, minbert/run/fast_paths.py) and `cpu_name()`, `cpu_capability()` (for
+  benchmark tables).
 """
 
 import ctypes
@@ -153,8 +146,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4        # glibc's mallopt parameter numbe
 
 
 def keep_freed_memory(on: bool = True) -> bool:
-    """Make glibc keep freed blocks for reuse instead of unmapping them (see the module docstring).
-    on=False restores glibc's documented defaults. Returns whether glibc took the settings."""
+    """Make glibc keep freed blocks for reuse instead of unmapping them: glibc hands every freed block larger than
+    32 MB back to the kernel, so a tensor that size made every step pays a page fault per 4 KB page (jemalloc and
+    tcmalloc preloads keep them too; RSS stays at its peak). Linux/glibc only. on=False restores glibc's documented
+    defaults. Returns whether glibc took the settings."""
     if platform.system() != "Linux":
         return False
     try:

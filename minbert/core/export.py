@@ -1,8 +1,5 @@
-"""Exporting a run's model, and starting the next stage from it (stage chaining).
-
-The papers' best systems are pipelines of stages: SimCSE -> multitask fine-tuning (Song, Hu & Pan), fine-tuning
--> PALs (Pritsky, Somerville & Huynh §3.3.2), multitask pre-finetuning -> per-task fine-tuning (Muppet,
-arXiv:2101.11038). One stage hands its model to the next through a folder:
+"""Exporting a run's model, and starting the next stage from it (stage chaining; the papers' pipelines:
+docs/methods.md). One stage hands its model to the next through a folder:
 
     RUN_DIR/model/
         config.json, model.safetensors   the encoder in Hugging Face names: what --model reads

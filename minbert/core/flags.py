@@ -1,16 +1,11 @@
 """Command-line checks that run before any work starts.
 
-`between(lo, hi)`, `at_least(lo)` and `positive` are argparse `type=` functions: a bad value stops at parse time
-with argparse's own message ("argument --batch_size: expected an integer >= 1, got 0") and exit status 2, before
-data or a model is loaded. `BriefParser.error` prints that message and "--help for all flags", not argparse's full
-usage block; a mistyped flag or choice gets the closest known one (`suggest`, difflib: "did you mean --epochs?"),
-and `unknown(what, value, choices)` words the same for lists a module checks itself. `writable_dir` and
-`writable_file` create (and remove) a scratch file where the output will go, which catches what os.access would
-not (a read-only disk, a parent that is a file): an unwritable path fails at once, not after an hour of training.
-
-`ArgumentParser` is argparse's plus recipe files (`@recipes/x.args`, one `--flag value  # comment` per line) and
-`--dry_run`: `parser.parse(argv, *modules)` prints the resolved configuration instead of running
-(minbert/core/recipes.py), else applies each module's `check_args`.
+A bad value stops at parse time with argparse's own message and exit status 2, before data or a model is loaded:
+`between`, `at_least` and `positive` are argparse `type=` functions; `BriefParser` prints two lines instead of the
+usage block, with the closest known flag or choice (`suggest`); `writable_dir` and `writable_file` create (and
+remove) a scratch file where the output will go, which catches what os.access would not (a read-only disk, a
+parent that is a file). `ArgumentParser` adds recipe files (`@recipes/x.args`) and `--dry_run`
+(minbert/core/recipes.py).
 """
 
 import argparse

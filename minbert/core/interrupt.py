@@ -1,17 +1,11 @@
-"""Ctrl-C and SIGTERM that lose no work and keep `--resume` exact.
+"""Ctrl-C and SIGTERM that lose no work and keep `--resume` exact (what a user sees: docs/training.md).
 
 A resumable checkpoint must hold one consistent moment: weights, optimizer moments, LR schedule, batch positions
-and RNG states all from the same step boundary, which a KeyboardInterrupt raised mid-step would break. So the
-signal is **deferred to the next step boundary**: `StopSignal` replaces the SIGINT/SIGTERM handlers while a run is
-going; a signal only sets a flag, the step in flight finishes, and the loop's `check()` at the top of the next step
-raises `Interrupted`. The loop runs inside `with stop.saving(path, save):`, which then calls the script's
-`save(path)` (to `interrupted.pt`) and exits with status 130.
-
-Phases that change no training state are abortable, a signal raising `Interrupted` at once: setup, until the
-script calls `defer()` as training starts, and evaluation and predictions (`with stop.abortable():`; redone on
-resume). A second Ctrl-C quits at once without saving (the last `last.pt` still resumes exactly). Under torchrun
-a checkpoint is a collective, so nothing is abortable and the ranks agree at every boundary (`agree`) to stop
-together.
+and RNG states all from the same step boundary, which a KeyboardInterrupt raised mid-step would break. So while a
+run trains (`StopSignal.saving`) a signal only sets a flag; the loop's `check()` at the next step boundary raises
+`Interrupted`, the script saves `interrupted.pt` and exits with status 130. Setup, evaluation and predictions
+change no training state, so a signal stops them at once (`abortable`). Under torchrun a checkpoint is a
+collective, so nothing is abortable and the ranks agree at every boundary (`agree`) to stop together.
 """
 
 import signal

@@ -3,20 +3,14 @@ metrics.jsonl, TensorBoard), all from one set of numbers. docs/outputs.md descri
 
 Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and log records; PyTorch Lightning's
 `log_every_n_steps` and its progress bar, which falls back to log lines off a terminal (tqdm hides itself when
-stderr is not a terminal: a run logged to a file would print nothing for half an hour, and look hung).
+stderr is not a terminal: a run logged to a file would look hung).
 
 `Log(args, update, loop, steps_per_epoch)` is what the training loop calls: `for step in log.steps(epoch)`, then
 `log.step(examples)` after each optimizer step, `log.epoch_record()` into the epoch's record and
-`log.epoch_end(history)` after it. It reads what it shows itself: the loss sums of `loop.running` ({name: [sum,
-count]}, kept by `add_losses`), the update's `last_lr` and `grad_norm` (minbert/run/optimizer_step.py), the loop's
-position. Its one rate (`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began
-(on a machine whose load changes, that average can be off by 1.7x): the bar, the lines, the ETA and the records use it.
-
-- On a terminal: a tqdm bar with the running losses, ex/s and the ETA. In a log: one flushed line as the epoch
-  starts, after the first step, then every --log_seconds and at the epoch's end.
-- Every --log_every optimizer steps, rank 0 appends a record to OUT_DIR/steps.jsonl (and TensorBoard) and prints
-  it; a resume drops the records of the steps it redoes (docs/outputs.md, "The step log").
-- `epoch_end` prints the epoch's record and rewrites metrics.jsonl with every record so far.
+`log.epoch_end(history)` after it. It reads the loss sums of `loop.running` ({name: [sum, count]}, kept by
+`add_losses`), the update's `last_lr` and `grad_norm` (minbert/run/optimizer_step.py) and the loop's position. Its
+one rate (`RecentRate`) is that of the last RATE_WINDOW steps, not the average since the epoch began (which a
+changing machine load throws off): the bar, the lines, the ETA and the records use it.
 
 `phase(iterable, desc, total)` shows work that is not a training epoch (evaluation, predictions): a tqdm bar, or
 in a log a line every 30 s. Left out: other trackers (W&B, MLflow); records from ranks other than 0.
@@ -284,39 +278,31 @@ def line(record: dict) -> str:
             f"grad norm {number(record['grad_norm'], 2)} | {record['examples_per_s']:.0f} ex/s")
 
 
-class LogBar:
-    """A phase's progress in a log, tqdm's loop interface (iterate, write): a line as it starts, then every
-    LOG_SECONDS and at its end ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
+def log_lines(iterable, desc: str, total: int):
+    """`iterable`, with a phase's progress in a log: a line as it starts, then every LOG_SECONDS and at its end
+    ("predict dev sst, para, sts 12/35 (34%) | 3.10 batches/s | ETA 0m07s")."""
+    def where(done: int) -> str:
+        return f"{desc} {done}/{total} ({100 * done / max(total, 1):.0f}%)"
 
-    def __init__(self, iterable, desc: str, total: int):
-        self.iterable, self.desc, self.total = iterable, desc, total
-        self.rate = RecentRate()
-
-    def __iter__(self):
-        self.write(f"{self.where(0)} | starting; every {LOG_SECONDS:.0f} s")
-        last = clock()
-        self.rate.restart(last)
-        for done, item in enumerate(self.iterable, 1):
-            yield item
-            now = clock()
-            self.rate.add(now)
-            if now - last >= LOG_SECONDS or done == self.total:
-                left = (self.total - done) / self.rate.steps_per_s()
-                self.write(f"{self.where(done)} | {self.rate.steps_per_s():.2f} batches/s | ETA {_duration(left)}")
-                last = now
-
-    def where(self, done: int) -> str:
-        return f"{self.desc} {done}/{self.total} ({100 * done / max(self.total, 1):.0f}%)"
-
-    def write(self, text: str) -> None:
-        print(text, flush=True)
+    print(f"{where(0)} | starting; every {LOG_SECONDS:.0f} s", flush=True)
+    rate = RecentRate()
+    last = clock()
+    rate.restart(last)
+    for done, item in enumerate(iterable, 1):
+        yield item
+        now = clock()
+        rate.add(now)
+        if now - last >= LOG_SECONDS or done == total:
+            left = (total - done) / rate.steps_per_s()
+            print(f"{where(done)} | {rate.steps_per_s():.2f} batches/s | ETA {_duration(left)}", flush=True)
+            last = now
 
 
 def phase(iterable, desc: str, total: int):
     """Progress of work that is not an epoch (evaluation, predictions): on a terminal a line, then a tqdm bar that
-    disappears when done; in a log a LogBar."""
+    disappears when done; in a log `log_lines`."""
     if on_terminal():
         from tqdm import tqdm
         print(f"{desc}: {total} batches", flush=True)
         return tqdm(iterable, desc=desc, total=total, leave=False)
-    return LogBar(iterable, desc, total)
+    return log_lines(iterable, desc, total)

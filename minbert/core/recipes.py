@@ -1,21 +1,12 @@
-"""Recipes and `--dry_run`: what a command will run with, and where each value came from.
+"""Recipes and `--dry_run`: what a command will run with, and where each value came from (docs/methods.md).
 
-A recipe is an argparse `@file` (minbert.core.flags.ArgumentParser): `python train_multitask.py
-@recipes/pritsky-best.args --seed 2`, one `--flag value  # paper section` per line. Later arguments
-override earlier ones (argparse's rule), so flags after the recipe change it for one run.
-
-`--dry_run` (every entry point) prints what a command would run and exits with status 0 before any data, model
-or output folder is touched: the flags that differ from their defaults, grouped by the method (argument group)
-that owns them, the model (and whether it must be downloaded first), and the rows the parsing modules add
-through a `describe(args)` function (e.g. the training examples and steps):
-
-    train_multitask.py --dry_run  no model loaded, nothing written; --dry_run json: every flag, its value and source
-    model                         bert-base-uncased: NOT downloaded yet: the run downloads it first (~440 MB ...)
-    changed                       model and optimisation: --lr 2e-05 (recipe), --epochs 5 (recipe)
-
-`--dry_run json` prints {"entry", "argv", "recipes", "flags": {name: {"value", "source"}}}, source being "default",
-"recipe" (the last setting came from an @file) or "command line", values as argparse parsed them. Left out:
-abbreviated flags (`--l` for `--lr`) count as the command line's only when written in full, as recipes do.
+A recipe is an argparse `@file` (minbert.core.flags.ArgumentParser), one `--flag value  # paper section` per
+line; later arguments override earlier ones (argparse's rule). `--dry_run` (every entry point) prints a table and
+exits with status 0 before any data, model or output folder is touched: the flags changed from their defaults,
+grouped by argument group (`changed_flags`), the model (`model_note`) and the rows the parsing modules add through
+a `describe(args)` function. `--dry_run json` prints {"entry", "argv", "recipes", "flags": {name: {"value",
+"source"}}}, source being "default", "recipe" (the last setting came from an @file) or "command line".
+Left out: abbreviated flags (`--l` for `--lr`) count as the command line's only when written in full.
 """
 
 import json

@@ -1,17 +1,10 @@
 """Training checkpoints: plain save and load, the loop's position, and a resume that checks its flags.
 
 The pieces, each small, and the script decides when to use them (as nanoGPT builds its checkpoint dict in its loop):
-- `save(path, dict)` / `load(path)`: write atomically, read without running code. `save_last` writes last.pt and
-  removes the now older interrupted.pt; `save_weights` writes best.pt ("model", "args", "scores").
-- `LoopState`: where the loop is (epoch, step), the best score, the per-epoch history, this epoch's running loss
-  sums ({name: [sum, count]}) and a script's own lists (`extra`); the step loop sets `loop.step` as it goes.
-- `resume_state(parts, loop, args)` / `restore(ck, parts, loop)`: the script names its objects with a state_dict
-  once (`parts`: model, optimizer, scheduler, scaler, method states, batch streams, the log); the resume dict is
-  one key per part (None: a method that is off; a list: one state per task), "rng" (and "rng_ranks" under
-  torchrun), the loop's keys and "args" (the flags as JSON).
-- `load_for_resume(args, script)`: --resume refuses a checkpoint trained with other flags or by another script;
-  a file torch cannot load is an `UnreadableCheckpoint`, one line that says what is wrong with it.
-- `share_weights` / `own_weights`: one copy of the weights in a finished run (best.pt names model/ for them).
+`save`/`load` (atomic; read without running code), `save_last` (last.pt) and `save_weights` (best.pt), `LoopState`
+(where the loop is, and what it has recorded), `resume_state`/`restore` over the `parts` a script names once (its
+objects with a state_dict), `load_for_resume` (refuses a checkpoint of other flags or another script), and
+`share_weights`/`own_weights` (one copy of the weights in a finished run: best.pt names model/ for them).
 
 Files are read with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
 checkpoint someone shares cannot run code when it is loaded. Weights are saved from the plain module (never a

@@ -1,28 +1,20 @@
 """Data parallelism across processes: torchrun + DistributedDataParallel, all in this one file.
 
 N processes (ranks), each holding a full copy of the model, train on disjoint batches and average their
-gradients before every optimizer step, so all copies stay identical and the step is that of one process on the
-N batches together (PyTorch DDP, Li et al., arXiv:2006.15704).
-
-    torchrun --nproc_per_node 4 train_multitask.py ...      one node, 4 GPUs (nccl)
-    torchrun --nproc_per_node 2 train_mml.py --device cpu   CPU smoke test (gloo)
-
-A run *not* started by torchrun (no RANK/WORLD_SIZE in the environment) takes none of the code below: `setup`
-returns the device, every helper is the identity, and results are exactly those of a single process. Under torchrun:
-- setup: one process group, nccl on CUDA (one GPU per LOCAL_RANK), gloo on CPU, a 60 min timeout (ranks wait
-  while rank 0 evaluates). Ranks > 0 send stdout to os.devnull; errors still reach stderr.
-- Data: each stream draws the same *global* batch of batch_size × world examples on every rank (same seeds), and
-  a rank keeps rows rank, rank + world, … (`ShardedStream`). Effective batch = --batch_size × world × --grad_accum.
-- Gradients: the scripts build each step's loss with the plain model and hand it to `Sync.before_backward`, which
-  passes it through DDP's forward; DDP (find_unused_parameters=True) then averages in buckets during backward
-  every gradient the graph reaches. Earlier micro-batches of gradient accumulation go through `no_sync()`.
-- PCGrad/GradVac need every task's gradient on the whole global batch: the per-task passes run under `no_sync()`,
-  then `Sync.task_grads` averages the K per-task gradients (K× plain DDP's traffic), and the surgery runs
-  identically on every rank. MML averages the per-head losses over ranks (`mean_over_ranks`).
-- Evaluation: rank 0 alone (`on_main`), its scores broadcast: bit-identical to a single-process evaluation.
-- Files: rank 0 alone writes; checkpoints hold every rank's RNG state (`gather_rng`), so a resume replays each
-  rank's dropout exactly. A stop (Ctrl-C) is agreed on at a step boundary with `any_rank(flag)`.
-- Head pretraining (--head_pretrain_epochs) runs on every rank on all the data; DDP is built after it.
+gradients before every optimizer step (PyTorch DDP, Li et al., arXiv:2006.15704). Commands, the effective batch
+and what was tested: docs/scaling.md. A run *not* started by torchrun (no RANK/WORLD_SIZE) takes none of the code
+below: `setup` returns the device, every helper is the identity. Under torchrun:
+- setup: nccl on CUDA (one GPU per LOCAL_RANK), gloo on CPU, a 60 min timeout (ranks wait while rank 0
+  evaluates); ranks > 0 send stdout to os.devnull, errors still reach stderr.
+- Data: every rank draws the same global batch of batch_size × world examples and keeps rows rank, rank + world,
+  … (`ShardedStream`).
+- Gradients: the scripts hand each step's loss to `Sync.before_backward`, which passes it through DDP's forward,
+  so DDP (find_unused_parameters=True) averages during backward every gradient the graph reaches; earlier
+  micro-batches of gradient accumulation go through `no_sync()`. PCGrad/GradVac's per-task passes run under
+  `no_sync()`, then `Sync.task_grads` averages the K per-task gradients; MML uses `mean_over_ranks`.
+- Evaluation on rank 0 alone (`on_main`), its scores broadcast; rank 0 alone writes; checkpoints hold every rank's
+  RNG state (`gather_rng`); a stop is agreed at a step boundary (`any_rank`). Head pretraining runs on every rank
+  before DDP is built.
 Left out: sharded optimizer states (ZeRO/FSDP), in-batch negatives gathered across ranks for MNR, and exact
 weighting of the uneven last global batch of a pass (as plain DDP; a rank with no row re-uses row rank mod B).
 """

@@ -2,20 +2,15 @@
 
 The readable code stays the reference (AdamW's numbered equations, the written-out attention and dropout): it is
 what the classroom grades and what the tests compare against. A fast path computes the same thing with fewer
-passes over memory; tests/run/test_fast_paths.py checks it against the readable path (parameters after 3 steps,
-fp32 and bf16), and `--fast_paths off` runs the readable path bit for bit. (PCGrad and GradVac always train with
-their per-parameter classes; their (K, P) form is the readable reference of their tests.)
+passes over memory; tests/run/test_fast_paths.py checks it against the readable path, and `--fast_paths off` runs
+the readable path bit for bit. `--fast_paths auto` (the default) takes every path below that applies here, or
+a comma list only those:
 
-    --fast_paths auto          every path below that applies here (the default)
-    --fast_paths off           the readable path only
-    --fast_paths fused_adamw   a comma list: only these (still only where they apply)
-
-  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element instead of ~8 foreach passes and a
-                parameter-sized temporary (minbert.adamw.fused_step). CPU and CUDA.
-  keep_memory   glibc keeps freed blocks for reuse, so the >32 MB tensors made every step stop page-faulting
-                (minbert.core.device.keep_freed_memory). Linux CPU, and only together with fused_adamw.
-  dropout_mask  the same 16-bit dropout mask applied by one addcmul each way instead of where()
-                (minbert.bert.dropout.set_fast_mask); bit-identical outputs. CPU.
+  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element (minbert.adamw.fused_step). CPU, CUDA.
+  keep_memory   glibc keeps freed blocks for reuse (minbert.core.device.keep_freed_memory). Linux CPU, and only
+                together with fused_adamw.
+  dropout_mask  the same 16-bit dropout mask applied by one addcmul each way (minbert.bert.dropout.set_fast_mask).
+                CPU.
 What each buys, and what was measured and not kept: docs/benchmarks.md and bench/results/roofline.md.
 """
 
@@ -71,9 +66,7 @@ def from_args(args, device: torch.device) -> FastPaths:
     """Turn on what was asked for and applies on `device`; says what it did."""
     asked = names(args.fast_paths)
     fast = FastPaths(fused_adamw="fused_adamw" in asked and device.type in ("cpu", "cuda"))
-    # keep_memory only with fused_adamw: next to the readable AdamW, whose foreach passes allocate
-    # and free ~200 parameter-sized temporaries per step, the forward + backward got slower
-    # (bench/results/roofline.md), so alone it is not applied
+    # keep_memory only with fused_adamw: beside the readable AdamW it made the step slower (bench/results/roofline.md)
     if "keep_memory" in asked and device.type == "cpu" and fast.fused_adamw:
         fast.keep_memory = keep_freed_memory()
     # process-wide either way, so that a run with off after one with auto (tests) is readable again

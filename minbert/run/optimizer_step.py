@@ -1,15 +1,11 @@
 """The optimizer step both scripts take: AMP's loss scaling, and no NaN or inf ever written into the weights.
 
-`OptimizerStep(optimizer, scheduler, scaler)` wraps the calls that end every training step: `step.backward(loss)`
-(loss · scale under fp16, the plain loss otherwise), then `step(finite)`: the update, the LR schedule, zeroed
-gradients. With a GradScaler (fp16) the scaler itself skips an update whose gradients overflowed and lowers the
-scale. Without one (fp32, bf16) an update is skipped when any task loss of the step was not finite, and under
-torchrun all ranks skip it together (a rank stepping alone would break DDP's identical weights). Ten skipped steps
-in a row stop the run with advice: that is a diverged run, not a bad batch. The schedule moves on either way, so a
-resumed run and an uninterrupted one see the same learning rates.
-
-Each update keeps what the log reads: `last_lr` and `grad_norm`, the L2 norm of the gradient the optimizer
-applies (a 0-d tensor, read on record steps only; docs/outputs.md says where in the step it is taken).
+`OptimizerStep(optimizer, scheduler, scaler)`: `step.backward(loss)` (scaled under fp16), then `step(finite)`: the
+update, the LR schedule, zeroed gradients. With a GradScaler (fp16) the scaler itself skips an update whose
+gradients overflowed; without one an update is skipped when a task loss of the step was not finite. Ten skipped
+steps in a row stop the run with advice: that is a diverged run, not a bad batch. The schedule moves on either
+way, so a resumed run and an uninterrupted one see the same learning rates. Each update keeps what the log reads,
+`last_lr` and `grad_norm` (docs/outputs.md says where in the step it is taken).
 """
 
 import torch

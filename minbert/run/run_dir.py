@@ -1,21 +1,18 @@
 """A run folder (--out_dir) that holds everything a run writes, never clobbers another run, and stays lean.
 
 Anchors: Hugging Face Trainer (`output_dir` holds everything; `overwrite_output_dir`) and PyTorch Lightning's
-checkpoint retention. `RunDir(args, script)` wraps both training scripts' main:
+checkpoint retention. What the folder holds and what is refused, for a user: docs/outputs.md.
+`RunDir(args, script)` wraps both training scripts' main:
 
-1. **One folder per run, claimed.** On entry, before any data or model loads, it refuses a --out_dir that holds
-   another run's files, and any explicit prediction file (--*_out outside the folder) that exists, unless
-   --overwrite, which first removes the old run's artefacts (only names minbert writes). `--resume OUT_DIR/last.pt`
-   (with --predict_only, OUT_DIR itself) continues the same run. `run.json` names the script, the command, the
-   times, the status and the files written outside the folder; `unfinished` reads it to say why a run has no model
-   yet. `--predict_only` never replaces a prediction file and leaves run.json as it was: its default files go to a
-   new predictions-2/ (`fresh_path`) where predictions/ holds any. Other commands use `refuse_to_replace`.
+1. **Claimed.** On entry, before any data or model loads, it refuses a --out_dir that holds another run's files,
+   and an explicit --*_out outside it that exists, unless --overwrite (which removes only names minbert writes).
+   `run.json` names the script, the command, the times, the status and the files written outside the folder
+   (`unfinished` reads it). `--predict_only` never replaces a prediction file and leaves run.json as it was
+   (`fresh_predictions`); other commands use `refuse_to_replace`.
 2. **No litter.** A run that fails before it saved anything leaves no folder behind when it created the folder.
-3. **Lean.** A finished run keeps model/, best.pt (naming model/ for its weights), outputs, metrics, plots and
-   predictions, and drops its resume state (last.pt, ~3x the model) unless --keep_resume_state.
-4. **It says where it is.** The end of every run prints the folder, what it holds with sizes, and its total.
-5. **A folder it cannot write is a message** (read-only, /proc, a full disk): `--out_dir X: ...` and what to do;
-   run.json says "stopped, resumable" only while a loadable last.pt or interrupted.pt is there.
+3. **Lean.** A finished run drops its resume state (last.pt) unless --keep_resume_state, and prints a `summary`.
+4. **A folder it cannot write is a message** (read-only, /proc, a full disk); run.json says "stopped, resumable"
+   only while a loadable last.pt or interrupted.pt is there.
 
 6. **One process at a time.** While a run works in its folder it holds a lock on it (flock, released when the
    process ends, however it ends): a second process into the same folder (the same `--resume` twice, an
@@ -180,8 +177,7 @@ def unfinished(root) -> str | None:
 
 
 class RunDir:
-    """Context manager around a script's work: claim the folder on entry; on success drop the resume state
-    and print the summary; on a failure before anything was saved, remove the folder it created."""
+    """Context manager around a script's work: points 1-4 of the module docstring, on entry and on exit."""
 
     def __init__(self, args, script: str):
         self.args, self.script = args, script

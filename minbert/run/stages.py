@@ -1,12 +1,9 @@
-"""Starting a multitask run from an earlier one: --init_from and --pals_after (stage chaining).
+"""Starting a multitask run from an earlier one: --init_from and --pals_after (stage chaining; docs/methods.md).
 
-  --init_from RUN_DIR    its encoder replaces --model, and its heads/PALs whose names and shapes match are loaded
-                         (Muppet's head reuse, any chain of stages; minbert/core/export.py);
-  --pals_after RUN_DIR   PALs after fine-tuning (Pritsky et al. §3.3.2): --init_from RUN_DIR plus zero-initialised
-                         PALs (outputs unchanged at step 0), and only the PALs train (--pals_after_heads: the heads
-                         too). It means --pals --pals_init zero --option pretrain.
-`resolve(args)` sets the flags they imply; `start(args, model)` loads, freezes, and records in OUT_DIR/stage.json
-what the run started from (--predict_only, which trains nothing, never calls it).
+--init_from reuses a run's encoder and its heads/PALs whose names and shapes match (minbert/core/export.py);
+--pals_after is --init_from plus zero-initialised PALs that alone train (Pritsky et al. §3.3.2), i.e. --pals
+--pals_init zero --option pretrain. `resolve(args)` sets the flags they imply; `start(args, model)` loads, freezes,
+and records in OUT_DIR/stage.json what the run started from (--predict_only, which trains nothing, never calls it).
 """
 
 import os

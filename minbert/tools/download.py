@@ -26,6 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from minbert.core import flags
+from minbert.core.atomic import atomic_write
 from minbert.core.errors import UserError
 from minbert.core.flags import BriefParser, writable_dir
 from minbert.tasks.data import DataError
@@ -83,6 +84,8 @@ SENTEVAL_URL = "https://dl.fbaipublicfiles.com/senteval/senteval_data/{name}"
 MRPC_URLS = {"msr_paraphrase_train.txt": SENTEVAL_URL.format(name="msr_paraphrase_train.txt"),
              "msr_paraphrase_test.txt": SENTEVAL_URL.format(name="msr_paraphrase_test.txt"),
              "dev_ids.tsv": "https://dl.fbaipublicfiles.com/glue/data/mrpc_dev_ids.tsv"}  # saved under GLUE's name
+QUORA_URLS = {name: CS224N_URL.format(name=name) for name in TASKS["Quora"].splits.values()}
+FILE_URLS = {"MRPC": MRPC_URLS, "Quora": QUORA_URLS}   # folders fetched file by file
 SNLI_URL = "https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
 GLUE_FOLDERS = list(dict.fromkeys(info.folder for info in TASKS.values()))  # CoLA ... SNLI, Quora
 
@@ -141,11 +144,9 @@ def format_mrpc(mrpc_dir: str) -> None:
         out["test"].append("\t".join([str(index)] + fields[1:]) + "\n")  # the label is dropped
     if len(out["dev"]) - 1 != len(dev_ids):  # GLUE's script does not check; a different source file would differ
         print(f"warning: only {len(out['dev']) - 1} of the {len(dev_ids)} MRPC dev ids are in msr_paraphrase_train.txt")
-    for split, lines in out.items():
-        path = os.path.join(mrpc_dir, f"{split}.tsv")
-        with open(path + ".part", "w", encoding="utf-8", newline="") as f:  # newline="": write "\n" as is
-            f.writelines(lines)
-        os.replace(path + ".part", path)
+    for split, lines in out.items():   # newline="": write "\n" as is
+        atomic_write(os.path.join(mrpc_dir, f"{split}.tsv"),
+                     lambda tmp, lines=lines: Path(tmp).write_text("".join(lines), encoding="utf-8", newline=""))
 
 
 def download_glue(tasks: list[str], dest: str = DEFAULT_GLUE_DIR) -> None:
@@ -164,15 +165,12 @@ def download_glue(tasks: list[str], dest: str = DEFAULT_GLUE_DIR) -> None:
                 download_file(url, zip_path, desc=os.path.basename(url))
             _unzip(zip_path, task_dir if folder == "SNLI" else dest)  # GLUE zips hold a top folder
             os.remove(zip_path)
-        elif folder == "MRPC":
-            for name, url in MRPC_URLS.items():
+        else:  # MRPC's source files, or Quora's: the CS224N handout files
+            for name, url in FILE_URLS[folder].items():
                 if not os.path.isfile(os.path.join(task_dir, name)):
-                    download_file(url, os.path.join(task_dir, name), desc=f"MRPC/{name}")
-            format_mrpc(task_dir)
-        else:  # Quora: the CS224N handout files
-            for name in TASKS["Quora"].splits.values():
-                if not os.path.isfile(os.path.join(task_dir, name)):
-                    download_file(CS224N_URL.format(name=name), os.path.join(task_dir, name), desc=f"Quora/{name}")
+                    download_file(url, os.path.join(task_dir, name), desc=f"{folder}/{name}")
+            if folder == "MRPC":
+                format_mrpc(task_dir)
         missing = [f for f in _task_files(folder) if not os.path.isfile(os.path.join(dest, f))]
         if missing:  # e.g. a zip whose top folder was renamed upstream
             found = sorted(os.listdir(task_dir)) if os.path.isdir(task_dir) else "nothing"

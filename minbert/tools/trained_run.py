@@ -3,20 +3,12 @@
 A run's model/ folder (minbert/core/export.py) holds the encoder, the heads (task_modules.safetensors) and
 stage.json, whose "script" and "model_args" say which model that is: MultitaskBert's keyword arguments (with the
 PALs' size, R4F, the attention path) or MML's heads, and the --max_seq_len. `load_run(RUN_DIR)` builds that model
-and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and answers:
-
-    train_multitask.py   sentiment(sentences)  SST-5: label 0-4, its name, the 5 probabilities
-                         paraphrase(pairs)     Quora: the probability of a paraphrase (sigmoid of the one logit)
-                         similarity(pairs)     STS: the head's score (trained on 0-5)
-    train_mml.py         classify(inputs)      its GLUE task: label, name and probabilities, or the STS-B score
-                                               (Malkiel & Wolf, Eq. 5: the mean of the active heads' logits)
-    both                 encode(sentences)     (N, C): the pooled vector a head reads
-                         predict(inputs)       one record per input: what `python -m minbert predict` prints
-
-Inputs are scored as the scripts evaluate them (minbert/tasks/scoring.py), and put back in input order.
-`hf_head(task)` gives a head as BertForSequenceClassification's classifier, or says in one line why it has
-another shape. A run folder is read as untrusted, so loading it runs no code (docs/predict.md); anything wrong is
-one UserError naming the file; a run still training or interrupted says so, with the line that resumes it.
+and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and answers as `MultitaskRun`
+(sentiment, paraphrase, similarity) or `MMLRun` (classify: Eq. 5 of Malkiel & Wolf); both encode(sentences) and
+predict(inputs), what `python -m minbert predict` prints; `hf_head(task)` gives a head as
+BertForSequenceClassification's classifier, or says in one line why it has another shape. Inputs are scored as the
+scripts evaluate them (minbert/tasks/scoring.py). A run folder is read as untrusted, so loading it runs no code
+(docs/predict.md); anything wrong is one UserError naming the file.
 """
 
 import json
