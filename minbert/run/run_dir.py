@@ -13,8 +13,7 @@ checkpoint retention. What the folder holds and what is refused, for a user: doc
 3. **Lean.** A finished run drops its resume state (last.pt) unless --keep_resume_state, and prints a `summary`.
 4. **A folder it cannot write is a message** (read-only, /proc, a full disk); run.json says "stopped, resumable"
    only while a loadable last.pt or interrupted.pt is there.
-
-6. **One process at a time.** While a run works in its folder it holds a lock on it (flock, released when the
+5. **One process at a time.** While a run works in its folder it holds a lock on it (flock, released when the
    process ends, however it ends): a second process into the same folder (the same `--resume` twice, an
    `--overwrite` of a run still training) is refused before it changes anything. Left out where `fcntl` is
    missing (Windows).
@@ -36,7 +35,7 @@ from pathlib import Path
 
 try:
     import fcntl
-except ImportError:   # Windows: no flock, so no lock (run_dir's docstring, 6)
+except ImportError:   # Windows: no flock, so no lock (run_dir's docstring, 5)
     fcntl = None
 
 from minbert.core.errors import UserError
@@ -177,7 +176,7 @@ def unfinished(root) -> str | None:
 
 
 class RunDir:
-    """Context manager around a script's work: points 1-4 of the module docstring, on entry and on exit."""
+    """Context manager around a script's work: points 1-5 of the module docstring, on entry and on exit."""
 
     def __init__(self, args, script: str):
         self.args, self.script = args, script
