@@ -247,10 +247,11 @@ class RunDir:
     def lock(self) -> None:
         """Hold the folder for this process (flock on the folder itself, released when the process ends); another
         process holding it means another run is working in it: refused, nothing changed."""
-        self._lock = os.open(self.root, os.O_RDONLY) if fcntl else None
+        if fcntl is None:
+            return
+        self._lock = os.open(self.root, os.O_RDONLY)
         try:
-            if fcntl:
-                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock)
             self._lock = None
