@@ -49,8 +49,7 @@ def main(argv=None):
         print(f"error: {unknown('command', name, [c for c in COMMANDS if available(COMMANDS[c][0])])} "
               f"(python -m minbert --help)", file=sys.stderr)
         return 2
-    from minbert.core.errors import cli
-    cli(importlib.import_module(COMMANDS[name][0]).main, rest)   # what main returns is for callers, not the exit status
+    importlib.import_module(COMMANDS[name][0]).main(rest)   # what main returns is for callers, not the exit status
     return 0
 
 
