@@ -362,3 +362,16 @@ def make_examples(n: int, pairs: bool = False, seed: int = 0) -> list:
         return " ".join(f"w{rng.randrange(30)}" for _ in range(rng.randint(1, 25)))
 
     return [Example(f"ex{i}", sentence(), sentence() if pairs else None, rng.randrange(5)) for i in range(n)]
+
+
+def tiny_run_inputs(root):
+    """The CS224N-format files and the tiny model (with MiniLM's vocabulary) of test_train_multitask."""
+    from minbert.bert.config import BertConfig
+    from minbert.bert.model import BertModel
+    from minbert.bert.tokenizer import Tokenizer
+    data, model = root / "data", root / "model"
+    data.mkdir()
+    write_task_files(data)
+    torch.manual_seed(0)
+    BertModel(BertConfig.tiny()).save_pretrained(model, tokenizer=Tokenizer.from_pretrained("minilm-l6"))
+    return data, model

@@ -18,7 +18,7 @@ from minbert.run import checkpoint
 from minbert.tasks import multitask
 from minbert.bert.model import BertModel
 from minbert.methods.pals import PALs
-from conftest import save_tiny_model, signal_on_call, write_task_files  # noqa: F401  (re-exported: test_ensemble)
+from conftest import save_tiny_model, signal_on_call, write_task_files  # noqa: F401  (re-exported)
 
 
 real_load = checkpoint.load

@@ -287,7 +287,7 @@ def test_pytest_collects_the_student_copy(student):
 
 @pytest.mark.slow
 def test_training_on_the_student_copy_stops_with_the_first_missing_piece_in_one_line(student, tmp_path):
-    from test_train_multitask import write_task_files   # tests/ is on sys.path under pytest
+    from conftest import write_task_files   # tests/ is on sys.path under pytest
     data, model = tmp_path / "data", tmp_path / "model"
     data.mkdir()
     write_task_files(data)

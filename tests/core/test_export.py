@@ -25,7 +25,7 @@ from minbert.bert.tokenizer import Tokenizer
 from minbert.core.errors import UserError
 from minbert.methods.pals import PALs
 from minbert.tasks.multitask import MultitaskBert
-from test_ensemble import tiny_run_inputs
+from conftest import tiny_run_inputs
 from conftest import write_glue
 
 FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json")

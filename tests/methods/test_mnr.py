@@ -227,7 +227,7 @@ def test_every_mnr_batch_holds_positive_pairs_only(tmp_path, monkeypatch):
     bi-encoder heads; every batch the MNR loss sees must hold positives only (Quora duplicates, STS >= 4),
     and it must be a full batch of them (4 rows here, 3 negatives per row), not the ~1-2 positives of a mixed batch."""
     import minbert.methods.mnr as mnr_module
-    from test_ensemble import tiny_run_inputs
+    from conftest import tiny_run_inputs
     from test_train_multitask import run
     data, model = tiny_run_inputs(tmp_path)
     rows, labels = [], []
@@ -273,7 +273,7 @@ def test_positives_stream_resumes_exactly(tmp_path):
     """A Ctrl-C mid-epoch and --resume must give the uninterrupted run's dev scores: the positives-only MNR streams
     are part of the checkpoint (MNRObjective.state_dict), so the resumed run sees the same MNR batches."""
     import train_multitask
-    from test_ensemble import tiny_run_inputs
+    from conftest import tiny_run_inputs
     from test_train_multitask import run, signal_on_call
     setup = tiny_run_inputs(tmp_path)
     flags = ("--mnr", "1", "--sts_head", "cosine", "--para_head", "cosine")

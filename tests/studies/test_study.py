@@ -213,7 +213,7 @@ def test_budget_helpers():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from test_ensemble import tiny_run_inputs
+    from conftest import tiny_run_inputs
     root = tmp_path_factory.mktemp("study")
     data, model = tiny_run_inputs(root)
     budget = ["--model", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "4", "--lr", "1e-3",

@@ -188,7 +188,7 @@ def test_train_multitask_heterogeneous_steps_follow_the_natural_mix(tmp_path, mo
     Natural mix: Quora ~80% of the 30 sub-batches (24 expected, sd 2.2); the old one-of-each step gave 10/10/10."""
     import shutil
     from test_train_multitask import record_task_losses, run, write_task_files
-    from test_ensemble import tiny_run_inputs
+    from conftest import tiny_run_inputs
     data, model = tiny_run_inputs(tmp_path)
     big = tmp_path / "big"
     big.mkdir()

@@ -3,14 +3,15 @@
 Oracle: an ensemble of ONE real run of train_multitask.py reproduces that run's six prediction files byte for byte,
 with every method and weighting; the Quora stand-in keeps its name; nothing is replaced without --overwrite.
 The method (weighted average and vote, the selections) is graded by tests/methods/test_ensemble_method.py and
-tests/methods/test_ensemble_combine.py. tiny_run_inputs is shared: other test files import it from here.
+tests/methods/test_ensemble_combine.py.
 """
 
 import pytest
-import torch
 
 from minbert.tools import ensemble
 from minbert.tasks.data import STAND_IN_PARA_TEST
+
+from conftest import tiny_run_inputs
 
 
 def test_ensemble_of_one_run_reproduces_its_prediction_files_byte_for_byte(tmp_path):
@@ -27,20 +28,6 @@ def test_ensemble_of_one_run_reproduces_its_prediction_files_byte_for_byte(tmp_p
                 mine, theirs = (out / "predictions" / name).read_bytes(), (tmp_path / "predictions" / name).read_bytes()
                 assert mine == theirs, f"minbert.tools.ensemble.main ({method}, {weights}): {name} of a one-run ensemble differs from the run's own file"
         assert "ensemble" in (out / "members.md").read_text()
-
-
-def tiny_run_inputs(root):
-    """The CS224N-format files and the tiny model (with MiniLM's vocabulary) of test_train_multitask."""
-    from minbert.bert.config import BertConfig
-    from minbert.bert.model import BertModel
-    from minbert.bert.tokenizer import Tokenizer
-    from test_train_multitask import write_task_files
-    data, model = root / "data", root / "model"
-    data.mkdir()
-    write_task_files(data)
-    torch.manual_seed(0)
-    BertModel(BertConfig.tiny()).save_pretrained(model, tokenizer=Tokenizer.from_pretrained("minilm-l6"))
-    return data, model
 
 
 def test_ensemble_of_runs_on_the_quora_stand_in_names_its_file_so(tmp_path):

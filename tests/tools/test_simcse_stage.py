@@ -24,7 +24,7 @@ def test_read_nli_requires_simcse_columns(tmp_path):
 @pytest.fixture(scope="module")
 def stage_inputs(tmp_path_factory):
     """CS224N-format files and a tiny model folder (MiniLM's vocabulary), as test_train_multitask's."""
-    from test_ensemble import tiny_run_inputs
+    from conftest import tiny_run_inputs
     return tiny_run_inputs(tmp_path_factory.mktemp("simcse"))
 
 
@@ -91,7 +91,7 @@ def test_weight_decay_and_dropout_flags(stage_inputs, tmp_path, monkeypatch):
 
 def test_cs224n_sentences_use_the_shipped_quora_sample(tmp_path):
     """--data cs224n on the repository's data/ (no full Quora files): the sample stands in, as in train_multitask.py."""
-    from test_train_multitask import write_task_files
+    from conftest import write_task_files
     write_task_files(tmp_path)
     for split in ("train", "dev"):
         (tmp_path / f"quora-{split}.csv").rename(tmp_path / f"quora-{split}-sample.csv")
