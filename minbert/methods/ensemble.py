@@ -7,8 +7,7 @@ Song, Hu & Pan (CS224N report, §3.1 and appendix Algorithm 1) combine k fine-tu
     weighted majority vote  f(x) = C_j  with the largest Σ_{i: f(x; θ_i) = C_j} W_i
 
 where f(x; θ_i) is member i's class probabilities (SST: softmax of the 5 logits; Quora: sigmoid of the logit) or
-its STS score; the vote counts each member's predicted class. Their 7-model ensemble reached dev overall 0.786
-against 0.778 for their best single model. The weights (--weights):
+its STS score; the vote counts each member's predicted class. The weights (--weights):
   greedy          fitted on dev by forward selection WITH replacement (Caruana et al. 2004): each round adds the
                   member that gives the highest dev overall, until no addition strictly improves it; a member's
                   weight is the number of times it was added.
@@ -18,16 +17,10 @@ against 0.778 for their best single model. The weights (--weights):
   ranked_overall  one pass ranked by dev overall, weights shared by the tasks.
   uniform, 2,1,1  no fitting.
 
-Tie-breaking (so results are reproducible): greedy and ranked keep the member listed first on the command line;
-the vote takes the smallest class id among equal totals; the average takes SST's first largest probability and
-predicts Quora 1 only when the averaged probability is > 0.5; STS is a regression, always the weighted average.
-Dev scores of a fitted ensemble are optimistic; the test predictions are not. With one member and any weight,
-the ensemble's predictions are the member's own.
-
-The command that reads finished runs' outputs.pt, aligns their rows and writes the prediction files is
-minbert/tools/ensemble.py (`python -m minbert ensemble`); this file is the method. A member is a dict
-{task: {"outputs": raw head outputs, "labels": gold (dev)}}. Shapes: N examples, K classes (SST 5, Quora 2).
-Left out: stacking, weighting per example, averaging parameters (a model soup).
+A member is a dict {task: {"outputs": raw head outputs, "labels": gold (dev)}}; N examples, K classes (SST 5,
+Quora 2). The command that reads runs' outputs.pt and writes the prediction files is minbert/tools/ensemble.py.
+Ties are broken reproducibly (# Notes at the end). Dev scores of a fitted ensemble are optimistic; the test
+predictions are not. Left out: stacking, weighting per example, averaging parameters (a model soup).
 """
 
 import torch
@@ -144,3 +137,11 @@ def ranked_overall_select(dev: list[dict], method: str = "average") -> list[floa
     strictly improves it."""
     alone = [dev_scores(dev, [float(j == i) for j in range(len(dev))], method)["overall"] for i in range(len(dev))]
     return ranked_pass(alone, lambda w: dev_scores(dev, w, method)["overall"], [1.0] * len(dev))
+
+
+# Notes
+# - Tie-breaking, so that results are reproducible: greedy and ranked keep the member listed first on the command
+#   line; the vote takes the smallest class id among equal totals; the average takes SST's first largest
+#   probability and predicts Quora 1 only when the averaged probability is > 0.5; STS is a regression, always the
+#   weighted average. With one member and any weight, the ensemble's predictions are the member's own.
+# - The report's 7-model ensemble reached dev overall 0.786 against 0.778 for its best single model.
