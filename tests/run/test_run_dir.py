@@ -8,12 +8,16 @@ that fails before training leaves no folder; lowercase GLUE task names are accep
 """
 
 import hashlib
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import train_mml
 import train_multitask
 from minbert.core.errors import UserError
+from minbert.run import run_dir
 from test_train_mml import setup as mml_setup  # noqa: F401  (fixture)
 from test_train_multitask import setup, signal_on_call  # noqa: F401  (fixture)
 
@@ -21,6 +25,7 @@ from test_train_multitask import setup, signal_on_call  # noqa: F401  (fixture)
 FINISHED_MAY_HOLD = {"best.pt", "model", "outputs.pt", "metrics.jsonl", "curves.png", "predictions", "stage.json",
                      "run.json"}
 FINISHED_MUST_HOLD = {"best.pt", "model", "outputs.pt", "metrics.jsonl", "predictions"}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(setup, out_dir, *extra):
@@ -242,3 +247,35 @@ def test_a_second_process_into_a_folder_a_run_is_training_in_is_refused(setup, t
         f"minbert/run/run_dir.py: a second run into a folder in use must be refused, got: {error}"
     assert unchanged, "minbert/run/run_dir.py: the refused second run changed the first run's files"
     assert FINISHED_MUST_HOLD <= {p.name for p in folder.iterdir()}, "the first run must still finish"
+
+
+# A second process that holds a run folder as a training run does (RunDir.lock, on the folder) until its stdin closes
+HOLD = """import sys, types
+from minbert.run.run_dir import RunDir
+RunDir(types.SimpleNamespace(out_dir=sys.argv[1]), "train_multitask.py").lock()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(run_dir.fcntl is None, reason="no flock where fcntl is missing (Windows): the lock is left out")
+def test_an_overwrite_of_a_run_still_training_is_refused_before_anything_is_removed(setup, tmp_path):
+    """`--overwrite` into a folder that another process is training in: refused, and every file of the running run
+    is still there, byte for byte (a lock taken after the removal would refuse too, with the files already gone)."""
+    folder = tmp_path / "a"
+    run(setup, folder, "--epochs", "1", "--keep_resume_state")
+    before = sha256s(folder)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held", "the holding process did not take the folder's lock"
+        with pytest.raises(UserError, match="another process is working in it now"):
+            run(setup, folder, "--epochs", "1", "--limit", "8", "--overwrite")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    gone = sorted(set(before) - set(sha256s(folder)))
+    changed = sorted(name for name, digest in sha256s(folder).items() if before.get(name) != digest)
+    assert not gone and not changed, \
+        f"minbert/run/run_dir.py RunDir.claim: --overwrite removed {gone} / changed {changed} of a run still " \
+        f"training (take the lock before removing anything)"
