@@ -36,7 +36,7 @@ class Parser(flags.ArgumentParser):
 def parser():
     # no @file arguments: a sentence may begin with "@"
     p = Parser(prog="python -m minbert predict", description=__doc__, fromfile_prefix_chars=None)
-    p.add_argument("run_dir", help="the --out_dir of a finished training run (or its model/ folder)")
+    p.add_argument("run_dir", help="the --out_dir of a finished training run (or its model/ folder, or its best.pt)")
     p.add_argument("sentences", nargs="*", help="sentences, or pairs 'first ||| second'; none: --file, else stdin")
     g = p.add_argument_group("inputs and outputs")
     g.add_argument("--file", default=None, help="a CSV or TSV file with a header line (tab-separated if the header "

@@ -75,6 +75,13 @@ def test_pairs_with_a_tab_or_three_bars_and_an_mml_run(runs, capsys, monkeypatch
     assert mml["name"] in ("entailment", "not_entailment") and len(mml["probabilities"]) == 2, mml
 
 
+def test_a_file_of_the_run_folder_names_that_run(runs, capsys):
+    """`python -m minbert predict RUN/best.pt ...` answers as `predict RUN ...` (the same run, the same bytes)."""
+    by_folder = predicted(capsys, str(runs.pooler), "good movie", "dull plot", "--format", "jsonl")
+    by_file = predicted(capsys, str(runs.pooler / "best.pt"), "good movie", "dull plot", "--format", "jsonl")
+    assert by_file == by_folder, f"predict RUN/best.pt:\n{by_file}\npredict RUN:\n{by_folder}"
+
+
 @pytest.mark.parametrize("argv, stdin, message", [
     (["RUN", "--format", "csv"], "good movie\n\nbad plot\n", "stdin line 2: an empty sentence (an empty line)"),
     (["RUN", "--file", "DATA/sts-dev.csv", "--text_column", "sentence"], None, "no column 'sentence'"),

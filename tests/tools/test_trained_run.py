@@ -131,6 +131,22 @@ def test_input_order_is_kept_and_batch_size_changes_nothing(runs):
     assert torch.allclose(a, c, atol=ATOL), "minbert.tools.trained_run: batch sizes 1 and 64 give other probabilities"
 
 
+@pytest.mark.parametrize("kind, inputs", [("pooler", ["good movie", "dull plot"]),
+                                           ("mml", [("the cat sat", "a cat sat")])])
+def test_a_file_of_the_run_folder_loads_that_run(runs, kind, inputs):
+    """`minbert.load_run(RUN / "best.pt")`, as the docstrings promise: the run of the folder that holds the file,
+    with the answers of load_run(RUN) (the same tensors: equal to 1e-5)."""
+    folder = getattr(runs, kind)
+    by_folder = minbert.load_run(folder, device="cpu", amp="off").predict(inputs)
+    by_file = minbert.load_run(folder / "best.pt", device="cpu", amp="off").predict(inputs)
+    def numbers(records):   # every number of the records, in order (a list of probabilities flattened)
+        return torch.tensor([x for r in records for v in r.values() if not isinstance(v, str)
+                             for x in (v if isinstance(v, list) else [v])], dtype=torch.float64)
+
+    assert len(by_file) == len(inputs) and torch.allclose(numbers(by_file), numbers(by_folder), atol=ATOL), \
+        f"minbert.load_run({kind}/best.pt) answers otherwise than load_run({kind}): {by_file} vs {by_folder}"
+
+
 def test_predict_runs_only_the_heads_asked_for(runs, monkeypatch):
     run = minbert.load_run(runs.pooler, device="cpu", amp="off")
     ran = []
