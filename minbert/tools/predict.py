@@ -5,8 +5,9 @@
     cut -f3 data/ids-sst-dev.csv | tail -n +2 | python -m minbert predict runs/quickstart --format csv
     python -m minbert predict runs/quickstart --file data/sts-dev.csv --format jsonl > sts-dev.jsonl
 
-Inputs: sentences as arguments, or one per line on stdin, or the rows of a CSV/TSV file (--file; columns
---text_column and --pair_column). A pair is two sentences separated by a tab or by " ||| ". Per input
+Inputs: sentences as arguments, or one per line on stdin (blank lines skipped), or the rows of a CSV/TSV file
+(--file; columns --text_column and --pair_column). A pair is two sentences separated by a tab or by " ||| ", the
+rule of minbert.load_run's predict too; sentences and pairs may mix, each answered as what it is. Per input
 (minbert/tools/trained_run.py): from a multitask run, SST-5's label, name and 5 probabilities for a sentence, the
 paraphrase probability and the STS score for a pair (--task chooses the heads); from an MML run, its GLUE task's
 label and probabilities, or STS-B's score. Scored as the scripts evaluate, on --device under --amp. Results go to
@@ -24,8 +25,6 @@ from minbert.core.device import add_device_args, set_threads
 from minbert.core.errors import UserError
 from minbert.core.report import markdown_table
 
-PAIR_SEPARATORS = ("\t", "|||")   # a tab (as in TSV files), or " ||| " typed on a command line
-
 
 class Parser(flags.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
@@ -41,9 +40,12 @@ def parser():
     g = p.add_argument_group("inputs and outputs")
     g.add_argument("--file", default=None, help="a CSV or TSV file with a header line (tab-separated if the header "
                                                 "has a tab; .tsv files unquoted, as GLUE's)")
-    g.add_argument("--text_column", default=None, help="--file's sentence column (default: sentence1, else sentence)")
+    g.add_argument("--text_column", default=None,
+                   help="--file's sentence column (default: sentence1, else sentence); named, it is read alone, as "
+                        "single sentences, unless --pair_column names the second")
     g.add_argument("--pair_column", default=None,
-                   help="--file's second sentence column (default: sentence2 when the file has it; 'none': no pairs)")
+                   help="--file's second sentence column (default: sentence2 when the file has it and --text_column "
+                        "is not given; 'none': no pairs)")
     g.add_argument("--task", default=None,
                    help="comma list of heads to run, e.g. sst or para,sts (default: sst for sentences, para,sts "
                         "for pairs; an MML run answers its own task)")
@@ -83,17 +85,21 @@ def stdin_lines() -> list[str]:
 
 
 def read_lines(lines: list[str], arguments: bool) -> list:
-    """Sentences or pairs from arguments or stdin lines; an empty one is refused with where it is."""
+    """(a, b or None) for each argument or stdin line, by load_run's rule for pairs (split_pair); a blank stdin line
+    (what echo and editors end a file with) is skipped, an empty argument or half of a pair refused with where it is."""
+    from minbert.tools.trained_run import split_pair
     where = "argument" if arguments else "stdin line"
     inputs = []
     for n, line in enumerate(lines, 1):
-        sep = next((s for s in PAIR_SEPARATORS if s in line), None)
-        parts = [line] if sep is None else line.split(sep)
-        if len(parts) > 2:
-            raise UserError(f"{where} {n}: {len(parts)} sentences; a pair is two, separated by a tab or ' ||| '")
-        if not all(part.strip() for part in parts):
-            raise UserError(f"{where} {n}: an empty sentence" + (" (an empty line)" if not line.strip() else ""))
-        inputs.append(parts[0] if sep is None else (parts[0], parts[1]))
+        if not arguments and not line.strip():
+            continue
+        try:
+            a, b = split_pair(line)
+        except ValueError as e:
+            raise UserError(f"{where} {n}: {e}") from None
+        if not a.strip() or (b is not None and not b.strip()):
+            raise UserError(f"{where} {n}: an empty sentence" + (" (an empty argument)" if not line.strip() else ""))
+        inputs.append((a, b))
     if not inputs:
         raise UserError("no sentences: give them as arguments, in --file, or one per line on stdin")
     return inputs
@@ -130,7 +136,7 @@ def read_file(args) -> tuple[list | None, list]:
         for column in (text, pair):
             if column is not None and not cells[column].strip():
                 raise UserError(f"{path}:{n}: empty {column!r}")
-        inputs.append(cells[text] if pair is None else (cells[text], cells[pair]))
+        inputs.append((cells[text], None if pair is None else cells[pair]))   # a cell is one sentence, as it is
         if ids is not None:
             ids.append(cells["id"])
     if not inputs:
@@ -149,14 +155,19 @@ def write(records: list[dict], fmt: str, out) -> None:
     if fmt == "csv":
         flat = [{f"{k}_{i}" if isinstance(v, list) else k: x for k, v in r.items()
                  for i, x in (enumerate(v) if isinstance(v, list) else [(None, v)])} for r in records]
-        writer = csv.DictWriter(out, fieldnames=list(flat[0]) if flat else [], lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=columns(flat), lineterminator="\n")   # a cell a record lacks: empty
         writer.writeheader()
         writer.writerows(flat)
         return
     shown = [{k: readable(v) for k, v in r.items()} for r in records]
-    columns = list(records[0]) if records else []
-    texts = [c for c in columns if c.startswith("sentence")]   # the sentences last: the long columns
-    out.write(markdown_table(shown, [c for c in columns if c not in texts] + texts) + "\n")
+    names = columns(records)
+    texts = [c for c in names if c.startswith("sentence")]   # the sentences last: the long columns
+    out.write(markdown_table(shown, [c for c in names if c not in texts] + texts) + "\n")
+
+
+def columns(records: list[dict]) -> list[str]:
+    """Every key of the records, in the order they first appear (sentences and pairs mixed have different keys)."""
+    return list(dict.fromkeys(k for r in records for k in r))
 
 
 def readable(value) -> str:

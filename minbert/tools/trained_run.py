@@ -5,7 +5,8 @@ stage.json, whose "script" and "model_args" say which model that is: MultitaskBe
 PALs' size, R4F, the attention path) or MML's heads, and the --max_seq_len. `load_run(RUN_DIR)` builds that model
 and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and answers as `MultitaskRun`
 (sentiment, paraphrase, similarity) or `MMLRun` (classify: Eq. 5 of Malkiel & Wolf); both encode(sentences) and
-predict(inputs), what `python -m minbert predict` prints; `hf_head(task)` gives a head as
+predict(inputs), what `python -m minbert predict` prints (a string holding " ||| " or a tab is a pair, in Python
+as on the command line; sentences and pairs may mix); `hf_head(task)` gives a head as
 BertForSequenceClassification's classifier, or says in one line why it has another shape. Inputs are scored as the
 scripts evaluate them (minbert/tasks/scoring.py). A run folder is read as untrusted, so loading it runs no code
 (docs/predict.md); anything wrong is one UserError naming the file.
@@ -36,6 +37,9 @@ from minbert.tasks.scoring import EVAL_BATCH, in_order
 
 FILES = ("config.json", "model.safetensors", "vocab.txt", TASK_MODULES, STAGE)   # what a run's model/ holds
 SCRIPTS = ("train_multitask.py", "train_mml.py")
+# The one rule for pairs, in Python and on the command line: a string that holds a tab (a TSV line) or "|||" (typed
+# as "first ||| second") is a pair; a tuple (a, b) is a pair, (a, None) a sentence taken as it is.
+PAIR_SEPARATORS = ("\t", "|||")
 
 
 def model_args(script: str, args, hidden_size: int) -> dict:
@@ -127,9 +131,10 @@ class TrainedRun:
     def data(self, inputs, pair: bool, what: str, pair_mode: str = "cross") -> TaskData | None:
         """The inputs tokenized as the scripts do; None for no inputs. `pair`: what `what` reads."""
         rows = _rows(inputs)
-        if rows and (rows[0][1] is not None) != pair:
-            raise UserError(f"{what} reads {'sentence pairs' if pair else 'one sentence each'}, but the inputs are "
-                            f"{'single sentences' if rows[0][1] is None else 'pairs'}")
+        wrong = next((i for i, (_, b) in enumerate(rows) if (b is not None) != pair), None)
+        if wrong is not None:
+            raise UserError(f"{what} reads {'sentence pairs' if pair else 'one sentence each'}, but input "
+                            f"{wrong + 1} is {'one sentence' if pair else 'a pair'}")
         if not rows:
             return None
         examples = [Example(str(i), a, b, None) for i, (a, b) in enumerate(rows)]
@@ -184,19 +189,30 @@ class MultitaskRun(TrainedRun):
         return self.in_order(data, lambda batch: self.model.features(task, batch)[0])
 
     def predict(self, inputs, tasks=None) -> list[dict]:
-        """One record per input: single sentences get SST (sst_label, sst_name, sst_probabilities), pairs get the
-        paraphrase probability (para_probability) and the STS score (sts_score); `tasks` runs only those heads."""
+        """One record per input, each answered as what it is (sentences and pairs may mix): a sentence gets SST
+        (sst_label, sst_name, sst_probabilities), a pair the paraphrase probability (para_probability) and the STS
+        score (sts_score); `tasks` runs only those heads, and an input none of them reads is refused."""
         rows = _rows(inputs)
-        tasks = self.check_tasks(tasks, ("para", "sts") if rows and rows[0][1] is not None else ("sst",))
+        asked = self.check_tasks(tasks, TASKS) if tasks else None
         records = [{"sentence": a} if b is None else {"sentence1": a, "sentence2": b} for a, b in rows]
-        for task in tasks:
-            if task == "sst":
-                for r, s in zip(records, self.sentiment(rows)):
-                    r.update(sst_label=s["label"], sst_name=s["name"], sst_probabilities=s["probabilities"])
-            else:
-                values = self.paraphrase(rows) if task == "para" else self.similarity(rows)
-                for r, v in zip(records, values):
-                    r["para_probability" if task == "para" else "sts_score"] = v
+        for pair, default in ((False, ("sst",)), (True, ("para", "sts"))):
+            kind = [i for i, (_, b) in enumerate(rows) if (b is not None) == pair]   # the inputs of this kind
+            run = default if asked is None else tuple(t for t in asked if (t != "sst") == pair)
+            if kind and not run:
+                raise UserError(f"input {kind[0] + 1} is {'a pair' if pair else 'one sentence'}, but "
+                                f"{','.join(asked)} {'reads' if len(asked) == 1 else 'read'} "
+                                f"{'one sentence each' if pair else 'sentence pairs'}")
+            chosen = [rows[i] for i in kind]
+            for task in run if kind else ():
+                if task == "sst":
+                    answers = [{"sst_label": s["label"], "sst_name": s["name"], "sst_probabilities": s["probabilities"]}
+                               for s in self.sentiment(chosen)]
+                elif task == "para":
+                    answers = [{"para_probability": v} for v in self.paraphrase(chosen)]
+                else:
+                    answers = [{"sts_score": v} for v in self.similarity(chosen)]
+                for i, answer in zip(kind, answers):
+                    records[i].update(answer)
         return records
 
     def hf_head(self, task: str) -> dict:
@@ -321,19 +337,30 @@ def _encoder(folder: Path, config: BertConfig, fast_attention: bool) -> BertMode
     return BertModel.from_pretrained(folder / "model.safetensors", fast_attention=fast_attention)
 
 
+def split_pair(text: str) -> tuple[str, str | None]:
+    """A string input -> (text, None), or (first, second) where it holds a separator (PAIR_SEPARATORS: the one rule
+    for pairs). More than two parts: ValueError, saying how many."""
+    sep = next((s for s in PAIR_SEPARATORS if s in text), None)
+    parts = [text] if sep is None else text.split(sep)
+    if len(parts) > 2:
+        raise ValueError(f"{len(parts)} sentences; a pair is two, separated by a tab or ' ||| '")
+    return parts[0], parts[1] if sep else None
+
+
 def _rows(inputs) -> list[tuple[str, str | None]]:
-    """Sentences or (a, b) pairs -> (a, b or None) rows; an empty sentence or a mix of the two kinds is refused."""
+    """Sentences, "a ||| b" strings or (a, b) pairs -> (a, b or None) rows, by the one rule for pairs (split_pair);
+    an empty sentence is refused."""
     if isinstance(inputs, str):
         inputs = [inputs]
     rows = []
     for i, item in enumerate(inputs):
-        row = (item, None) if isinstance(item, str) else tuple(item)
-        if len(row) != 2 or not all(isinstance(t, str) for t in row if t is not None):
+        try:
+            row = split_pair(item) if isinstance(item, str) else tuple(item)
+        except ValueError as e:
+            raise UserError(f"input {i + 1}: {e}") from None
+        if len(row) != 2 or not isinstance(row[0], str) or not isinstance(row[1], (str, type(None))):
             raise UserError(f"input {i + 1}: expected a sentence or a pair of sentences, got {item!r}")
         if any(t is not None and not t.strip() for t in row):
             raise UserError(f"input {i + 1}: an empty sentence")
-        if rows and (rows[0][1] is None) != (row[1] is None):
-            raise UserError(f"input {i + 1} is {'a pair' if row[1] is not None else 'one sentence'}, input 1 is not: "
-                            f"give single sentences or pairs, not both at once")
         rows.append((row[0].strip(), None if row[1] is None else row[1].strip()))
     return rows

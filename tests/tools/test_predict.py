@@ -75,6 +75,45 @@ def test_pairs_with_a_tab_or_three_bars_and_an_mml_run(runs, capsys, monkeypatch
     assert mml["name"] in ("entailment", "not_entailment") and len(mml["probabilities"]) == 2, mml
 
 
+def test_blank_lines_are_skipped_and_a_mix_is_answered_line_by_line(runs, capsys, monkeypatch):
+    """A trailing empty line (what echo and editors write) and blank lines between are skipped; sentences and pairs
+    on one stdin each get their own answer, the one they get alone; the table and csv hold every column."""
+    stdin = "good movie\n\nnice film ||| a good movie\ndull plot\tboring story\n\n"
+    mixed = [json.loads(line) for line in
+             predicted(capsys, str(runs.pooler), "--format", "jsonl", stdin=stdin, monkeypatch=monkeypatch).splitlines()]
+    alone = [json.loads(predicted(capsys, str(runs.pooler), text, "--format", "jsonl"))
+             for text in ("good movie", "nice film ||| a good movie", "dull plot ||| boring story")]
+    assert [sorted(r) for r in mixed] == [sorted(r) for r in alone], \
+        f"minbert.tools.predict: blank lines must be skipped and each line answered as what it is, got {mixed}"
+    worst = max(abs(m[k] - a[k]) for m, a in zip(mixed, alone) for k in ("para_probability", "sts_score") if k in a)
+    assert [m.get("sst_label") for m in mixed] == [a.get("sst_label") for a in alone] and worst < 1e-5, \
+        f"a mix answered otherwise than each line alone (worst difference {worst})"
+    rows = list(csv.DictReader(io.StringIO(predicted(capsys, str(runs.pooler), "--format", "csv", stdin=stdin,
+                                                     monkeypatch=monkeypatch))))
+    assert [bool(r["sst_label"]) for r in rows] == [True, False, False] and rows[2]["sentence2"] == "boring story", rows
+    table = predicted(capsys, str(runs.pooler), stdin=stdin, monkeypatch=monkeypatch).splitlines()
+    assert len(table) == 5 and "sts_score" in table[0] and "sst_label" in table[0], table
+
+
+def test_text_column_alone_reads_that_column_as_single_sentences(runs, capsys):
+    """--text_column on a file that also has sentence2 reads that one column, as single sentences (SST), as --help
+    and docs/predict.md say; --pair_column names a second column, and the default reads sentence1 and sentence2."""
+    sts = str(runs.data / "sts-dev.csv")
+    named = [json.loads(line) for line in
+             predicted(capsys, str(runs.pooler), "--file", sts, "--text_column", "sentence2", "--format",
+                       "jsonl").splitlines()]
+    column = [line.split("\t")[3] for line in (runs.data / "sts-dev.csv").read_text().splitlines()[1:]]
+    assert [r.get("sentence") for r in named] == column and "sst_label" in named[0], \
+        f"predict --text_column sentence2: expected sentence2's cells as single sentences, got {named[:2]}"
+    default = predicted(capsys, str(runs.pooler), "--file", sts, "--format", "jsonl")
+    both = predicted(capsys, str(runs.pooler), "--file", sts, "--text_column", "sentence1", "--pair_column",
+                     "sentence2", "--format", "jsonl")
+    assert both == default and "sts_score" in json.loads(default.splitlines()[0]), \
+        "predict --file with sentence1 and sentence2: the default must read the pairs, as the two flags do"
+    helps = {a.dest: a.help for a in predict.parser()._actions}
+    assert "read alone" in helps["text_column"] and "--text_column is not given" in helps["pair_column"], helps
+
+
 def test_a_file_of_the_run_folder_names_that_run(runs, capsys):
     """`python -m minbert predict RUN/best.pt ...` answers as `predict RUN ...` (the same run, the same bytes)."""
     by_folder = predicted(capsys, str(runs.pooler), "good movie", "dull plot", "--format", "jsonl")
@@ -83,12 +122,13 @@ def test_a_file_of_the_run_folder_names_that_run(runs, capsys):
 
 
 @pytest.mark.parametrize("argv, stdin, message", [
-    (["RUN", "--format", "csv"], "good movie\n\nbad plot\n", "stdin line 2: an empty sentence (an empty line)"),
+    (["RUN", "good movie", " "], None, "argument 2: an empty sentence (an empty argument)"),
+    (["RUN", "--format", "csv"], "good movie\n\nbad plot ||| \n", "stdin line 3: an empty sentence"),
     (["RUN", "--file", "DATA/sts-dev.csv", "--text_column", "sentence"], None, "no column 'sentence'"),
     (["RUN", "--task", "sentiment", "good"], None, "unknown task 'sentiment'"),
     (["DATA", "good"], None, "not a finished run"),
     (["RUN", "a ||| b ||| c"], None, "argument 1: 3 sentences"),
-], ids=["empty_line", "missing_column", "unknown_task", "not_a_run", "three_sentences"])
+], ids=["empty_argument", "half_a_pair", "missing_column", "unknown_task", "not_a_run", "three_sentences"])
 def test_each_mistake_is_one_line(runs, capsys, monkeypatch, argv, stdin, message):
     argv = [a.replace("RUN", str(runs.pooler)).replace("DATA", str(runs.data)) for a in argv]
     monkeypatch.setattr(sys, "stdin", io.StringIO(stdin or ""))

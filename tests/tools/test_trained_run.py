@@ -60,6 +60,12 @@ def written(path) -> dict:
     return {i.strip(): float(v) for i, v in rows}
 
 
+def numbers(records) -> torch.Tensor:
+    """Every number of predict's records, in order (a list of probabilities flattened)."""
+    return torch.tensor([x for r in records for v in r.values() if not isinstance(v, str)
+                         for x in (v if isinstance(v, list) else [v])], dtype=torch.float64)
+
+
 @pytest.mark.parametrize("kind", ["pooler", "bi"])
 def test_predictions_equal_the_training_scripts_own_files(runs, kind):
     run = minbert.load_run(getattr(runs, kind), device="cpu", amp="off")
@@ -139,10 +145,6 @@ def test_a_file_of_the_run_folder_loads_that_run(runs, kind, inputs):
     folder = getattr(runs, kind)
     by_folder = minbert.load_run(folder, device="cpu", amp="off").predict(inputs)
     by_file = minbert.load_run(folder / "best.pt", device="cpu", amp="off").predict(inputs)
-    def numbers(records):   # every number of the records, in order (a list of probabilities flattened)
-        return torch.tensor([x for r in records for v in r.values() if not isinstance(v, str)
-                             for x in (v if isinstance(v, list) else [v])], dtype=torch.float64)
-
     assert len(by_file) == len(inputs) and torch.allclose(numbers(by_file), numbers(by_folder), atol=ATOL), \
         f"minbert.load_run({kind}/best.pt) answers otherwise than load_run({kind}): {by_file} vs {by_folder}"
 
@@ -162,15 +164,43 @@ def test_predict_runs_only_the_heads_asked_for(runs, monkeypatch):
 
 @pytest.mark.parametrize("inputs, tasks, message", [
     (["good movie", "  "], None, "input 2: an empty sentence"),
-    (["good movie", ("a", "b")], None, "input 2 is a pair, input 1 is not"),
+    (["good movie", "nice film ||| "], None, "input 2: an empty sentence"),
+    (["good movie", ("a", "b")], ["sst"], "input 2 is a pair, but sst reads one sentence each"),
     (["good movie"], ["sentiment"], "unknown task 'sentiment'"),
-    (["good movie"], ["para"], "para reads sentence pairs, but the inputs are single sentences"),
-], ids=["empty", "mixed", "unknown_task", "wrong_kind"])
+    (["good movie"], ["para"], "input 1 is one sentence, but para reads sentence pairs"),
+    (["a ||| b ||| c"], None, "input 1: 3 sentences"),
+], ids=["empty", "half_a_pair", "pair_for_sst", "unknown_task", "wrong_kind", "three_sentences"])
 def test_bad_input_is_one_line(runs, inputs, tasks, message):
     run = minbert.load_run(runs.pooler, device="cpu", amp="off")
     with pytest.raises(UserError) as e:
         run.predict(inputs, tasks)
     assert message in str(e.value) and "\n" not in str(e.value), f"expected one line with {message!r}: {e.value}"
+
+
+@pytest.mark.parametrize("separator", [" ||| ", "\t"])
+def test_a_string_with_three_bars_or_a_tab_is_a_pair_in_python_as_on_the_command_line(runs, separator):
+    """`run.predict(["a ||| b"])` is the pair ("a", "b"), as `python -m minbert predict RUN "a ||| b"` reads it (it
+    was one SST sentence in Python, with no warning); paraphrase and similarity read it so too."""
+    run = minbert.load_run(runs.pooler, device="cpu", amp="off")
+    typed = run.predict([f"good movie{separator}nice film"])
+    assert list(typed[0])[:2] == ["sentence1", "sentence2"] and "sst_label" not in typed[0], \
+        f"minbert.tools.trained_run: {separator.strip() or 'tab'!r} in a string must make it a pair, got {typed}"
+    pair = run.predict([("good movie", "nice film")])
+    assert typed[0]["sentence2"] == "nice film" and torch.allclose(numbers(typed), numbers(pair), atol=ATOL), \
+        f"a typed pair answered otherwise than the tuple: {typed} vs {pair}"
+    assert run.similarity([f"good movie{separator}nice film"]) == [pair[0]["sts_score"]], "similarity: not the pair"
+
+
+def test_sentences_and_pairs_mixed_are_answered_line_by_line(runs):
+    """A mix (what sentence-transformers users pass) gets, for each input, what it would get alone."""
+    run = minbert.load_run(runs.pooler, device="cpu", amp="off")
+    mixed = run.predict(["good movie", "nice film ||| a good movie", ("dull plot", "boring story"), "dull plot"])
+    singles = run.predict(["good movie", "dull plot"])
+    pairs = run.predict([("nice film", "a good movie"), ("dull plot", "boring story")])
+    assert [sorted(r) for r in mixed] == [sorted(singles[0]), sorted(pairs[0]), sorted(pairs[1]), sorted(singles[1])], \
+        f"minbert.tools.trained_run: a mix must give each input its own kind of record, got {mixed}"
+    expected = numbers([singles[0], pairs[0], pairs[1], singles[1]])
+    assert torch.allclose(numbers(mixed), expected, atol=ATOL), "a mix answered otherwise than each kind alone"
 
 
 def copy_run(runs, tmp_path) -> Path:
