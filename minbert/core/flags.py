@@ -2,7 +2,8 @@
 
 A bad value stops at parse time with argparse's own message and exit status 2, before data or a model is loaded:
 `between`, `at_least` and `positive` are argparse `type=` functions; `BriefParser` prints two lines instead of the
-usage block, with the closest known flag or choice (`suggest`); `writable_dir` and `writable_file` create (and
+usage block, with the closest known flag or choice (`suggest`), or minbert's name for a flag in Hugging Face's
+spelling (`HF_SPELLINGS`: `--learning_rate` -> `--lr`); `writable_dir` and `writable_file` create (and
 remove) a scratch file where the output will go, which catches what os.access would not (a read-only disk, a
 parent that is a file). `ArgumentParser` adds recipe files (`@recipes/x.args`) and `--dry_run`
 (minbert/core/recipes.py).
@@ -21,6 +22,19 @@ from minbert.core import recipes
 from minbert.core.errors import UserError
 
 
+# Hugging Face's spellings (Trainer's TrainingArguments, the run_glue.py example's arguments) of flags that minbert
+# spells otherwise: named in the error for an unknown flag, where the parser has minbert's flag
+HF_SPELLINGS = {
+    "--learning_rate": "--lr", "--output_dir": "--out_dir", "--overwrite_output_dir": "--overwrite",
+    "--num_train_epochs": "--epochs", "--per_device_train_batch_size": "--batch_size",
+    "--per_gpu_train_batch_size": "--batch_size", "--train_batch_size": "--batch_size",
+    "--gradient_accumulation_steps": "--grad_accum", "--warmup_ratio": "--warmup", "--max_seq_length": "--max_seq_len",
+    "--model_name_or_path": "--model", "--resume_from_checkpoint": "--resume", "--max_train_samples": "--limit",
+    "--logging_steps": "--log_every", "--torch_compile": "--compile", "--fp16": "--amp fp16", "--bf16": "--amp bf16",
+    "--use_cpu": "--device cpu", "--no_cuda": "--device cpu",
+}
+
+
 class BriefParser(argparse.ArgumentParser):
     """argparse.ArgumentParser whose errors are two lines (its sub-parsers are BriefParsers too)."""
 
@@ -28,10 +42,10 @@ class BriefParser(argparse.ArgumentParser):
         """A bad flag or value: one line naming it and what was expected, one pointing to --help, exit 2 (argparse's
         own error() prints the whole usage first, which pushes the line that matters off the screen)."""
         prefix = "unrecognized arguments: "
-        if message.startswith(prefix):   # the closest known flag for each unknown one
+        if message.startswith(prefix):   # minbert's name, or else the closest known flag, for each unknown one
             known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
-            message += "".join(suggest(t.split("=")[0], known) for t in message[len(prefix):].split()
-                               if t.startswith("--"))
+            message += "".join(hugging_face(t.split("=")[0], known) or suggest(t.split("=")[0], known)
+                               for t in message[len(prefix):].split() if t.startswith("--"))
         self.exit(2, f"{self.prog}: error: {message}\n{self.prog}: --help for all flags\n")
 
     def _check_value(self, action, value):
@@ -41,6 +55,15 @@ class BriefParser(argparse.ArgumentParser):
             raise argparse.ArgumentError(action, "invalid choice: "
                                                  f"{value!r}{suggest(str(value), action.choices, repr)} "
                                                  f"(choose from {choices})")
+
+
+def hugging_face(flag: str, known) -> str:
+    """'; did you mean --lr? (--learning_rate is Hugging Face's spelling)' where `flag` is Hugging Face's name of a
+    flag in `known`, else ''."""
+    ours = HF_SPELLINGS.get(flag)
+    if ours is None or ours.split()[0] not in known:
+        return ""
+    return f"; did you mean {ours}? ({flag} is Hugging Face's spelling)"
 
 
 def closest(word: str, choices):

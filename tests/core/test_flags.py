@@ -249,6 +249,29 @@ def test_a_mistyped_flag_or_choice_names_the_closest_one(argv, want, capsys):
         f"train_mml.py {' '.join(argv)}: expected {want!r} in the error, got {line!r}"
 
 
+# Hugging Face Trainer's names of flags both scripts have (written out here, not imported from flags.py)
+HUGGING_FACE = {"--learning_rate": "--lr", "--output_dir": "--out_dir", "--num_train_epochs": "--epochs",
+                "--per_device_train_batch_size": "--batch_size", "--resume_from_checkpoint": "--resume",
+                "--fp16": "--amp fp16", "--use_cpu": "--device cpu"}
+
+
+@pytest.mark.parametrize("script", ["train_multitask", "train_mml"])
+@pytest.mark.parametrize("theirs, ours", HUGGING_FACE.items(), ids=list(HUGGING_FACE))
+def test_a_flag_in_hugging_faces_spelling_names_minberts(script, theirs, ours, capsys):
+    """Oracle: transformers.TrainingArguments has the field (so the spelling is Hugging Face's); the error names
+    minbert's flag, which difflib's closeness alone missed (--learning_rate, --per_device_train_batch_size: no guess;
+    --num_train_epochs: --head_pretrain_epochs)."""
+    import dataclasses
+    import importlib
+    from transformers import TrainingArguments
+    assert theirs[2:] in {f.name for f in dataclasses.fields(TrainingArguments)}, f"{theirs}: not Hugging Face's"
+    argv = (["--task", "RTE"] if script == "train_mml" else []) + [theirs] + ([] if theirs in ("--fp16", "--use_cpu")
+                                                                            else ["1"])
+    line = refused(importlib.import_module(script).parse_args, argv, capsys)
+    assert line.endswith(f"did you mean {ours}? ({theirs} is Hugging Face's spelling)"), \
+        f"{script}.py {theirs}: the error must name {ours} (minbert/core/flags.py HF_SPELLINGS), got {line!r}"
+
+
 @pytest.mark.parametrize("command, argv, want", [
     ("study", ["--configs", "baseline,palss"], "--configs: unknown configuration 'palss'; did you mean pals? Choose from"),
     ("mml_study", ["--tasks", "RTE,MRCP"], "--tasks: unknown task 'MRCP'; did you mean MRPC? Choose from"),
