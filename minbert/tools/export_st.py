@@ -11,11 +11,13 @@ Pooling module in mean mode. The folder is the one `SentenceTransformer.save` wr
 as plain files: modules.json (Transformer here, then Pooling in 1_Pooling/), sentence_bert_config.json
 (max_seq_length: the run's --max_seq_len), the run's encoder and tokenizer files, 1_Pooling/config.json (mean).
 A run on BERT's pooler output (every train_mml.py run, train_multitask.py's default) or with PALs (one encoder per
-task) has no such folder: the command says which, in one line, and writes nothing.
+task) has no such folder: the command says which, in one line, and writes nothing. `--dry_run` makes every check
+the export makes (the run, its pooling, OUT_DIR) and says what it would write.
 """
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from minbert.core import flags
@@ -23,6 +25,11 @@ from minbert.core.atomic import atomic_write
 from minbert.core.errors import UserError
 from minbert.core.export import copy_tokenizer, write_json
 from minbert.tools.export_hf import unused_out_dir
+
+# what export_sentence_transformers writes into OUT_DIR
+FILES = ("modules.json", "config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
+         "sentence_bert_config.json", "1_Pooling/config.json")
+
 
 def parser():
     p = flags.ArgumentParser(prog="python -m minbert export-st", description=__doc__)
@@ -62,13 +69,29 @@ def export_sentence_transformers(directory, model_folder, max_seq_length: int) -
 
 
 def main(argv=None):
-    args = parser().parse(argv)
+    args = parser().parse(argv, sys.modules[__name__])   # --dry_run: describe(args) below, then exit
+    out, run = checked(args)
+    export_sentence_transformers(out, run.folder, run.max_seq_len)
+    print(f"wrote {out}: {what(run)}; SentenceTransformer(\"{out}\") loads it")
+    return out
+
+
+def checked(args) -> tuple:
+    """(OUT_DIR, run): every check of the export, before anything is written."""
     out = unused_out_dir(args.out_dir, args.overwrite)
     from minbert.tools.trained_run import load_run   # torch loads here, after the flags are checked
     run = load_run(args.run_dir, device="cpu", amp="off")
     if why := refusal(run):
         raise UserError(f"{run.folder}: not a sentence-transformers model: {why}")
-    export_sentence_transformers(out, run.folder, run.max_seq_len)
-    print(f"wrote {out}: the encoder with mean pooling; SentenceTransformer(\"{out}\") loads it")
-    return out
+    return out, run
+
+
+def describe(args) -> list[tuple[str, str]]:
+    """--dry_run's rows: the export's own checks made, what it would write."""
+    out, run = checked(args)
+    return [("would write", f"{out}: {what(run)} ({', '.join(FILES)})")]
+
+
+def what(run) -> str:
+    return f"the encoder with mean pooling, max_seq_length {run.max_seq_len}"
 

@@ -72,3 +72,19 @@ def test_a_run_without_a_mean_pooled_encoder_is_refused_in_one_line(runs, tmp_pa
 
 def test_an_out_dir_with_files_is_not_replaced_without_overwrite(runs, tmp_path):
     out_dir_kept_without_overwrite(export_st.main, runs.bi, tmp_path, "modules.json", "sentence_transformers.models.Pooling")
+
+
+def test_dry_run_makes_the_exports_checks_and_names_every_file_it_would_write(runs, tmp_path, capsys):
+    """export-st --dry_run once said only "no model loaded, nothing written". It now refuses what the export refuses,
+    and on an exportable run names OUT_DIR and each file that the real export then writes (oracle: that export)."""
+    with pytest.raises(UserError, match="--pooling pooler"):
+        export_st.main([str(runs.pooler), str(tmp_path / "out"), "--dry_run"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        export_st.main([str(runs.bi), str(tmp_path / "out"), "--dry_run"])
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("would write")]
+    assert e.value.code == 0 and not (tmp_path / "out").exists(), "export-st --dry_run: exit 0, nothing written"
+    export_st.main([str(runs.bi), str(tmp_path / "out")])
+    files = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert len(said) == 1 and str(tmp_path / "out") in said[0] and all(f in said[0] for f in files), \
+        f"minbert.tools.export_st: --dry_run must say it would write {files} into {tmp_path / 'out'}, said {said}"
