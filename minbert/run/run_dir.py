@@ -6,8 +6,8 @@ checkpoint retention. What the folder holds and what is refused, for a user: doc
 
 1. **Claimed.** On entry, before any data or model loads, it refuses a --out_dir that holds another run's files,
    and an explicit --*_out outside it that exists, unless --overwrite (which removes only names minbert writes).
-   `run.json` names the script, the command, the times, the status and the files written outside the folder
-   (`unfinished` reads it). `--predict_only` never replaces a prediction file and leaves run.json as it was
+   `run.json` names the script, the command, the times, the machine (`machine`), the status and the files written
+   outside the folder (`unfinished` reads it). `--predict_only` never replaces a prediction file and leaves run.json as it was
    (`fresh_predictions`); other commands use `refuse_to_replace`.
 2. **No litter.** A run that fails before it saved anything leaves no folder behind when it created the folder.
 3. **Lean.** A finished run drops its resume state (last.pt) unless --keep_resume_state, and prints a `summary`.
@@ -26,6 +26,7 @@ import datetime
 import errno
 import json
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -122,6 +123,26 @@ def _output_flags(args) -> dict[str, Path]:
     """{flag: path} of the prediction files this run will write (every --X_out whose input X is not 'none')."""
     return {k: Path(v) for k, v in sorted(vars(args).items())
             if k.endswith("_out") and isinstance(v, str) and getattr(args, k[:-4], None) != "none"}
+
+
+def machine(cpuinfo="/proc/cpuinfo") -> dict:
+    """The CPU a session runs on, for run.json: {"cpu": its name, "cpu_family", "cpu_model": the numbers that tell
+    CPU generations apart where the name does not (AMD family 25 model 17: Zen 4), "cpus": logical CPUs}, from the
+    first processor of /proc/cpuinfo; where there is none (macOS, Windows), the name platform reports and no numbers."""
+    first = {}
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if not line.strip():   # the end of the first processor's block
+                    break
+                key, _, value = line.partition(":")
+                first.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    number = {k: int(v) if v.isdigit() else v or None for k, v in
+              (("cpu_family", first.get("cpu family", "")), ("cpu_model", first.get("model", "")))}
+    return {"cpu": first.get("model name") or platform.processor() or platform.machine(), **number,
+            "cpus": os.cpu_count()}
 
 
 def fresh_path(path) -> Path:
@@ -239,7 +260,7 @@ class RunDir:
             for name in _artefacts(root):
                 shutil.rmtree(root / name) if (root / name).is_dir() else (root / name).unlink()
         now = datetime.datetime.now().isoformat(timespec="seconds")
-        sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv}]
+        sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv, "machine": machine()}]
         outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _output_flags(self.args).values()}
         self.write_marker({"script": self.script, "started": sessions[0]["started"], "status": "running",
                            "sessions": sessions, "outputs": sorted(outputs)})

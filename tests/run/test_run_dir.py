@@ -279,3 +279,25 @@ def test_an_overwrite_of_a_run_still_training_is_refused_before_anything_is_remo
     assert not gone and not changed, \
         f"minbert/run/run_dir.py RunDir.claim: --overwrite removed {gone} / changed {changed} of a run still " \
         f"training (take the lock before removing anything)"
+
+
+# the first processor's block of /proc/cpuinfo (Linux; x86 names its model, family and model number there)
+FIRST_CPU = Path("/proc/cpuinfo").read_text().split("\n\n")[0] if Path("/proc/cpuinfo").is_file() else ""
+
+
+@pytest.mark.skipif("model name" not in FIRST_CPU, reason="no CPU model name, family and number in /proc/cpuinfo")
+def test_run_json_records_the_machine_each_session_ran_on(setup, tmp_path):
+    """Oracle: /proc/cpuinfo's first processor, read here with a regular expression: run.json names the CPU by its
+    name, family and model number (what a page needs to say which machine its times come from)."""
+    import json
+    import os
+    import re
+    text = FIRST_CPU
+    field = {k: re.search(rf"^{k}\s*:\s*(.*)$", text, re.M) for k in ("model name", "cpu family", "model")}
+    run(setup, tmp_path / "r", "--epochs", "1", "--limit", "8")
+    session = json.loads((tmp_path / "r" / "run.json").read_text())["sessions"][-1]
+    want = {"cpu": field["model name"] and field["model name"][1],
+            "cpu_family": field["cpu family"] and int(field["cpu family"][1]),
+            "cpu_model": field["model"] and int(field["model"][1]), "cpus": os.cpu_count()}
+    got = {k: session.get("machine", {}).get(k) for k in want}
+    assert got == want, f"minbert/run/run_dir.py: run.json must record the machine {want}, records {got}"
