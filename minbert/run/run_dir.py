@@ -7,8 +7,8 @@ checkpoint retention. What the folder holds and what is refused, for a user: doc
 1. **Claimed.** On entry, before any data or model loads, it refuses a --out_dir that holds another run's files,
    and an explicit --*_out outside it that exists, unless --overwrite (which removes only names minbert writes).
    `run.json` names the script, the command, the times, the machine (`machine`), the status and the files written
-   outside the folder (`unfinished` reads it). `--predict_only` never replaces a prediction file and leaves run.json as it was
-   (`fresh_predictions`); other commands use `refuse_to_replace`.
+   outside the folder (`unfinished` reads it). `--predict_only` never replaces a prediction file and leaves run.json
+   as it was (`fresh_predictions`); other commands use `refuse_to_replace`.
 2. **No litter.** A run that fails before it saved anything leaves no folder behind when it created the folder.
 3. **Lean.** A finished run drops its resume state (last.pt) unless --keep_resume_state, and prints a `summary`.
 4. **A folder it cannot write is a message** (read-only, /proc, a full disk); run.json says "stopped, resumable"
