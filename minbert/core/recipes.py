@@ -74,8 +74,7 @@ def dry_run(parser, argv, args, modules=()) -> None:
     if args.dry_run == "json":
         print(json.dumps(config, indent=1, default=str))
     else:
-        rows = [(f"{config['entry']} --dry_run", "no model loaded, nothing written; --dry_run json: every flag, its "
-                                                 "value and source")]
+        rows = [(f"{config['entry']} --dry_run", "nothing written; --dry_run json: every flag, its value and source")]
         if isinstance(getattr(args, "model", None), str):
             rows.append(("model", model_note(args.model)))
         changed = changed_flags(parser, config)

@@ -72,8 +72,8 @@ def table(parse_args, argv, capsys) -> dict:
         parse_args(argv)
     out = capsys.readouterr().out.splitlines()
     assert stop.value.code == 0, f"{argv}: --dry_run exited {stop.value.code}"
-    out = out[next(i for i, line in enumerate(out) if "  no model loaded" in line):]   # after the readers' notes
-    width = out[0].index("  no model loaded")
+    out = out[next(i for i, line in enumerate(out) if "  nothing written" in line):]   # after the readers' notes
+    width = out[0].index("  nothing written")
     rows, label = {}, None
     for line in out:
         label = line[:width].strip() or label

@@ -82,7 +82,9 @@ def test_dry_run_makes_the_exports_checks_and_names_every_file_it_would_write(ru
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         export_st.main([str(runs.bi), str(tmp_path / "out"), "--dry_run"])
-    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("would write")]
+    out = capsys.readouterr().out
+    said = [line for line in out.splitlines() if line.startswith("would write")]
+    assert "no model loaded" not in out, f"export-st --dry_run reads the run for its checks; it said {out!r}"
     assert e.value.code == 0 and not (tmp_path / "out").exists(), "export-st --dry_run: exit 0, nothing written"
     export_st.main([str(runs.bi), str(tmp_path / "out")])
     files = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file())
