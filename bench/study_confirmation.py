@@ -29,17 +29,19 @@ from minbert.core.report import markdown_table  # noqa: E402
 from bench import study  # noqa: E402
 from bench.seed_example_bootstrap import scores_of, seed_example_bootstrap  # noqa: E402
 from bench.seed_statistics import add_holm, bootstrap_difference, format_difference, paired_difference  # noqa: E402
-from bench.seed_statistics import holm_verdict, paired_t_power, sign_flip_floor  # noqa: E402
+from bench.seed_statistics import format_power, holm_verdict, paired_t_power, sign_flip_floor  # noqa: E402
+from bench.study_plan import inputs as plan_inputs  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 # (configuration, metric) as study_controls/PLAN.md lists them; what the exploratory set said is read from its table
 CLAIMS = [("head_pretraining", "overall"), ("head_pretraining", "sst_acc"), ("concat", "para_acc"), ("mnr", "para_acc")]
 
-# study_confirmation/PLAN.md, as committed before its runs: (id, configuration, against, metric, seeds, planned δ, σ)
+# study_confirmation/PLAN.md, as committed before its runs: (id, configuration, against, metric, seeds); the planned δ
+# and σ are the plan's inputs unrounded (bench/study_plan.py on seeds 6-8), not its table's 4-decimal cells
 PLAN_SEEDS = list(range(9, 23))
-CONFIRMATORY = [("C1", "head_pretraining", "baseline", "sst_acc", 6, 0.0230, 0.0118),
-                ("C2", "concat", "baseline", "para_acc", 14, 0.0052, 0.0051),
-                ("C3", "mnr", "baseline", "para_acc", 10, 0.0060, 0.0048)]
+CONFIRMATORY = [("C1", "head_pretraining", "baseline", "sst_acc", 6),
+                ("C2", "concat", "baseline", "para_acc", 14),
+                ("C3", "mnr", "baseline", "para_acc", 10)]
 EQUAL_UPDATES = [("E1", "pcgrad", "baseline_every_task", "overall", 5),
                  ("E2", "gradvac", "baseline_every_task", "overall", 5)]
 SECONDARY = [("head_pretraining", "baseline", "overall", 6), ("baseline_every_task", "baseline", "overall", 5),
@@ -98,16 +100,18 @@ def first_confirmation(write: bool = True) -> str:
           f"sign-flip test over the {len(rows[0]['seeds'])} seeds, which assumes no normality; its smallest possible "
           f"value is {sign_flip_floor(len(rows[0]['seeds'])):.2f}, so it could not have confirmed anything. Power: the "
           "chance that this test confirms the claim if the exploratory Δ were the true effect and the fresh seeds' sd of "
-          "the differences the true sd (noncentral t), at 0.05/4 (Holm's first step: this claim alone true) and at "
-          "0.05 (Holm's last step: all four true). Where the power is below 0.5, \"not confirmed\" was the likelier "
+          "the differences the true sd (noncentral t), at 0.05/4 (Holm's first step: this claim alone true) and, at "
+          "most, at 0.05 (Holm's last step, which a claim reaches only if all four are true: an upper bound). "
+          "Where the power is below 0.5, \"not confirmed\" was the likelier "
           "outcome even if the effect is real: it means \"not shown\", not \"shown absent\".\n\n"
           + markdown_table([{"claim": f"{r['name']} − baseline, {r['metric']}", "exploratory (seeds 1-5)": r["said"],
                              "fresh Δ [95% CI]": format_difference(r["d"]), "p": f"{r['d']['p']:.4f}",
                              "Holm p": f"{r['d']['p_holm']:.3f}", "sign-flip p": f"{r['d']['p_sign_flip']:.2f}",
-                             "power at 0.05/4 / 0.05": f"{r['power']['first']:.2f} / {r['power']['last']:.2f}",
+                             "power at 0.05/4 / at most, at 0.05":
+                                 f"{r['power']['first']:.2f} / {r['power']['last']:.2f}",
                              "verdict": r["verdict"]} for r in rows],
                            ["claim", "exploratory (seeds 1-5)", "fresh Δ [95% CI]", "p", "Holm p", "sign-flip p",
-                            "power at 0.05/4 / 0.05", "verdict"]) + "\n")
+                            "power at 0.05/4 / at most, at 0.05", "verdict"]) + "\n")
     if write:
         with open(os.path.join(RESULTS, "study_controls", "confirmation.md"), "w") as f:
             f.write(md)
@@ -150,8 +154,9 @@ def second_confirmation(write: bool = True) -> str:
     with open(os.path.join(folder, "table.json")) as f:
         table = json.load(f)
     runs = os.path.join(folder, "runs")
-    c_rows = [{"id": i, "name": n, "against": a, "metric": m, "delta": delta, "sd": sd,
-               "d": compare(table, runs, n, a, m, k)} for i, n, a, m, k, delta, sd in CONFIRMATORY]
+    planned = {(r["config"], r["metric"]): r for r in plan_inputs()}
+    c_rows = [{"id": i, "name": n, "against": a, "metric": m, "delta": planned[n, m]["delta"],
+               "sd": planned[n, m]["sd"], "d": compare(table, runs, n, a, m, k)} for i, n, a, m, k in CONFIRMATORY]
     e_rows = [{"id": i, "name": n, "against": a, "metric": m, "d": compare(table, runs, n, a, m, k)}
               for i, n, a, m, k in EQUAL_UPDATES]
     for family in (c_rows, e_rows):
@@ -172,23 +177,32 @@ def second_confirmation(write: bool = True) -> str:
         d = r["d"]
         e_table.append({"comparison": f"{r['id']} {r['name']} − {r['against']}, {r['metric']}", **cells(d),
                         "Holm p": f"{d['p_holm']:.3f}", "verdict": holm_verdict(d)})
-    s_table = [{"comparison": f"{n} − {a}, {m} (exploratory)", **cells(compare(table, runs, n, a, m, k))}
-               for n, a, m, k in SECONDARY]
+    family = len(table["configurations"]) - 1   # table.md's Holm family: each configuration against the baseline
+    s_table = []
+    for n, a, m, k in SECONDARY:
+        d = compare(table, runs, n, a, m, k)
+        s_table.append({"comparison": f"{n} − {a}, {m} (exploratory)", **cells(d),
+                        f"80% power at Δ of (0.05 / 0.05/{family})": format_power(d, k, family)})
     mach = table["machine"]
+    runs_in_all = sum(len(c["seeds"]) for c in table["configurations"].values())
     md = ("# The second confirmation, against its plan (PLAN.md, committed before its runs)\n\n"
           f"Seeds {PLAN_SEEDS[0]}-{PLAN_SEEDS[-1]} (each claim the first N of them, N from the plan's power calculation), "
-          f"{mach['cpu']}, native bf16: {mach['native_bf16']} (fp32), torch {mach['torch']}: every one of the 59 runs on "
-          "an AMD EPYC family 25, model 17 (Zen 4) with `--amp off`, over three sittings (AMENDMENT.md; which runs in "
-          "which sitting: PROGRESS.md and commands.txt); every run scored at its final epoch, fixed in advance. "
+          f"{machine_words(mach)}, native bf16: {mach['native_bf16']} (fp32), torch {mach['torch']}: every one of the "
+          f"{runs_in_all} runs with `--amp off`, over three sittings (AMENDMENT.md; which runs in which sitting: "
+          "PROGRESS.md and commands.txt); every run scored at its final epoch, fixed in advance. "
           "Δ: paired difference on the same seed, mean [95% t-interval; unit: seeds, n − 1 df]; beside it the seed × example bootstrap (2000 resamples of the seeds and of each task's dev "
           "examples together; percentile 95%; unit: seeds and dev examples), p: the two-sided paired t p, Holm within "
-          "each family, the exact sign-flip p. Planned power: at the plan's δ and σ (seeds 6-8); power at the new sd: "
-          "the same δ with the sd these seeds show.\n\n"
+          "each family, the exact sign-flip p. Planned power: at the plan's δ and σ (seeds 6-8, unrounded); power at "
+          "the new sd: the same δ with the sd these seeds show; each at 0.05/3 (Holm's first step) and, at most, at "
+          "0.05 (Holm's last step, reached only if all three claims are real: an upper bound).\n\n"
           "## Confirmatory family (Holm over 3): confirmed where Δ > 0 and Holm p < 0.05\n\n"
           + markdown_table(c_table, list(c_table[0])) + "\n\n"
           "## Equal-update family (Holm over 2): surgery against the same three task batches per update, summed\n\n"
           + markdown_table(e_table, list(e_table[0])) + "\n\n"
           "## Secondary, descriptive (no family; exploratory)\n\n"
+          "80% power: the |Δ| the paired t-test over the row's n seeds detects with probability 0.8 at its sd (at "
+          f"0.05, and at 0.05/{family}, table.md's Holm family of each column). The first row is the claim the "
+          "plan dropped before any run, reported as it asked: with the |Δ| those seeds could detect.\n\n"
           + markdown_table(s_table, list(s_table[0])) + "\n\n"
           "\"Not confirmed\" means \"not shown at the stated power\", not \"shown absent\".\n")
     if write:
@@ -197,9 +211,19 @@ def second_confirmation(write: bool = True) -> str:
     return md
 
 
+def machine_words(mach: dict) -> str:
+    """The machine as the records name it: the CPU's family and model where machine.json carries them (study_table.
+    machine() records them), else the name alone, saying that the records do not carry more."""
+    if "cpu_family" in mach and "cpu_model" in mach:
+        return f"{mach['cpu']} family {mach['cpu_family']}, model {mach['cpu_model']} (recorded with the runs)"
+    return (f"{mach['cpu']} (the runs' records, table.json and commands.txt, name the CPU only so: they do not "
+            "record its family and model, which AMENDMENT.md and PROGRESS.md, written by hand at each sitting, give)")
+
+
 def merged_history(committed: str, sittings: list[str]) -> str:
     """commands.txt after a collection: every earlier sitting's lines as committed, then each new sitting's lines
-    that are not already there (a sitting's results folders hold only its own commands)."""
+    that are not already there (a sitting's results folders hold only its own commands). A line already committed is
+    not written again: a run restarted by the same command after its line was committed appears once."""
     seen = set(committed.splitlines())
     new = [line for text in sittings for line in text.splitlines() if line not in seen]
     return committed + "".join(line + "\n" for line in new)

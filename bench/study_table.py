@@ -254,20 +254,26 @@ def plot(path: str, summary: dict) -> bool:
 def machine() -> dict:
     import torch
     from minbert.core.device import cpu_has_native_bf16
-    cpu = platform.processor() or platform.machine()
-    try:
+    cpu, ids = platform.processor() or platform.machine(), {}
+    try:   # the first processor's name, and its family and model: what tells two CPUs of one name apart
         with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+            fields = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        cpu = fields.get("model name", cpu)
+        ids = {key: int(fields[name]) for key, name in (("cpu_family", "cpu family"), ("cpu_model", "model"))
+               if fields.get(name, "").isdigit()}
     except OSError:
         pass
-    return {"cpu": cpu, "cpus": os.cpu_count(), "native_bf16": cpu_has_native_bf16(),
+    return {"cpu": cpu, **ids, "cpus": os.cpu_count(), "native_bf16": cpu_has_native_bf16(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
             "torch": torch.__version__, "python": platform.python_version(),
             "load": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None}
 
 
 def describe(m: dict) -> str:
-    """machine() in one line: "AMD EPYC (2 CPUs, native bf16: True, GPU: none), load [0.3, 0.5, 0.8]"."""
-    return f"{m['cpu']} ({m['cpus']} CPUs, native bf16: {m['native_bf16']}, GPU: {m['gpu']}), load {m['load']}"
+    """machine() in one line: "AMD EPYC family 25 model 17 (2 CPUs, native bf16: True, GPU: none), load [0.3, 0.5,
+    0.8]" (family and model where the record has them: the records of studies before they were recorded do not)."""
+    ids = f" family {m['cpu_family']} model {m['cpu_model']}" if "cpu_model" in m and "cpu_family" in m else ""
+    return f"{m['cpu']}{ids} ({m['cpus']} CPUs, native bf16: {m['native_bf16']}, GPU: {m['gpu']}), load {m['load']}"
 
 

@@ -21,7 +21,14 @@ One test per rule, each reading the committed files (no training, nothing outsid
      MML's words follow Table 1 and its Average gaps; every hold-out lead is listed; Pritsky's Dev. Mean is compared
      on its own scale; the study command says which epoch it scores; docs/benchmarks.md describes the confirmation
      script; the plan's erratum counts what its commands and the power code give; the running confirmation points
-     to its amendment and log.
+     to its amendment and log;
+ 13. the second confirmation's sentences follow their numbers: a 3-decimal interval rounds each end once; the planned
+     power is the plan's (unrounded δ, σ); the surgery verdict states its scope and the distribution-free floor; no seed
+     count without its power calculation; no "recipe with itself" where the budgets differ; "no result was read"
+     names the results the log records; the seed-22 record's clock; every start of commands.txt in the log and its
+     once-only lines said; no editing notes; the dropped claim's detectable |Δ|; the CPU model only as the records
+     name it; "at most" on the first confirmation's page; PCGrad and GradVac not "one method" where they differ; a
+     paper's reported gain with its cells; the controls' run times as the records give them.
 Oracles: scipy.stats.ttest_rel, scipy.stats.nct, scipy.stats.permutation_test; the papers' cells (Malkiel & Wolf
 2021, Tables 1-3; Pritsky, Somerville & Huynh, Table 2; Benton, Figure 3; Song, Hu & Pan, Table 2) written out below
 from the papers' text.
@@ -476,22 +483,26 @@ MML_GAIN = re.compile(r"Table 1, row MML against row BERT, development set, ([\w
                       r"([+−][\d.]+), (above|below|inside) our interval")
 
 
-def test_the_mml_papers_gains_are_placed_against_our_intervals():
+@pytest.mark.parametrize("path", [DOCS, RESULTS / "mml_study" / "README.md"], ids=lambda p: str(p.relative_to(REPO)))
+def test_the_mml_papers_gains_are_placed_against_our_intervals(path):
     """Each GLUE task both studies share: the paper's MML − BERT (Table 1, development rows) is quoted with its cells
     and placed above / inside / below our 95% t-interval of MML − BERT (×100, scipy, the committed per-seed records)."""
     per_seed = json.loads((RESULTS / "mml_study" / "table1.json").read_text())["per_seed"]
-    text = " ".join(DOCS.read_text().split())
+    text = " ".join(path.read_text().split())
     found = {m[1]: m for m in MML_GAIN.finditer(text)}
     tasks = sorted({t for _, t in MML_TABLE1_DEV})
-    assert set(found) == set(tasks), f"docs/studies.md: the paper's MML − BERT gain is placed for {sorted(found)}, not all of {tasks}"
+    where = path.relative_to(REPO)
+    assert set(found) == set(tasks), \
+        f"{where}: the paper's MML − BERT gain is placed for {sorted(found)}, not all of {tasks}"
     for task, m in found.items():
         mml, bert = MML_TABLE1_DEV["MML", task], MML_TABLE1_DEV["BERT", task]
-        assert (float(m[2]), float(m[3])) == (mml, bert), f"docs/studies.md: '{m[0]}': Table 1 has {mml} against {bert}"
-        assert number(m[4]) == pytest.approx(mml - bert, abs=0.05), f"docs/studies.md: '{m[0]}': the difference"
+        assert (float(m[2]), float(m[3])) == (mml, bert), f"{where}: '{m[0]}': Table 1 has {mml} against {bert}"
+        assert number(m[4]) == pytest.approx(mml - bert, abs=0.05), f"{where}: '{m[0]}': the difference"
         d = np.subtract(per_seed["mml"][task], per_seed["bert"][task])
         half = scipy.stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d))
         want = "above" if mml - bert > d.mean() + half else "below" if mml - bert < d.mean() - half else "inside"
-        assert m[5] == want, f"docs/studies.md: '{m[0]}': our interval is [{d.mean() - half:+.1f}, {d.mean() + half:+.1f}]: {want}"
+        assert m[5] == want, \
+            f"{where}: '{m[0]}': our interval is [{d.mean() - half:+.1f}, {d.mean() + half:+.1f}]: {want}"
 
 
 # ---------------------------------------------------------------------------------------------- rule 10
@@ -638,7 +649,7 @@ def test_the_first_confirmations_power_is_stated_as_the_plan_computed_it():
     assert power_col, "docs/studies.md, confirmation table: no 'power at 0.05/4 / at most, at 0.05' column"
     for row in page:
         claim = row["claim (seeds 1–5: exploratory)"].split(" (")[0]
-        first, last = source[claim]["power at 0.05/4 / 0.05"].split(" / ")
+        first, last = next(v for k, v in source[claim].items() if k.startswith("power at 0.05/4")).split(" / ")
         where = f"docs/studies.md, confirmation table, {claim}"
         assert row[power_col] == f"{first} / {last}", f"{where}: confirmation.md gives power {first} / {last}"
         if row["verdict"].startswith("not confirmed"):
@@ -910,3 +921,271 @@ def test_the_second_confirmations_verdicts_on_the_page_are_the_committed_ones():
                 new_sd = committed[cid]["power at the new sd, 0.05/3 / 0.05"].split(" / ")[0]
                 assert got == f"not confirmed at {round(float(new_sd) * 100)}% power", \
                     f"docs/studies.md, '{heading}', {cid}: say the power it had at the new sd ({new_sd})"
+
+
+# ---------------------------------------------------------------------------------------------- rule 13
+# The second confirmation's sentences say what their numbers say: each figure as the committed records give it
+# (scipy on the per-seed scores, the records' own fields), each claim with the scope the records give it.
+
+CONFIRMATION = RESULTS / "study_confirmation"
+CONFIRMATION_PAGES = [DOCS, CONFIRMATION / "confirmation.md", CONFIRMATION / "PROGRESS.md",
+                      RESULTS / "study_controls" / "confirmation.md"]
+
+
+def paired(folder: str, arm: str, control: str, metric: str, n: int | None = None) -> np.ndarray:
+    """arm − control on the same seeds (the first n of the arm's), from a study's committed table.json."""
+    configs = json.loads((RESULTS / folder / "table.json").read_text())["configurations"]
+    mine, base = ({s: v for s, v in zip(configs[c]["seeds"], configs[c]["scores"][metric]["values"])}
+                  for c in (arm, control))
+    seeds = [s for s in sorted(mine) if s in base][:n]
+    return np.array([mine[s] - base[s] for s in seeds])
+
+
+def interval3(d: np.ndarray) -> str:
+    """Δ [95% t-interval] at 3 decimals, each end rounded once from its unrounded value (scipy's t quantile)."""
+    half = scipy.stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / math.sqrt(len(d))
+    return "{:+.3f} [{:+.3f}, {:+.3f}]".format(d.mean(), d.mean() - half, d.mean() + half).replace("-", "−")
+
+
+@pytest.mark.parametrize("folder,arm,metric,n", [("study_confirmation", "head_pretraining", "sst_acc", 6),
+                                                  ("study", "pals_after", "sst_acc", None)])
+def test_a_three_decimal_interval_is_rounded_once_from_its_unrounded_ends(folder, arm, metric, n):
+    """A Δ [95% CI] quoted at 3 decimals rounds each end once from its unrounded value, not from the table's 4-decimal
+    cell (C1's low end is 0.01647: +0.016, not +0.017 from +0.0165), and every quote of it on the page agrees."""
+    want = interval3(paired(folder, arm, "baseline", metric, n))
+    text = " ".join(DOCS.read_text().split())
+    mean = want.split(" [")[0]
+    quotes = re.findall(re.escape(mean) + r" \[[+−]\d\.\d{3}, [+−]\d\.\d{3}\]", text)
+    hi = want.split(", ")[1]
+    quotes = [q for q in quotes if q.endswith(hi) or q.split(", ")[0] == want.split(", ")[0]]   # this comparison's
+    assert quotes, f"docs/studies.md: {arm} − baseline, {metric} ({folder}) is {want}; quote it"
+    for q in quotes:
+        assert q == want, f"docs/studies.md: '{q}': {arm} − baseline, {metric} ({folder}) is {want} (each end " \
+                          "rounded once from scipy's unrounded interval)"
+
+
+def test_the_planned_power_is_computed_from_the_plans_unrounded_inputs():
+    """confirmation.md's planned power is what PLAN.md's table gives (the plan's power code on the unrounded δ and σ
+    of seeds 6-8), and docs/studies.md quotes the same; scipy agrees on the unrounded inputs from the records."""
+    plan = {r["claim"].split()[0]: r for t in markdown_tables(PLAN.read_text().split("\n## ERRATUM")[0])
+            for r in t if r.get("claim", "").startswith("C")}
+    page = {r["claim"].split()[0]: r for t in markdown_tables((CONFIRMATION / "confirmation.md").read_text())
+            for r in t if r.get("claim", "").startswith("C")}
+    heading = next(line for line in DOCS.read_text().splitlines() if line.startswith("### A second confirmation"))
+    docs = {r["claim"].split()[0]: r for t in markdown_tables(section(DOCS.read_text(), heading))
+            for r in t if r.get("claim", "").startswith("C")}
+    claims = {"C1": ("head_pretraining", "sst_acc"), "C2": ("concat", "para_acc"), "C3": ("mnr", "para_acc")}
+    for cid, (arm, metric) in claims.items():
+        planned = plan[cid]["power at N: 0.05/3 / 0.05"]
+        got = page[cid]["planned power at 0.05/3 / 0.05"]
+        assert got == planned, f"study_confirmation/confirmation.md, {cid}: planned power {got}, PLAN.md {planned}"
+        d = []
+        for s in (6, 7, 8):
+            recs = {c: max((json.loads(x) for x in (RESULTS / "study_controls" / "runs" / c / f"seed{s}" /
+                                                      "metrics.jsonl").read_text().splitlines() if x.strip()),
+                           key=lambda r: r["epoch"])[metric] for c in (arm, "baseline")}
+            d.append(recs[arm] - recs["baseline"])
+        n = int(plan[cid]["n at 0.05/3"])
+        lam = abs(np.mean(d)) * math.sqrt(n) / np.std(d, ddof=1)
+        want = f"{scipy_power(lam, n - 1, 0.05 / 3):.2f} / {scipy_power(lam, n - 1, 0.05):.2f}"
+        assert got == want, f"confirmation.md, {cid}: planned power {got}, scipy on the unrounded δ, σ: {want}"
+        assert docs[cid]["power planned / at the new sd"].startswith(planned.split(" / ")[0] + " /"), \
+            f"docs/studies.md, second confirmation, {cid}: the planned power is {planned} (PLAN.md)"
+    for m in re.finditer(r"the planned (\d+)% and (\d+)%", " ".join(DOCS.read_text().split())):
+        want = [round(float(plan[c]["power at N: 0.05/3 / 0.05"].split(" / ")[0]) * 100) for c in ("C2", "C3")]
+        assert [int(m[1]), int(m[2])] == want, f"docs/studies.md: '{m[0]}': PLAN.md gives {want[0]}% and {want[1]}%"
+
+
+def test_the_surgery_verdict_states_its_scope_and_what_no_distribution_free_test_could_reach():
+    """'At equal updates, surgery is higher' is one budget, 5 seeds and Holm p 0.048: the sentence says so inside its
+    bold, and gives the floor of any test that assumes only symmetry about 0 (all 2^n sign patterns equally likely):
+    2/2^n two-sided, 1/2^n one-sided, and twice the two-sided floor after Holm over the 2 comparisons."""
+    e = [paired("study_confirmation", arm, "baseline_every_task", "overall") for arm in ("pcgrad", "gradvac")]
+    n = len(e[0])
+    p = holm([scipy.stats.ttest_rel(d, np.zeros(n)).pvalue for d in e])
+    text = " ".join(DOCS.read_text().split())
+    m = re.search(r"\*\*At equal updates[^*]*\*\*[^\n]*?(?=\s-\s\*\*|\*\*A best CPU recipe)", text)
+    assert m, "docs/studies.md: no bold sentence 'At equal updates, …'"
+    bold, whole = m[0].split("**")[1], m[0]
+    for words in (f"{n} seeds", "one budget"):
+        assert words in bold, f"docs/studies.md: '**{bold}**': give its scope inside the bold ('{words}')"
+    assert f"Holm p {max(p):.3f}" in whole, f"docs/studies.md: '{whole[:120]}…': Holm p {max(p):.3f} (scipy)"
+    floors = {"two-sided": 2 / 2 ** n, "one-sided": 1 / 2 ** n, "after Holm over 2": 2 * 2 / 2 ** n}
+    for name, floor in floors.items():
+        assert f"{floor:.4f}".rstrip("0") in whole or f"{floor:.3f}" in whole, \
+            f"docs/studies.md: '{whole[:120]}…': no distribution-free test over {n} seeds goes below {floor:.4f} " \
+            f"({name}); say so"
+
+
+def test_a_seed_count_for_a_future_run_comes_with_its_power_calculation():
+    """A page that asks for 'N or more seeds' gives the power calculation behind N in the same sentence."""
+    for path in CONFIRMATION_PAGES:
+        for chunk in chunks(path.read_text()):
+            for m in re.finditer(r"\b\d+ or more seeds\b", chunk):
+                assert "power" in chunk, f"{path.relative_to(REPO)}: '{chunk[:160]}': '{m[0]}' with no power " \
+                                         "calculation behind it"
+
+
+def test_the_study_baseline_is_not_called_the_readme_recipe_when_their_budgets_differ():
+    """The studies' baseline runs the study budget (table.json); the README's CPU recipe is bench/bench_multitask.py's
+    (its --epochs default). Where they differ, no page says a recipe run 'would have compared the recipe with
+    itself'."""
+    budget = json.loads((CONFIRMATION / "table.json").read_text())["budget"]
+    study_epochs = int(budget[budget.index("--epochs") + 1])
+    recipe_epochs = int(re.search(r'"--epochs", type=int, default=(\d+)',
+                                  (REPO / "bench" / "bench_multitask.py").read_text())[1])
+    if study_epochs != recipe_epochs:
+        text = " ".join(DOCS.read_text().split())
+        assert "the recipe with itself" not in text, \
+            f"docs/studies.md: the study's baseline runs {study_epochs} epochs of 6,000 examples, the CPU recipe " \
+            f"{recipe_epochs} full epochs: a recipe run would not compare the recipe with itself"
+
+
+def results_read_before_the_end(progress: str) -> list[str]:
+    """The times of PROGRESS.md's rows that say a result (scores, a table) was seen before the last run finished."""
+    return re.findall(r"at (\d\d:\d\d)[^|]*?(?:showed its epoch-2 scores|printed its table)", progress)
+
+
+def test_no_page_says_no_result_was_read_where_the_log_records_one():
+    """PROGRESS.md records a run's scores seen at 10:31 and a table at 10:36, before all planned runs had been
+    collected: a sentence saying no result was read before the last run finished names those moments."""
+    seen = results_read_before_the_end((CONFIRMATION / "PROGRESS.md").read_text())
+    assert seen, "PROGRESS.md: parsed no row of a result seen before the end ('at 10:31 … showed its epoch-2 scores')"
+    for path in (DOCS, CONFIRMATION / "PROGRESS.md"):
+        for chunk in chunks(path.read_text()):
+            if re.search(r"\bno result\b[^.]{0,40}\bread\b", chunk) and re.search(r"\b(before|until)\b", chunk):
+                for time in seen:
+                    assert time in chunk, f"{path.relative_to(REPO)}: '{chunk[:160]}': PROGRESS.md records a result " \
+                                          f"seen at {time} before the last run finished; say so here"
+
+
+def test_the_log_says_whose_clock_the_resumed_seed22_record_carries():
+    """At the plan's commit a run's elapsed_s counts from the start of the writing process's training loop, and a
+    resume restores the earlier epochs' lines from the checkpoint: an epoch-2 elapsed_s below epoch 1's was written
+    by the process that resumed. PROGRESS.md then says so, with the two figures, and not that A's write came last."""
+    records = [json.loads(x) for x in (CONFIRMATION / "runs" / "baseline" / "seed22" / "metrics.jsonl").read_text()
+               .splitlines() if x.strip()]
+    first, second = (next(r["elapsed_s"] for r in records if r["epoch"] == e) for e in (1, 2))
+    text = " ".join((CONFIRMATION / "PROGRESS.md").read_text().split())
+    if second < first:
+        assert "A's write came last" not in text, \
+            f"PROGRESS.md: baseline seed 22's epoch-2 elapsed_s ({second}) is below its epoch-1 ({first}): the " \
+            "record was written by the resumed process, so A's write did not come last"
+        assert f"{second}" in text and f"{first}" in text, \
+            f"PROGRESS.md: say what the record shows (elapsed_s {first} at epoch 1, {second} at epoch 2)"
+
+
+def test_the_log_names_every_start_of_commands_txt_and_says_it_lists_a_repeat_once():
+    """Each header of commands.txt is a start of A or B: PROGRESS.md names its time; and since a collection does not
+    write again a line already committed, PROGRESS.md and commands.txt say that a restarted run appears once."""
+    commands = (CONFIRMATION / "commands.txt").read_text()
+    progress = " ".join((CONFIRMATION / "PROGRESS.md").read_text().split())
+    starts = sorted(set(re.findall(r"^# \d{4}-\d\d-\d\d (\d\d:\d\d): ", commands, flags=re.M)))
+    assert len(starts) >= 5, f"commands.txt: parsed the starts {starts}"
+    for time in starts:
+        assert time in progress, f"PROGRESS.md: commands.txt records a start at {time}; the log does not name it"
+    from bench.study_confirmation import merged_history
+    if merged_history("run x\n", ["run x\n"]).count("run x") == 1:   # a restart's line, already committed
+        notes = " ".join(line for line in commands.splitlines() if line.startswith("# Note"))
+        for where, text in (("PROGRESS.md", progress), ("commands.txt", notes)):
+            assert re.search(r"appears? (only )?once", text), \
+                f"{where}: a collection writes a repeated command line once, so a restarted run appears once: say so"
+
+
+def test_no_stale_editing_note_is_left_on_a_page():
+    """A page states what is, not what a line replaced ('This replaces "…"'): those notes belong in commit messages."""
+    for path in PAGES + CONFIRMATION_PAGES:
+        for m in re.finditer(r"\b[Rr]eplaces \"[^\"]*\"", " ".join(path.read_text().split())):
+            pytest.fail(f"{path.relative_to(REPO)}: '{m[0]}': an editing note on the page")
+
+
+def test_the_dropped_claims_detectable_effect_is_given_as_the_plan_asked():
+    """PLAN.md: the dropped claim (head_pretraining − baseline, dev overall) is reported 'with the |Δ| those seeds
+    could detect'. confirmation.md's secondary row gives it, and docs/studies.md quotes it: scipy's 80%-power effect
+    over C1's six seeds at 0.05 (and table.md's Holm family of its column)."""
+    d = paired("study_confirmation", "head_pretraining", "baseline", "overall", 6)
+    sd, n = float(np.std(d, ddof=1)), len(d)
+    family = len(json.loads((CONFIRMATION / "table.json").read_text())["configurations"]) - 1
+    want = [f"{power_factor(n, a) * sd:.4f}" for a in (0.05, 0.05 / family)]
+    row = next(r for t in markdown_tables((CONFIRMATION / "confirmation.md").read_text()) for r in t
+               if r.get("comparison", "").startswith("head_pretraining − baseline, overall"))
+    col = next((c for c in row if c.startswith("80% power")), None)
+    assert col and row[col] == f"{want[0]} / {want[1]}", \
+        f"confirmation.md, secondary, head_pretraining − baseline, overall: the |Δ| detectable with 80% power is " \
+        f"{want[0]} at 0.05 / {want[1]} at 0.05/{family} (scipy); got {col and row[col]!r}"
+    text = " ".join(DOCS.read_text().split())
+    assert f"{want[0]}" in text and f"{want[1]}" in text, \
+        f"docs/studies.md: the dropped claim's detectable |Δ| ({want[0]} / {want[1]}) is not quoted"
+
+
+def test_the_machine_model_is_named_from_the_records_or_said_to_be_missing_from_them():
+    """A page names the CPU's family and model only as the records give them; where the records (table.json's
+    machine, commands.txt's headers) do not carry them, the sentence that names them says where they come from
+    (the hand-written AMENDMENT.md and PROGRESS.md) and that the runs did not record them."""
+    machine = json.loads((CONFIRMATION / "table.json").read_text())["machine"]
+    recorded = "cpu_model" in machine
+    for path in (DOCS, CONFIRMATION / "confirmation.md"):
+        for chunk in chunks(path.read_text()):
+            if re.search(r"model 17|Zen 4", chunk):
+                where = f"{path.relative_to(REPO)}: '{chunk[:160]}'"
+                if recorded:
+                    assert f"model {machine['cpu_model']}" in chunk, f"{where}: the records give model " \
+                                                                    f"{machine['cpu_model']}"
+                else:
+                    assert "AMENDMENT.md" in chunk and re.search(r"\b(do not|did not|does not) (record|name)\b",
+                                                                 chunk), \
+                        f"{where}: the runs' records name the CPU '{machine['cpu']}' only; say that the model is " \
+                        "from AMENDMENT.md and PROGRESS.md, not from the records"
+
+
+def test_the_first_confirmations_page_gives_the_power_at_005_as_an_upper_bound():
+    """study_controls/confirmation.md: the power at 0.05 is Holm's last step, reached only if all four claims are
+    real: its column says 'at most'."""
+    header = next(t for t in markdown_tables((RESULTS / "study_controls" / "confirmation.md").read_text()) if t)[0]
+    col = next(c for c in header if c.startswith("power"))
+    assert "at most" in col, f"study_controls/confirmation.md: column '{col}': the power at 0.05 is an upper bound"
+
+
+def test_pcgrad_and_gradvac_are_one_method_only_where_the_records_say_so():
+    """GradVac equals PCGrad while its EMA target stays at 0; on seeds 9-13 their per-seed scores differ (table.json).
+    No page says they 'stayed one method' then, and docs/studies.md quotes the largest per-seed difference."""
+    configs = json.loads((CONFIRMATION / "table.json").read_text())["configurations"]
+    gap = max((abs(a - b), m) for m in ("sst_acc", "para_acc", "sts_pearson")
+              for a, b in zip(configs["pcgrad"]["scores"][m]["values"], configs["gradvac"]["scores"][m]["values"]))
+    if gap[0] > 0:
+        text = " ".join(DOCS.read_text().split())
+        assert not re.search(r"(?<!not )\bone method\b", text), \
+            "docs/studies.md: 'stayed one method': on seeds 9-13 PCGrad and GradVac " \
+                                         f"differ by up to {gap[0]:.4f} ({gap[1]}, table.json)"
+        assert f"{gap[0]:.4f}" in text, f"docs/studies.md: quote the largest per-seed difference of PCGrad and " \
+                                        f"GradVac on seeds 9-13 ({gap[0]:.4f}, {gap[1]})"
+
+
+def test_a_papers_reported_gain_is_given_with_its_cells():
+    """'The paper reports MML ahead of BERT' stands with the cells: the same list item gives Table 1's MML and BERT
+    development-set cells for each GLUE task both studies share (rule 7 checks that the cells are the paper's)."""
+    for path in (DOCS, RESULTS / "mml_study" / "README.md"):
+        for chunk in re.split(r"\n\s*\n|\n(?=- )", path.read_text()):   # the sentence's paragraph or list item
+            chunk = " ".join(chunk.split())
+            if "reports MML ahead" not in chunk:
+                continue
+            for task in ("RTE", "MRPC", "STS-B", "CoLA"):
+                assert f"row MML against row BERT, development set, {task} column" in chunk, \
+                    f"{path.relative_to(REPO)}: '{chunk[:120]}': give the paper's {task} cells beside it"
+
+
+def test_the_controls_run_times_are_the_records_range():
+    """The controls' 'A–B min … a run' is the range of the records' final elapsed_s, and where the charged runs fall
+    outside it the sentence gives their range too."""
+    def minutes(charged: bool) -> tuple[str, str]:
+        e = [max((json.loads(x) for x in f.read_text().splitlines() if x.strip()), key=lambda r: r["epoch"])
+             ["elapsed_s"] / 60 for f in (RESULTS / "study_controls" / "runs").glob("*/seed*/metrics.jsonl")
+             if charged or "charged" not in str(f)]
+        return f"{min(e):.1f}", f"{max(e):.1f}"
+    text = " ".join(section(DOCS.read_text(), "### Controls, and a confirmation set").split())
+    low, high = minutes(False)
+    assert f"{low}–{high} min" in text, f"docs/studies.md, controls: the runs took {low}–{high} min (elapsed_s)"
+    all_low, all_high = minutes(True)
+    if (all_low, all_high) != (low, high):
+        assert f"{all_low}–{all_high}" in text, \
+            f"docs/studies.md, controls: with head_pretraining_charged the runs took {all_low}–{all_high} min; say so"

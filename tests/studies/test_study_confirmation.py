@@ -5,6 +5,7 @@ synthetic records with planted effects, against scipy's paired t, Holm and nonce
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,6 +99,18 @@ def holm_of(p: list[float]) -> list[float]:
     return adjusted
 
 
+def plan_inputs(name: str, metric: str) -> tuple[float, float]:
+    """The plan's δ and σ, unrounded: name − baseline on seeds 6-8 of the committed study_controls records, each run
+    at its final epoch (numpy on the records, not the plan's 4-decimal table)."""
+    runs = Path(__file__).resolve().parents[2] / "bench" / "results" / "study_controls" / "runs"
+
+    def final(config, seed):
+        lines = (runs / config / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()
+        return max((json.loads(x) for x in lines if x.strip()), key=lambda r: r["epoch"])[metric]
+    d = [final(name, s) - final("baseline", s) for s in (6, 7, 8)]
+    return abs(float(np.mean(d))), float(np.std(d, ddof=1))
+
+
 def section_rows(page: str, heading: str) -> list[dict]:
     lines = page.split(heading)[1].strip().split("\n\n")[1].splitlines()
     names = [c.strip() for c in lines[0].strip("|").split("|")]
@@ -134,7 +147,7 @@ def test_the_confirmation_page_gives_scipys_t_holm_and_power_on_planted_effects(
             assert float(row["Holm p"]) == pytest.approx(p_holm, abs=6e-4), f"{where}: Holm p is {p_holm:.3f}"
             if heading.startswith("Confirmatory"):
                 want = "confirmed" if d.mean() > 0 and p_holm < 0.05 else "not confirmed"
-                delta, sd = claim[5], claim[6]
+                delta, sd = plan_inputs(claim[1], claim[3])
                 fam = len(plan)
                 planned = f"{scipy_power(delta * math.sqrt(claim[4]) / sd, claim[4] - 1, 0.05 / fam):.2f}"
                 observed = scipy_power(delta * math.sqrt(claim[4]) / d.std(ddof=1), claim[4] - 1, 0.05 / fam)
@@ -147,3 +160,36 @@ def test_the_confirmation_page_gives_scipys_t_holm_and_power_on_planted_effects(
     verdicts = {r["claim"].split()[0]: r["verdict"] for r in section_rows(page, "## Confirmatory family")}
     assert verdicts["C2"] == "confirmed" and verdicts["C3"] == "not confirmed", \
         f"the planted effect (concat on Quora) must be confirmed and the absent one (MNR) not: {verdicts}"
+
+
+# ------------------------------------------------------------------ the machine, as the records name it
+
+
+def test_the_page_names_the_cpu_model_only_from_a_record_that_has_it():
+    """With family and model in machine.json the page names them from it; without, it names the CPU as recorded and
+    says the records do not carry family and model (no model typed into the page)."""
+    recorded = confirmation.machine_words({"cpu": "AMD EPYC", "cpu_family": 25, "cpu_model": 17})
+    assert "family 25, model 17" in recorded, f"study_confirmation.machine_words: {recorded!r}"
+    bare = confirmation.machine_words({"cpu": "AMD EPYC"})
+    assert bare.startswith("AMD EPYC") and "do not record its family and model" in bare and "17" not in bare, \
+        f"study_confirmation.machine_words without family/model in the record: {bare!r}"
+
+
+def test_a_study_records_the_cpu_family_and_model_that_lscpu_reports():
+    """bench/study_table.machine(), which every study's machine.json and commands.txt headers record, carries the CPU's
+    family and model: what two CPUs of one name ('AMD EPYC': a Zen 3 and a Zen 4) differ by. Oracle: lscpu."""
+    import os
+    import shutil
+    import subprocess
+    from bench.study_table import describe, machine
+    if shutil.which("lscpu") is None:
+        pytest.skip("lscpu is not installed here: no independent reading of the CPU's family and model")
+    out = subprocess.run(["lscpu"], capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}).stdout
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    want = {k: int(fields[name].strip()) for k, name in (("cpu_family", "CPU family"), ("cpu_model", "Model"))
+            if fields.get(name, "").strip().isdigit()}
+    if len(want) < 2:
+        pytest.skip(f"lscpu gives no numeric CPU family and model on this machine: {want}")
+    got = machine()
+    assert {k: got.get(k) for k in want} == want, f"bench.study_table.machine(): {got}; lscpu gives {want}"
+    assert f"family {want['cpu_family']} model {want['cpu_model']}" in describe(got), describe(got)
