@@ -32,6 +32,7 @@ def main():
     write_task_files(tmp / "data")
     model = save_tiny_model(tmp / "model")
     called, state = {}, {"on": False, "steps": 0}
+    inside = str(repo) + os.sep   # the checkout's files, not a sibling folder whose name starts with the checkout's
 
     def profile(frame, event, arg):
         if event != "call":
@@ -39,7 +40,7 @@ def main():
         f = frame.f_code.co_filename
         if state["on"]:   # the function called, and the one calling it (the script's train(), whose loop is the step)
             for code in (frame.f_code, frame.f_back and frame.f_back.f_code):
-                if code and code.co_filename.startswith(str(repo)) and code.co_name != "<module>":
+                if code and code.co_filename.startswith(inside) and code.co_name != "<module>":
                     called.setdefault(os.path.relpath(code.co_filename, repo), set()).add(code.co_name)
         if frame.f_code.co_name == "task_loss" and f.endswith("multitask.py") and not state["steps"]:
             state["on"] = True        # the first batch's loss: the step has begun
