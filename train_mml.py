@@ -56,8 +56,8 @@ from minbert.tools import trained_run
 
 
 MAX_BAD_STEPS = 10   # non-finite steps in a row that stop the run: a diverged run, not a bad batch
-DIVERGED = "{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt holds " \
-           "the last finished epoch"
+DIVERGED = ("{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt "
+            "holds the last finished epoch")
 
 
 def parser():

@@ -45,8 +45,8 @@ from minbert.tools import trained_run
 METHODS = (multitask, pals, stages, sampling, loss_scaling, mnr, head_pretraining, smart, r3f, pcgrad, gradvac,
            gradient_compromise)   # each adds its flag group (add_args) and its rules (check_args)
 MAX_BAD_STEPS = 10   # non-finite steps in a row that stop the run: a diverged run, not a bad batch
-DIVERGED = "{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt holds " \
-           "the last finished epoch"
+DIVERGED = ("{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt "
+            "holds the last finished epoch")
 
 
 def parser():
