@@ -4,7 +4,7 @@
   error when it is not there). Nothing touches CUDA before it is asked for.
 - `--amp auto|off|bf16|fp16`: `autocast(device, amp)` runs matmuls in 16-bit while keeping
   reductions (softmax, LayerNorm, losses) in fp32. bf16 has fp32's exponent range, so it needs
-  no loss scaling. fp16 needs a GradScaler (`grad_scaler`, None otherwise): the loss is scaled up
+  no loss scaling. fp16 needs a GradScaler (the scripts make one, enabled for fp16 only): the loss is scaled up
   before backward so small gradients do not underflow, and steps whose gradients overflowed are skipped.
 - `resolve_amp("auto", device)` picks what is fast AND safe on this machine, and says why: bf16 on CUDA with bf16
   and on CPUs with AMX-BF16 or AVX512-BF16; fp16 + GradScaler on older CUDA GPUs; off on any other CPU (bf16 is
@@ -210,10 +210,6 @@ def autocast(device: torch.device, amp: str):
     """A context manager: autocast to the --amp dtype, or a no-op for 'off'."""
     dtype = AMP_DTYPES[amp]
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
-
-
-def grad_scaler(device: torch.device, amp: str):
-    return torch.amp.GradScaler(device.type) if amp == "fp16" else None
 
 
 def seed_everything(seed: int) -> None:

@@ -40,7 +40,6 @@ def test_auto_on_cuda_prefers_bf16_then_fp16(monkeypatch, bf16, want):
     amp, reason = dev.resolve_amp("auto", torch.device("cuda"))
     assert amp == want, f"resolve_amp('auto', cuda) with bf16 support {bf16}: expected {want}, got {amp}"
     assert "Mock GPU" in reason
-    assert (dev.grad_scaler(torch.device("cpu"), amp) is not None) == (want == "fp16"), "fp16 needs a GradScaler, bf16 none"
 
 
 def test_auto_on_mps_is_off():
