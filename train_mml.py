@@ -212,13 +212,12 @@ def train(args, stop, loop, objects, spec, dev, eval_bs, device, steps_per_epoch
                 scaler.scale(sync.before_backward(loss) if sync.ddp else loss).backward()
                 # 3) the update, skipped on all ranks if a loss was not finite on any (fp16: or gradients overflowed)
                 finite = not distributed.any_rank(not finite) if sync.ddp else finite
-                scaler.unscale_(optimizer)   # the true gradients, for their norm (the log's)
-                grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+                scaler.unscale_(optimizer)   # the true gradients, for the log's norm (in the optimizer's order)
+                norm = torch.nn.utils.get_total_norm([p.grad for g in optimizer.param_groups for p in g["params"]
+                                                      if p.grad is not None])
                 if finite or scaler.is_enabled():
                     scaler.step(optimizer)   # optimizer.step(), unless fp16 gradients overflowed
                 scaler.update()
-                lrs = scheduler.get_last_lr()   # the learning rates of this step
-                scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 bad_steps = 0 if finite else bad_steps + 1
                 if bad_steps == MAX_BAD_STEPS:   # a diverged run, not a bad batch
@@ -231,12 +230,13 @@ def train(args, stop, loop, objects, spec, dev, eval_bs, device, steps_per_epoch
                 now = time.perf_counter()
                 seen, mark = [seen[0] + now - mark, seen[1] + examples], now
                 if done % args.log_every == 0 and distributed.is_main():
-                    record = progress.record(done, epoch, lrs, window, seen, grad_norm, now - started)
+                    record = progress.record(done, epoch, scheduler.get_last_lr(), window, seen, norm, now - started)
                     tqdm.write(progress.line(record))
                     with open(steps_log, "a") as f:
                         f.write(json.dumps(record) + "\n")
                     progress.report(writer, "train", record, done)   # --report_to tensorboard
                     window = fresh_sums()
+                scheduler.step()   # 6) the next step's learning rate; after a skipped update too (resumes see the same)
             step = steps_per_epoch
 
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
