@@ -19,7 +19,7 @@ from pathlib import Path
 
 def in_checkout(filename: str, repo: Path) -> bool:
     """Is `filename` a file of the checkout `repo`? Compared by path parts, so a sibling folder whose name starts
-    with the checkout's (`wt-loop-old` beside `wt-loop`) is not the checkout."""
+    with the checkout's (`minbert-old` beside `minbert`) is not the checkout."""
     return Path(repo) in Path(filename).parents
 
 

@@ -8,8 +8,8 @@ from bench.learner_path import in_checkout
 
 
 def test_a_sibling_folder_starting_with_the_checkouts_name_is_not_the_checkout():
-    repo = Path("/work/wt-loop")
-    assert in_checkout("/work/wt-loop/minbert/adamw.py", repo), "a file inside the checkout is the checkout's"
-    assert not in_checkout("/work/wt-loop-old/minbert/adamw.py", repo), \
-        "bench/learner_path.py: /work/wt-loop-old is a sibling of /work/wt-loop, not inside it"
-    assert not in_checkout("/work/wt-loop", repo), "the checkout's folder itself is no file of it"
+    repo = Path("/home/me/minbert")
+    assert in_checkout("/home/me/minbert/minbert/adamw.py", repo), "a file inside the checkout is the checkout's"
+    assert not in_checkout("/home/me/minbert-old/minbert/adamw.py", repo), \
+        "bench/learner_path.py: /home/me/minbert-old is a sibling of /home/me/minbert, not inside it"
+    assert not in_checkout("/home/me/minbert", repo), "the checkout's folder itself is no file of it"
