@@ -27,6 +27,7 @@ import functools
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -42,17 +43,21 @@ from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.core.atomic import atomic_write
-from minbert.core.device import autocast, grad_scaler
+from minbert.core.device import autocast
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, export
 from minbert.core.report import markdown_table, plot_heads, write_jsonl
 from minbert.methods.mml import LAMBDA, METHODS
 from minbert.methods.mml_protocol import PAPER_METRIC, paper_epochs
-from minbert.run.optimizer_step import OptimizerStep
 from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_category_labels
 from minbert.tasks.sampling import TaskData, to_device
 from minbert.tasks.scoring import eval_batch, in_order
 from minbert.tools import trained_run
+
+
+MAX_BAD_STEPS = 10   # non-finite steps in a row that stop the run: a diverged run, not a bad batch
+DIVERGED = ("{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt "
+            "holds the last finished epoch")
 
 
 def parser():
@@ -92,145 +97,202 @@ def score(task, out, gold) -> dict:
 def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
-    # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
+    # at the same step, so no phase is abortable there and the loop asks every rank at each step boundary.
     with run_dir.RunDir(args, "train_mml.py"):   # refuses a used --out_dir; at the end: lean folder, summary
-        return interrupt.run(train, args, abortable=not distributed.launched(), agree=distributed.any_rank)
+        return interrupt.run(experiment, args, abortable=not distributed.launched())
 
 
-def train(args, stop):
+def experiment(args, stop):
+    """Setup, data, model and optimizer; then train(), and the best model's cross-dataset scores."""
     # ------------------------------------------------------------------ setup (every input checked before work)
     flags.writable_dir(args.out_dir, "--out_dir")
     ck = checkpoint.load_for_resume(args, "train_mml.py") if args.resume and not args.predict_only else None
     device, fast = run_dir.start(args, ck, f"task {args.task}, method {args.method}")   # seed, device, amp, threads
-    spec = METHODS[args.method]
     if args.predict_only:   # no training: the run's model/, loaded as `python -m minbert predict` loads it
         return predict_only(args, stop, device) if distributed.is_main() else []
 
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
     load = functools.partial(glue_data, args, tokenizer)   # load(task, split)
-    train, dev = load(args.task, "train"), load(args.task, "dev")
-    print(f"{args.task}: train {len(train)}, dev {len(dev)}")
+    train_data, dev = load(args.task, "train"), load(args.task, "dev")
+    print(f"{args.task}: train {len(train_data)}, dev {len(dev)}")
     if args.epochs is None:   # §4.2's 10/30/100 epochs for large/medium/small sets
-        args.epochs = paper_epochs(len(train))
-        print(f"--epochs not given: {args.epochs} for {len(train)} training examples "
+        args.epochs = paper_epochs(len(train_data))
+        print(f"--epochs not given: {args.epochs} for {len(train_data)} training examples "
               f"(minbert.methods.mml_protocol.EPOCHS_BY_SIZE)")
 
     # ------------------------------------------------------------------ model: encoder + M heads (+ eliminator)
     encoder = BertModel.from_pretrained(args.model)
     # regression (STS-B): every head's bias starts at the training labels' mean (minbert.methods.mml docstring)
-    heads, eliminator = mml.from_args(args, encoder.config.hidden_size, TASKS[args.task].num_labels, train.labels)
+    heads, eliminator = mml.from_args(args, encoder.config.hidden_size, TASKS[args.task].num_labels,
+                                      train_data.labels)
     model = nn.ModuleDict({"encoder": encoder, "heads": heads})
     if eliminator is not None:   # an attribute of the model, so its buffers are in model.state_dict()
         model["eliminator"] = eliminator
     model.to(device).train()
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(encoder, [heads])
-        length_buckets.use_on(device, train, dev)   # CUDA: few static shapes
-    sync = distributed.Sync(model, device)   # DDP under torchrun, else does nothing
+        length_buckets.use_on(device, train_data, dev)   # CUDA: few static shapes
+    spec = METHODS[args.method]
     print(f"{heads.num_heads} head(s), penalty {spec['penalty']}, elimination {spec['eliminate']}, "
           f"head dropout {spec['dropout']}"
           + ("" if heads.label_mean is None else f", head biases start at the label mean {heads.label_mean:.3f}"))
 
-    def forward(batch):
-        """(B, M, K) outputs of every head on the pooled [CLS] vector d (B, D)."""
-        d = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
-        return heads(d)
-
-    def run(data):
-        """Eq. 5 outputs (heads.predict) for a whole split, in file order: (N, K) probabilities or (N,) values."""
-        model.eval()
-        out = in_order({"score": data}, lambda _, batch: forward(batch), device, args.amp,
-                       eval_batch(args.batch_size), "score", after=heads.predict)["score"].outputs
-        model.train()
-        return out
-
-    # ------------------------------------------------------------------ optimizer, batch stream, resumable state
-    steps_per_epoch = math.ceil(len(train) / (args.batch_size * distributed.world_size()))
+    # ------------------------------------------------------------------ optimizer, batch stream, the loop's state
+    steps_per_epoch = math.ceil(len(train_data) / (args.batch_size * distributed.world_size()))
     optimizer = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=fast.fused_adamw)
-    update = OptimizerStep(optimizer, None, grad_scaler(device, args.amp), args.out_dir)   # no schedule: the paper's
-    stream = distributed.stream(train, args.batch_size, args.seed)   # this rank's share of each batch
-    loop = checkpoint.LoopState(running={"task": [0.0, 0], "mv": [0.0, 0]},   # epoch, step, best, history, loss sums
-                                extra={"trace": [], "events": []})   # (step, active heads) per step; eliminations
-    log = progress.Log(args, update, loop, steps_per_epoch)   # bar, steps.jsonl, --report_to, time across resumes
-    parts = {"model": model, "optimizer": optimizer, "scaler": update.scaler, "stream": stream, "log": log}   # resume
-    if ck is not None:
-        checkpoint.restore(ck, parts, loop)   # the parts' states, every RNG, the loop's position
-        del ck
-    trace, events = loop.extra["trace"], loop.extra["events"]
-
-    # ------------------------------------------------------------------ training loop
-    headline = PAPER_METRIC[args.task]   # the best epoch by the paper's metric
-    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"),   # a Ctrl-C saves the last step boundary
-                     lambda path: checkpoint.save(path, checkpoint.resume_state(parts, loop, args))):
-        for epoch in loop.epochs(args.epochs):
-            for step in log.steps(epoch):   # under a bar, or with progress lines in a log
-                loop.step = step   # where a resume starts
-                stop.check()       # 0) Ctrl-C/SIGTERM during the last step stops here: interrupted.pt, exit (above)
-                global_step = (epoch - 1) * steps_per_epoch + step + 1
-                # 1) forward and loss: Eq. 3's task loss over the heads, plus λ·L_mv (Eq. 4) for mml/mv
-                batch = to_device(stream.next(), device)
-                with autocast(device, args.amp):
-                    outputs = forward(batch)                                    # (B, M, K)
-                loss, per_head = heads.task_loss(outputs, batch["labels"], args.head_reduction)
-                mv = heads.multiverse_loss() if spec["penalty"] else torch.zeros((), device=device)
-                finite = progress.add_losses(loop.running, {"task": loss, "mv": mv})   # the epoch's means: finite only
-                if not finite:     # never written into the weights or the averages
-                    log.print(f"non-finite loss at epoch {epoch} step {step} (batch ids {batch['ids'][:3]}...)")
-                # 2) backward and the optimizer step
-                update.backward(sync.before_backward(loss + LAMBDA * mv))
-                finite = update(finite)
-                # 3) method hook: Algorithm 1's moving averages and, every K steps, MeanShift elimination
-                if eliminator is not None:
-                    eliminate(eliminator, per_head if finite else None, global_step, epoch, heads, events, args)
-                trace.append((global_step, int(heads.active.sum())))
-                log.step(args.batch_size * distributed.world_size(), active=trace[-1][1])   # 4) the log
-            loop.step = steps_per_epoch
-
-            # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
-            with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
-                scores = distributed.on_main(lambda: score(args.task, run(dev), dev.labels))
-            loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                                 **log.epoch_record(), "active_heads": int(heads.active.sum())})   # + losses, ex/s
-            log.epoch_end(loop.history)   # console, metrics.jsonl, TensorBoard
-            if loop.improved(scores[headline]):   # best.pt: this model's weights and scores
-                checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
-            loop.next_epoch()
-            checkpoint.save_last(args.out_dir, checkpoint.resume_state(parts, loop, args))   # the next epoch from 0
+    objects = {   # what a checkpoint holds: each one's state_dict
+        "model": model, "optimizer": optimizer,
+        "scheduler": torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0),   # constant: the paper has none
+        "scaler": torch.amp.GradScaler(device.type, enabled=args.amp == "fp16"),   # fp16 only; else passes through
+        "stream": distributed.stream(train_data, args.batch_size, args.seed)}   # this rank's share of each batch
+    # the loop's state, its locals as a checkpoint holds them: fresh, or where the checkpoint stopped
+    loop = checkpoint.restore(ck, objects) if ck is not None else {
+        "epoch": 1, "step": 0, "best": -math.inf, "history": [], "elapsed_s": 0.0,   # where the run is, its records
+        "sums": fresh_sums(), "seen": [0.0, 0], "window": fresh_sums(),   # the epoch's losses, [s, examples]; window
+        "trace": [], "events": []}   # (step, active heads) after every step; the eliminations
+    del ck   # the checkpoint's tensors are in the model and optimizer now
+    history = train(args, stop, loop, objects, spec, dev, eval_batch(args.batch_size), device, steps_per_epoch)
 
     # ------------------------------------------------------------------ cross-dataset scores of the best model
     if not distributed.is_main():
-        return loop.history
+        return history
     best = os.path.join(args.out_dir, "best.pt")
     model.load_state_dict(checkpoint.load(best)["model"])
+    headline = PAPER_METRIC[args.task]
     # the best model as a complete folder: --model RUN_DIR/model loads it in either script, --predict_only reads it
     export(os.path.join(args.out_dir, MODEL_DIR), encoder, tokenizer, {"heads": heads},
-           {"model": args.model, "args": vars(args), "best_dev": max(loop.history, key=lambda r: r[headline])},
+           {"model": args.model, "args": vars(args), "best_dev": max(history, key=lambda r: r[headline])},
            "train_mml.py", trained_run.model_args("train_mml.py", args, encoder.config.hidden_size))
     checkpoint.share_weights(best, os.path.join(args.out_dir, MODEL_DIR))   # one copy: best.pt names model/
-    cross_dataset(args, stop, run, load, args.out_dir)
-    summary(args, loop, trace, events, heads)   # the epochs' table, the best score, heads.png
-    return loop.history
+    cross_dataset(args, stop, lambda data: predict(model, data, args, device), load, args.out_dir)
+    summary(args, history, loop["trace"], loop["events"], heads)   # the epochs' table, the best score, heads.png
+    return history
 
 
-def summary(args, loop, trace, events, heads) -> None:
-    print("\n" + markdown_table(loop.history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv",
+def train(args, stop, loop, objects, spec, dev, eval_bs, device, steps_per_epoch):
+    """The epochs: steps, then dev scores, best.pt, last.pt. Returns the epochs' records."""
+    model, optimizer, scheduler, scaler, stream = objects.values()
+    heads, eliminator = model["heads"], model["eliminator"] if "eliminator" in model else None
+    amp = autocast(device, args.amp)   # the --amp context of every forward (a no-op for off), built once
+    sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
+    examples = args.batch_size * distributed.world_size()   # a step's, on every rank
+    epoch, step, best, history, elapsed_s, sums, seen, window, trace, events = loop.values()   # the loop's state
+    started, bad_steps = time.perf_counter() - elapsed_s, 0   # bad_steps: non-finite steps in a row
+    steps_log, writer = progress.start(args, (epoch - 1) * steps_per_epoch + step)   # steps.jsonl, TensorBoard
+
+    def resume_state():   # last.pt and interrupted.pt
+        return checkpoint.state(objects, {"epoch": epoch, "step": step, "best": best, "history": history, "elapsed_s":
+                                          time.perf_counter() - started, "sums": sums, "seen": seen, "window": window,
+                                          "trace": trace, "events": events}, args)
+    # ------------------------------------------------------------------ training loop
+    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
+        while epoch <= args.epochs:
+            mark = time.perf_counter()   # the step's time, evaluation left out
+            for step in progress.bar(range(step, steps_per_epoch), f"epoch {epoch}/{args.epochs}", steps_per_epoch,
+                                     step, args.log_seconds):   # a bar, or a progress line every --log_seconds
+                # 0) Ctrl-C/SIGTERM during the last step (on any rank): stop here; stop.saving writes interrupted.pt
+                if distributed.any_rank(stop.signal is not None) if sync.ddp else stop.signal:
+                    raise interrupt.Interrupted(stop.signal or "a signal on another rank")
+                done = (epoch - 1) * steps_per_epoch + step + 1   # optimizer steps of the run, this one included
+                # 1) forward and loss: Eq. 3's task loss over the heads, plus λ·L_mv (Eq. 4) for mml/mv
+                batch = to_device(stream.next(), device)
+                with amp:
+                    outputs = forward(model, batch)                             # (B, M, K)
+                loss, per_head = heads.task_loss(outputs, batch["labels"], args.head_reduction)
+                mv = heads.multiverse_loss() if spec["penalty"] else torch.zeros((), device=device)
+                values = {"task": loss.item(), "mv": mv.item()}
+                if finite := all(math.isfinite(v) for v in values.values()):   # the means count finite steps only
+                    for s in (sums, window):
+                        s.update({k: [s[k][0] + v, s[k][1] + 1] for k, v in values.items()})
+                else:   # never written into the weights: 3) skips the update
+                    tqdm.write(f"non-finite loss at epoch {epoch} step {step} (ids {batch['ids'][:3]})")
+                # 2) backward (fp16: of the scaled-up loss); torchrun: the gradients are averaged across ranks in it
+                loss = loss + LAMBDA * mv
+                scaler.scale(sync.before_backward(loss) if sync.ddp else loss).backward()
+                # 3) the update, skipped on all ranks if a loss was not finite on any (fp16: or gradients overflowed)
+                finite = not distributed.any_rank(not finite) if sync.ddp else finite
+                scaler.unscale_(optimizer)   # the true gradients, for the log's norm (in the optimizer's order)
+                norm = torch.nn.utils.get_total_norm([p.grad for g in optimizer.param_groups for p in g["params"]
+                                                      if p.grad is not None])
+                if finite or scaler.is_enabled():
+                    scaler.step(optimizer)   # optimizer.step(), unless fp16 gradients overflowed
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                bad_steps = 0 if finite else bad_steps + 1
+                if bad_steps == MAX_BAD_STEPS:   # a diverged run, not a bad batch
+                    raise UserError(DIVERGED.format(n=MAX_BAD_STEPS, out_dir=args.out_dir))
+                # 4) method hook: Algorithm 1's moving averages and, every K steps, MeanShift elimination
+                if eliminator is not None:
+                    eliminate(eliminator, per_head if finite else None, done, epoch, heads, events, args)
+                trace.append((done, int(heads.active.sum())))
+                # 5) the log: this epoch's training time and examples; every --log_every steps a line and a record
+                now = time.perf_counter()
+                seen, mark = [seen[0] + now - mark, seen[1] + examples], now
+                if done % args.log_every == 0 and distributed.is_main():
+                    record = progress.record(done, epoch, scheduler.get_last_lr(), window, seen, norm, now - started)
+                    tqdm.write(progress.line(record))
+                    with open(steps_log, "a") as f:
+                        f.write(json.dumps(record) + "\n")
+                    progress.report(writer, "train", record, done)   # --report_to tensorboard
+                    window = fresh_sums()
+                scheduler.step()   # 6) the next step's learning rate; after a skipped update too (resumes see the same)
+            step = steps_per_epoch
+
+            # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
+            with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
+                scores = distributed.on_main(lambda: score(args.task, predict(model, dev, args, device), dev.labels))
+            history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                            **progress.epoch_record(sums, seen, time.perf_counter() - started),   # losses, ex/s, time
+                            "active_heads": int(heads.active.sum())})
+            progress.epoch_end(args.out_dir, history, writer, epoch * steps_per_epoch)   # metrics.jsonl, a line
+            if scores[PAPER_METRIC[args.task]] > best:   # best.pt: this model's weights and scores (the paper's metric)
+                best = scores[PAPER_METRIC[args.task]]
+                checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
+            epoch, step, sums, seen, window = epoch + 1, 0, fresh_sums(), [0.0, 0], fresh_sums()
+            checkpoint.save_last(args.out_dir, resume_state())   # the next epoch from step 0
+    return history
+
+
+def fresh_sums() -> dict:
+    """{name: [loss sum, count]}, the epoch's or since the last record, before the first loss."""
+    return {"task": [0.0, 0], "mv": [0.0, 0]}
+
+
+def forward(model, batch) -> torch.Tensor:
+    """(B, M, K) outputs of every head on the pooled [CLS] vector d (B, D)."""
+    d = model["encoder"](batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])["pooler_output"]
+    return model["heads"](d)
+
+
+def predict(model, data, args, device) -> torch.Tensor:
+    """Eq. 5 outputs (heads.predict) for a whole split, in file order: (N, K) probabilities or (N,) values."""
+    model.eval()
+    out = in_order({"score": data}, lambda _, batch: forward(model, batch), device, args.amp,
+                   eval_batch(args.batch_size), "score", after=model["heads"].predict)["score"].outputs
+    model.train()
+    return out
+
+
+def summary(args, history, trace, events, heads) -> None:
+    print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv",
                                                "active_heads", "elapsed_s"]))
-    print(f"best dev {PAPER_METRIC[args.task]} {loop.best:.4f}; {len(events)} elimination event(s); "
+    headline = PAPER_METRIC[args.task]
+    print(f"best dev {headline} {max(r[headline] for r in history):.4f}; {len(events)} elimination event(s); "
           f"the best model has {int(heads.active.sum())}/{heads.num_heads} heads active")
     plot_heads(os.path.join(args.out_dir, "heads.png"), trace, events, heads.num_heads)
 
 
-def eliminate(eliminator, per_head, global_step, epoch, heads, events, args) -> None:
+def eliminate(eliminator, per_head, done, epoch, heads, events, args) -> None:
     """Feed this step's per-head losses (None: a non-finite step) to the moving averages, and log an elimination."""
     if per_head is not None:
         eliminator.observe(distributed.mean_over_ranks(per_head))   # the same averages on every rank
-    event = eliminator.maybe_eliminate(global_step)
+    event = eliminator.maybe_eliminate(done)
     if event:
         events.append({"epoch": epoch, **event, "active_after": int(heads.active.sum())})
         if distributed.is_main():
             write_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), events)
-        tqdm.write(f"step {global_step}: eliminated {len(event['eliminated'])} heads, "
+        tqdm.write(f"step {done}: eliminated {len(event['eliminated'])} heads, "
                    f"{events[-1]['active_after']} active")
 
 
@@ -242,24 +304,25 @@ def glue_data(args, tokenizer, task: str, split: str) -> TaskData:
 def predict_only(args, stop, device) -> list:
     """--predict_only: the model/ of the run in --resume (a run folder, or a file in it), loaded and checked as
     `python -m minbert predict` loads it (minbert/tools/trained_run.py): its dev scores and --eval_tasks."""
-    run = trained_run.load_run(args.resume, str(device), args.amp, eval_batch(args.batch_size), script="train_mml.py")
-    if run.task != args.task:
-        raise UserError(f"--predict_only --resume {args.resume}: that run was trained on {run.task}, not --task "
-                        f"{args.task}; give --task {run.task}")
-    args.max_seq_len = run.max_seq_len
-    load = functools.partial(glue_data, args, run.tokenizer)
-    cross_dataset(args, stop, run.scores, load, args.resume, dev=load(args.task, "dev"))
+    trained = trained_run.load_run(args.resume, str(device), args.amp, eval_batch(args.batch_size),
+                                   script="train_mml.py")
+    if trained.task != args.task:
+        raise UserError(f"--predict_only --resume {args.resume}: that run was trained on {trained.task}, not --task "
+                        f"{args.task}; give --task {trained.task}")
+    args.max_seq_len = trained.max_seq_len
+    load = functools.partial(glue_data, args, trained.tokenizer)
+    cross_dataset(args, stop, trained.scores, load, args.resume, dev=load(args.task, "dev"))
     return []
 
 
-def cross_dataset(args, stop, run, load, source, dev=None) -> None:
+def cross_dataset(args, stop, predict, load, source, dev=None) -> None:
     """--predict_only's dev scores (`dev`), and the model's scores on --eval_tasks in its category's binary space.
-    `run(data)`: Eq. 5's outputs in input order; the model is safe in the run folder `source`."""
+    `predict(data)`: Eq. 5's outputs in input order; the model is safe in the run folder `source`."""
     cross = {}
     try:
         with stop.abortable():
             if dev is not None:
-                print(f"{source}: dev {score(args.task, run(dev), dev.labels)}")
+                print(f"{source}: dev {score(args.task, predict(dev), dev.labels)}")
             for task in args.eval_tasks:
                 cross[task] = {}
                 for split in ("train", "dev"):
@@ -269,7 +332,7 @@ def cross_dataset(args, stop, run, load, source, dev=None) -> None:
                         cross[task][split] = {"skipped": str(e).split(". ")[0]}
                         print(f"cross-dataset {task}/{split}: skipped ({cross[task][split]['skipped']})")
                         continue
-                    pred = category_prediction(args.task, run(data)).numpy()            # (N,) in {0, 1}
+                    pred = category_prediction(args.task, predict(data)).numpy()            # (N,) in {0, 1}
                     gold = to_category_labels(task, data.labels)
                     cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)),
                                           "f1": float(metrics.f1(pred, gold)), "n": len(data)}

@@ -16,9 +16,14 @@ A paper's recipe: python train_multitask.py @recipes/NAME.args. Smoke run: add -
 Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/last.pt (or interrupted.pt).
 """
 
+import json
+import math
 import os
+import time
 
+import torch
 from torch import nn
+from tqdm import tqdm
 
 from minbert.adamw import AdamW, linear_warmup_decay, param_groups
 from minbert.core import flags, interrupt, progress
@@ -28,11 +33,10 @@ from minbert.tasks import data, length_buckets, multitask, sampling
 from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
-from minbert.core.device import autocast, grad_scaler
+from minbert.core.device import autocast
 from minbert.core.errors import UserError, cli
 from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
-from minbert.core.report import markdown_table, plot_panels
-from minbert.run.optimizer_step import OptimizerStep
+from minbert.core.report import markdown_table, plot_panels, write_jsonl
 from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores
 from minbert.tasks.sampling import to_device
 from minbert.tasks.scoring import eval_batch
@@ -40,6 +44,9 @@ from minbert.tools import trained_run
 
 METHODS = (multitask, pals, stages, sampling, loss_scaling, mnr, head_pretraining, smart, r3f, pcgrad, gradvac,
            gradient_compromise)   # each adds its flag group (add_args) and its rules (check_args)
+MAX_BAD_STEPS = 10   # non-finite steps in a row that stop the run: a diverged run, not a bad batch
+DIVERGED = ("{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt "
+            "holds the last finished epoch")
 
 
 def parser():
@@ -92,13 +99,13 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
-    # at the same step, so no phase is abortable there and the ranks agree at each step boundary.
+    # at the same step, so no phase is abortable there and the loop asks every rank at each step boundary.
     with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: lean folder, summary
-        return interrupt.run(train, args, abortable=not distributed.launched(),
-                             agree=distributed.any_rank if distributed.launched() else None)
+        return interrupt.run(experiment, args, abortable=not distributed.launched())
 
 
-def train(args, stop):
+def experiment(args, stop):
+    """Setup, data, model and methods; then train() and finish()."""
     # ------------------------------------------------------------------ setup (every input checked before work)
     flags.check_outputs(args, [f"{t}_{s}" for t in TASKS for s in ("dev", "test")])
     ck = checkpoint.load_for_resume(args, "train_multitask.py") if args.resume and not args.predict_only else None
@@ -111,8 +118,8 @@ def train(args, stop):
     # ------------------------------------------------------------------ data (tokenized once)
     tokenizer = Tokenizer.from_pretrained(args.model)
     pair_modes = {t: "cross" if getattr(args, f"{t}_head") in CROSS_HEADS else "separate" for t in ("para", "sts")}
-    train, dev, test = (data.load_split(args, split, tokenizer, pair_modes) for split in ("train", "dev", "test"))
-    sizes = [len(train[t]) for t in TASKS]
+    train_data, dev, test = (data.load_split(args, split, tokenizer, pair_modes) for split in ("train", "dev", "test"))
+    sizes = [len(train_data[t]) for t in TASKS]
     print("train sizes", dict(zip(TASKS, sizes)), "| dev", {t: len(dev[t]) for t in TASKS})
 
     # ------------------------------------------------------------------ model, methods, optimizer
@@ -124,49 +131,68 @@ def train(args, stop):
     model.to(device).train()
     if args.compile:   # in place: state_dict keys unchanged
         compile_blocks(model, list(model.heads.values()))
-        length_buckets.use_on(device, *train.values(), *dev.values(), *test.values())   # CUDA: few static shapes
+        length_buckets.use_on(device, *train_data.values(), *dev.values(), *test.values())   # CUDA: few static shapes
     eval_bs = eval_batch(args.batch_size)
-    head_pretraining.from_args(args, model, train, dev, device)   # --head_pretrain_epochs, before the run
-    sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
-
-    world = distributed.world_size()   # torchrun: processes sharing every batch (ShardedStream); else 1
+    head_pretraining.from_args(args, model, train_data, dev, device)   # --head_pretrain_epochs, before the run
     # steps from the schedule (base_steps), then with --extra_sst_pass one SST-only pass: steps_per_epoch
-    base_steps, steps_per_epoch = sampling.steps_per_epoch(args, sizes, len(train["sst"]), world)
+    base_steps, steps_per_epoch = sampling.steps_per_epoch(args, sizes, len(train_data["sst"]),
+                                                           distributed.world_size())
     total_steps = steps_per_epoch * args.epochs
     optimizer = AdamW(two_learning_rates(args, model), lr=args.lr, fused=fast.fused_adamw)
-    scheduler = linear_warmup_decay(optimizer, int(args.warmup * total_steps), total_steps)
-    update = OptimizerStep(optimizer, scheduler, grad_scaler(device, args.amp), args.out_dir)   # skips non-finite
-    amp = autocast(device, args.amp)   # the --amp context of every forward (a no-op for off)
-    sampler = sampling.TaskSampler(sizes, "annealed" if args.grad_compromise else args.schedule, args.epochs, args.seed)
-    streams = [distributed.stream(train[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)]
-    adversary = smart.from_args(args, model, total_steps)
-    ranking = mnr.from_args(args, train, lambda data, seed: distributed.stream(data, args.batch_size, seed))
-    compromise = gradient_compromise.from_args(args, TASKS, sizes)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    surgery = pcgrad.from_args(args, trainable, args.seed) or gradvac.from_args(args, model, trainable, args.seed)
-    loop = checkpoint.LoopState(running={t: [0.0, 0] for t in TASKS})   # epoch, step, best, history, loss sums
-    log = progress.Log(args, update, loop, steps_per_epoch)   # bar, steps.jsonl, --report_to, time across resumes
-    parts = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": update.scaler,   # resume state
-             "smart": adversary, "surgery": surgery, "sampler": sampler, "streams": streams, "mnr": ranking, "log": log}
-    if ck is not None:
-        checkpoint.restore(ck, parts, loop)   # the parts' states, every RNG, the loop's position
-        del ck   # the checkpoint's tensors are in the model and optimizer now
+    objects = {   # what a checkpoint holds: each one's state_dict
+        "model": model, "optimizer": optimizer,
+        "scheduler": linear_warmup_decay(optimizer, int(args.warmup * total_steps), total_steps),
+        "scaler": torch.amp.GradScaler(device.type, enabled=args.amp == "fp16"),   # fp16 only; else passes through
+        "sampler": sampling.TaskSampler(sizes, "annealed" if args.grad_compromise else args.schedule, args.epochs,
+                                        args.seed),
+        "streams": [distributed.stream(train_data[t], args.batch_size, args.seed + i) for i, t in enumerate(TASKS)],
+        "smart": smart.from_args(args, model, total_steps),
+        "mnr": mnr.from_args(args, train_data, lambda data, seed: distributed.stream(data, args.batch_size, seed)),
+        "surgery": pcgrad.from_args(args, trainable, args.seed) or gradvac.from_args(args, model, trainable, args.seed)}
+    # the loop's state, its locals as a checkpoint holds them: fresh, or where the checkpoint stopped
+    loop = checkpoint.restore(ck, objects) if ck is not None else {
+        "epoch": 1, "step": 0, "best": -math.inf, "history": [], "elapsed_s": 0.0,   # where the run is, its records
+        "sums": fresh_sums(), "seen": [0.0, 0], "window": fresh_sums()}   # the epoch's losses, [s, examples]; window
+    del ck   # the checkpoint's tensors are in the model and optimizer now
+    history, kept_dev = train(args, stop, loop, objects, noise, gradient_compromise.from_args(args, TASKS, sizes), dev,
+                              eval_bs, device, base_steps, steps_per_epoch)
+    if distributed.is_main():
+        finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, history, kept_dev)
+    return history
 
+
+def train(args, stop, loop, objects, noise, compromise, dev, eval_bs, device, base_steps, steps_per_epoch):
+    """The epochs: steps, then dev scores, best.pt, last.pt. Returns the records and the kept model's dev outputs."""
+    model, optimizer, scheduler, scaler, sampler, streams, adversary, ranking, surgery = objects.values()
+    amp = autocast(device, args.amp)   # the --amp context of every forward (a no-op for off), built once
+    sync = distributed.Sync(model, device)   # DDP under torchrun (broadcasts rank 0's weights), else nothing
+    examples = args.grad_accum * args.batch_size * distributed.world_size()   # a task's in a step, on every rank
+    epoch, step, best, history, elapsed_s, sums, seen, window = loop.values()   # the loop's state (experiment())
+    started, bad_steps, kept_dev = time.perf_counter() - elapsed_s, 0, None   # bad_steps: non-finite steps in a row
+    steps_log, writer = progress.start(args, (epoch - 1) * steps_per_epoch + step)   # steps.jsonl, TensorBoard
+
+    def resume_state():   # last.pt and interrupted.pt
+        return checkpoint.state(objects, {"epoch": epoch, "step": step, "best": best, "history": history, "elapsed_s":
+                                          time.perf_counter() - started, "sums": sums, "seen": seen, "window": window},
+                                args)
     # ------------------------------------------------------------------ training loop
-    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"),   # a Ctrl-C saves the last step boundary
-                     lambda path: checkpoint.save(path, checkpoint.resume_state(parts, loop, args))):
-        for epoch in loop.epochs(args.epochs):
+    with stop.saving(os.path.join(args.out_dir, "interrupted.pt"), lambda path: checkpoint.save(path, resume_state())):
+        while epoch <= args.epochs:
             sampler.set_epoch(epoch)
             if ranking:
                 ranking.set_epoch(epoch)
-            for step in log.steps(epoch):   # under a bar, or with progress lines in a log
-                loop.step = step   # where a resume starts
-                stop.check()       # 0) Ctrl-C/SIGTERM during the last step stops here: interrupted.pt, exit (above)
+            mark = time.perf_counter()   # the step's time, evaluation left out
+            for step in progress.bar(range(step, steps_per_epoch), f"epoch {epoch}/{args.epochs}", steps_per_epoch,
+                                     step, args.log_seconds):   # a bar, or a progress line every --log_seconds
+                # 0) Ctrl-C/SIGTERM during the last step (on any rank): stop here; stop.saving writes interrupted.pt
+                if distributed.any_rank(stop.signal is not None) if sync.ddp else stop.signal:
+                    raise interrupt.Interrupted(stop.signal or "a signal on another rank")
                 finite = True
                 for micro in range(args.grad_accum):
-                    # 1) draw the task(s): one by --schedule, K (Muppet, surgery) or N (Gradient Compromise)
+                    # 1) the task(s): one by --schedule, K (Muppet, surgery), N (Gradient Compromise), or SST
                     tasks = (sampling.step_tasks(args, sampler, compromise, epoch, TASKS) if step < base_steps
-                             else ["sst"])   # the SST-only steps of --extra_sst_pass
+                             else ["sst"])   # --extra_sst_pass
                     losses = {}
                     for task in tasks:
                         batch = to_device(streams[TASKS.index(task)].next(), device)
@@ -174,8 +200,7 @@ def train(args, stop):
                             u, v = model.features(task, batch)   # (B, C) pooled; v: the second sentence (bi-encoders)
                             out = model.head(task, u, v)
                             loss = task_loss(task, out, batch["labels"])
-                            # 3) each enabled method's term
-                            if args.scale_losses:
+                            if args.scale_losses:   # 3) each enabled method's term
                                 loss = loss_scaling.scaled_task_loss(task, loss)
                             if ranking and v is not None:   # MNR (Benton): on a batch of positive pairs
                                 loss = ranking.loss(task, u, v, batch, loss,
@@ -184,47 +209,74 @@ def train(args, stop):
                                 loss = loss + adversary.loss(task, batch, out)
                             if noise:       # R3F/R4F's noise term
                                 loss = loss + noise.loss(task, batch, out)
-                        if not progress.add_losses(loop.running, {task: loss}):   # the epoch's mean: finite ones only
+                        if math.isfinite(value := loss.item()):   # the means count finite losses only (a NaN sticks)
+                            for s in (sums, window):
+                                s[task] = [s[task][0] + value, s[task][1] + 1]
+                        else:   # never written into the weights: 6) skips the step
                             finite = False
-                            log.print(f"non-finite {task} loss at epoch {epoch} step {step} "
-                                      f"(batch ids {batch['ids'][:3]}...)")
+                            tqdm.write(f"non-finite {task} loss at epoch {epoch} step {step} (ids {batch['ids'][:3]})")
                         losses[task] = losses.get(task, 0.0) + loss
                     if compromise:   # per-task sums divided by S_data^β, β: 0.2 -> 1.0 over the epochs
                         losses = compromise.scale(losses, epoch)
-                    # 4) backward: per task for surgery (local gradients, averaged across ranks in 5), else summed
-                    if surgery:
+                    if surgery:   # 4) backward (fp16: of the scaled-up loss): per task for surgery, else summed
                         with sync.no_sync():
                             surgery.accumulate([losses[t] / args.grad_accum if t in losses else None for t in TASKS],
-                                               update.scaler)
+                                               scaler)
                     else:
                         loss = sum(losses.values()) / args.grad_accum
-                        if world > 1:   # torchrun: the gradients are averaged across ranks here, in this backward
+                        if sync.ddp:   # torchrun: the gradients are averaged across ranks here, in this backward
                             loss = sync.before_backward(loss, last=micro == args.grad_accum - 1)
-                        update.backward(loss)
+                        scaler.scale(loss).backward()
                 if surgery:   # 5) surgery: combine the per-task gradients (PCGrad, GradVac, Gradient Compromise)
                     sync.task_grads(surgery)   # average the K per-task gradients across ranks
                     surgery.apply()
-                update(finite)   # 6) the optimizer step and LR schedule; a bad step (non-finite loss) is skipped here
+                # 6) the update, skipped on all ranks if a loss was not finite on any (fp16: or gradients overflowed)
+                finite = not distributed.any_rank(not finite) if sync.ddp else finite
+                scaler.unscale_(optimizer)   # the true gradients, for the log's norm (in the optimizer's order)
+                norm = torch.nn.utils.get_total_norm([p.grad for g in optimizer.param_groups for p in g["params"]
+                                                      if p.grad is not None])
+                if finite or scaler.is_enabled():
+                    scaler.step(optimizer)   # optimizer.step(), unless fp16 gradients overflowed
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                bad_steps = 0 if finite else bad_steps + 1
+                if bad_steps == MAX_BAD_STEPS:   # a diverged run, not a bad batch
+                    raise UserError(DIVERGED.format(n=MAX_BAD_STEPS, out_dir=args.out_dir))
                 if adversary:    # 7) SMART's teacher follows the student
                     adversary.update_teacher()
-                log.step(len(tasks) * args.grad_accum * args.batch_size * world)   # 8) the log: this step's examples
-            loop.step = steps_per_epoch
+                # 8) the log: this epoch's training time and examples; every --log_every steps a line and a record
+                now, done = time.perf_counter(), (epoch - 1) * steps_per_epoch + step + 1   # done: the run's steps
+                seen, mark = [seen[0] + now - mark, seen[1] + len(tasks) * examples], now
+                if done % args.log_every == 0 and distributed.is_main():
+                    record = progress.record(done, epoch, scheduler.get_last_lr(), window, seen, norm, now - started)
+                    tqdm.write(progress.line(record))
+                    with open(steps_log, "a") as f:
+                        f.write(json.dumps(record) + "\n")
+                    progress.report(writer, "train", record, done)   # --report_to tensorboard
+                    window = fresh_sums()
+                scheduler.step()   # 9) the next step's learning rate; after a skipped update too (resumes see the same)
+            step = steps_per_epoch
 
             # ---------------------------------------------------------- dev evaluation, metrics, best.pt, last.pt
             with stop.abortable():   # changes no training state: a signal abandons it, resume redoes it
-                scores = distributed.on_main(lambda: task_scores(run_heads(model, dev, eval_bs, device, args.amp), dev))
+                dev_out = distributed.on_main(lambda: run_heads(model, dev, eval_bs, device, args.amp))
+            scores = task_scores(dev_out, dev)
             model.train()
-            loop.history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
-                                 **log.epoch_record()})   # mean losses, ex/s, elapsed_s (every session of the run)
-            log.epoch_end(loop.history)   # console, metrics.jsonl, TensorBoard
-            if loop.improved(scores["overall"]):   # best.pt: this model's weights and scores
+            history.append({"epoch": epoch, **{k: round(v, 4) for k, v in scores.items()},
+                            **progress.epoch_record(sums, seen, time.perf_counter() - started)})   # losses, ex/s, time
+            progress.epoch_end(args.out_dir, history, writer, epoch * steps_per_epoch)   # metrics.jsonl, a line
+            kept_dev = dev_out if scores["overall"] > best or args.select_epoch == "last" else kept_dev   # its model's
+            if scores["overall"] > best:   # best.pt: this model's weights and scores
+                best = scores["overall"]
                 checkpoint.save_weights(os.path.join(args.out_dir, "best.pt"), model, args, scores=scores)
-            loop.next_epoch()
-            checkpoint.save_last(args.out_dir, checkpoint.resume_state(parts, loop, args))   # the next epoch from 0
+            epoch, step, sums, seen, window = epoch + 1, 0, fresh_sums(), [0.0, 0], fresh_sums()
+            checkpoint.save_last(args.out_dir, resume_state())   # the next epoch from step 0
+    return history, kept_dev
 
-    if distributed.is_main():
-        finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, loop.history)
-    return loop.history
+
+def fresh_sums() -> dict:
+    """{task: [loss sum, count]}, the epoch's or since the last record, before the first loss."""
+    return {t: [0.0, 0] for t in TASKS}
 
 
 def two_learning_rates(args, model) -> list[dict]:
@@ -234,9 +286,9 @@ def two_learning_rates(args, model) -> list[dict]:
     return groups + [g | {"lr": args.head_lr or args.lr} for g in param_groups(new_params, args.weight_decay)]
 
 
-def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, history):
+def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, history, kept_dev):
     """The kept model's (--select_epoch) six prediction files, raw outputs (for ensembles), model folder, table,
-    plot."""
+    plot. `kept_dev`: that model's dev outputs from its evaluation in this session (None: scored again here)."""
     kept = os.path.join(args.out_dir, f"{args.select_epoch}.pt")   # best.pt, or last.pt: the model as it is now
     if args.select_epoch == "best":
         model.load_state_dict(checkpoint.load(kept)["model"])
@@ -248,7 +300,7 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
            "train_multitask.py", trained_run.model_args("train_multitask.py", args, model.encoder.config.hidden_size))
     checkpoint.share_weights(best, folder)   # one copy on disk: best.pt names model/ when it holds the same weights
     print(f"\ntraining done; the {args.select_epoch} model ({kept}) predicts the dev and test sets", flush=True)
-    outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.out_dir)
+    outputs = write_all_predictions(args, stop, model, dev, test, eval_bs, device, args.out_dir, kept_dev)
     save_outputs(os.path.join(args.out_dir, OUTPUTS), outputs, dev)   # raw logits/scores for minbert.tools.ensemble
     columns = ["epoch", "sst_acc", "para_acc", "sts_pearson", "overall", "train_examples_per_s", "elapsed_s"]
     print("\n" + markdown_table(history, columns))
@@ -273,14 +325,16 @@ def predict_only(args, stop, device) -> None:
     write_all_predictions(args, stop, run.model, dev, test, eval_batch(args.batch_size), device, args.resume)
 
 
-def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source):
-    """The handout's six prediction files from `model`; returns the raw outputs {split: run_heads(...)}.
-    The model is safe in the run folder `source` whatever happens here."""
+def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source, dev_outputs=None):
+    """The handout's six prediction files from `model`; returns the raw outputs {split: run_heads(...)}, the dev
+    split's `dev_outputs` where given (the model's own, from its evaluation). The model is safe in the run folder
+    `source` whatever happens here."""
     outputs = {}
     try:
         with stop.abortable():
             for split, splits in (("dev", dev), ("test", test)):
-                outputs[split] = run_heads(model, splits, eval_bs, device, args.amp, desc=f"predict {split}")
+                outputs[split] = (dev_outputs if split == "dev" and dev_outputs is not None else
+                                  run_heads(model, splits, eval_bs, device, args.amp, desc=f"predict {split}"))
                 for task, (ids, _, out) in outputs[split].items():
                     path = getattr(args, f"{task}_{split}_out")
                     data.write_predictions(path, data.prediction_headers(args)[task], ids, predictions(task, out))

@@ -17,6 +17,12 @@ import tempfile
 from pathlib import Path
 
 
+def in_checkout(filename: str, repo: Path) -> bool:
+    """Is `filename` a file of the checkout `repo`? Compared by path parts, so a sibling folder whose name starts
+    with the checkout's (`minbert-old` beside `minbert`) is not the checkout."""
+    return Path(repo) in Path(filename).parents
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repo", default=str(Path(__file__).resolve().parents[1]), help="checkout to measure")
@@ -39,7 +45,7 @@ def main():
         f = frame.f_code.co_filename
         if state["on"]:   # the function called, and the one calling it (the script's train(), whose loop is the step)
             for code in (frame.f_code, frame.f_back and frame.f_back.f_code):
-                if code and code.co_filename.startswith(str(repo)) and code.co_name != "<module>":
+                if code and in_checkout(code.co_filename, repo) and code.co_name != "<module>":
                     called.setdefault(os.path.relpath(code.co_filename, repo), set()).add(code.co_name)
         if frame.f_code.co_name == "task_loss" and f.endswith("multitask.py") and not state["steps"]:
             state["on"] = True        # the first batch's loss: the step has begun

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import io
 import json
+import re
 
 import pytest
 
@@ -96,7 +97,7 @@ def fingerprint(root, printed: str) -> dict:
     """What a user sees of a run under `root`: metrics, prediction files, the files written, and how many
     progress lines it printed (minbert/core/progress.py)."""
     seen = {"files": sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()),
-            "progress_lines": sum(line.startswith("epoch ") and " step " in line for line in printed.splitlines())}
+            "progress_lines": len(re.findall(r"^.+: +\d+%\|", printed, re.M))}   # tqdm's lines in a log
     for path in root.rglob("*"):
         if path.name == "metrics.jsonl":
             rows = [json.loads(x) for x in path.read_text().splitlines()]

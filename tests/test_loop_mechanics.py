@@ -1,12 +1,12 @@
 """The training loop's mechanics: the optimizer step and its skip counter, what a pass over a task's
 data reshuffles, what the loop's position and best score keep, what best.pt holds.
 
-Each test here was written for a mutant that survived the rest of the suite (bench/mutation.py,
-bench/results/mutation.md names them): a small change to minbert/run/optimizer_step.py,
-minbert/run/checkpoint.py or minbert/tasks/sampling.py that no other test failed on.
-Oracles: torch itself (torch.optim.SGD's step, LambdaLR's schedule, GradScaler's scale, the
-torch.Generator draws a pass is documented to use) and hand-counted cases.
-Run: python -m pytest -q tests/test_loop_mechanics.py   (offline, CPU, ~1 s)
+Many tests here were written for a mutant that survived the rest of the suite (bench/mutation.py,
+bench/results/mutation.md names them): a small change to the scripts' step, minbert/run/checkpoint.py or
+minbert/tasks/sampling.py that no other test failed on.
+Oracles: torch itself (AdamW's step as recorded by a spy, GradScaler's scale, the torch.Generator draws a pass is
+documented to use), an uninterrupted run beside a run with a bad step, and hand-counted cases.
+Run: python -m pytest -q tests/test_loop_mechanics.py   (offline, CPU)
 """
 
 import argparse
@@ -18,114 +18,124 @@ import pytest
 import torch
 
 from minbert.core.errors import UserError
-from minbert.run import checkpoint, optimizer_step
+from minbert.run import checkpoint
 from minbert.tasks import sampling
+from test_train_mml import setup as mml_setup  # noqa: F401  (pytest fixture)
 
 
-def sgd_setup(lr=0.1):
-    w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
-    optimizer = torch.optim.SGD([w], lr=lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
-    return w, optimizer, scheduler
+# ---------------------------------------------------------------------------- the step: skip, schedule, scaler, norm
+def nan_on(monkeypatch, calls):
+    """train_mml with --method mv: the multiverse penalty is NaN at the listed calls (one a step), so those steps
+    are non-finite; returns the call counter."""
+    from minbert.methods.mml import MultiverseHeads
+    real, seen = MultiverseHeads.multiverse_loss, {"n": 0}
 
+    def penalty(self):
+        seen["n"] += 1
+        return real(self) * (float("nan") if seen["n"] in calls else 1.0)
 
-# ---------------------------------------------------------------------------- OptimizerStep
-def test_a_finite_step_is_sgds_step_then_the_schedule_then_zeroed_grads():
-    w, optimizer, scheduler = sgd_setup()
-    step = optimizer_step.OptimizerStep(optimizer, scheduler)
-    step.backward((w * torch.tensor([3.0, 4.0])).sum())                # grad (3, 4)
-    assert step() is True, "OptimizerStep(): a step is finite unless told otherwise"
-    torch.testing.assert_close(w.detach(), torch.tensor([1.0 - 0.3, -2.0 - 0.4]),
-                               msg=lambda m: f"OptimizerStep(finite=True) must take SGD's step w − lr·g: {m}")
-    assert w.grad is None, "OptimizerStep must zero the gradients with set_to_none=True after the step"
-    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.05), "the LR schedule must move once per step"
+    monkeypatch.setattr(MultiverseHeads, "multiverse_loss", penalty)
+    return seen
 
 
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")   # skipped steps: on purpose
-def test_a_non_finite_step_keeps_the_weights_but_moves_the_schedule():
-    w, optimizer, scheduler = sgd_setup()
-    step = optimizer_step.OptimizerStep(optimizer, scheduler)
-    step.backward((w * torch.tensor([3.0, 4.0])).sum())
-    assert step(False) is False
-    torch.testing.assert_close(w.detach(), torch.tensor([1.0, -2.0]),
-                               msg=lambda m: f"OptimizerStep(finite=False) must not update the weights: {m}")
-    assert w.grad is None and optimizer.param_groups[0]["lr"] == pytest.approx(0.05), \
-        "a skipped step still zeroes the gradients and moves the schedule (resume sees the same LRs)"
-
-
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")   # skipped steps: on purpose
-def test_ten_non_finite_steps_in_a_row_stop_the_run_and_a_finite_one_resets_the_count():
-    w, optimizer, scheduler = sgd_setup()
-    step = optimizer_step.OptimizerStep(optimizer, scheduler, out_dir="runs/x")
-    for _ in range(9):
-        step(False)
-    step(True)                                                        # resets the count
-    for _ in range(9):
-        step(False)                                                   # 9 in a row: still running
+def test_ten_non_finite_steps_in_a_row_stop_the_run_and_a_finite_one_resets_the_count(mml_setup, tmp_path,
+                                                                                       monkeypatch):
+    """Steps 1-9 and 11-20 non-finite, step 10 finite: the 10th bad step in a row is step 20 (not step 11, as it
+    would be if the finite step left the count alone), and it stops the run naming the run folder's last.pt."""
+    from test_train_mml import run as run_mml
+    seen = nan_on(monkeypatch, set(range(1, 10)) | set(range(11, 21)))
     with pytest.raises(UserError, match=r"^10 optimizer steps in a row had a non-finite loss: lower --lr or use "
-                                        r"--amp off; runs/x/last\.pt holds the last finished epoch$"):
-        step(False)                                                   # the 10th in a row
+                                        r"--amp off; .*/run/last\.pt holds the last finished epoch$"):
+        run_mml(mml_setup, tmp_path / "run", "--heads", "4", "--epochs", "5", method="mv")
+    assert seen["n"] == 20, f"the run must stop at the 10th bad step in a row, step 20; it stopped at step {seen['n']}"
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
-def test_the_stop_message_names_the_run_folder_when_none_is_given():
-    w, optimizer, _ = sgd_setup()
-    step = optimizer_step.OptimizerStep(optimizer)
-    with pytest.raises(UserError, match=r"; the run folder/last\.pt holds the last finished epoch$"):
-        for _ in range(10):
-            step(False)
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")   # skipped steps: on purpose
+def test_a_non_finite_step_keeps_the_weights_and_moves_the_schedule(tmp_path, monkeypatch):
+    """train_multitask's learning rates (warmup, then decay) as AdamW used them at each update, recorded by a spy:
+    with step 3 non-finite, AdamW is not called at step 3 (the weights stay), and steps 4, 5, ... use the rates of
+    the run without the bad step (the schedule moved on)."""
+    import train_multitask
+    from minbert.adamw import AdamW
+    from test_train_multitask import run
+    used, real_step, real_loss = [], AdamW.step, train_multitask.task_loss
+    calls = {"n": 0}
+
+    def step(self, *a, **k):
+        used.append((calls["n"], [g["lr"] for g in self.param_groups]))
+        return real_step(self, *a, **k)
+
+    def loss_nan_at_3(task, out, labels):
+        calls["n"] += 1
+        loss = real_loss(task, out, labels)
+        return loss * float("nan") if calls["n"] == 3 and bad["on"] else loss
+
+    bad = {"on": False}
+    monkeypatch.setattr(AdamW, "step", step)
+    monkeypatch.setattr(train_multitask, "task_loss", loss_nan_at_3)
+    setup = multitask_setup(tmp_path)
+    run(setup, tmp_path / "clean", "--epochs", "1", "--warmup", "0.5")
+    clean, used[:], calls["n"], bad["on"] = list(used), [], 0, True
+    run(setup, tmp_path / "bad", "--epochs", "1", "--warmup", "0.5")
+    assert [n for n, _ in used] == [n for n, _ in clean if n != 3], \
+        f"the non-finite step 3 must not reach AdamW; updates at steps {[n for n, _ in used]}"
+    assert used == [x for x in clean if x[0] != 3], \
+        "after the skipped step 3 each update must use the learning rate of the same step in the clean run"
 
 
-def test_backward_scales_the_loss_by_the_grad_scaler():
-    w, optimizer, scheduler = sgd_setup()
-    scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
-    step = optimizer_step.OptimizerStep(optimizer, scheduler, scaler)
-    step.backward((w * torch.tensor([3.0, 4.0])).sum())
-    torch.testing.assert_close(w.grad, torch.tensor([24.0, 32.0]), msg=lambda m: f"OptimizerStep.backward with a "
-                               f"GradScaler must backprop scaler.scale(loss) (scale 8): {m}")
-    assert step(True) is True
-    torch.testing.assert_close(w.detach(), torch.tensor([1.0 - 0.3, -2.0 - 0.4]),
-                               msg=lambda m: f"OptimizerStep with a GradScaler: the step must be taken on unscaled grads: {m}")
+def test_under_fp16_backward_runs_on_the_loss_times_the_grad_scalers_scale(mml_setup, tmp_path, monkeypatch):
+    """torch.amp's recipe: scaler.scale(loss).backward(), so small fp16 gradients do not underflow. GradScaler's
+    documented first scale is 2**16, a power of two: the tensor backward starts from is exactly 65536 x the task loss
+    (train_mml --method bert: no penalty term), recorded by spies on task_loss and Tensor.backward."""
+    from minbert.methods.mml import MultiverseHeads
+    from test_train_mml import run as run_mml
+    monkeypatch.setattr("minbert.core.device.resolve_amp", lambda amp, device: (amp, "forced for the test"))
+    losses, started, real_loss, real_backward = [], [], MultiverseHeads.task_loss, torch.Tensor.backward
+
+    def task_loss(self, *a, **k):
+        loss, per_head = real_loss(self, *a, **k)
+        losses.append(loss.item())
+        return loss, per_head
+
+    def backward(self, *a, **k):
+        started.append(self.item())
+        return real_backward(self, *a, **k)
+
+    monkeypatch.setattr(MultiverseHeads, "task_loss", task_loss)
+    monkeypatch.setattr(torch.Tensor, "backward", backward)
+    run_mml(mml_setup, tmp_path / "run", "--epochs", "1", "--amp", "fp16", method="bert")
+    assert started[0] == 65536 * losses[0], \
+        f"--amp fp16: backward must start from the loss x 65536 (GradScaler's first scale): {started[0]} vs {losses[0]}"
 
 
-@pytest.mark.parametrize("scale", [None, 8.0])
-def test_the_measured_gradient_norm_is_the_unscaled_norm_of_the_update_and_the_step_is_unchanged(scale):
-    """grad_norm is ‖g‖₂ over every parameter's gradient, g = (3, 4) and (12,) here: 13. Under fp16 the
-    gradients are scaled by the GradScaler's 8 until unscale_: the norm must be 13, not 104, and the step must still
-    be taken once on the unscaled gradients (GradScaler.step does not unscale again). lr is the one the step used."""
-    w, v = torch.nn.Parameter(torch.tensor([1.0, -2.0])), torch.nn.Parameter(torch.tensor([0.5]))
-    optimizer = torch.optim.SGD([{"params": [w]}, {"params": [v], "lr": 0.01}], lr=0.1)
-    scaler = scale and torch.amp.GradScaler("cpu", init_scale=scale)
-    step = optimizer_step.OptimizerStep(optimizer, None, scaler)
-    step.backward((w * torch.tensor([3.0, 4.0])).sum() + 12 * v.sum())
-    assert step(True) is True
-    assert float(step.grad_norm) == pytest.approx(13.0), \
-        f"OptimizerStep.grad_norm: gradients (3, 4) and (12,) have norm 13, got {step.grad_norm} (GradScaler {scale})"
-    torch.testing.assert_close(w.detach(), torch.tensor([1.0 - 0.3, -2.0 - 0.4]),
-                               msg=lambda m: f"OptimizerStep with its norm (GradScaler {scale}): the step changed: {m}")
-    assert step.last_lr == [0.1, 0.01], f"OptimizerStep.last_lr: the step used lr 0.1 and 0.01, got {step.last_lr}"
+def multitask_setup(root):
+    from conftest import save_tiny_model, write_task_files
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    write_task_files(root / "data")
+    return root / "data", save_tiny_model(root / "model")
 
 
-# ---------------------------------------------------------------------------- LoopState
-def test_best_is_kept_only_when_beaten():
-    loop = checkpoint.LoopState(running={"sst": [0.0, 0]})
-    assert loop.best == -math.inf and loop.improved(-1e9), "the first score, however low, is the best so far"
-    assert loop.improved(0.5) and not loop.improved(0.5) and not loop.improved(0.4), \
-        "LoopState.improved: only a score above every earlier one is a new best (a tie keeps the first best.pt)"
-    assert loop.best == 0.5
+def test_under_fp16_the_logged_gradient_norm_is_the_unscaled_norm_of_the_update(tmp_path, monkeypatch):
+    """The GradScaler multiplies the loss (so the gradients) by its scale, 65536 at first: steps.jsonl's grad_norm
+    must be the norm of the gradients AdamW applies (unscaled), computed here in float64 by a spy on AdamW.step."""
+    from minbert.adamw import AdamW
+    from test_train_multitask import run
+    monkeypatch.setattr("minbert.core.device.resolve_amp", lambda amp, device: (amp, "forced for the test"))
+    norms, real_step = [], AdamW.step
 
+    def step(self, *a, **k):
+        grads = [p.grad.double() for g in self.param_groups for p in g["params"] if p.grad is not None]
+        norms.append(float(torch.sqrt(sum((g * g).sum() for g in grads))))
+        return real_step(self, *a, **k)
 
-def test_next_epoch_resets_the_running_sums_and_the_step():
-    loop = checkpoint.LoopState(running={"sst": [0.0, 0], "para": [0.0, 0]})
-    loop.running["sst"][0] += 2.5
-    loop.running["sst"][1] += 1
-    loop.step = 7
-    loop.next_epoch()
-    assert (loop.epoch, loop.step, loop.running) == (2, 0, {"sst": [0.0, 0], "para": [0.0, 0]}), \
-        f"LoopState.next_epoch: expected epoch 2, step 0 and zeroed running sums, got {loop.epoch}, {loop.step}, {loop.running}"
-    loop.running["para"][1] += 3
-    loop.next_epoch()
-    assert loop.running == {"sst": [0.0, 0], "para": [0.0, 0]}, "the fresh running sums must be a new copy each epoch"
+    monkeypatch.setattr(AdamW, "step", step)
+    run(multitask_setup(tmp_path), tmp_path, "--epochs", "1", "--amp", "fp16", "--log_every", "1")
+    records = [json.loads(x) for x in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
+    assert len(norms) > 1, "fixture: some fp16 updates must be taken"
+    logged = [r["grad_norm"] for r in records if r["grad_norm"] is not None]   # null: overflowed, no update
+    assert len(logged) == len(norms) and logged == pytest.approx(norms, rel=1e-3), \
+        f"--amp fp16: steps.jsonl's grad_norm {logged[:3]} must be the unscaled norms {norms[:3]}, not x65536"
 
 
 # ---------------------------------------------------------------------------- best.pt
@@ -344,14 +354,14 @@ def test_epoch_record_holds_the_mean_training_loss_of_each_task(tiny_run, tmp_pa
         return loss
 
     from minbert.core import progress
-    ends, real_epoch_end = [], progress.Log.epoch_end
+    ends, real_epoch_end = [], progress.epoch_end
 
-    def marking(self, history):
+    def marking(*a):
         ends.append(len(log))
-        return real_epoch_end(self, history)
+        return real_epoch_end(*a)
 
     monkeypatch.setattr(train_multitask, "task_loss", logged)
-    monkeypatch.setattr(progress.Log, "epoch_end", marking)
+    monkeypatch.setattr(progress, "epoch_end", marking)
     history = run(tmp_path, "--epochs", "2", "--steps_per_epoch", "4", "--surgery", "pcgrad")
     for epoch, (start, end) in enumerate(zip([0] + ends[:-1], ends)):
         for task in ("sst", "para", "sts"):
@@ -359,7 +369,7 @@ def test_epoch_record_holds_the_mean_training_loss_of_each_task(tiny_run, tmp_pa
             want = round(sum(values) / len(values), 4)
             assert history[epoch][f"loss_{task}"] == pytest.approx(want, abs=1e-4), \
                 (f"train_multitask.py epoch {epoch + 1}: loss_{task} = {history[epoch][f'loss_{task}']}, expected the "
-                 f"mean of its {len(values)} batch losses {want} (loop.running counts one per batch, reset per epoch)")
+                 f"mean of its {len(values)} batch losses {want} (the loop's sums count one per batch, reset per epoch)")
 
 
 # ---------------------------------------------------------------------------- steps per epoch, sampling flags
@@ -492,8 +502,6 @@ def test_resume_errors_name_the_file_to_use(tmp_path):
 
 
 def test_restore_skips_parts_that_are_off(capsys):
-    loop = checkpoint.LoopState(running={})
-
     class Part:
         def __init__(self):
             self.loaded = None
@@ -501,10 +509,10 @@ def test_restore_skips_parts_that_are_off(capsys):
         def load_state_dict(self, state):
             self.loaded = state
     on = Part()
-    ck = {**checkpoint.rng_states(), "epoch": 2, "step": 3, "best": 0.5, "history": [], "running": {}, "extra": {},
-          "off": {"x": 1}, "on": {"y": 2}, "absent": None}
-    checkpoint.restore(ck, {"off": None, "on": on, "absent": Part()}, loop)
-    assert on.loaded == {"y": 2} and (loop.epoch, loop.step, loop.best) == (2, 3, 0.5)
+    loop = {"epoch": 2, "step": 3, "best": 0.5, "history": []}
+    ck = {**checkpoint.rng_states(), "loop": loop, "off": {"x": 1}, "on": {"y": 2}, "absent": None}
+    assert checkpoint.restore(ck, {"off": None, "on": on, "absent": Part()}) is loop
+    assert on.loaded == {"y": 2}, "restore must load each object that is on, and pass over those that are off"
     out = capsys.readouterr().out
     assert "epoch 2" in out and "step 3" in out, f"restore must say where the run resumes: {out!r}"
 

@@ -108,7 +108,7 @@ def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path, mon
         bad = [k for k, v in state["model"].items() if v.is_floating_point() and not torch.isfinite(v).all()]
         assert not bad, f"--amp {amp}: non-finite weights {bad[:3]}"
         if amp == "fp16":
-            assert state["scaler"] is not None, "--amp fp16 must use (and checkpoint) a GradScaler"
+            assert "scale" in state["scaler"], "--amp fp16 must use (and checkpoint) a GradScaler"
 
 
 def test_non_finite_loss_is_reported_and_never_written_into_weights(setup, tmp_path, monkeypatch, capsys):
@@ -327,3 +327,27 @@ def test_grad_accum_step_uses_the_mean_of_the_micro_batch_gradients(setup, tmp_p
             f"train_multitask.py --grad_accum {accum}: parameter {n}'s gradient at the first step is off the mean of "
             f"the {accum} micro-batch gradients by {diff:.3g} (ratio {got.norm() / want.norm():.3f}; {accum}.000 means "
             f"the losses were summed, not divided by --grad_accum)")
+
+
+@pytest.mark.parametrize("epochs, select", [("1", "best"), ("2", "last")])
+def test_the_dev_set_is_scored_once_at_the_end_of_a_run(setup, tmp_path, monkeypatch, epochs, select):
+    """The kept model's dev predictions come from its own evaluation (a 1-epoch run scored the dev set twice: once to
+    evaluate, once to predict). Oracle: --predict_only on the finished run, which loads model/ and scores the dev set
+    afresh, writes the same dev files byte for byte; and the run scores dev once per epoch, never again."""
+    scored, real = [], train_multitask.run_heads
+
+    def counted(model, splits, *a, **k):
+        scored.append(k.get("desc", "eval"))
+        return real(model, splits, *a, **k)
+
+    monkeypatch.setattr(train_multitask, "run_heads", counted)
+    run(setup, tmp_path, "--epochs", epochs, "--select_epoch", select)
+    assert scored == ["eval"] * int(epochs) + ["predict test"], \
+        f"{epochs} epoch(s), --select_epoch {select}: the run scored {scored}; dev once per epoch, then test only"
+    run(setup, tmp_path / "again", "--epochs", epochs, "--select_epoch", select, "--predict_only", "--resume",
+        str(tmp_path / "run"))
+    for task in ("sst", "para", "sts"):
+        name = f"{task}-dev-output.csv"
+        ours, afresh = (folder / "predictions" / name for folder in (tmp_path, tmp_path / "again"))
+        assert ours.read_bytes() == afresh.read_bytes(), \
+            f"{name}: the run's dev predictions differ from the finished model's, scored afresh by --predict_only"

@@ -4,7 +4,7 @@
   error when it is not there). Nothing touches CUDA before it is asked for.
 - `--amp auto|off|bf16|fp16`: `autocast(device, amp)` runs matmuls in 16-bit while keeping
   reductions (softmax, LayerNorm, losses) in fp32. bf16 has fp32's exponent range, so it needs
-  no loss scaling. fp16 needs a GradScaler (`grad_scaler`, None otherwise): the loss is scaled up
+  no loss scaling. fp16 needs a GradScaler (the scripts make one, enabled for fp16 only): the loss is scaled up
   before backward so small gradients do not underflow, and steps whose gradients overflowed are skipped.
 - `resolve_amp("auto", device)` picks what is fast AND safe on this machine, and says why: bf16 on CUDA with bf16
   and on CPUs with AMX-BF16 or AVX512-BF16; fp16 + GradScaler on older CUDA GPUs; off on any other CPU (bf16 is
@@ -12,6 +12,7 @@
   An explicit `--amp bf16` on such a CPU runs with a warning; `--amp fp16` on a CPU is refused, naming what to use.
 - `--threads N` sets torch's CPU threads; left at 0, `set_threads` takes the cores free now (`choose_threads`) and
   says so in one line: torch's default, one thread per core, fights other jobs for the cores (several times slower).
+  A count above the free cores (--threads N, or a resume's) gets a warning in that line naming the faster count.
 - `keep_freed_memory()` (a fast path, minbert/run/fast_paths.py) and `cpu_name()`, `cpu_capability()` (for
   benchmark tables).
 """
@@ -123,23 +124,38 @@ def set_threads(threads: int = THREADS, device=None, environ=None, load: float |
     environ = os.environ if environ is None else environ
     if threads:
         torch.set_num_threads(threads)
-        line = f"threads: {threads} (--threads)"
+        line = f"threads: {threads} (--threads)" + crowded(threads, cores, load)
     elif environ.get("OMP_NUM_THREADS"):
         line = f"threads: {torch.get_num_threads()} (OMP_NUM_THREADS={environ['OMP_NUM_THREADS']})"
     elif device is not None and device.type != "cpu":
         return None
     elif resumed:
         torch.set_num_threads(resumed)
-        line = f"threads: {resumed} (as the run it resumes, which then continues exactly; --threads N to choose)"
+        line = (f"threads: {resumed} (as the run it resumes, which then continues exactly; --threads N to choose)"
+                + crowded(resumed, cores, load, "; a resume on another count is not bit for bit"))
     else:
         cores = cores or usable_cores()
         load = current_load() if load is None else load
         chosen = choose_threads(cores, load)
         torch.set_num_threads(chosen)
         busy = "no load average here" if load is None else f"other jobs keep {load:.1f} busy now"
-        line = f"threads: {chosen} of {cores} cores ({busy}; --threads N to choose)"
+        line = (f"threads: {chosen} of {cores} cores ({busy}; --threads N to choose: more than the free cores can "
+                f"run several times slower)")
     print(line, flush=True)
     return line
+
+
+def crowded(threads: int, cores: int | None = None, load: float | None = None, then: str = "") -> str:
+    """What the threads line adds when `threads` is more than the cores free now: each operation waits for its
+    slowest thread, so threads on cores that other jobs use hold up the rest, and 1 thread can run several times
+    faster than 2 (3-4x for a resume with --threads 2 at load 4 on 2 cores). Empty otherwise."""
+    cores = cores or usable_cores()
+    load = current_load() if load is None else load
+    free = choose_threads(cores, load)
+    if load is None or threads <= free:
+        return ""
+    return (f"; other jobs keep {load:.1f} of {cores} cores busy now: {threads} threads can run several times "
+            f"slower than --threads {free}{then}")
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4        # glibc's mallopt parameter numbers (malloc.h)
@@ -194,10 +210,6 @@ def autocast(device: torch.device, amp: str):
     """A context manager: autocast to the --amp dtype, or a no-op for 'off'."""
     dtype = AMP_DTYPES[amp]
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
-
-
-def grad_scaler(device: torch.device, amp: str):
-    return torch.amp.GradScaler(device.type) if amp == "fp16" else None
 
 
 def seed_everything(seed: int) -> None:

@@ -2,10 +2,11 @@
 
 A resumable checkpoint must hold one consistent moment: weights, optimizer moments, LR schedule, batch positions
 and RNG states all from the same step boundary, which a KeyboardInterrupt raised mid-step would break. So while a
-run trains (`StopSignal.saving`) a signal only sets a flag; the loop's `check()` at the next step boundary raises
-`Interrupted`, the script saves `interrupted.pt` and exits with status 130. Setup, evaluation and predictions
-change no training state, so a signal stops them at once (`abortable`). Under torchrun a checkpoint is a
-collective, so nothing is abortable and the ranks agree at every boundary (`agree`) to stop together.
+run trains, a signal only sets a flag, `stop.signal`; the loop reads it at the next step boundary and raises
+`Interrupted`, which `stop.saving` turns into interrupted.pt and exit status 130. Setup, evaluation and
+predictions change no training state, so there a signal raises `Interrupted` at once (`abortable`). Under torchrun
+a checkpoint is a collective, so nothing is abortable and the loop asks every rank's flag (distributed.any_rank).
+A second signal raises KeyboardInterrupt: the user insists, and the run ends without saving.
 """
 
 import signal
@@ -22,15 +23,13 @@ class Interrupted(Exception):
 
 
 class StopSignal:
-    """Context manager: while active, SIGINT/SIGTERM request a stop instead of raising mid-step."""
+    """Context manager: while active, SIGINT/SIGTERM set `signal` (its name) instead of raising mid-step."""
 
-    def __init__(self, abortable: bool = True, agree=None):
-        """abortable=False: no phase stops at once (under torchrun every rank must stop at the same step);
-        agree(flag) -> bool combines the ranks' flags at each check (distributed.any_rank)."""
-        self.signum = None
+    def __init__(self, abortable: bool = True):
+        """abortable=False: no phase stops at once (under torchrun every rank must stop at the same step)."""
+        self.signal = None            # the first signal's name, read by the loop at each step boundary
         self._can_abort = abortable
-        self._abortable = abortable   # until defer(): nothing to save yet
-        self._agree = agree
+        self._abortable = abortable   # until saving(): nothing to save yet
         self._previous = {}
 
     def __enter__(self):
@@ -45,36 +44,24 @@ class StopSignal:
         return False
 
     def _handle(self, signum, frame):
-        if self.signum is not None:          # the second signal: the user insists
+        if self.signal is not None:          # the second signal: the user insists
             raise KeyboardInterrupt
-        self.signum = signum
+        self.signal = signal.Signals(signum).name
         if self._abortable:
-            raise Interrupted(signal.Signals(signum).name)
-        print(f"\n{signal.Signals(signum).name}: stopping after this step to save a resumable checkpoint "
+            raise Interrupted(self.signal)
+        print(f"\n{self.signal}: stopping after this step to save a resumable checkpoint "
               f"(again to quit now without saving)", file=sys.stderr, flush=True)
-
-    def defer(self) -> None:
-        """From now on a signal waits for the next check() (call it as training starts)."""
-        self._abortable = False
-
-    def check(self) -> None:
-        """Call at a step boundary: raises Interrupted if a signal came during the last step (on any rank)."""
-        requested = self.signum is not None
-        if self._agree is not None:
-            requested = self._agree(requested)
-        if requested:
-            raise Interrupted(signal.Signals(self.signum).name if self.signum else "a signal on another rank")
 
     @contextmanager
     def saving(self, path, save):
-        """The training loop: from here a signal waits for the next step boundary (check()); there
-        `save(path)` writes the resumable state, and the run exits with EXIT_STATUS."""
-        self.defer()
+        """The training loop: from here a signal waits for the loop to raise Interrupted at a step boundary;
+        then `save(path)` writes the resumable state, and the run exits with EXIT_STATUS."""
+        self._abortable = False
         try:
             yield
         except Interrupted as e:
             save(path)
-            print(f"\n{e}: saved {path}; continue with the same command plus --resume {path}")
+            print(f"\n{e}: saved {path}; continue with the same command plus --resume {path}", flush=True)
             raise SystemExit(EXIT_STATUS) from None
 
     @contextmanager
@@ -83,8 +70,8 @@ class StopSignal:
         if not self._can_abort:
             yield
             return
-        if self.signum is not None:
-            raise Interrupted(signal.Signals(self.signum).name)
+        if self.signal is not None:
+            raise Interrupted(self.signal)
         before, self._abortable = self._abortable, True
         try:
             yield
@@ -92,10 +79,10 @@ class StopSignal:
             self._abortable = before
 
 
-def run(train, args, abortable: bool = True, agree=None):
+def run(train, args, abortable: bool = True):
     """Both scripts' main(): train(args, stop) under a StopSignal. A signal during setup (before
-    stop.defer()) ends the run at once, with nothing to save."""
-    with StopSignal(abortable, agree) as stop:
+    stop.saving) ends the run at once, with nothing to save."""
+    with StopSignal(abortable) as stop:
         try:
             return train(args, stop)
         except Interrupted as e:

@@ -1,9 +1,9 @@
-"""Training checkpoints: plain save and load, the loop's position, and a resume that checks its flags.
+"""Training checkpoints: plain save and load, and a resume that checks its flags.
 
-The pieces, each small, and the script decides when to use them (as nanoGPT builds its checkpoint dict in its loop):
-`save`/`load` (atomic; read without running code), `save_last` (last.pt) and `save_weights` (best.pt), `LoopState`
-(where the loop is, and what it has recorded), `resume_state`/`restore` over the `parts` a script names once (its
-objects with a state_dict), `load_for_resume` (refuses a checkpoint of other flags or another script), and
+The script writes its checkpoint as one dict (as nanoGPT and nanochat do: the model, the optimizer, each method's
+state, `"loop"` with its own locals); this file holds what a loop cannot write in a line: `save`/`load` (atomic;
+read without running code), `save_last` (last.pt) and `save_weights` (best.pt), `rng_states`/`set_rng_states`,
+`load_for_resume` (refuses a checkpoint of other flags or another script; reads an earlier minbert's layout), and
 `share_weights`/`own_weights` (one copy of the weights in a finished run: best.pt names model/ for them).
 
 Files are read with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
@@ -15,7 +15,6 @@ import json
 import math
 import os
 import zipfile
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -211,20 +210,23 @@ def load_for_resume(args, script: str) -> dict:
         raise UserError(f"--resume {args.resume} was trained with other flags; an exact resume needs the same ones:\n"
                         + "\n".join(diff)
                         + "\nRerun with the checkpoint's values, or start a new run without --resume.")
+    if "loop" not in ck and "running" in ck:   # written by an earlier minbert
+        ck["loop"] = earlier_loop(ck)
     return ck
 
 
-def state_dicts(parts: dict) -> dict:
-    """{name: obj.state_dict()} of a script's resumable objects; None stays None (a method that is off), a
-    list gives one state per element (one batch stream per task)."""
-    def one(obj):
-        return [o.state_dict() for o in obj] if isinstance(obj, list) else None if obj is None else obj.state_dict()
-    return {name: one(obj) for name, obj in parts.items()}
-
-
-def resume_state(parts: dict, loop: "LoopState", args) -> dict:
-    """last.pt and interrupted.pt: everything an exact resume needs, at a step boundary."""
-    return {**state_dicts(parts), **rng_states(), **loop.state_dict(), "args": json.dumps(vars(args))}
+def earlier_loop(ck: dict) -> dict:
+    """The "loop" entry of a checkpoint an earlier minbert wrote: the loop's keys at the top level (`running`: the
+    loss sums, `extra`: train_mml's trace and events) and the log's times and sums at the last record under "log"."""
+    log = ck.get("log") or {"elapsed_s": 0.0, "epoch_s": 0.0, "epoch_examples": 0, "last": {}}
+    running = ck["running"]
+    if set(running) == {"task", "mv", "n"}:   # train_mml before both scripts kept {name: [sum, count]}
+        running = {name: [value, running["n"]] for name, value in running.items() if name != "n"}
+    last = {name: log["last"].get(name, (0.0, 0)) for name in running}
+    return {"epoch": ck["epoch"], "step": ck["step"], "best": ck["best"], "history": ck["history"],
+            "elapsed_s": log["elapsed_s"], "sums": running, "seen": [log["epoch_s"], log["epoch_examples"]],
+            "window": {name: [s - last[name][0], n - last[name][1]] for name, (s, n) in running.items()},
+            **ck.get("extra", {})}
 
 
 def rng_states() -> dict:
@@ -238,67 +240,37 @@ def rng_states() -> dict:
     return {k: storable(v) if k == "rng" else [storable(s) for s in v] for k, v in snapshot.items()}
 
 
-@dataclass
-class LoopState:
-    """Where the training loop is and what it has recorded; saved under these six keys in every resume
-    checkpoint. `running` is this epoch's loss sums, back to its first value at every epoch's start."""
-    running: dict
-    epoch: int = 1
-    step: int = 0                   # the next step of this epoch to run
-    best: float = -math.inf         # the best dev score so far (best.pt holds that model)
-    history: list = field(default_factory=list)   # one record per finished epoch (metrics.jsonl)
-    extra: dict = field(default_factory=dict)     # a script's own lists (train_mml: head trace, eliminations)
-
-    def __post_init__(self):
-        self._fresh_running = json.dumps(self.running)
-
-    def epochs(self, num_epochs: int):
-        """The epochs still to run; the caller ends each with next_epoch()."""
-        while self.epoch <= num_epochs:
-            yield self.epoch
-
-    def improved(self, score: float) -> bool:
-        """True (and `score` kept as the best) when `score` beats every earlier epoch's."""
-        if score > self.best:
-            self.best = score
-            return True
-        return False
-
-    def next_epoch(self) -> None:
-        self.epoch, self.step, self.running = self.epoch + 1, 0, json.loads(self._fresh_running)
-
-    def state_dict(self) -> dict:
-        return asdict(self)   # the six fields: epoch, step, best, history, running, extra
-
-    def load_state_dict(self, ck: dict) -> None:
-        self.epoch, self.step, self.best, self.history = ck["epoch"], ck["step"], ck["best"], ck["history"]
-        self.running, self.extra = _sums(ck["running"]), ck["extra"]
-
-
-def _sums(running: dict) -> dict:
-    """Loss sums as {name: [sum, count]}; an MML checkpoint of an earlier minbert kept {"task", "mv", "n"}."""
-    if set(running) == {"task", "mv", "n"}:
-        return {name: [value, running["n"]] for name, value in running.items() if name != "n"}
-    return running
-
-
-def restore(ck: dict, parts: dict, loop: "LoopState") -> None:
-    """Back to the step boundary `ck` was saved at: every part's state, every RNG, the loop's position."""
-    for name, obj in parts.items():
-        if obj is None or ck.get(name) is None:
-            continue
-        for o, s in zip(obj, ck[name]) if isinstance(obj, list) else [(obj, ck[name])]:
-            o.load_state_dict(s)
+def set_rng_states(ck: dict) -> None:
+    """Every RNG back to the checkpoint's state (this rank's under torchrun)."""
     state = dict(distributed.own_rng(ck))
     kind, keys, *rest = state["numpy"]
     set_rng_state(state | {"numpy": (kind, keys["ndarray"].numpy().astype(keys["dtype"]), *rest)})
-    loop.load_state_dict(ck)
-    print(resume_note(loop))
 
 
-def resume_note(loop: "LoopState") -> str:
+def state(objects: dict, loop: dict, args) -> dict:
+    """last.pt and interrupted.pt: {name: obj.state_dict()} of a script's objects (None for a method that is off, a
+    list for one per task), the RNGs, the loop's locals and the flags: all an exact resume needs, at a step boundary."""
+    def one(obj):
+        return None if obj is None else [o.state_dict() for o in obj] if isinstance(obj, list) else obj.state_dict()
+    return {**{name: one(obj) for name, obj in objects.items()}, **rng_states(), "loop": loop,
+            "args": json.dumps(vars(args))}
+
+
+def restore(ck: dict, objects: dict) -> dict:
+    """Back to the step boundary `ck` was saved at: every object's state (as `state` names them) and every RNG;
+    returns the loop's locals, and says where the run continues."""
+    for name, obj in objects.items():
+        if obj is not None and ck.get(name) is not None:   # None: off then (an earlier minbert's scaler off fp16)
+            for o, s in zip(obj, ck[name]) if isinstance(obj, list) else [(obj, ck[name])]:
+                o.load_state_dict(s)
+    set_rng_states(ck)
+    print(resume_note(ck["loop"]))
+    return ck["loop"]
+
+
+def resume_note(loop: dict) -> str:
     """One plain line: where the run continues, and the best dev score so far if an epoch has finished."""
-    where = f"resuming at epoch {loop.epoch}, step {loop.step}"
-    if not loop.history or not math.isfinite(loop.best):
+    where = f"resuming at epoch {loop['epoch']}, step {loop['step']}"
+    if not loop["history"] or not math.isfinite(loop["best"]):
         return f"{where}; no epoch finished yet"
-    return f"{where}; {len(loop.history)} epoch(s) done, best dev score so far {loop.best:.4f}"
+    return f"{where}; {len(loop['history'])} epoch(s) done, best dev score so far {loop['best']:.4f}"

@@ -120,34 +120,36 @@ def test_train_mml_sigint_in_optimizer_step_and_evaluation_resumes_exactly(mml_s
         assert (tmp_path / phase / "eliminations.jsonl").read_text() == (tmp_path / "full" / "eliminations.jsonl").read_text()
 
 
-def test_stop_signal_defers_until_check_and_restores_handlers():
+def test_stop_signal_sets_a_flag_while_saving_and_restores_handlers():
     before = signal.getsignal(signal.SIGINT)
+    saved = []
     with StopSignal() as stop:
-        stop.defer()
-        os.kill(os.getpid(), signal.SIGINT)          # must not raise here, mid-step
-        with pytest.raises(Interrupted):
-            stop.check()                               # ... but at the step boundary
+        with pytest.raises(SystemExit):
+            with stop.saving("interrupted.pt", saved.append):
+                os.kill(os.getpid(), signal.SIGINT)      # mid-step: must not raise here ...
+                assert stop.signal == "SIGINT" and saved == [], "the signal only sets the flag the loop reads"
+                raise Interrupted(stop.signal)           # ... the loop raises at the step boundary
     assert signal.getsignal(signal.SIGINT) is before, "StopSignal must restore the previous SIGINT handler"
 
 
-def test_saving_defers_the_signal_then_saves_once_and_exits_130(tmp_path):
+def test_saving_saves_once_and_exits_130(tmp_path):
     saved = []
     with StopSignal() as stop:
         with pytest.raises(SystemExit) as e:
             with stop.saving(tmp_path / "interrupted.pt", saved.append):
-                os.kill(os.getpid(), signal.SIGINT)   # mid-step: nothing happens yet
-                assert saved == [], "StopSignal.saving must not save before the step boundary"
-                stop.check()                           # the boundary: Interrupted, caught by saving()
+                raise Interrupted("SIGINT")
     assert e.value.code == 130 and saved == [tmp_path / "interrupted.pt"], \
         f"StopSignal.saving must call save(path) once and exit 130; saved {saved}, exit {e.value.code}"
 
 
 def test_second_signal_quits_at_once():
     with StopSignal() as stop:
-        stop.defer()
-        os.kill(os.getpid(), signal.SIGINT)
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
+        with pytest.raises(SystemExit):
+            with stop.saving("unused", lambda path: None):
+                os.kill(os.getpid(), signal.SIGINT)
+                with pytest.raises(KeyboardInterrupt):
+                    os.kill(os.getpid(), signal.SIGINT)
+                raise Interrupted(stop.signal)
 
 
 def test_interrupted_study_keeps_finished_runs_and_continues_the_cut_one(mml_setup, tmp_path, monkeypatch):

@@ -1,28 +1,30 @@
-"""The training log (minbert/core/progress.py): the progress lines of a run in a log, steps.jsonl, its printed line,
---report_to tensorboard, and the clock a resume continues.
+"""The training log (minbert/core/progress.py and the loops of both scripts): progress lines in a log, steps.jsonl,
+its printed line, --report_to tensorboard, and the clock a resume continues.
 
 Oracles: (b) the numbers as train_multitask.py made them, recorded by spies outside the code under test: each
 task loss as task_loss returned it, the learning rates AdamW held when it stepped, and the gradient norm computed
 here in float64 from the gradients AdamW was about to apply. Time is a fake clock that moves 1 s per task batch
-(no real timing), so speeds and elapsed times are exact: 4 examples a batch -> 4.0 ex/s. (c) Properties: with
-stdout piped (pytest captures it: not a terminal) a run prints its lines by the step and time rules; a run
-interrupted (Ctrl-C in its evaluation, or a crash in epoch 2) and resumed records what the uninterrupted run
-records, speed and time included, one record a step.
+(no real timing), so speeds and elapsed times are exact: 4 examples a batch -> 4.0 ex/s; tqdm's clock is faked too
+where its lines are counted. (c) Properties: with stdout piped (pytest captures it: not a terminal) a run prints
+its lines by the step and time rules, each phase's last line at 100%; a run interrupted (Ctrl-C in its
+evaluation, or a crash in epoch 2) and resumed records what the uninterrupted run records, speed and time
+included, one record a step.
 """
 
 import importlib.machinery
 import json
 import math
+import re
 import sys
 import types
 
 import pytest
 import torch
+import tqdm.std
 
 import train_multitask
 from minbert.adamw import AdamW
 from minbert.core import progress
-from minbert.run.checkpoint import LoopState
 from conftest import signal_on_call
 from test_train_multitask import run, setup  # noqa: F401  (fixture)
 
@@ -50,7 +52,7 @@ def spied(monkeypatch):
 
     monkeypatch.setattr(train_multitask, "task_loss", task_loss)
     monkeypatch.setattr(AdamW, "step", step)
-    monkeypatch.setattr(progress, "clock", lambda: now[0])
+    monkeypatch.setattr(train_multitask, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     return losses, updates
 
 
@@ -58,110 +60,90 @@ def records(folder):
     return [json.loads(line) for line in (folder / "run" / "steps.jsonl").read_text().splitlines()]
 
 
-def progress_lines(text):
-    return [line for line in text.splitlines() if line.startswith("epoch ") and " step " in line]
+def bar_lines(text, desc):
+    """The progress lines of one bar in a log ("epoch 1/2:  40%|####      | 10/25 [...]"): (percent, n, total)."""
+    found = re.findall(rf"^{re.escape(desc)}: +(\d+)%\|[^|]*\| (\d+)/(\d+) ", text, re.M)
+    return [tuple(int(x) for x in f) for f in found]
 
 
 # ---------------------------------------------------------------------------- progress lines
-def test_piped_run_prints_a_step_record_line_every_n_steps(setup, tmp_path, capsys):
-    run(setup, tmp_path, "--epochs", "2", "--log_every", "7", "--head_lr", "1e-2")
+def test_piped_run_prints_a_step_record_line_every_n_steps_and_each_epochs_start_and_end(setup, tmp_path, capsys):
+    run(setup, tmp_path, "--epochs", "2", "--log_every", "7", "--head_lr", "1e-2", "--log_seconds", "1e9")
     out = capsys.readouterr().out
-    steps = math.ceil(3 * 24 / 4)   # 72 training examples, batch 4: 18 steps per epoch, 36 in the run
     lines = [line for line in out.splitlines() if line.startswith("step ")]
     assert [int(r.split()[1]) for r in lines] == [7, 14, 21, 28, 35], \
-        f"minbert.core.progress: with --log_every 7, expected a line at steps 7, 14, ..., 35 of 36, got {lines}"
+        f"with --log_every 7, expected a line at steps 7, 14, ..., 35 of 36, got {lines}"
     for part in ("(epoch 2)", "| loss ", "sst ", "| lr ", "heads", "| grad norm ", " ex/s"):
         assert part in lines[-1], f"a step record line must show {part!r}: {lines[-1]!r}"
-    shown = progress_lines(out)   # the progress lines: start, first step, last step of each epoch (fast steps)
-    assert len(shown) == 6 and f"step {steps}/{steps}" in shown[-1] and "ETA" in shown[-1], shown
+    for epoch in (1, 2):   # no time rule here (--log_seconds 1e9): the bar's first and last lines alone
+        shown = bar_lines(out, f"epoch {epoch}/2")
+        assert shown == [(0, 0, STEPS), (100, STEPS, STEPS)], \
+            f"with stdout piped, epoch {epoch} must show a line as it starts and one at 100%; got {shown}"
 
 
-def test_piped_run_with_default_flags_shows_each_epoch_start_and_end(setup, tmp_path, capsys, monkeypatch):
-    """Default: by time only (every 30 s), plus the start, the first and the last step of each epoch, so even a
-    short run shows it is alive. The clock is frozen, so a slow machine's 30 s never add a line here (the time rule
-    has its own test below)."""
-    monkeypatch.setattr(progress, "clock", lambda: 0.0)
-    run(setup, tmp_path, "--epochs", "2")
-    lines = progress_lines(capsys.readouterr().out)
-    assert [line.split(" | ")[0] for line in lines] == [
-        "epoch 1/2 step 0/18 (0%)", "epoch 1/2 step 1/18 (6%)", "epoch 1/2 step 18/18 (100%)",
-        "epoch 2/2 step 0/18 (0%)", "epoch 2/2 step 1/18 (6%)", "epoch 2/2 step 18/18 (100%)"], \
-        f"minbert.core.progress: with stdout piped, a run must print progress lines; got {lines}"
-
-
-def logged_steps(monkeypatch, durations, total, epochs=1, seconds=30.0, first=0, numbers=None):
-    """Drive a Log as a training loop does, with steps of the given fake durations (s), 4 examples each, from step
-    `first` of epoch 1; returns the log (its lines are on stdout)."""
+def fake_tqdm_clock(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(progress, "clock", lambda: now[0])
+    monkeypatch.setattr(tqdm.std, "time", lambda: now[0])
     monkeypatch.setattr(progress, "on_terminal", lambda: False)
-    args = types.SimpleNamespace(epochs=epochs, log_every=10 ** 6, log_seconds=seconds, out_dir="unused",
-                                 report_to="none")
-    loop = LoopState(running={"sst": [1.5, 1]}, step=first)
-    log = progress.Log(args, types.SimpleNamespace(last_lr=[0.1], grad_norm=torch.tensor(1.0)), loop, total)
-    for step, took in zip(log.steps(1), durations):
-        loop.step = step
-        now[0] += took
-        log.step(4, **(numbers or {}))
-    return log
+    return now
 
 
-def test_time_rule_prints_when_log_seconds_have_passed(monkeypatch, capsys):
-    logged_steps(monkeypatch, [10.0] * 10, total=10, seconds=25, numbers={"active": 3})
-    lines = progress_lines(capsys.readouterr().out)
-    # the start, after step 1, then whenever 25 s passed since the last line, and at the last step
-    want = [f"epoch 1/1 step {n}/10 ({10 * n}%)" for n in (0, 1, 4, 7, 10)]
-    assert [line.split(" | ")[0] for line in lines] == want, \
-        f"minbert.core.progress.Log: expected lines at the start and after steps 1, 4, 7 (25 s later) and 10: {lines}"
-    assert lines[-1].endswith("| 0.10 steps/s, 0 ex/s | ETA epoch 0m00s, run 0m00s | sst 1.500 active 3"), \
-        f"a line shows the recent rate, the ETA, the running losses (3 places) and the extra numbers: {lines[-1]}"
+def test_time_rule_prints_a_line_at_the_first_step_end_after_log_seconds(monkeypatch, capsys):
+    now = fake_tqdm_clock(monkeypatch)
+    for _ in progress.bar(range(10), "epoch 1/1", 10, seconds=25):
+        now[0] += 10.0   # a 10 s step
+    shown = bar_lines(capsys.readouterr().out, "epoch 1/1")
+    assert [n for _, n, _ in shown] == [0, 3, 6, 9, 10], \
+        f"10 s steps, --log_seconds 25: lines at the start, after steps 3, 6, 9 (30 s later each) and 10; got {shown}"
 
 
-def test_a_line_is_printed_as_the_epoch_starts_before_the_first_step(monkeypatch, capsys):
-    """The first step pays one-off setup (and the model load is just before it): a log must show the loop has
-    begun before that step runs, not only after it (a run looked hung for a minute)."""
-    logged_steps(monkeypatch, [], total=956, epochs=2, first=86)
-    assert capsys.readouterr().out.splitlines() == [
-        "epoch 1/2 step 86/956 (9%) | starting; a line after the first step, then every 30 s"], \
-        "minbert.core.progress.Log: expected one start line before the first step"
+def test_after_fast_steps_a_slow_one_still_brings_a_line_within_log_seconds(monkeypatch, capsys):
+    """tqdm's own default learns how many steps pass between lines; after 300 fast steps (0.1 s) it would wait for
+    300 more, at 60 s a step 5 h. The bar must look at the clock after every step instead."""
+    now = fake_tqdm_clock(monkeypatch)
+    for i in progress.bar(range(303), "epoch 1/1", 303, seconds=30):
+        now[0] += 0.1 if i < 300 else 60.0
+    shown = [n for _, n, _ in bar_lines(capsys.readouterr().out, "epoch 1/1")]
+    assert shown == [0, 300, 301, 302, 303], \
+        f"the line at 30 s (step 300), then one after each 60 s step, the last one once; got {shown}"
 
 
-def test_the_eta_follows_the_rate_of_the_last_steps_not_the_average_since_the_start(monkeypatch, capsys):
-    """100 steps at 1 s, then the machine gets busy: 3 s a step. At step 150 of 200 the 50 steps left take 150 s at
-    the recent rate (the last RATE_WINDOW = 50 steps were all 3 s); the average since the start (250 s / 150 steps)
-    would say 83 s. The next epoch's 200 steps add 600 s to the run's ETA."""
-    assert progress.RATE_WINDOW == 50
-    # lines: the start, step 1 (t = 1 s), then by time: 249 s later, t = 250 s, is step 150 (100 x 1 s + 50 x 3 s)
-    logged_steps(monkeypatch, [1.0] * 100 + [3.0] * 50, total=200, epochs=2, seconds=249)
-    last = progress_lines(capsys.readouterr().out)[-1]
-    assert last.startswith("epoch 1/2 step 150/200"), last
-    assert "0.33 steps/s, 1 ex/s | ETA epoch 2m30s, run 12m30s" in last, \
-        (f"minbert.core.progress.Log: after 50 steps at 3 s, 50 steps left must be ETA 2m30s (the recent rate), "
-         f"and the run 2m30s + 200 x 3 s = 12m30s; got {last!r}")
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_phase_in_a_log_ends_with_its_100_percent_line(monkeypatch, capsys, terminal):
+    """Evaluation, predictions and predict's scoring (progress.phase): in a log the last line is the phase's end."""
+    fake_tqdm_clock(monkeypatch)
+    monkeypatch.setattr(progress, "on_terminal", lambda: terminal)
+    assert list(progress.phase(iter(range(12)), "predict dev sst, para, sts", 12)) == list(range(12))
+    out = capsys.readouterr().out
+    if terminal:   # the bar is drawn on stderr (tqdm's), and a line names the phase first
+        assert out == "predict dev sst, para, sts: 12 batches\n", out
+        return
+    shown = bar_lines(out, "predict dev sst, para, sts")
+    assert shown[0] == (0, 0, 12) and shown[-1] == (100, 12, 12), \
+        f"a phase in a log must start with a 0% line and end with its 100% line; got {shown}"
 
 
-def test_recent_rate_counts_only_training_time_and_the_window():
-    rate = progress.RecentRate(window=3)
-    rate.restart(0.0)
-    for now, examples in ((1.0, 10), (2.0, 10), (3.0, 10)):
-        rate.add(now, examples)
-    rate.restart(100.0)                    # an evaluation between epochs: not training time
-    rate.add(104.0, 40)                    # a slow step: the window now holds 1 s, 1 s, 4 s
-    assert rate.steps_per_s() == 3 / 6 and rate.examples_per_s() == 60 / 6, \
-        (f"minbert.core.progress.RecentRate: the last 3 steps took 1, 1, 4 s for 10, 10, 40 examples: expected "
-         f"0.5 steps/s and 10 ex/s, got {rate.steps_per_s()}, {rate.examples_per_s()}")
+def test_a_runs_log_shows_every_phase_to_its_100_percent_line(setup, tmp_path, capsys):
+    """Training, evaluation and the test set's predictions in a run; the dev set's predictions in --predict_only
+    (a run writes those from its evaluation's outputs, test_train_multitask.py)."""
+    run(setup, tmp_path, "--epochs", "1")
+    run(setup, tmp_path, "--epochs", "1", "--predict_only", "--resume", str(tmp_path / "run"), "--overwrite")
+    out = capsys.readouterr().out
+    for desc in ("epoch 1/1", "eval sst, para, sts", "predict test sst, para, sts", "predict dev sst, para, sts"):
+        shown = bar_lines(out, desc)
+        assert shown and shown[0][0] == 0 and shown[-1][0] == 100 and shown[-1][1] == shown[-1][2], \
+            f"train_multitask.py's log: the {desc!r} phase must start at 0% and end with its 100% line: {shown}"
 
 
 def test_epoch_end_rewrites_metrics_jsonl_on_rank_0_only(tmp_path, monkeypatch, capsys):
     history = [{"epoch": 1, "overall": 0.5}, {"epoch": 2, "overall": 0.6}]
     for rank, folder in (("1", tmp_path / "rank1"), ("0", tmp_path)):
         monkeypatch.setenv("RANK", rank)
-        args = types.SimpleNamespace(out_dir=str(folder), report_to="none")
-        progress.Log(args, None, LoopState(running={}), 1).epoch_end(history)
-    assert not (tmp_path / "rank1").exists(), "Log.epoch_end on rank 1 must write no file (rank 0 writes)"
+        progress.epoch_end(folder, history, None, 36)
+    assert not (tmp_path / "rank1").exists(), "progress.epoch_end on rank 1 must write no file (rank 0 writes)"
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(x) for x in lines] == history, "Log.epoch_end must rewrite metrics.jsonl with every record"
-    assert capsys.readouterr().out == f"{history[-1]}\n", "Log.epoch_end prints the last record, on rank 0 only"
+    assert [json.loads(x) for x in lines] == history, "progress.epoch_end must rewrite metrics.jsonl with every record"
+    assert capsys.readouterr().out == f"{history[-1]}\n", "progress.epoch_end prints the last record, on rank 0 only"
 
 
 # ---------------------------------------------------------------------------- steps.jsonl
@@ -293,7 +275,7 @@ def test_a_resume_from_a_step_that_has_a_record_keeps_exactly_one_record_per_ste
     run(setup, tmp_path, *flags, "--resume", str(tmp_path / "run" / checkpoint))
     steps = [r["step"] for r in records(tmp_path)]
     assert steps == [6, 12, 18, 24, 30, 36], \
-        (f"minbert.core.progress.Log.load_state_dict: resumed from {checkpoint} (records before it: {before}), "
+        (f"minbert.core.progress.start: resumed from {checkpoint} (records before it: {before}), "
          f"steps.jsonl holds the steps {steps}; each of 6, 12, ..., 36 must be there exactly once")
 
 

@@ -2,12 +2,13 @@
 
 Oracles: torch's own weights-only unpickler (what a safe load accepts), and round trips: every
 random stream and counter a resume checkpoint holds comes back equal (numpy's RNG keys included, which
-are stored as a tensor because weights-only loading refuses numpy arrays); (a) a stored reference layout:
-a dict written by hand in the key layout of the single TrainState object (before the split into
-LoopState and plain functions) still restores.
+are stored as a tensor because weights-only loading refuses numpy arrays); (a) stored reference layouts:
+dicts written by hand in the key layouts of earlier minbert versions (the loop's keys at the top level, the log's
+times under "log") still restore, into the "loop" entry the scripts read.
 """
 
 import json
+import math
 import random
 from argparse import Namespace
 
@@ -33,97 +34,89 @@ def test_a_checkpoint_holding_a_pickled_object_is_refused_with_a_message(tmp_pat
         f"checkpoint.load must refuse a pickled object and say so, naming the file; got: {e.value}"
 
 
-def test_resume_state_round_trip_restores_counters_rng_and_parts(tmp_path):
+def test_resume_state_round_trip_restores_counters_rng_and_objects(tmp_path):
     args = Namespace(epochs=3, out_dir=str(tmp_path), resume=str(tmp_path / "last.pt"), lr=0.1, eval_tasks=["QNLI"])
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     model(torch.randn(4, 3)).sum().backward()
     optimizer.step()
-    parts = {"model": model, "optimizer": optimizer, "scaler": None}
-    loop = checkpoint.LoopState(running={"loss": 0.0, "n": 0})
-    loop.epoch, loop.step, loop.best, loop.history = 2, 5, 0.75, [{"epoch": 1, "overall": 0.75}]
-    loop.running, loop.extra = {"loss": 1.5, "n": 3}, {"trace": [(1, 4)]}
+    loop = {"epoch": 2, "step": 5, "best": 0.75, "history": [{"epoch": 1, "overall": 0.75}],
+            "sums": {"loss": [1.5, 3]}, "trace": [(1, 4)]}
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
-    checkpoint.save(tmp_path / "last.pt", {**checkpoint.state_dicts(parts), **checkpoint.rng_states(),
-                                           **loop.state_dict(), "args": json.dumps(vars(args))})
+    checkpoint.save(tmp_path / "last.pt", checkpoint.state({"model": model, "optimizer": optimizer, "smart": None},
+                                                           loop, args))
     want = (random.random(), np.random.rand(), torch.rand(1).item())   # the draws right after the save
 
     fresh_model = torch.nn.Linear(3, 2)
     fresh_opt = torch.optim.SGD(fresh_model.parameters(), lr=0.1, momentum=0.9)
-    fresh = checkpoint.LoopState(running={"loss": 0.0, "n": 0})
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
-    checkpoint.restore(checkpoint.load(tmp_path / "last.pt"),
-                       {"model": fresh_model, "optimizer": fresh_opt, "scaler": None}, fresh)
+    got_loop = checkpoint.restore(checkpoint.load(tmp_path / "last.pt"),
+                                  {"model": fresh_model, "optimizer": fresh_opt, "smart": None})
     got = (random.random(), np.random.rand(), torch.rand(1).item())
     assert got == want, f"checkpoint.restore must restore the python, numpy and torch RNGs: draws {got}, expected {want}"
-    assert (fresh.epoch, fresh.step, fresh.best, fresh.history) == (2, 5, 0.75, [{"epoch": 1, "overall": 0.75}])
-    assert fresh.running == {"loss": 1.5, "n": 3} and fresh.extra == {"trace": [(1, 4)]}
+    assert got_loop == loop, f"checkpoint.restore must return the loop's locals as saved: {got_loop}"
     for a, b in zip(model.state_dict().values(), fresh_model.state_dict().values()):
         assert torch.equal(a, b), "checkpoint.restore must restore the model's weights"
     momentum = [s["momentum_buffer"] for s in fresh_opt.state_dict()["state"].values()]
     assert momentum and all(torch.isfinite(m).all() for m in momentum), "checkpoint.restore must restore the optimizer"
-    assert json.loads(torch.load(tmp_path / "last.pt", weights_only=True)["args"])["eval_tasks"] == ["QNLI"], \
-        "the flags are stored as JSON"
+    stored = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert set(stored) == {"model", "optimizer", "smart", "rng", "loop", "args"}, \
+        f"the key layout on disk: one key per object, the RNGs, the loop, the flags; got {sorted(stored)}"
+    assert json.loads(stored["args"])["eval_tasks"] == ["QNLI"], "the flags are stored as JSON"
 
 
-def test_checkpoint_in_the_old_train_state_layout_still_restores(tmp_path):
-    """A last.pt as TrainState.state_dict() wrote it, by hand: one key per part (None for a method that is off,
-    a list for per-task streams), 'rng' with numpy's state as {'ndarray', 'dtype'}, the six loop keys and 'args'."""
+def earlier_rng():
+    np_state = np.random.get_state()
+    return {"python": random.getstate(),
+            "numpy": (np_state[0], {"ndarray": torch.from_numpy(np_state[1].copy()), "dtype": "uint32"}, *np_state[2:]),
+            "torch": torch.get_rng_state()}
+
+
+def test_checkpoint_in_an_earlier_layout_still_restores(tmp_path):
+    """A last.pt as minbert wrote it before the loop's state was one "loop" entry, by hand: one key per part (None
+    for a method that is off, a list for per-task streams), 'rng', the six loop keys at the top level, the log's
+    times and its sums at the last record under 'log', and 'args'."""
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     model(torch.randn(4, 3)).sum().backward()
     optimizer.step()
     stream = torch.nn.Linear(1, 1)   # stands in for one batch stream per task: anything with a state_dict
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
-    np_state = np.random.get_state()
     old = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": None, "scaler": None,
-           "smart": None, "streams": [stream.state_dict(), stream.state_dict()],
-           "rng": {"python": random.getstate(),
-                   "numpy": (np_state[0], {"ndarray": torch.from_numpy(np_state[1].copy()), "dtype": "uint32"},
-                             *np_state[2:]),
-                   "torch": torch.get_rng_state()},
+           "smart": None, "streams": [stream.state_dict(), stream.state_dict()], "rng": earlier_rng(),
            "epoch": 2, "step": 3, "best": 0.5, "history": [{"epoch": 1, "overall": 0.5}],
-           "running": {"sst": [1.0, 2]}, "extra": {}, "args": json.dumps({"lr": 0.1})}
+           "running": {"sst": [1.0, 2]}, "extra": {},
+           "log": {"elapsed_s": 12.5, "epoch_s": 3.0, "epoch_examples": 24, "last": {"sst": [0.25, 1]}, "step": 21},
+           "args": json.dumps({"lr": 0.1})}
     want = (random.random(), np.random.rand(), torch.rand(1).item())
     torch.save(old, tmp_path / "last.pt")
 
     fresh_model, streams = torch.nn.Linear(3, 2), [torch.nn.Linear(1, 1), torch.nn.Linear(1, 1)]
     fresh_opt = torch.optim.SGD(fresh_model.parameters(), lr=0.1, momentum=0.9)
-    parts = {"model": fresh_model, "optimizer": fresh_opt, "scheduler": None, "scaler": None, "smart": None,
-             "streams": streams}
-    loop = checkpoint.LoopState(running={"sst": [0.0, 0]})
+    objects = {"model": fresh_model, "optimizer": fresh_opt, "scheduler": None, "scaler": None, "smart": None,
+               "streams": streams}
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
-    checkpoint.restore(checkpoint.load(tmp_path / "last.pt"), parts, loop)
+    args = Namespace(resume=str(tmp_path / "last.pt"), predict_only=False, lr=0.1)
+    loop = checkpoint.restore(checkpoint.load_for_resume(args, "train_multitask.py"), objects)
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == want, "the old layout's RNG states must restore"
-    assert (loop.epoch, loop.step, loop.best, loop.running) == (2, 3, 0.5, {"sst": [1.0, 2]})
+    assert loop == {"epoch": 2, "step": 3, "best": 0.5, "history": [{"epoch": 1, "overall": 0.5}], "elapsed_s": 12.5,
+                    "sums": {"sst": [1.0, 2]}, "seen": [3.0, 24], "window": {"sst": [0.75, 1]}}, loop
+    assert list(loop) == ["epoch", "step", "best", "history", "elapsed_s", "sums", "seen", "window"], \
+        "the loop's keys in the order the scripts unpack them"
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh_model.state_dict().values()))
     assert all(torch.equal(s.weight, stream.weight) for s in streams), "per-task parts restore from a list"
-    loop.epoch, loop.step, loop.best = 2, 3, 0.5
-    now = {**checkpoint.state_dicts(parts), **checkpoint.rng_states(), **loop.state_dict(), "args": old["args"]}
-    assert set(now) == set(old), f"the key layout on disk changed: {sorted(set(now) ^ set(old))}"
 
 
 def test_an_mml_checkpoint_with_the_earlier_loss_sums_resumes_in_the_one_shape():
     """train_mml.py kept {"task": sum, "mv": sum, "n": count} before both scripts kept {name: [sum, count]}: a run
-    interrupted under the earlier code resumes with the same means (not a TypeError at its first step)."""
-    loop = checkpoint.LoopState(running={"task": [0.0, 0], "mv": [0.0, 0]})
-    loop.load_state_dict({"epoch": 2, "step": 7, "best": 0.5, "history": [], "extra": {},
-                          "running": {"task": 3.5, "mv": 1.25, "n": 5}})
-    assert loop.running == {"task": [3.5, 5], "mv": [1.25, 5]}, \
-        f"LoopState.load_state_dict: an earlier MML checkpoint's sums should read as [sum, count]: {loop.running}"
-
-
-def test_loop_state_walks_the_remaining_positions_and_keeps_the_best():
-    loop = checkpoint.LoopState(running={"n": 0}, epoch=2, step=5)
-    loop.running["n"] = 7
-    loop.next_epoch()
-    assert (loop.epoch, loop.step, loop.running) == (3, 0, {"n": 0}), "next_epoch: step 0 and fresh loss sums"
-    walked = []
-    for epoch in loop.epochs(4):
-        walked.append(epoch)
-        loop.next_epoch()
-    assert walked == [3, 4], f"epochs() yields the epochs still to run: {walked}"
-    assert loop.improved(0.1) and not loop.improved(0.1) and loop.improved(0.2) and loop.best == 0.2
+    interrupted under the earlier code resumes with the same means (not a TypeError at its first step), and its
+    head trace and eliminations come last, where train_mml.py unpacks them."""
+    loop = checkpoint.earlier_loop({"epoch": 2, "step": 7, "best": 0.5, "history": [],
+                                    "extra": {"trace": [(1, 4)], "events": []},
+                                    "running": {"task": 3.5, "mv": 1.25, "n": 5}})
+    assert loop["sums"] == {"task": [3.5, 5], "mv": [1.25, 5]}, \
+        f"checkpoint.earlier_loop: an earlier MML checkpoint's sums should read as [sum, count]: {loop['sums']}"
+    assert list(loop)[-2:] == ["trace", "events"] and loop["trace"] == [(1, 4)], loop
 
 
 def test_resume_with_other_method_flags_is_refused_with_the_difference(tmp_path):
@@ -165,11 +158,10 @@ def test_an_unreadable_checkpoint_is_one_line_without_torch_advice(tmp_path, wri
 
 def test_resume_note_is_a_plain_line_never_best_minus_infinity():
     """Oracle: property. Before any epoch ends there is no best score to show ("best -inf" was printed)."""
-    loop = checkpoint.LoopState(running={})
-    loop.step = 86
+    loop = {"epoch": 1, "step": 86, "best": -math.inf, "history": []}
     assert checkpoint.resume_note(loop) == "resuming at epoch 1, step 86; no epoch finished yet"
-    loop.history, loop.epoch, loop.step = [{"epoch": 1, "overall": 0.5}, {"epoch": 2, "overall": 0.61234}], 3, 0
-    loop.improved(0.5), loop.improved(0.61234)
+    loop = {"epoch": 3, "step": 0, "best": 0.61234, "history": [{"epoch": 1, "overall": 0.5},
+                                                                 {"epoch": 2, "overall": 0.61234}]}
     note = checkpoint.resume_note(loop)
     assert note == "resuming at epoch 3, step 0; 2 epoch(s) done, best dev score so far 0.6123", note
 
