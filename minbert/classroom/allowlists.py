@@ -70,7 +70,7 @@ nn.GELU nn.ReLU nn.Tanh nn.Sigmoid nn.SiLU nn.Softmax nn.Dropout nn.Identity
 MODULES = "torch numpy math itertools functools operator collections copy dataclasses".split()
 BUILTINS = """abs all any bool callable complex dict divmod enumerate filter float frozenset hash int isinstance
 issubclass iter len list map max min next ord chr pow print range repr reversed round set slice sorted str sum tuple
-zip bytes hasattr getattr type""".split()    # getattr/hasattr: a literal name only; type: `type(x).__name__` only
+zip bytes object hasattr getattr type""".split()    # getattr/hasattr: a literal name only; type: `type(x).__name__` only
 # Refused to every block, each for its reason (reviewed): code loading, files, processes, the fence, memory.
 LOADS, FILES, MEMORY = "loads or compiles code", "reads or writes files", "reads memory at an address"
 KEYS = "makes attributes from runtime names (a protocol attribute such as __array_interface__)"
@@ -93,7 +93,7 @@ REFLECTION = {
     "numpy.core": "numpy's private core", "numpy.testing": "starts processes", "numpy.f2py": LOADS,
     "numpy.frombuffer": MEMORY, "numpy.from_dlpack": MEMORY, "numpy.fromfile": FILES, "numpy.load": FILES,
     "numpy.save": FILES, "numpy.savez": FILES, "numpy.savez_compressed": FILES, "numpy.loadtxt": FILES,
-    "numpy.savetxt": FILES, "numpy.genfromtxt": FILES, "numpy.fromregex": FILES, "numpy.DataSource": FILES,
+    "numpy.savetxt": FILES, "numpy.genfromtxt": FILES, "numpy.fromregex": FILES,
     "operator.attrgetter": "reads attributes by runtime name", "operator.methodcaller": "calls methods by runtime name",
     "collections.namedtuple": KEYS, "dataclasses.make_dataclass": KEYS,
 }

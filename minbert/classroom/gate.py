@@ -265,7 +265,7 @@ class _Reader:
         for k in node.keywords:
             if k.arg is None and not (isinstance(k.value, ast.Dict) and all(
                     isinstance(x, ast.Constant) and isinstance(x.value, str) and x.value.isidentifier()
-                    for x in k.value.keys)):
+                    and self.visit(x, scopes) is not False for x in k.value.keys)):
                 return self.refuse(node, "**" + ast.unparse(k.value)[:40], "passes names the gate cannot read")
         f = node.func
         if isinstance(f, ast.Name) and f.id in ("getattr", "hasattr") and self.lookup(f.id, scopes) is None:
@@ -324,6 +324,8 @@ class _Reader:
         lists, names = self.lists[self.line_of[node.lineno][0]], path.split(".") + parts
         if names[0] == "minbert" and not imported and not path.startswith("minbert.core"):
             return self.values(node, parts, None)                  # the course's given code, as the file imports it
+        if ".".join(names[:2]) in lists.forms:
+            return self.refuse(node, ".".join(names[:2]), "takes literal keyword arguments only, called where named")
         if names[0] not in lists.modules:
             return self.refuse(node, ".".join(names[:2] if names[0] == "minbert" else names[:1]),
                                "is not a module a block may name")
