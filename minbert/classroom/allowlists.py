@@ -88,7 +88,8 @@ REFLECTION = {
     "torch.nn.ParameterDict": KEYS, "torch.nn.utils.parametrize": "builds classes at run time",
     "torch.nn.utils.parametrizations": "builds classes at run time",
     "numpy.ndarray": "its constructor reads any buffer as objects (dtype object): " + MEMORY,
-    "numpy.recarray": MEMORY, "numpy.memmap": FILES, "numpy.rec": MEMORY, "numpy.char": MEMORY,
+    "numpy.recarray": MEMORY, "numpy.linalg.lapack_lite": "LAPACK with sizes unchecked: writes past a buffer",
+    "torch.cuda": "the device allocator frees any address (caching_allocator_delete)", "numpy.memmap": FILES, "numpy.rec": MEMORY, "numpy.char": MEMORY,
     "numpy.lib": "stride_tricks.as_strided " + MEMORY + "; format unpickles", "numpy.ctypeslib": MEMORY,
     "numpy.core": "numpy's private core", "numpy.testing": "starts processes", "numpy.f2py": LOADS,
     "numpy.frombuffer": MEMORY, "numpy.from_dlpack": MEMORY, "numpy.fromfile": FILES, "numpy.load": FILES,
@@ -99,9 +100,13 @@ REFLECTION = {
 }
 # An attribute on any value (its type unknown before it runs) with one of these names is refused: frames,
 # generators, coroutines, code and tracebacks (f_back, gi_frame, co_code, tb_frame), the MRO and closure cells,
-# and the memory and file methods whatever object has them (numpy's ctypes, tofile; a storage's resize_).
+# and the memory and file methods whatever object has them (numpy's ctypes, tofile, resize, byteswap of an object
+# array's pointers; a memoryview's cast; a storage's resize_). `.data` is read only on the way to another attribute
+# (`p.data.mul_(...)`): an object array's `.data` is a writable memoryview of its pointers.
 WORDS = r"^(f|gi|cr|ag|tb|co)_|^(mro|cell_contents|ctypes|data_as|tofile|fromfile|from_file|from_buffer|frombuffer" \
-        r"|dump|dumps|load|save|set_|storage|untyped_storage|resize|format_map)$"
+        r"|dump|dumps|load|save|set_|storage|untyped_storage|resize|byteswap|cast|cffi|capsule|format_map)$"
+# Refused classes whose methods a block may still name (`np.ndarray.argmin`: an instance's method, no constructor).
+METHODS_OF = ["numpy.ndarray"]
 # The forms a given idiom reads as what it means: `types.SimpleNamespace(name=value, ...)` (literal keywords only).
 FORMS = {"types.SimpleNamespace": "literal keyword arguments only (its attributes are the names written)"}
 ATTENTION = "computes the attention the assignment asks for"
@@ -163,6 +168,7 @@ def gate_lists(ASSIGNMENTS) -> dict:
     """The lists in the form gate.py reads (and the copy's tests/ALLOWED.json holds): per assignment, what its
     record removes from the vocabulary and its composites, besides the lists common to all."""
     return {"modules": MODULES, "builtins": BUILTINS, "reflection": REFLECTION, "words": WORDS, "forms": FORMS,
+            "methods_of": METHODS_OF,
             "suggest": SUGGEST, "composites": {a.key: {**COMPOSITES.get(a.key, {}), **{
                 f"{space}{name}": why for name, why in a.removes.items() for space in NAMESPACES}}
                 for a in ASSIGNMENTS}}

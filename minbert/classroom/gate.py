@@ -36,7 +36,7 @@ class Lists:
 
     def __init__(self, data: dict, key: str | None):
         self.key, self.modules, self.builtins, self.forms = key, set(data["modules"]), set(data["builtins"]), data["forms"]
-        self.words, self.suggest = re.compile(data["words"]), data["suggest"]
+        self.words, self.suggest, self.methods_of = re.compile(data["words"]), data["suggest"], data["methods_of"]
         self.refused = {p: f"is refused to every block ({why})" for p, why in data["reflection"].items()}
         self.refused |= {p: f"is assignment {key}'s answer ({why})" for p, why in data["composites"].get(key, {}).items()}
         self.objects = {}                                  # {id: (object, path)}: the same object by any path
@@ -315,6 +315,8 @@ class _Reader:
                 return self.refuse(node, f".{part}", "reaches frames, code, memory or files")
             if part == "format" and not (i == 0 and isinstance(base, ast.Constant) and isinstance(base.value, str)):
                 return self.refuse(node, ".format", "on anything but a string literal is refused")
+        if parts[-1:] == ["data"] and isinstance(node.ctx, ast.Load):
+            return self.refuse(node, ".data", "is read only on the way to a method (an array's is a memoryview)")
         return True
 
     def chain(self, node, path: str, parts: list, imported=False) -> bool:
@@ -335,9 +337,13 @@ class _Reader:
             if names[i - 1].startswith("_") and not FOREACH.match(here):
                 return self.refuse(node, here, "is private: refused in a solution block")
             hit = lists.listed(here, obj)
-            if hit and not (id(node) in self.types and isinstance(obj, type)):
+            named = id(node) in self.types or hit in lists.methods_of and i < len(names)    # a type, not called
+            if hit and not (named and isinstance(obj, type)):
                 return self.refuse(node, here, ("" if hit == here else f"is `{hit}`, which ") + lists.refused[hit])
             if not inspect.ismodule(obj):
+                home = getattr(obj, "__module__", None) if callable(obj) else None
+                if isinstance(home, str) and home.split(".")[0].lstrip("_") not in lists.modules:
+                    return self.refuse(node, here, f"is {home}'s, not a member of {names[i - 2]}")
                 return self.values(node, names[i:], None)
             if obj.__name__ != here:                          # a module another module imported: not its member
                 return self.refuse(node, here, f"is the module {obj.__name__}, not a member of {names[i - 2]}")

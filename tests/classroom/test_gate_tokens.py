@@ -56,6 +56,15 @@ ROUTES = {
     "a tensor pointed at any memory (set_)": ("q.set_(q.untyped_storage(), 0, (999,), (999,))", "`.set_`"),
     "a storage shrunk under its tensor": ("q.untyped_storage().resize_(0)", "`.untyped_storage`"),
     "memoryview": ("_m = memoryview(bytes(8))", "`memoryview`"),
+    "an object array's pointers rewritten through its memoryview's cast": (
+        f"{NP}_a = np.array([None])\n_a.data.cast('B')[:8] = ({ADDRESS}).to_bytes(8, 'little')", "`.cast`"),
+    "an object array's memoryview by an alias": (NP + "_m = np.array([None]).data\n_m[0:1] = _m", "`.data`"),
+    "an object array's pointers byte-swapped": (NP + "np.array([print]).byteswap(inplace=True)", "`.byteswap`"),
+    "an array resized under its views": (NP + "_a = np.zeros(2)\n_a.resize(9, refcheck=False)", "`.resize`"),
+    "LAPACK with unchecked sizes": (NP + "_f = np.linalg.lapack_lite.dgelsd", "`numpy.linalg.lapack_lite`"),
+    "the CUDA allocator": ("torch.cuda.caching_allocator_delete(q.data_ptr())", "`torch.cuda`"),
+    "a stdlib function a listed module imported": ("_s = torch.serialization.os.system", "`torch.serialization`"),
+    "a builtin a listed module holds": ("import numpy as np\n_g = np.ma.core.builtins", "`numpy.ma.core.builtins`"),
     "id": ("_a = id(q)", "`id`"),
     "the mode stack by torch's private getter": ("_m = torch._C._get_function_stack_at(0)", "`torch._C`"),
     "a mode class's handler replaced": (
@@ -89,7 +98,7 @@ IDIOMS = [
     "loss = nn.BCEWithLogitsLoss()(q, q.sigmoid()) + nn.MSELoss()(q, q)",
     "import itertools\npairs = list(itertools.chain.from_iterable([[1], [2]]))",
     NP + "a = np.fabs(np.copy(q.numpy()))\nn = np.linalg.norm(a)\nt = torch.from_numpy(a)",
-    NP + "a = q.numpy()\nok = isinstance(a, (np.ndarray, list))",
+    NP + "a = q.numpy()\nok = isinstance(a, (np.ndarray, list))\ni = np.ndarray.argmin(a)",
     NP + "def f(a: np.ndarray) -> np.ndarray:\n    return a",
     "import types\nstate = types.SimpleNamespace(centers=q, count=0)",
     "import math\nimport functools, operator\ns = functools.reduce(operator.add, [math.sqrt(2.0), 1.0])",
@@ -97,7 +106,7 @@ IDIOMS = [
     "torch._foreach_div_([q], [2.0])",
     "name = f'{q.dim()}_head'\nkey = 'word_embedding.weight'\nmsg = '{0} {k:.2f}'.format(1, k=2.0)",
     "kw = dict(dim=-1)\ny = F.softmax(q, **{'dim': -1})",
-    NP + "x = np.array([None, 1], dtype=object)\nb = q.data_ptr()",
+    NP + "x = np.array([None, 1], dtype=object)\nb = q.data_ptr()\nq.data.mul_(1.0)\nself.w = q.data.clone()",
     "y = torch.special.ndtr(q) + torch.fft.rfft(q).real.sum() + torch.linalg.vector_norm(q)",
 ]
 
@@ -123,12 +132,15 @@ def test_the_given_codes_private_names_are_refused(tmp_path):
     assert "`_unique_value_clusters` is the given code's private name" in got, got
 
 
-def test_the_ndarray_constructor_turns_an_address_into_the_object_there():
-    """Why numpy.ndarray is on REFLECTION: with an object dtype (which no word need spell) and an int buffer it
-    reads the address as a pointer. Run outside the gate, in a process of its own."""
-    code = ("import numpy as np; o = np.ndarray((1,), dtype=np.array([None]).dtype, buffer=np.array([id(print)])); "
-            "print(o[0] is print)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("code", [
+    "o = np.ndarray((1,), dtype=np.array([None]).dtype, buffer=np.array([id(print)]))",
+    "o = np.array([None]); o.data.cast('B')[:8] = id(print).to_bytes(8, 'little')",
+])
+def test_the_refused_numpy_primitives_turn_an_address_into_the_object_there(code):
+    """Why numpy.ndarray, `.cast` and a bare `.data` are refused: with an object dtype (which no word need spell),
+    each reads an address as a pointer. Run outside the gate, in a process of its own."""
+    r = subprocess.run([sys.executable, "-c", f"import numpy as np; {code}; print(o[0] is print)"], capture_output=True,
+                       text=True, timeout=120)
     assert r.stdout.strip() == "True", r.stdout + r.stderr
 
 
