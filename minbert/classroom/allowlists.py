@@ -1,8 +1,9 @@
-"""The allow-lists: what a solution may name (gate.py, before it runs) and run (fence.py, while it runs), from one
-vocabulary hand-written here and reviewed once. Each record (assignments.py) adds its own recorded entries
-(allowlist_recording.py) and `removes` the composites that compute its own answer; `review()` lists the entries that
-look like an answer (REVIEW), each to be explained in `why_allowed`. An operator base name allows all its overloads,
-a call name each of NAMESPACES (and `_` forms). The rules: docs/classroom.md (The allow-lists).
+"""The lists of the two walls. The fence's (fence.py, while a block runs): one vocabulary of operators and torch calls,
+hand-written and reviewed once, plus each record's recorded entries (allowlist_recording.py), less its `removes`;
+an operator base name allows all its overloads, a call name each of NAMESPACES (and `_` forms); `review()` lists the
+entries that look like an answer (REVIEW), each explained in `why_allowed`. The gate's (gate.py, before it runs):
+what reaches reflection, code loading, files, processes or memory, and each assignment's answer composites, each
+with its reason. The rules: docs/classroom.md (The allow-lists).
 """
 
 import functools
@@ -70,7 +71,7 @@ nn.GELU nn.ReLU nn.Tanh nn.Sigmoid nn.SiLU nn.Softmax nn.Dropout nn.Identity
 MODULES = "torch numpy math itertools functools operator collections copy dataclasses".split()
 BUILTINS = """abs all any bool callable complex dict divmod enumerate filter float frozenset hash int isinstance
 issubclass iter len list map max min next ord chr pow print range repr reversed round set slice sorted str sum tuple
-zip bytes object hasattr getattr type""".split()    # getattr/hasattr: a literal name only; type: `type(x).__name__` only
+zip bytes object hasattr getattr type""".split()    # getattr/hasattr: a literal name; type: `type(x).__name__` only
 # Refused to every block, each for its reason (reviewed): code loading, files, processes, the fence, memory.
 LOADS, FILES, MEMORY = "loads or compiles code", "reads or writes files", "reads memory at an address"
 KEYS = "makes attributes from runtime names (a protocol attribute such as __array_interface__)"
@@ -89,7 +90,8 @@ REFLECTION = {
     "torch.nn.utils.parametrizations": "builds classes at run time",
     "numpy.ndarray": "its constructor reads any buffer as objects (dtype object): " + MEMORY,
     "numpy.recarray": MEMORY, "numpy.linalg.lapack_lite": "LAPACK with sizes unchecked: writes past a buffer",
-    "torch.cuda": "the device allocator frees any address (caching_allocator_delete)", "numpy.memmap": FILES, "numpy.rec": MEMORY, "numpy.char": MEMORY,
+    "torch.cuda": "the device allocator frees any address (caching_allocator_delete)", "numpy.memmap": FILES,
+    "numpy.rec": MEMORY, "numpy.char": MEMORY, "numpy.ma": "a masked array's baseclass is ndarray (its constructor)",
     "numpy.lib": "stride_tricks.as_strided " + MEMORY + "; format unpickles", "numpy.ctypeslib": MEMORY,
     "numpy.core": "numpy's private core", "numpy.testing": "starts processes", "numpy.f2py": LOADS,
     "numpy.frombuffer": MEMORY, "numpy.from_dlpack": MEMORY, "numpy.fromfile": FILES, "numpy.load": FILES,
@@ -104,7 +106,7 @@ REFLECTION = {
 # array's pointers; a memoryview's cast; a storage's resize_). `.data` is read only on the way to another attribute
 # (`p.data.mul_(...)`): an object array's `.data` is a writable memoryview of its pointers.
 WORDS = r"^(f|gi|cr|ag|tb|co)_|^(mro|cell_contents|ctypes|data_as|tofile|fromfile|from_file|from_buffer|frombuffer" \
-        r"|dump|dumps|load|save|set_|storage|untyped_storage|resize|byteswap|cast|cffi|capsule|format_map)$"
+        r"|dump|dumps|load|save|set_|storage|untyped_storage|resize|byteswap|cast|cffi|capsule|baseclass|format_map)$"
 # Refused classes whose methods a block may still name (`np.ndarray.argmin`: an instance's method, no constructor).
 METHODS_OF = ["numpy.ndarray"]
 # The forms a given idiom reads as what it means: `types.SimpleNamespace(name=value, ...)` (literal keywords only).
@@ -115,8 +117,8 @@ TRANSFORMER = ["torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_at
                "torch.nn.TransformerDecoder", "torch.nn.TransformerDecoderLayer", "torch.nn.attention", "torch.ao"]
 GRAM = "PCGrad's and GradVac's coefficients come from the Gram matrix: the cosine, distance or factorisation is " \
        "what the assignment computes"
-# Each assignment's answer composites (bench/classroom_composites.py finds them by running every public callable
-# whose signature fits the inputs; reviewed): Python ones the fence cannot see, C ones named early.
+# Each assignment's answer composites (tests/classroom/classroom_composites.py runs every public callable whose
+# signature fits the inputs against the reference; reviewed): Python ones the fence cannot see, C ones named early.
 COMPOSITES = {
     "attention": dict.fromkeys(TRANSFORMER + ["torch.nn.functional.scaled_dot_product_attention"], ATTENTION),
     "layer": dict.fromkeys(TRANSFORMER, "computes a transformer layer"),

@@ -18,6 +18,7 @@ import re
 import string
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -35,10 +36,12 @@ class Lists:
     name, what is refused to every block (REFLECTION, WORDS) and to this one (its composites), each with its reason."""
 
     def __init__(self, data: dict, key: str | None):
-        self.key, self.modules, self.builtins, self.forms = key, set(data["modules"]), set(data["builtins"]), data["forms"]
-        self.words, self.suggest, self.methods_of = re.compile(data["words"]), data["suggest"], data["methods_of"]
+        self.key, self.modules, self.builtins = key, set(data["modules"]), set(data["builtins"])
+        self.forms, self.methods_of = data["forms"], data["methods_of"]
+        self.words, self.suggest = re.compile(data["words"]), data["suggest"]
         self.refused = {p: f"is refused to every block ({why})" for p, why in data["reflection"].items()}
-        self.refused |= {p: f"is assignment {key}'s answer ({why})" for p, why in data["composites"].get(key, {}).items()}
+        self.refused |= {p: f"is assignment {key}'s answer ({why})"
+                         for p, why in data["composites"].get(key, {}).items()}
         self.objects = {}                                  # {id: (object, path)}: the same object by any path
         for path in self.refused:
             obj = _resolve(path)
@@ -49,8 +52,11 @@ class Lists:
         """The refused path that `here` (reaching `obj`) is, or None."""
         if here in self.refused:
             return here
-        found = self.objects.get(id(obj))
-        return found[1] if found and found[0] is obj else None
+        for one in (obj, typing.get_origin(obj)):           # an alias of a refused class: np.typing.NDArray
+            found = self.objects.get(id(one))
+            if found and found[0] is one:
+                return found[1]
+        return None
 
     def why(self, name: str) -> str:
         """The refusal's end: what is on the list instead."""

@@ -13,6 +13,7 @@ never refused, and score full points. The student copy's own pre-check refuses e
 import functools
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -322,3 +323,39 @@ def test_the_honest_corpus_scores_full_points_past_the_fence(student, tmp_path):
         want = {k: classroom.BY_KEY[k].points for k in keys}
         assert scores(got) == want, {k: first_failure(got, k) for k in keys if scores(got)[k] != want[k]} | {
             "variants": [name for *_, name, _ in variants]}
+
+
+# Why-1 routes in AdamW's step, each followed by the reference's own step: they score points exactly when the gate
+# lets them run (with it removed, each scores 10/10: the route's line is harmless there, the rest is the answer).
+TOKEN_ROUTES = {
+    "a dunder attribute through a keyword": "import types\n_ns = types.SimpleNamespace(__array_interface__={})",
+    "a dunder attribute through a ** key": "import types\n_ns = types.SimpleNamespace(**{'__array_interface__': {}})",
+    "a name built with chr, to getattr": "_c = getattr(params, chr(95) * 2 + 'class' + chr(95) * 2, None)",
+    "an address from repr, to ndarray's buffer": "import numpy as np\n_a = int(repr(print).split()[-1][:-1], 16)\n"
+                                                 "_o = np.ndarray((1,), dtype=np.array([None]).dtype, "
+                                                 "buffer=np.array([_a]))",
+    "an object array's memoryview cast": "import numpy as np\n_o = np.array([None])\n_m = _o.data.cast('B')",
+}
+
+
+@pytest.mark.slow
+def test_the_token_routes_score_no_points_beyond_the_honest_parts(student, tmp_path):
+    """AdamW's schedule written honestly, its step holding a route then the reference's step: the grade equals the
+    honest schedule's alone (the step refused with its one line), at whatever level this machine isolates."""
+    import shutil
+
+    from minbert.classroom import gate as G
+    rel = package_file("adamw.py")
+    blocks = G.split(classroom.omit((ROOT / rel).read_text(), rel, set(classroom.BY_KEY)))[1]
+    step, schedule = (textwrap.dedent(body) for key, body, _ in blocks if key == "adamw")
+    honest = tmp_path / "honest"
+    shutil.copytree(student, honest, ignore=shutil.ignore_patterns(".git"))
+    autograder._replace_block(honest / rel, "adamw", schedule.strip("\n"), nth=1)
+    base = scores(grade(honest, {"adamw"}, salt=3))["adamw"]
+    assert 0 < base < 10, f"the honest schedule alone scored {base}"
+    for i, (route, line) in enumerate(TOKEN_ROUTES.items()):
+        sub = tmp_path / str(i)
+        shutil.copytree(honest, sub)
+        autograder._replace_block(sub / rel, "adamw", line + "\n" + step.strip("\n"), nth=0)
+        got = grade(sub, {"adamw"}, salt=3)
+        assert scores(got)["adamw"] == base and len(got.refused["adamw"]) == 1, (route, scores(got), got.refused)

@@ -27,12 +27,14 @@ ROUTES = {
     "a dunder attribute through a keyword name": (
         f"import types\n_ns = types.SimpleNamespace(__array_interface__={INTERFACE})", "`__array_interface__`"),
     "a dunder attribute through a ** key": (
-        f"import types\n_ns = types.SimpleNamespace(**{{'__array_interface__': {INTERFACE}}})", "`__array_interface__`"),
+        f"import types\n_ns = types.SimpleNamespace(**{{'__array_interface__': {INTERFACE}}})",
+        "`__array_interface__`"),
     "a chr-built key through ** of a built dict": (
         f"import types\n_ns = types.SimpleNamespace(**dict([({DUNDER}, {INTERFACE})]))", "`**dict("),
     "a mapping handed to SimpleNamespace": (
         f"import types\n_ns = types.SimpleNamespace({{{DUNDER}: {INTERFACE}}})", "`types.SimpleNamespace`"),
-    "SimpleNamespace by an alias": ("import types\n_mk = types.SimpleNamespace\n_ns = _mk()", "`types.SimpleNamespace` takes"),
+    "SimpleNamespace by an alias": ("import types\n_mk = types.SimpleNamespace\n_ns = _mk()",
+                                    "`types.SimpleNamespace` takes"),
     "a chr-built key in a ParameterDict": (f"_pd = nn.ParameterDict({{{DUNDER}: {INTERFACE}}})",
                                           "`torch.nn.ParameterDict`"),
     "a chr-built name to getattr": ("_c = getattr(q, chr(95) * 2 + 'class' + chr(95) * 2)", "`getattr`"),
@@ -44,11 +46,16 @@ ROUTES = {
         f"{NP}_o = np.ndarray((1,), dtype=np.array([None]).dtype, buffer=np.array([{ADDRESS}]))", "`numpy.ndarray`"),
     "an address from an f-string, read through ctypes": (
         "import ctypes\n_a = int(f'{F.softmax!r}'.split()[-1][:-1], 16)", "`ctypes`"),
-    "the ndarray constructor by another module's path": (NP + "_o = np.ma.core.ndarray((1,))", "`numpy.ndarray`"),
+    "the ndarray constructor by another module's path": (NP + "_o = np.lib.mixins.np.ndarray((1,))", "`numpy.lib`"),
+    "the ndarray constructor by numpy.typing's alias": (NP + "_o = np.typing.NDArray((1,))", "`numpy.ndarray`"),
+    "the ndarray class from a masked array's baseclass": (NP + "_c = np.ma.masked_array([1.0]).baseclass",
+                                                          "`numpy.ma`"),
+    "baseclass on any value": ("_c = q.baseclass", "`.baseclass`"),
     "numpy's array interface read off a value": ("_i = q.numpy().__array_interface__", "`.__array_interface__`"),
     "numpy's ctypes view of an array": ("_p = q.numpy().ctypes.data", "`.ctypes`"),
     "as_strided from numpy's stride tricks": ("from numpy.lib.stride_tricks import as_strided", "`numpy.lib`"),
-    "as_strided by its module path": (NP + "_v = np.lib.stride_tricks.as_strided(q.numpy(), (9,), (8,))", "`numpy.lib`"),
+    "as_strided by its module path": (NP + "_v = np.lib.stride_tricks.as_strided(q.numpy(), (9,), (8,))",
+                                      "`numpy.lib`"),
     "frombuffer": (NP + "_v = np.frombuffer(bytes(8), dtype=np.int64)", "`numpy.frombuffer`"),
     "fromfile": (NP + "_v = np.fromfile('/proc/self/mem')", "`numpy.fromfile`"),
     "torch.frombuffer": ("_v = torch.frombuffer(bytearray(8), dtype=torch.int64)", "`torch.frombuffer`"),
@@ -64,7 +71,8 @@ ROUTES = {
     "LAPACK with unchecked sizes": (NP + "_f = np.linalg.lapack_lite.dgelsd", "`numpy.linalg.lapack_lite`"),
     "the CUDA allocator": ("torch.cuda.caching_allocator_delete(q.data_ptr())", "`torch.cuda`"),
     "a stdlib function a listed module imported": ("_s = torch.serialization.os.system", "`torch.serialization`"),
-    "a builtin a listed module holds": ("import numpy as np\n_g = np.ma.core.builtins", "`numpy.ma.core.builtins`"),
+    "a builtin's class a listed module holds": ("_g = torch.cpu.MappingProxyType", "`torch.cpu.MappingProxyType`"),
+    "inspect's function a listed module holds": ("_g = torch.ao.quantization.utils.signature", "`torch.ao`"),
     "id": ("_a = id(q)", "`id`"),
     "the mode stack by torch's private getter": ("_m = torch._C._get_function_stack_at(0)", "`torch._C`"),
     "a mode class's handler replaced": (

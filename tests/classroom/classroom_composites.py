@@ -1,6 +1,6 @@
 """Find the public callables that compute an assignment's answer (the gate's COMPOSITES are reviewed from this).
 
-    python bench/classroom_composites.py [--assignments attention,surgery] [--seeds 1]
+    python tests/classroom/classroom_composites.py [--assignments attention,surgery] [--seeds 1]
 
 For each assignment, draws the grader's cases, computes the reference outputs (this repository's solution, through
 the grader's own scenarios), and runs every public callable of torch, torch.nn.functional, torch.linalg,
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from minbert.classroom import assignments as C, cases as CASES, scenarios  # noqa: E402
 
 SPACES = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.linalg": torch.linalg,
