@@ -99,14 +99,20 @@ REFLECTION = {
     "numpy.savetxt": FILES, "numpy.genfromtxt": FILES, "numpy.fromregex": FILES,
     "operator.attrgetter": "reads attributes by runtime name", "operator.methodcaller": "calls methods by runtime name",
     "collections.namedtuple": KEYS, "dataclasses.make_dataclass": KEYS,
+    "functools.update_wrapper": "copies attributes by runtime names (getattr, setattr)",
+    "functools.wraps": "copies attributes by runtime names (getattr, setattr)",
+    "functools.total_ordering": "sets methods on an existing class", "dataclasses.dataclass": "rewrites a class",
+    "numpy.test": "runs pytest, which imports modules by name",
+    "torch.cond": "compiles its branches (dynamo sets the fence's modes aside)", "torch.while_loop": LOADS,
 }
-# An attribute on any value (its type unknown before it runs) with one of these names is refused: frames,
-# generators, coroutines, code and tracebacks (f_back, gi_frame, co_code, tb_frame), the MRO and closure cells,
-# and the memory and file methods whatever object has them (numpy's ctypes, tofile, resize, byteswap of an object
-# array's pointers; a memoryview's cast; a storage's resize_). `.data` is read only on the way to another attribute
-# (`p.data.mul_(...)`): an object array's `.data` is a writable memoryview of its pointers.
+# A link of a path or an attribute on any value (its type unknown before it runs) with one of these names is refused:
+# frames, generators, coroutines, code and tracebacks (f_back, gi_frame, co_code, tb_frame), the MRO and closure
+# cells, the memory and file methods whatever object has them (numpy's ctypes, tofile, resize, byteswap of an
+# object array's pointers; a memoryview's cast; a storage's resize_) and torch's storage classes. `.data` is read
+# only on the way to another attribute (`p.data.mul_(...)`): an object array's is a writable memoryview of pointers.
 WORDS = r"^(f|gi|cr|ag|tb|co)_|^(mro|cell_contents|ctypes|data_as|tofile|fromfile|from_file|from_buffer|frombuffer" \
-        r"|dump|dumps|load|save|set_|storage|untyped_storage|resize|byteswap|cast|cffi|capsule|baseclass|format_map)$"
+        r"|dump|dumps|load|save|set_|storage|untyped_storage|resize|resize_|byteswap|cast|cffi|capsule|baseclass" \
+        r"|format_map)$|Storage$"
 # Refused classes whose methods a block may still name (`np.ndarray.argmin`: an instance's method, no constructor).
 METHODS_OF = ["numpy.ndarray"]
 # The forms a given idiom reads as what it means: `types.SimpleNamespace(name=value, ...)` (literal keywords only).

@@ -342,6 +342,8 @@ class _Reader:
             here = ".".join(names[:i])
             if names[i - 1].startswith("_") and not FOREACH.match(here):
                 return self.refuse(node, here, "is private: refused in a solution block")
+            if lists.words.search(names[i - 1]):
+                return self.refuse(node, here, "reaches frames, code, memory or files")
             hit = lists.listed(here, obj)
             named = id(node) in self.types or hit in lists.methods_of and i < len(names)    # a type, not called
             if hit and not (named and isinstance(obj, type)):

@@ -62,6 +62,13 @@ ROUTES = {
     "torch.from_file": ("_v = torch.from_file('/proc/self/mem', size=8)", "`torch.from_file`"),
     "a tensor pointed at any memory (set_)": ("q.set_(q.untyped_storage(), 0, (999,), (999,))", "`.set_`"),
     "a storage shrunk under its tensor": ("q.untyped_storage().resize_(0)", "`.untyped_storage`"),
+    "a legacy storage class": ("_s = torch.FloatStorage(4)", "`torch.FloatStorage`"),
+    "resize_ on any value": ("q.resize_(0)", "`.resize_`"),
+    "attributes copied by runtime names": (
+        "import functools\n_f = functools.update_wrapper(F.softmax, q, assigned=[chr(95) * 2 + 'dict' + chr(95) * 2])",
+        "`functools.update_wrapper`"),
+    "a class rewritten": ("import dataclasses\n_c = dataclasses.dataclass(nn.Linear)", "`dataclasses.dataclass`"),
+    "branches compiled by dynamo": ("_y = torch.cond(q.sum() > 0, lambda a: a, lambda a: a, (q,))", "`torch.cond`"),
     "memoryview": ("_m = memoryview(bytes(8))", "`memoryview`"),
     "an object array's pointers rewritten through its memoryview's cast": (
         f"{NP}_a = np.array([None])\n_a.data.cast('B')[:8] = ({ADDRESS}).to_bytes(8, 'little')", "`.cast`"),
