@@ -419,14 +419,15 @@ def split(text: str):
     return outside, found
 
 
-def _an_import(line: str, common: Lists) -> bool:
+def _an_import(line: str, common: Lists, bound: set) -> bool:
     """Whether a line added outside the blocks is an import at the top level that the gate reads as it would in a
-    block (a listed module's public name, refused to no block; a composite is refused where a block uses it)."""
+    block (a listed module's public name, refused to no block; a composite is refused where a block uses it) and
+    that binds no name the file binds already (given code would call what it binds)."""
     try:
         (node,) = ast.parse(line).body
     except (SyntaxError, ValueError):
         return False
-    if line[:1].isspace() or not isinstance(node, (ast.Import, ast.ImportFrom)):
+    if line[:1].isspace() or not isinstance(node, (ast.Import, ast.ImportFrom)) or set(_imported(node)) & bound:
         return False
     return not check_text(f"{BEGIN} k\n{line}\n{END}\n", "", {"k": common})
 
@@ -446,9 +447,9 @@ def changed_lines(template: str, submitted: str, rel: str, common: Lists) -> tup
     if abs(len(a) - len(b)) > 100:               # difflib is quadratic: a padded file is refused before it
         return [], (f"{rel} has {len(b)} lines outside the solution blocks where the handed-out file has {len(a)}: "
                     "only the code between the markers is graded; put everything else back"), []
-    changes = []
+    changes, bound = [], set(_binds(ast.parse(template)))
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal" or op == "insert" and all(_an_import(line, common) for line in b[j1:j2]):
+        if op == "equal" or op == "insert" and all(_an_import(line, common, bound) for line in b[j1:j2]):
             continue
         at = s_out[j1][0] if j1 < len(s_out) else (s_out[-1][0] if s_out else 0)
         got = "; ".join(line.strip() for _, line in s_out[j1:j2])[:120]

@@ -190,13 +190,14 @@ def test_every_reflection_entry_names_something_and_says_why():
 
 def test_an_import_added_at_the_top_is_read_like_a_block_line():
     """The intake takes an import of a listed module added outside the blocks (the grader merges it), refuses one
-    of a refused module in the gate's words, and any other change as before."""
+    of a refused module, one that binds a name the file binds (given code would call it), and any other change."""
     data = allowlists.gate_lists(classroom.ASSIGNMENTS)
     common = gate.Lists(data, None)
     template = "import torch\n\n\ndef f(x):\n    ### BEGIN SOLUTION k\n    pass\n    ### END SOLUTION\n"
     for added, ok in (("import math", True), ("from itertools import chain", True), ("import numpy as np", True),
                       ("import torch.utils.cpp_extension", False), ("from numpy.lib import stride_tricks", False),
-                      ("import ctypes", False), ("    import math", False), ("x = 1", False)):
+                      ("import ctypes", False), ("    import math", False), ("x = 1", False),
+                      ("from torch.nn import MultiheadAttention as f", False), ("import numpy as torch", False)):
         submitted = template.replace("import torch\n", f"import torch\n{added}\n")
         blocks, message, outside = gate.changed_lines(template, submitted, "m.py", common)
         assert (message == "") is ok and (not ok or added in outside), (added, message)
