@@ -133,14 +133,17 @@ COMPOSITES = {
     "smart": {"torch.optim": "torch.optim.swa_utils computes the teacher's moving average"},
     "surgery": dict.fromkeys(["torch.cosine_similarity", "torch.nn.functional.cosine_similarity",
                               "torch.nn.CosineSimilarity", "torch.cdist", "torch.nn.functional.pairwise_distance",
-                              "torch.nn.PairwiseDistance", "torch.linalg", "torch.svd", "torch.pinverse",
-                              "torch.cholesky", "torch.qr", "torch.lu"], GRAM),
+                              "torch.nn.PairwiseDistance", "torch.svd", "torch.pinverse", "torch.cholesky",
+                              "torch.qr", "torch.lu"] + [f"torch.linalg.{n}" for n in (
+                              "svd svdvals eig eigh eigvals eigvalsh qr cholesky cholesky_ex lstsq solve solve_ex "
+                              "solve_triangular pinv inv inv_ex lu lu_factor lu_factor_ex lu_solve ldl_factor "
+                              "ldl_solve").split()], GRAM),
 }
 SUGGEST = {"getattr": "`getattr(x, \"name\", default)`, a literal name", "setattr": "an assignment (`x.weight = w`)",
            "type": "`isinstance(x, T)`, or `type(x).__name__` in a message", "format": "an f-string",
            "global": "a return value", "yield": "a list", "class": "a function", "types.SimpleNamespace": "a dict",
            "numpy.ndarray": "`np.asarray(x)`; `isinstance(x, np.ndarray)` and type hints may name it",
-           "torch.cdist": "`(a[:, None] - b[None]).norm(dim=-1)`", "torch.linalg": "`(a * b).sum()`",
+           "torch.cdist": "`(a[:, None] - b[None]).norm(dim=-1)`", "torch.linalg.svd": "`(a * b).sum()`",
            "torch.nn.functional.scaled_dot_product_attention": "`softmax(q @ k.transpose(-2, -1) * s + mask) @ v`"}
 
 # Names worth a person's look on any list: composites and kernels that compute some assignment's answer.
@@ -178,7 +181,7 @@ def gate_lists(ASSIGNMENTS) -> dict:
     return {"modules": MODULES, "builtins": BUILTINS, "reflection": REFLECTION, "words": WORDS, "forms": FORMS,
             "methods_of": METHODS_OF,
             "suggest": SUGGEST, "composites": {a.key: {**COMPOSITES.get(a.key, {}), **{
-                f"{space}{name}": why for name, why in a.removes.items() for space in NAMESPACES}}
+                f"{space}{name}": why for name, why in a.removes.items() for space in ("torch.", "torch.nn.functional.")}}
                 for a in ASSIGNMENTS}}
 
 

@@ -201,3 +201,17 @@ def test_an_import_added_at_the_top_is_read_like_a_block_line():
         submitted = template.replace("import torch\n", f"import torch\n{added}\n")
         blocks, message, outside = gate.changed_lines(template, submitted, "m.py", common)
         assert (message == "") is ok and (not ok or added in outside), (added, message)
+
+
+def test_an_assignments_composites_are_refused_to_it_alone(tmp_path):
+    """The Gram matrix's factorisations are surgery's answer, its norms are not; attention's SDPA is the layer's
+    given fast path (what the layer's own block may call) and no composite of meanshift's."""
+    for key, file, line, refused in (("surgery", "pcgrad.py", "n = torch.linalg.vector_norm(gram)", False),
+                                     ("surgery", "pcgrad.py", "u = torch.linalg.svd(gram)", True),
+                                     ("surgery", "pcgrad.py", "c = torch.cosine_similarity(gram, gram)", True),
+                                     ("layer", "layers.py", "y = F.scaled_dot_product_attention(h, h, h)", False),
+                                     ("attention", "attention.py", "y = F.scaled_dot_product_attention(q, k, v)", True),
+                                     ("layer", "layers.py", "m = nn.TransformerEncoderLayer(4, 2)", True)):
+        rel, text = laid(tmp_path, key, file, line + "\nreturn None")
+        got = refusals(text, rel, key)
+        assert bool(got) is refused and (not refused or f"assignment {key}'s answer" in got[0]), (line, got)
