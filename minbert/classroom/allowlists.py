@@ -181,8 +181,8 @@ def gate_lists(ASSIGNMENTS) -> dict:
     return {"modules": MODULES, "builtins": BUILTINS, "reflection": REFLECTION, "words": WORDS, "forms": FORMS,
             "methods_of": METHODS_OF,
             "suggest": SUGGEST, "composites": {a.key: {**COMPOSITES.get(a.key, {}), **{
-                f"{space}{name}": why for name, why in a.removes.items() for space in ("torch.", "torch.nn.functional.")}}
-                for a in ASSIGNMENTS}}
+                f"{space}{name}": why for name, why in a.removes.items() for space in ("torch.", "torch.nn.functional.")
+            }} for a in ASSIGNMENTS}}
 
 
 def markdown(ASSIGNMENTS) -> str:
