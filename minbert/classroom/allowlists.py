@@ -102,6 +102,8 @@ REFLECTION = {
     "functools.update_wrapper": "copies attributes by runtime names (getattr, setattr)",
     "functools.wraps": "copies attributes by runtime names (getattr, setattr)",
     "functools.total_ordering": "sets methods on an existing class", "dataclasses.dataclass": "rewrites a class",
+    "functools.singledispatch": "its registry holds the classes a function's annotations name (a refused one too)",
+    "functools.singledispatchmethod": "its registry holds the classes a function's annotations name",
     "numpy.test": "runs pytest, which imports modules by name",
     "torch.cond": "compiles its branches (dynamo sets the fence's modes aside)", "torch.while_loop": LOADS,
 }

@@ -67,6 +67,9 @@ ROUTES = {
     "attributes copied by runtime names": (
         "import functools\n_f = functools.update_wrapper(F.softmax, q, assigned=[chr(95) * 2 + 'dict' + chr(95) * 2])",
         "`functools.update_wrapper`"),
+    "a refused class read back from annotations": (
+        NP + "import functools\n_g = functools.singledispatch(abs)\ndef _f(a: np.ndarray):\n    return a\n"
+        "_c = list(_g.register(_f).registry)", "`functools.singledispatch`"),
     "a class rewritten": ("import dataclasses\n_c = dataclasses.dataclass(nn.Linear)", "`dataclasses.dataclass`"),
     "branches compiled by dynamo": ("_y = torch.cond(q.sum() > 0, lambda a: a, lambda a: a, (q,))", "`torch.cond`"),
     "memoryview": ("_m = memoryview(bytes(8))", "`memoryview`"),
