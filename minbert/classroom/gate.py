@@ -323,6 +323,8 @@ class _Reader:
                 return self.refuse(node, ".format", "on anything but a string literal is refused")
         if parts[-1:] == ["data"] and isinstance(node.ctx, ast.Load):
             return self.refuse(node, ".data", "is read only on the way to a method (an array's is a memoryview)")
+        if parts[-1:] == ["strides"] and not isinstance(node.ctx, ast.Load):
+            return self.refuse(node, ".strides", "is assigned: an object array's would read pointers misaligned")
         return True
 
     def chain(self, node, path: str, parts: list, imported=False) -> bool:

@@ -77,6 +77,8 @@ ROUTES = {
         f"{NP}_a = np.array([None])\n_a.data.cast('B')[:8] = ({ADDRESS}).to_bytes(8, 'little')", "`.cast`"),
     "an object array's memoryview by an alias": (NP + "_m = np.array([None]).data\n_m[0:1] = _m", "`.data`"),
     "an object array's pointers byte-swapped": (NP + "np.array([print]).byteswap(inplace=True)", "`.byteswap`"),
+    "an object array's strides set to split its pointers": (NP + "_a = np.array([print, len])\n_a.strides = (4,)",
+                                                            "`.strides`"),
     "an array resized under its views": (NP + "_a = np.zeros(2)\n_a.resize(9, refcheck=False)", "`.resize`"),
     "LAPACK with unchecked sizes": (NP + "_f = np.linalg.lapack_lite.dgelsd", "`numpy.linalg.lapack_lite`"),
     "the CUDA allocator": ("torch.cuda.caching_allocator_delete(q.data_ptr())", "`torch.cuda`"),
@@ -124,7 +126,8 @@ IDIOMS = [
     "torch._foreach_div_([q], [2.0])",
     "name = f'{q.dim()}_head'\nkey = 'word_embedding.weight'\nmsg = '{0} {k:.2f}'.format(1, k=2.0)",
     "kw = dict(dim=-1)\ny = F.softmax(q, **{'dim': -1})",
-    NP + "x = np.array([None, 1], dtype=object)\nb = q.data_ptr()\nq.data.mul_(1.0)\nself.w = q.data.clone()",
+    NP + "x = np.array([None, 1], dtype=object)\ns = x.strides\nb = q.data_ptr()",
+    "q.data.mul_(1.0)\nself.w = q.data.clone()",
     "y = torch.special.ndtr(q) + torch.fft.rfft(q).real.sum() + torch.linalg.vector_norm(q)",
 ]
 
