@@ -11,6 +11,7 @@ never refused, and score full points. The student copy's own pre-check refuses e
 """
 
 import functools
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -24,6 +25,7 @@ from minbert.classroom.assignments import package_file
 from minbert.classroom.grade import grade
 
 HONEST = Path(__file__).parent / "honest"
+TOP = "# file top: "            # a variant's line added at the top of the graded file, among its imports
 FUSED = """torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], [torch.tensor(float(t)) for t in steps],
                     lr=torch.tensor(lr), beta1=beta1, beta2=beta2, weight_decay=wd, eps=eps, amsgrad=False,
                     maximize=False)"""
@@ -159,14 +161,25 @@ def honest_corpus() -> list:
     return found
 
 
+def place(path, key, body, nth=0):
+    """Write a variant into a graded file: its leading `# file top: <import>` lines among the file's imports (where
+    a student adds one), the rest in the nth block of `key`."""
+    lines = body.strip("\n").split("\n")
+    top = [line.removeprefix(TOP) for line in itertools.takewhile(lambda s: s.startswith(TOP), lines)]
+    autograder._replace_block(path, key, "\n".join(lines[len(top):]), nth=nth)
+    text = path.read_text().split("\n")
+    at = next(i for i, s in enumerate(text) if s.startswith(("import ", "from ")))
+    path.write_text("\n".join(text[:at] + top + text[at:]))
+
+
 def laid(tmp_path, key, file, body, nth=0) -> tuple[str, str]:
-    """(rel, text): the instructor's file, as the copy hands it out, with `body` in the nth block of `key`."""
+    """(rel, text): the instructor's file, as the copy hands it out, with `body` placed in the nth block of `key`."""
     rel = package_file(Path(file).name)
     path = tmp_path / Path(file).name
     path.write_text(classroom.omit((ROOT / rel).read_text(), rel, set(classroom.BY_KEY)))
-    autograder._replace_block(path, key, body.strip("\n"), nth=nth)
+    place(path, key, body, nth)
     text = path.read_text()
-    assert all(line in text for line in body.strip("\n").splitlines()), f"{file} has no block {nth} of {key}"
+    assert all(line.removeprefix(TOP) in text for line in body.strip("\n").splitlines()), f"{file}: no block {nth}"
     return rel, text
 
 
@@ -318,7 +331,7 @@ def test_the_honest_corpus_scores_full_points_past_the_fence(student, tmp_path):
         restore = sorted({Path(rel).name for rel in graded_files(keys)})       # every block of these: the reference
         sub = submission(student, tmp_path / str(i), restore=restore)
         for key, file, nth, name, body in variants:
-            autograder._replace_block(sub / package_file(Path(file).name), key, body.strip("\n"), nth=nth)
+            place(sub / package_file(Path(file).name), key, body, nth)
         got = grade(sub, keys, salt=11)
         want = {k: classroom.BY_KEY[k].points for k in keys}
         assert scores(got) == want, {k: first_failure(got, k) for k in keys if scores(got)[k] != want[k]} | {
