@@ -1,6 +1,6 @@
-"""Each assignment's own allow-list entries, derived (`python -m minbert classroom allowlists [--write]`): what its
-reference runs beyond the shared vocabulary, recorded by the grader's own child (child.py --record) over the cases of
-SEEDS, plus the torch paths its blocks write that never reach the call layer. Exit 1 if allowlists_recorded.json
+"""Each assignment's own entries on the fence's lists, derived (`python -m minbert classroom allowlists [--write]`):
+what its reference runs beyond the shared vocabulary, recorded by the grader's own child (child.py --record) over the
+cases of SEEDS. Exit 1 if allowlists_recorded.json
 differs; --write rewrites it. docs/classroom.md (The allow-lists) says how.
 """
 
@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from minbert.classroom import allowlists, assignments as C, cases as CASES, gate, grade as G, submission as S
+from minbert.classroom import assignments as C, cases as CASES, grade as G, submission as S
 from minbert.classroom.allowlists import elementary_calls, elementary_ops, review
 
 SEEDS = range(32)            # the cases the recording runs (a test records other seeds, and finds nothing new)
@@ -42,23 +42,11 @@ def record(key: str, seeds=SEEDS, template: Path | None = None) -> dict:
     return json.loads(data)
 
 
-def static(key: str) -> set:
-    """The torch paths the reference blocks of `key` write that the gate would refuse without them (read, not run):
-    constructors such as torch.nn.Linear and functions such as torch.from_numpy that never reach the call layer."""
-    found, data = set(), allowlists.gate_lists(C.ASSIGNMENTS)
-    data["own"][key] = []
-    for rel, text in C.solution_files():
-        if f"{C.BEGIN} {key}" in text:
-            found |= gate.named(C.omit(text, rel, set(C.BY_KEY)), gate.Lists(data, key))
-    return found
-
-
 def derived(key: str) -> tuple[frozenset, frozenset, list]:
-    """(ops, calls) the record of `key` must hold (what its reference runs, and names, beyond the vocabulary), and
-    the errors its reference raised on the way (none, or the record would allow what a failing reference runs)."""
+    """(ops, calls) the record of `key` must hold (what its reference runs beyond the vocabulary), and the errors
+    its reference raised on the way (none, or the record would allow what a failing reference runs)."""
     got = record(key)
-    return (frozenset(got["ops"]) - elementary_ops(), (frozenset(got["calls"]) | static(key)) - elementary_calls(),
-            got["errors"])
+    return frozenset(got["ops"]) - elementary_ops(), frozenset(got["calls"]) - elementary_calls(), got["errors"]
 
 
 def main(keys=None, write=False) -> int:

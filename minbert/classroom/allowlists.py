@@ -1,8 +1,9 @@
-"""The allow-lists: what a solution may name (gate.py, before it runs) and run (fence.py, while it runs), from one
-vocabulary hand-written here and reviewed once. Each record (assignments.py) adds its own recorded entries
-(allowlist_recording.py) and `removes` the composites that compute its own answer; `review()` lists the entries that
-look like an answer (REVIEW), each to be explained in `why_allowed`. An operator base name allows all its overloads,
-a call name each of NAMESPACES (and `_` forms). The rules: docs/classroom.md (The allow-lists).
+"""The lists of the two walls. The fence's (fence.py, while a block runs): one vocabulary of operators and torch calls,
+hand-written and reviewed once, plus each record's recorded entries (allowlist_recording.py), less its `removes`;
+an operator base name allows all its overloads, a call name each of NAMESPACES (and `_` forms); `review()` lists the
+entries that look like an answer (REVIEW), each explained in `why_allowed`. The gate's (gate.py, before it runs):
+what reaches reflection, code loading, files, processes or memory, and each assignment's answer composites, each
+with its reason. The rules: docs/classroom.md (The allow-lists).
 """
 
 import functools
@@ -63,35 +64,88 @@ hardtanh mish normalize one_hot pad cosine_similarity
 nn.GELU nn.ReLU nn.Tanh nn.Sigmoid nn.SiLU nn.Softmax nn.Dropout nn.Identity
 """.split()
 
-# The gate's words (gate.py): builtins, modules a block may import, their members, attributes of values.
-BUILTINS = """abs all any bool callable dict divmod enumerate filter float frozenset int isinstance issubclass iter len
-list map max min next pow print range repr reversed round set slice sorted str sum tuple zip""".split()
-MODULES = """torch torch.nn torch.nn.functional torch.linalg numpy math collections itertools copy types
-dataclasses""".split()
-NUMPY = """abs absolute add subtract multiply divide true_divide floor_divide power square sqrt exp log log1p
-maximum minimum fmax fmin clip sign floor ceil round rint isclose allclose isfinite isnan isinf logical_and logical_or
-logical_not logical_xor equal not_equal less less_equal greater greater_equal where nonzero flatnonzero argwhere sort
-argsort lexsort partition argpartition searchsorted unique take take_along_axis put_along_axis sum mean median
-quantile percentile std var prod cumsum cumprod diff max min amax amin argmax argmin ptp count_nonzero all any
-array asarray zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye concatenate stack
-vstack hstack column_stack repeat tile reshape ravel transpose expand_dims squeeze broadcast_to outer dot inner
-einsum matmul float64 float32 int64 int32 bool_ newaxis inf nan pi e ndarray size shape ndim""".split()
-MEMBERS = [f"numpy.{n}" for n in NUMPY] + """collections.Counter collections.defaultdict collections.OrderedDict
-collections.deque itertools.combinations itertools.permutations itertools.product itertools.chain
-itertools.accumulate itertools.count dataclasses.replace types.SimpleNamespace copy.copy copy.deepcopy""".split()
-ATTRIBUTES = """append extend insert pop remove clear items keys values get update setdefault copy index count add
-discard sort reverse startswith endswith split strip lower upper join replace union intersection difference
-issubset isdisjoint most_common elements appendleft popleft format
-T mT all any argmax argmin argpartition argsort astype clip copy cumprod cumsum diagonal dot dtype fill flatten
-imag item itemsize max mean min nbytes ndim nonzero partition prod ravel real repeat reshape round searchsorted
-shape size sort squeeze std sum swapaxes take tolist trace transpose var outer reduce accumulate
-parameters named_parameters buffers named_buffers children named_children modules named_modules state_dict
-load_state_dict train eval requires_grad_ zero_grad forward training weight bias values indices padding_idx eps
-normalized_shape elementwise_affine in_features out_features num_embeddings embedding_dim p inplace
-approximate""".split()
-SUGGEST = {"getattr": "the attribute itself (`x.weight`)", "setattr": "an assignment (`x.weight = w`)", "type":
-           "`isinstance(x, T)`", "format": "an f-string", "global": "a return value", "yield": "a list", "class":
-           "a function", "torch.cdist": "`(a[:, None] - b[None]).norm(dim=-1)`", "torch.linalg.svd": "`(a * b).sum()`",
+# The gate's lists (gate.py): it stops reflection, so it lists what reaches the interpreter, not the maths. A block
+# may name every public name of MODULES (and their classes' public attributes) but what REFLECTION and its
+# assignment's COMPOSITES hold, matched by the object reached, whatever the path to it; a module another module
+# imported is never its member (`torch.os`). Builtins: BUILTINS only.
+MODULES = "torch numpy math itertools functools operator collections copy dataclasses".split()
+BUILTINS = """abs all any bool callable complex dict divmod enumerate filter float frozenset hash int isinstance
+issubclass iter len list map max min next ord chr pow print range repr reversed round set slice sorted str sum tuple
+zip bytes object hasattr getattr type""".split()    # getattr/hasattr: a literal name; type: `type(x).__name__` only
+# Refused to every block, each for its reason (reviewed): code loading, files, processes, the fence, memory.
+LOADS, FILES, MEMORY = "loads or compiles code", "reads or writes files", "reads memory at an address"
+KEYS = "makes attributes from runtime names (a protocol attribute such as __array_interface__)"
+REFLECTION = {
+    "torch.load": "unpickles a file: it runs code", "torch.save": FILES, "torch.from_file": FILES,
+    "torch.serialization": "pickles", "torch.jit": LOADS + " (TorchScript runs below the fence's call layer)",
+    "torch.library": "registers kernels below the fence", "torch.ops": "any kernel by name; load_library " + LOADS,
+    "torch.classes": LOADS, "torch.utils": "cpp_extension " + LOADS + ", data starts processes, dlpack " + MEMORY,
+    "torch.hub": "downloads and " + LOADS, "torch.package": LOADS, "torch.compile": LOADS, "torch.compiler": LOADS,
+    "torch.export": LOADS, "torch.fx": LOADS, "torch.onnx": FILES, "torch.distributed": "starts processes",
+    "torch.multiprocessing": "starts processes", "torch.overrides": "reaches the dispatcher's modes (the fence)",
+    "torch.UntypedStorage": MEMORY + " (from_buffer, resize_)", "torch.TypedStorage": MEMORY,
+    "torch.storage": MEMORY, "torch.frombuffer": MEMORY, "torch.from_dlpack": MEMORY,
+    "torch.Tensor.set_": "points a tensor at any storage offset, unchecked: " + MEMORY,
+    "torch.nn.ParameterDict": KEYS, "torch.nn.utils.parametrize": "builds classes at run time",
+    "torch.nn.utils.parametrizations": "builds classes at run time",
+    "numpy.ndarray": "its constructor reads any buffer as objects (dtype object): " + MEMORY,
+    "numpy.recarray": MEMORY, "numpy.linalg.lapack_lite": "LAPACK with sizes unchecked: writes past a buffer",
+    "torch.cuda": "the device allocator frees any address (caching_allocator_delete)", "numpy.memmap": FILES,
+    "numpy.rec": MEMORY, "numpy.char": MEMORY, "numpy.ma": "a masked array's baseclass is ndarray (its constructor)",
+    "numpy.lib": "stride_tricks.as_strided " + MEMORY + "; format unpickles", "numpy.ctypeslib": MEMORY,
+    "numpy.core": "numpy's private core", "numpy.testing": "starts processes", "numpy.f2py": LOADS,
+    "numpy.frombuffer": MEMORY, "numpy.from_dlpack": MEMORY, "numpy.fromfile": FILES, "numpy.load": FILES,
+    "numpy.save": FILES, "numpy.savez": FILES, "numpy.savez_compressed": FILES, "numpy.loadtxt": FILES,
+    "numpy.savetxt": FILES, "numpy.genfromtxt": FILES, "numpy.fromregex": FILES,
+    "operator.attrgetter": "reads attributes by runtime name", "operator.methodcaller": "calls methods by runtime name",
+    "collections.namedtuple": KEYS, "dataclasses.make_dataclass": KEYS,
+    "functools.update_wrapper": "copies attributes by runtime names (getattr, setattr)",
+    "functools.wraps": "copies attributes by runtime names (getattr, setattr)",
+    "functools.total_ordering": "sets methods on an existing class", "dataclasses.dataclass": "rewrites a class",
+    "functools.singledispatch": "its registry holds the classes a function's annotations name (a refused one too)",
+    "functools.singledispatchmethod": "its registry holds the classes a function's annotations name",
+    "numpy.test": "runs pytest, which imports modules by name",
+    "torch.cond": "compiles its branches (dynamo sets the fence's modes aside)", "torch.while_loop": LOADS,
+}
+# A link of a path or an attribute on any value (its type unknown before it runs) with one of these names is refused:
+# frames, generators, coroutines, code and tracebacks (f_back, gi_frame, co_code, tb_frame), the MRO and closure
+# cells, the memory and file methods whatever object has them (numpy's ctypes, tofile, resize, byteswap of an
+# object array's pointers; a memoryview's cast; a storage's resize_) and torch's storage classes. `.data` is read
+# only on the way to another attribute (`p.data.mul_(...)`): an object array's is a writable memoryview of pointers.
+WORDS = r"^(f|gi|cr|ag|tb|co)_|^(mro|cell_contents|ctypes|data_as|tofile|fromfile|from_file|from_buffer|frombuffer" \
+        r"|dump|dumps|load|save|set_|storage|untyped_storage|resize|resize_|byteswap|cast|cffi|capsule|baseclass" \
+        r"|format_map)$|Storage$"
+# Refused classes whose methods a block may still name (`np.ndarray.argmin`: an instance's method, no constructor).
+METHODS_OF = ["numpy.ndarray"]
+# The forms a given idiom reads as what it means: `types.SimpleNamespace(name=value, ...)` (literal keywords only).
+FORMS = {"types.SimpleNamespace": "literal keyword arguments only (its attributes are the names written)"}
+ATTENTION = "computes the attention the assignment asks for"
+TRANSFORMER = ["torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward",
+               "torch.nn.Transformer", "torch.nn.TransformerEncoder", "torch.nn.TransformerEncoderLayer",
+               "torch.nn.TransformerDecoder", "torch.nn.TransformerDecoderLayer", "torch.nn.attention", "torch.ao"]
+GRAM = "PCGrad's and GradVac's coefficients come from the Gram matrix: the cosine, distance or factorisation is " \
+       "what the assignment computes"
+# Each assignment's answer composites (tests/classroom/classroom_composites.py runs every public callable whose
+# signature fits the inputs against the reference; reviewed): Python ones the fence cannot see, C ones named early.
+COMPOSITES = {
+    "attention": dict.fromkeys(TRANSFORMER + ["torch.nn.functional.scaled_dot_product_attention"], ATTENTION),
+    "layer": dict.fromkeys(TRANSFORMER, "computes a transformer layer"),
+    "pals": dict.fromkeys(TRANSFORMER, ATTENTION),
+    "adamw": {"torch.optim": "torch's optimizers and schedules compute the step and the schedule"},
+    "smart": {"torch.optim": "torch.optim.swa_utils computes the teacher's moving average"},
+    "surgery": dict.fromkeys(["torch.cosine_similarity", "torch.nn.functional.cosine_similarity",
+                              "torch.nn.CosineSimilarity", "torch.cdist", "torch.nn.functional.pairwise_distance",
+                              "torch.nn.PairwiseDistance", "torch.svd", "torch.pinverse", "torch.cholesky",
+                              "torch.qr", "torch.lu"] + [f"torch.linalg.{n}" for n in (
+                              "svd svdvals eig eigh eigvals eigvalsh qr cholesky cholesky_ex lstsq solve solve_ex "
+                              "solve_triangular pinv inv inv_ex lu lu_factor lu_factor_ex lu_solve ldl_factor "
+                              "ldl_solve").split()], GRAM),
+}
+SUGGEST = {"getattr": "`getattr(x, \"name\", default)`, a literal name", "setattr": "an assignment (`x.weight = w`)",
+           "type": "`isinstance(x, T)`, or `type(x).__name__` in a message", "format": "an f-string",
+           "global": "a return value", "yield": "a list", "class": "a function", "types.SimpleNamespace": "a dict",
+           "numpy.ndarray": "`np.asarray(x)`; `isinstance(x, np.ndarray)` and type hints may name it",
+           "torch.cdist": "`(a[:, None] - b[None]).norm(dim=-1)`", "torch.linalg.svd": "`(a * b).sum()`",
            "torch.nn.functional.scaled_dot_product_attention": "`softmax(q @ k.transpose(-2, -1) * s + mask) @ v`"}
 
 # Names worth a person's look on any list: composites and kernels that compute some assignment's answer.
@@ -124,36 +178,32 @@ def without(names, removed) -> frozenset:
 
 
 def gate_lists(ASSIGNMENTS) -> dict:
-    """The lists of the records in ASSIGNMENTS in the form gate.py reads (and the copy's ALLOWED.json holds)."""
-    private = lambda c: any(p.startswith("_") for p in c.split(".")[:-1])  # noqa: E731 (torch._C._x: never named)
-    return {"vocabulary": sorted(_with_inplace(ELEMENTARY_CALLS)), "namespaces": list(NAMESPACES),
-            "builtins": BUILTINS, "modules": MODULES, "members": MEMBERS, "attributes": sorted(set(ATTRIBUTES)),
-            "suggest": SUGGEST, "own": {a.key: sorted(c.removesuffix(".__get__") for c in a.calls if not private(c))
-                                        for a in ASSIGNMENTS},
-            "removed": {a.key: a.removes for a in ASSIGNMENTS if a.removes}}
+    """The lists in the form gate.py reads (and the copy's tests/ALLOWED.json holds): per assignment, what its
+    record removes from the vocabulary and its composites, besides the lists common to all."""
+    return {"modules": MODULES, "builtins": BUILTINS, "reflection": REFLECTION, "words": WORDS, "forms": FORMS,
+            "methods_of": METHODS_OF,
+            "suggest": SUGGEST, "composites": {a.key: {**COMPOSITES.get(a.key, {}), **{
+                f"{space}{name}": why for name, why in a.removes.items() for space in ("torch.", "torch.nn.functional.")
+            }} for a in ASSIGNMENTS}}
 
 
 def markdown(ASSIGNMENTS) -> str:
     """ALLOWED.md: what each assignment's solution may name, for the student."""
-    code = lambda names, pre="": ", ".join(f"`{pre}{n}`" for n in sorted(set(names)))  # noqa: E731
+    code = lambda names: ", ".join(f"`{n}`" for n in sorted(set(names)))  # noqa: E731
+    lists = gate_lists(ASSIGNMENTS)
     lines = ["# What each assignment's solution may name", "", "Before submitting, `python tests/gate.py` reads "
-             "every solution block against these lists as the grader does: a refused block "
-             "scores 0 where its function is graded, with one line naming what it refused.", "",
-             f"Any assignment may name: the names its own code binds, the file's public names, {code(BUILTINS)} and "
-             f"the builtin exceptions; the modules {code(MODULES)} (math's public functions, {code(MEMBERS)}); "
-             "attributes of values: tensor methods and properties, the given classes' public attributes, "
-             f"{code(ATTRIBUTES, '.')}. "
-             "Never: private or dunder names, `global`/`nonlocal`, `yield`, `async`, classes, decorators of your own, "
-             "`match` class patterns, `getattr` and the other reflection builtins.", "",
-             "Each name below as `torch.X`, `x.X(...)` and `torch.nn.functional.X` where torch has it, in place (`X_`) "
-             "as well: " + code(ELEMENTARY_CALLS), ""]
+             "every solution block as the grader does: a refused block scores 0 where its function is graded, with "
+             "one line naming what it refused.", "",
+             f"Any public name of {code(MODULES)} (functions, classes, their methods; modules in any form: call, "
+             "module, type hint), what your code binds, the file's public names, the builtins "
+             f"{code(BUILTINS)} and the builtin exceptions. Never: private or dunder names (in code, strings, keys, "
+             "keywords or format fields), `global`/`nonlocal`, `yield`, `async`, classes, `match` class patterns, "
+             "`**` of anything but a dict written out, a format field reading an attribute or an item, and:", ""]
+    lines += [f"- `{n}`: {why}" for n, why in REFLECTION.items()]
+    lines += [f"- `.X` on any value, X matching `{WORDS}`", ""]
     for a in ASSIGNMENTS:
-        own = gate_lists([a])["own"][a.key]
-        lines += [f"## {a.key}", "", f"Its own: {code(own) or 'nothing more'}."]
-        lines += [f"Removed: `{n}` ({why})." for n, why in a.removes.items()] + [""]
+        lines += [f"## {a.key}", ""] + [f"- `{n}`: {why}" for n, why in lists["composites"][a.key].items()] + [""]
     return "\n".join(lines)
-
-
 def review(a) -> list[str]:
     """'key: name' for each entry of an assignment's own lists that looks like an answer and is not explained."""
     return [f"{a.key}: {name}" for name in sorted(a.ops | a.calls)

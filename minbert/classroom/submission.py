@@ -6,7 +6,6 @@ and the gate reads each block first. A submission may be the repository, its pac
 """
 
 import ast
-import difflib
 import os
 import stat
 import struct
@@ -189,57 +188,7 @@ def find(files: dict[str, Path], rel: str) -> Path | None:
     return found[0][1] if found else None
 
 
-def split(text: str):
-    """(outside lines with one '<block>' placeholder per block body, [(key, body text, first line)])."""
-    outside, blocks, body, key = [], [], None, None
-    for n, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if s.startswith(C.BEGIN) and body is None:
-            key, body = s[len(C.BEGIN):].strip(), []
-            outside.append((n, line.rstrip()))
-            start = n + 1
-        elif s.startswith(C.END) and body is not None:
-            blocks.append((key, "\n".join(body) + "\n", start))
-            outside.append((0, "<block>"))
-            outside.append((n, line.rstrip()))
-            body = None
-        elif body is not None:
-            body.append(line)
-        else:
-            outside.append((n, line.rstrip()))
-    if body is not None:
-        raise ValueError(f"the block '{C.BEGIN} {key}' is never closed by '{C.END}'")
-    return outside, blocks
-
-
-def changed_lines(template: str, submitted: str, rel: str) -> tuple[list, str]:
-    """(the submission's blocks, '' when only the blocks changed, else a message naming the changed lines)."""
-    try:
-        t_out, t_blocks = split(template)
-        s_out, s_blocks = split(submitted)
-    except ValueError as e:
-        return [], f"{rel}: {e}; keep both marker lines of every block"
-    if [k for k, *_ in t_blocks] != [k for k, *_ in s_blocks]:
-        return [], (f"{rel}: the solution markers changed: expected blocks {[k for k, *_ in t_blocks]}, found "
-                    f"{[k for k, *_ in s_blocks]}; keep '{C.BEGIN} <key>' and '{C.END}' as handed out")
-    a, b = [line for _, line in t_out], [line for _, line in s_out]
-    if a == b:
-        return s_blocks, ""
-    if abs(len(a) - len(b)) > 100:               # difflib is quadratic: a padded file is refused before it
-        return [], (f"{rel} has {len(b)} lines outside the solution blocks where the handed-out file has {len(a)}: "
-                    "only the code between the markers is graded; put everything else back")
-    changes = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal":
-            continue
-        at = s_out[j1][0] if j1 < len(s_out) else (s_out[-1][0] if s_out else 0)
-        got = "; ".join(line.strip() for _, line in s_out[j1:j2])[:120]
-        want = "; ".join(line.strip() for line in a[i1:i2])[:120]
-        changes.append(f"line {at}: {'expected ' + repr(want) if want else 'added'}"
-                       f"{', found ' + repr(got) if got else ' is missing'}")
-    return s_blocks, (f"{rel} differs from the handed-out file outside the solution blocks (only the code between "
-                      f"the markers is graded; put everything back): " + " | ".join(changes[:5])
-                      + (f" | and {len(changes) - 5} more" if len(changes) > 5 else ""))
+split = gate.split          # the intake reads a file as the student's pre-check does (gate.py ships in the copy)
 
 
 def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tuple[dict, dict]:
@@ -247,25 +196,25 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tu
     (empty: fine), {assignment: {"minbert/x.py:N": the gate's refusal}}: N the line of the stub a refused block keeps).
     Blocks of assignments not graded keep the template's stub."""
     problems, gated_out = {k: [] for k in selected}, {k: {} for k in selected}
-    lists, given = gate.lists_of(allowlists.gate_lists(C.ASSIGNMENTS),
-                                 selected), gate.given_attributes(template_dir / "minbert")
+    data = allowlists.gate_lists(C.ASSIGNMENTS)
+    lists, common = gate.lists_of(data, selected), gate.Lists(data, None)
     try:
         files, refused = files_of(submission)
     except Refused as e:
         return {k: [str(e)] for k in selected}, gated_out
     for rel, template in graded_files(selected, handout).items():
         keys = [k for k in selected if f"{C.BEGIN} {k}" in template]
-        blocks, message = _taken(files, refused, rel, template, selected, handout)
+        blocks, message, outside = _taken(files, refused, rel, template, common, selected, handout)
         if message:
             for k in keys:
                 problems[k].append(message)
             continue
-        t_blocks = split(template)[1]
+        t_blocks = gate.split(template)[1]
         bodies = [body if key in problems else t_body for (key, body, _), (_, t_body, _) in zip(blocks, t_blocks)]
-        text = _merge(template, bodies)
-        gated, before = gate.check_text(text, rel, lists, given), gate.blocks(text)
+        text = gate.merge(outside, bodies)
+        gated, before = gate.check_text(text, rel, lists), gate.blocks(text)
         out = [i for i, (key, first, _) in enumerate(before) if (key, first) in gated]
-        text = _merge(template, [t_blocks[i][1] if i in out else b for i, b in enumerate(bodies)])  # refused: the stub
+        text = gate.merge(outside, [t_blocks[i][1] if i in out else b for i, b in enumerate(bodies)])  # the stub
         for i in out:                                    # whose line the cases that reach it get: the gate's
             stub = gate.blocks(text)[i][1] + t_blocks[i][1].count("\n") - 1
             gated_out[blocks[i][0]][f"{rel}:{stub}"] = gated[before[i][0], before[i][1]]
@@ -273,30 +222,22 @@ def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tu
     return problems, gated_out
 
 
-def _taken(files: dict, refused: list, rel: str, template: str, selected, handout) -> tuple[list, str]:
-    """(the blocks of the submission's copy of the graded file `rel`, '' or why none is taken)."""
+def _taken(files: dict, refused: list, rel: str, template: str, common, selected, handout) -> tuple:
+    """(the blocks of the submission's copy of the graded file `rel`, '' or why none is taken, its outside lines)."""
     path = find(files, rel)
     if path is None:
         mine = [r for r in refused if Path(r.split(" is a ")[0]).name == Path(rel).name]
         names = ", ".join(sorted(Path(f).name for f in graded_files(selected)))
         return [], ("refused: " + "; ".join(mine) if mine else f"{rel} is not in the submission (upload the "
-                    f"repository, its minbert/ folder or the graded files: {names})")
+                    f"repository, its minbert/ folder or the graded files: {names})"), []
     try:       # the instructor's own files still hold the left-out regions: compared as the copy has them
         submitted = C.omit(read_source(path), rel, set(C.BY_KEY if handout is None else handout))
     except (UnicodeDecodeError, OSError) as e:
         return [], (f"{rel}: cannot read it as one plain UTF-8 text file "
-                    f"({(e.strerror or e.args[0]) if isinstance(e, OSError) else type(e).__name__})")
+                    f"({(e.strerror or e.args[0]) if isinstance(e, OSError) else type(e).__name__})"), []
     except C.UserError as e:
-        return [], str(e)
-    return changed_lines(template, submitted, rel)
-
-
-def _merge(template: str, bodies: list) -> str:
-    """The template with each block's body replaced, in order."""
-    bodies, merged = iter(bodies), []
-    for line in split(template)[0]:
-        merged.append(next(bodies).rstrip("\n") if line[1] == "<block>" else line[1])
-    return "\n".join(merged) + "\n"
+        return [], str(e), []
+    return gate.changed_lines(template, submitted, rel, common)
 
 
 # ---------------------------------------------------------------------- which files an assignment runs
