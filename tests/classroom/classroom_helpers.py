@@ -17,7 +17,6 @@ name would shadow it. Test files import what they use, the `student` fixture inc
   honest_corpus()             the honest variants of tests/classroom/honest/ (Variant: name, key, file, nth, body,
                               top, classes)
   lay(path, variant)          a graded file with the variant in its block and its `top` lines among the file's imports
-  variant_file(variant)       (rel, text) of its graded file as handed in: the reference's, the variant laid in
   rounds(variants)            variants grouped so that a round holds at most one of each assignment (one grade each)
   walls_off(variants, tmp)    {name: '' or the first case it fails}, graded with the gate, the fence and the intake
                               off: the variant's outputs against the reference's, in a plain process
@@ -29,7 +28,6 @@ import signal
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import NamedTuple
@@ -205,17 +203,6 @@ def honest_corpus() -> list:
         assert set(tags) <= set(CLASSES), f"{path.name}: unknown style class in {tags} (CLASSES)"
         found.append(Variant(path.stem, key, file, int(nth), "\n".join(lines), tuple(top), tuple(tags)))
     return found
-
-
-def variant_file(v: Variant) -> tuple[str, str]:
-    """(rel, text): the variant's graded file as the student hands it in: the instructor's file with the left-out
-    regions gone, the variant in its block (the other blocks the reference's), its `top` lines among the imports."""
-    rel = package_file(Path(v.file).name)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / Path(rel).name
-        path.write_text(classroom.omit((ROOT / rel).read_text(), rel, set(classroom.BY_KEY)))
-        lay(path, v)
-        return rel, path.read_text()
 
 
 def lay(path: Path, v: Variant) -> None:
