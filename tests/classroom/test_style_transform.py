@@ -24,6 +24,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 from classroom_helpers import ROOT, Variant, first_failure, grade, scores, student, submission, walls_off  # noqa: F401
 
 from minbert.classroom import assignments as classroom, gate, submission as intake
@@ -173,7 +174,7 @@ class Losses(Rewrite):
         module, _, name = path.rpartition(".")
         if module not in ("torch", "torch.nn.functional") or name not in LOSSES | ACTIVATIONS:
             return node
-        cls = getattr(__import__("torch").nn, (LOSSES | ACTIVATIONS)[name])
+        cls = getattr(torch.nn, (LOSSES | ACTIVATIONS)[name])
         takes = set(inspect.signature(cls).parameters)
         inputs = 2 if name in LOSSES else 1
         args, keywords = list(node.args), list(node.keywords)
