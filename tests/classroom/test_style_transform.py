@@ -1,9 +1,9 @@
 """The style transform: every reference block rewritten mechanically (Python's `ast`) into the styles students write,
 then read and graded with both walls on. Five rewrites, each one style of the honest corpus (classroom_helpers.CLASSES):
 
-  hints      a type hint on every local (`x: torch.Tensor = ...`, loop and tuple targets declared first) and on every
-             parameter of a function the block defines; a module attribute the block calls becomes an annotated local
-             of its class, read from the given `__init__` (`word_embedding: nn.Embedding = self.word_embedding`)
+  hints      a type hint on every local (`x: torch.Tensor = ...`, loop and tuple targets declared first; the blocks
+             define no function, and the parameters are the given code's); a module attribute the block calls becomes
+             an annotated local of its class, read from the given `__init__` (`table: nn.Embedding = self.table`)
   losses     a loss or an activation called as a function, called in module form (`F.mse_loss(a, b)` ->
              `nn.MSELoss()(a, b)`, `torch.softmax(x, dim=-1)` -> `nn.Softmax(dim=-1)(x)`)
   imports    the module functions a block calls, imported by name at the top of the file, outside the blocks
@@ -97,7 +97,7 @@ class Rewrite(ast.NodeTransformer):
 
 
 class Hints(Rewrite):
-    """A type hint on every local and on every parameter of a function the block defines."""
+    """A type hint on every local."""
 
     def guess(self, value) -> ast.expr:
         if isinstance(value, ast.Constant):
@@ -140,13 +140,6 @@ class Hints(Rewrite):
             for d in declared:
                 d.annotation = _expr("int")
         return declared + [node]
-
-    def visit_FunctionDef(self, node):
-        self.generic_visit(node)
-        for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
-            if a.annotation is None:
-                a.annotation, self.count = _expr(self.ctx.tensor), self.count + 1
-        return node
 
     def aliases(self, body: list) -> list:
         """`name: Class = self.name` first, for each module attribute of self the block calls (its class from the
