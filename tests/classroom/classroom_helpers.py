@@ -14,6 +14,12 @@ name would shadow it. Test files import what they use, the `student` fixture inc
   needs_isolation             skip marker: the sandbox needs root (another user); LEVEL: the level this machine gives
   needs_namespaces            skip marker: the defence needs the namespaces level (the network, PID 1)
   grade(...)                  the grader, isolated where possible, else a self-check
+  honest_corpus()             the honest variants of tests/classroom/honest/ (Variant: name, key, file, nth, body,
+                              top, classes)
+  lay(path, variant)          a graded file with the variant in its block and its `top` lines among the file's imports
+  rounds(variants)            variants grouped so that a round holds at most one of each assignment (one grade each)
+  walls_off(variants, tmp)    {name: '' or the first case it fails}, graded with the gate, the fence and the intake
+                              off: the variant's outputs against the reference's, in a plain process
 """
 
 import hashlib
@@ -24,8 +30,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+import torch
 
 from minbert.classroom import assignments as classroom, autograder, sandbox
 from minbert.classroom.assignments import package_file
@@ -149,3 +157,126 @@ class Boxes:
             except OSError:
                 pass
         return found
+
+
+# ---------------------------------------------------------------------- the honest corpus
+
+HONEST = Path(__file__).parent / "honest"
+HEAD, TOP = "# honest variant: ", "# file top: "
+# The style classes of the corpus: what a correct answer written from the hints may look like (a variant's header
+# names its classes in brackets; a variant without one writes the other styles: loops, einsum, in place, HF style)
+CLASSES = {
+    "type-hint": "a type hint naming a torch class on a parameter or a local (`table: nn.Embedding`)",
+    "loss-module": "the module form of a loss whose function form is allowed (`nn.CrossEntropyLoss()`)",
+    "member": "a public member of a listed class or module (`itertools.chain.from_iterable`, `torch.Tensor.add`)",
+    "numpy": "numpy's everyday functions (`np.fabs`, `np.copy`, `np.linalg.norm`), `torch.from_numpy` after them",
+    "foreach": "AdamW in the `_foreach_` style, with per-tensor bias corrections as lists",
+    "idiom": "an idiom the given code uses next to the block (`torch.autocast(x.device.type, enabled=False)`, "
+             "`type(self).__name__` in a message, `getattr(obj, \"name\", default)`)",
+    "top-import": "an import of a listed module added at the top of the graded file, outside the blocks",
+}
+
+
+class Variant(NamedTuple):
+    name: str          # the file's stem
+    key: str           # the assignment
+    file: str          # the graded file, as in its header ("bert/attention.py")
+    nth: int           # which of the assignment's blocks in that file
+    body: str          # the block's lines, unindented
+    top: tuple         # lines added at the top of the graded file, among its imports
+    classes: tuple     # its style classes (CLASSES), () for the other styles
+
+
+def honest_corpus() -> list:
+    """[Variant] from tests/classroom/honest/*.py. The format: a first line `# honest variant: KEY FILE N: [class,
+    class] style`, then any number of `# file top: <import>` lines (added at the top of the graded file, among its
+    imports: where a student adds one), then the block's body."""
+    found = []
+    for path in sorted(HONEST.glob("*.py")):
+        head, *lines = path.read_text().split("\n")
+        where, _, style = head.removeprefix(HEAD).partition(": ")
+        key, file, nth = where.split()
+        top = []
+        while lines and lines[0].startswith(TOP):
+            top.append(lines.pop(0).removeprefix(TOP))
+        tags = style[1:style.index("]")].split(", ") if style.startswith("[") else []
+        assert set(tags) <= set(CLASSES), f"{path.name}: unknown style class in {tags} (CLASSES)"
+        found.append(Variant(path.stem, key, file, int(nth), "\n".join(lines), tuple(top), tuple(tags)))
+    return found
+
+
+def lay(path: Path, v: Variant) -> None:
+    """Put the variant in its block of the graded file at `path`, and its `top` lines just above the file's first
+    import (the top of the file, after its docstring)."""
+    autograder._replace_block(path, v.key, v.body.strip("\n"), nth=v.nth)
+    if v.top:
+        lines = path.read_text().split("\n")
+        first = next(i for i, line in enumerate(lines) if line.startswith(("import ", "from ")))
+        lines[first:first] = list(v.top)
+        path.write_text("\n".join(lines))
+
+
+def rounds(variants: list) -> list:
+    """Variants grouped so that a round holds at most one variant of each assignment (one grade per round), and a
+    variant with `top` lines shares its graded file with no other (the intake reads the whole file)."""
+    def clash(v, w):
+        return v.key == w.key or (v.top or w.top) and Path(v.file).name == Path(w.file).name
+    out = []
+    for v in variants:
+        free = next((r for r in out if not any(clash(v, w) for w in r)), None)
+        if free is None:
+            out.append(free := [])
+        free.append(v)
+    return out
+
+
+WALLS_OFF_CHILD = """import sys
+template, glue, inputs, out = sys.argv[1:5]
+sys.path.insert(0, template)
+import importlib.util
+import torch
+torch.set_num_threads(1)
+spec = importlib.util.spec_from_file_location("walls_off_scenarios", glue)
+scenarios = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(scenarios)
+found = {}
+for key, cases in torch.load(inputs, weights_only=True).items():
+    found[key] = []
+    for case in cases:
+        try:
+            found[key].append({k: v.detach() for k, v in scenarios.run(key, case).items()})
+        except Exception as e:
+            found[key].append(f"raised {type(e).__name__}: {e}")
+torch.save(found, out)
+"""
+
+
+def walls_off(variants: list, tmp_path: Path, seeds=(3, 5, 7)) -> dict:
+    """{variant name: '' or its first failure}: each variant laid into the copy's package (the rest of its
+    assignment's blocks the reference's), run in a plain process with no gate, fence, intake or box, on the cases of
+    `seeds`, its outputs compared with the reference's by the grader's own comparison (atol 1e-5 + rtol 1e-4)."""
+    from minbert.classroom import cases as CASES, scenarios, submission as S
+    from minbert.classroom.grade import compare
+    verdicts = {}
+    for i, group in enumerate(rounds(variants)):
+        keys = {v.key for v in group}
+        template = S.write_template(tmp_path / f"walls-off-{i}", set(classroom.BY_KEY))
+        for rel in S.graded_files(keys):
+            (template / rel).write_text(classroom.omit((ROOT / rel).read_text(), rel, set(classroom.BY_KEY)))
+        for v in group:
+            lay(template / package_file(Path(v.file).name), v)
+        drawn = {v.key: [c for seed in seeds for c in CASES.draw(v.key, seed)] for v in group}
+        torch.save(drawn, tmp_path / f"walls-off-{i}.pt")
+        r = run("-I", "-c", WALLS_OFF_CHILD, template, ROOT / "minbert" / "classroom" / "scenarios.py",
+                tmp_path / f"walls-off-{i}.pt", tmp_path / f"walls-off-{i}.out", cwd=tmp_path)
+        assert r.returncode == 0, f"the walls-off run failed: {r.stderr[-3000:]}"
+        got = torch.load(tmp_path / f"walls-off-{i}.out", weights_only=True)
+        for v in group:
+            verdicts[v.name] = ""
+            for n, case in enumerate(drawn[v.key]):
+                out = got[v.key][n]
+                why = out if isinstance(out, str) else compare(out, scenarios.run(v.key, case))
+                if why:
+                    verdicts[v.name] = f"case {n + 1} ({CASES.describe(case)}): {why}"
+                    break
+    return verdicts

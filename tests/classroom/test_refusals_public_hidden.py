@@ -12,11 +12,9 @@ refusal in public cases alone is allowed: the student sees it before the due dat
 from pathlib import Path
 
 import pytest
-from classroom_helpers import grade, student, submission, without_gate  # noqa: F401
-from test_gate import honest_corpus
+from classroom_helpers import grade, honest_corpus, lay, rounds, student, submission, without_gate  # noqa: F401
 
 from minbert.classroom import assignments as classroom
-from minbert.classroom import autograder
 from minbert.classroom.assignments import package_file
 from minbert.classroom.submission import graded_files
 
@@ -45,25 +43,14 @@ PLANTED_IN_HIDDEN_ONLY_FUNCTIONS = {
 
 
 def variants(planted: dict, honest=True) -> list:
-    """[(name, key, file, nth, body, the name planted or None)]: the honest corpus (if `honest`), then `planted`."""
-    corpus = {name: (key, file, nth, body) for name, key, file, nth, body in honest_corpus()}
-    found = [(name, *v, None) for name, v in corpus.items()] if honest else []
+    """[(Variant, the name planted or None)]: the honest corpus (if `honest`), then `planted`."""
+    corpus = {v.name: v for v in honest_corpus()}
+    found = [(v, None) for v in corpus.values()] if honest else []
     for name, (variant, call, replacement, refused) in planted.items():
-        key, file, nth, body = corpus[variant]
-        assert body.count(call) == 1, f"tests/classroom/honest/{variant}.py no longer writes `{call}` once"
-        found.append((name, key, file, nth, body.replace(call, replacement), refused))
+        v = corpus[variant]
+        assert v.body.count(call) == 1, f"tests/classroom/honest/{variant}.py no longer writes `{call}` once"
+        found.append((v._replace(name=name, body=v.body.replace(call, replacement)), refused))
     return found
-
-
-def rounds(found: list) -> list:
-    """Variants grouped so that a round holds at most one variant of each assignment (one grade per round)."""
-    out = []
-    for v in found:
-        free = next((r for r in out if v[1] not in {w[1] for w in r}), None)
-        if free is None:
-            out.append(free := [])
-        free.append(v)
-    return out
 
 
 def refusals(entries, key: str, visibility: str) -> set:
@@ -75,28 +62,29 @@ def refusals(entries, key: str, visibility: str) -> set:
 def hidden_only_refusals(copy, tmp_path, found: list) -> tuple[list, list]:
     """Grade `found` in rounds: (per variant, the refusals hidden cases read and no public case does; the planted
     calls the fence refused in no case)."""
-    wrong, missed = [], []
-    for i, group in enumerate(rounds(found)):
-        keys = {key for _, key, *_ in group}
+    wrong, missed, planted = [], [], {v.name: p for v, p in found}
+    for i, group in enumerate(rounds([v for v, _ in found])):
+        keys = {v.key for v in group}
         restore = sorted({Path(rel).name for rel in graded_files(keys)})       # every other block: the reference
         sub = submission(copy, tmp_path / str(i), restore=restore)
-        for name, key, file, nth, body, _ in group:
-            autograder._replace_block(sub / package_file(Path(file).name), key, body.strip("\n"), nth=nth)
+        for v in group:
+            lay(sub / package_file(Path(v.file).name), v)
         got = grade(sub, keys, salt=11)
-        for name, key, file, nth, body, planted in group:
-            public, hidden = refusals(got, key, "visible"), refusals(got, key, "after_due_date")
+        for v in group:
+            public, hidden = refusals(got, v.key, "visible"), refusals(got, v.key, "after_due_date")
             if hidden - public:
-                wrong.append(f"{name} ({key}): hidden cases refuse {sorted(hidden - public)}, no public case does "
+                wrong.append(f"{v.name} ({v.key}): hidden cases refuse {sorted(hidden - public)}, no public case does "
                              f"(public: {sorted(public) or 'nothing'})")
-            if planted and not any(planted in line for line in public | hidden):
-                missed.append(f"{name}: the fence refused no call named {planted} ({sorted(public | hidden)})")
+            name = planted[v.name]
+            if name and not any(name in line for line in public | hidden):
+                missed.append(f"{v.name}: the fence refused no call named {name} ({sorted(public | hidden)})")
     return wrong, missed
 
 
 @pytest.mark.slow
 def test_public_cases_show_every_refusal_hidden_cases_would(student, tmp_path, without_gate):  # noqa: F811
     found = variants(PLANTED)
-    assert len(found) >= 40 + len(PLANTED) and {v[1] for v in found} == set(classroom.BY_KEY)
+    assert len(found) >= 40 + len(PLANTED) and {v.key for v, _ in found} == set(classroom.BY_KEY)
     wrong, missed = hidden_only_refusals(student, tmp_path, found)
     assert not wrong, "a refusal shows only after the due date:\n" + "\n".join(wrong)
     assert not missed, "a planted off-list call was not refused by the fence:\n" + "\n".join(missed)

@@ -1,0 +1,12 @@
+# honest variant: adamw adamw.py 0: [foreach] m̂ and v̂ by torch._foreach_div with lists of corrections, then one add
+torch._foreach_mul_(params, 1 - lr * wd)
+torch._foreach_mul_(exp_avgs, beta1)
+torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
+torch._foreach_mul_(exp_avg_sqs, beta2)
+torch._foreach_add_(exp_avg_sqs, torch._foreach_mul(grads, grads), alpha=1 - beta2)
+m_hat = torch._foreach_div(exp_avgs, [1 - beta1 ** t for t in steps])
+v_hat = torch._foreach_div(exp_avg_sqs, [1 - beta2 ** t for t in steps])
+torch._foreach_sqrt_(v_hat)
+torch._foreach_add_(v_hat, eps)
+torch._foreach_div_(m_hat, v_hat)
+torch._foreach_add_(params, m_hat, alpha=-lr)
