@@ -8,6 +8,7 @@ refusing (allowlist_recording.py). Design and limits: docs/classroom.md (The all
 """
 
 import functools
+import operator
 import sys
 import traceback
 from types import MappingProxyType
@@ -131,7 +132,7 @@ class Fence:
         self.key = key
         self.refusals = []                               # (name, [(file, line), ...]): what case_done reports
         self.seen_ops, self.seen_calls = set(), set()
-        self.check_op, self.check_call, self.refuse, self.modes = _layers(
+        self.check_op, self.check_call, self.refuse, self.hold, self.intact, self.modes = _layers(
             None if ops is None else frozenset(ops), None if calls is None else frozenset(calls), layers,
             self.refusals, self.seen_ops, self.seen_calls)
 
@@ -139,17 +140,18 @@ class Fence:
         """Both modes on, for good: the child exits with them on, and nothing that would take them off is left."""
         for mode in self.modes:
             mode.__enter__()
-        _take_away(self.refuse)
+        _take_away(self.refuse, self.hold)
 
     def case_done(self, template: str) -> tuple[str, str]:
         """(the name that fails the case just run, or '': its first refusal, or REMOVED when the modes are not both
-        on; 'minbert/x.py:N', the innermost line of the submission's package on the refusal's stack, or '')."""
+        on, or a handler or installed function is not the fence's own; 'minbert/x.py:N', the innermost line of the
+        submission's package on the refusal's stack, or '')."""
         refused, stack = self.refusals[0] if self.refusals else ("", [])
         self.refusals.clear()
         call_mode, op_mode = self.modes
-        if not refused and not (_len_function() == 1 and _function_at(0) is call_mode and _len_dispatch() == 1
-                                and _dispatch_at(0) is op_mode and not torch._C._is_torch_function_all_disabled()
-                                and not _excluded(_PYTHON)):
+        if not refused and not (self.intact() and _len_function() == 1 and _function_at(0) is call_mode
+                                and _len_dispatch() == 1 and _dispatch_at(0) is op_mode
+                                and not torch._C._is_torch_function_all_disabled() and not _excluded(_PYTHON)):
             refused = REMOVED
         inside = [f"{file.removeprefix(template + '/')}:{line}" for file,
                   line in stack if file.startswith(template + "/")]
@@ -162,8 +164,8 @@ _excluded, _PYTHON = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.D
 
 
 def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
-    """(check_op, check_call, refuse, (call mode or None, op mode or None)): the lists and what the checks use are
-    this function's locals, held by the closures only."""
+    """(check_op, check_call, refuse, hold, intact, (call mode or None, op mode or None)): the lists and what the
+    checks use are this function's locals, held by the closures only."""
     len_dispatch, dispatch_at, len_function, function_at = _len_dispatch, _dispatch_at, _len_function, _function_at
     excluded, python, all_disabled = _excluded, _PYTHON, torch._C._is_torch_function_all_disabled
     stack, frame, public = traceback.extract_stack, sys._getframe, MappingProxyType(dict(_public_names()))
@@ -188,6 +190,29 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
     def check_call(func, types):
         check(name_call(func), types, calls, seen_calls)
 
+    held, functions, codes = {}, [], []                  # {id(space): (space.get, [name], [what it holds])}
+    is_, code_of = operator.is_, operator.attrgetter("__code__")
+
+    def hold(space, name: str, value=None):
+        """Note that `space[name]` (a module's, a class's or an object's __dict__) is `value` (None: absent), its
+        code unchanged, for every check to compare."""
+        get, names, values = held.setdefault(id(space), (space.get, [], []))
+        names.append(name)
+        values.append(value)
+        if hasattr(value, "__code__"):
+            functions.append(value)
+            codes.append(value.__code__)
+
+    def intact() -> bool:
+        """Whether every handler and function the fence holds is still the one it installed (torch calls a mode's
+        handler as looked up on the mode object, its class or a base, `__getattribute__` included). C loops: this
+        runs at every check."""
+        for get, names, values in held.values():
+            if not all(map(is_, map(get, names), values)):
+                return False
+        return all(map(is_, map(code_of, functions), codes)) and all(
+            type(mode) is cls and cls.__mro__ == mro for mode, cls, mro in classes)
+
     def inside(handler) -> bool:
         """Whether `handler`'s code runs further up this Python stack. A mode is set aside while its handler runs
         the call (torch's stash, or handle_torch_function's pop): what runs inside is under that layer still."""
@@ -198,8 +223,8 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
 
     class CallMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            if op_mode is not None and not (len_dispatch() == 1 and dispatch_at(0) is op_mode
-                                            and not excluded(python) or inside(op_handler)):
+            if not intact() or op_mode is not None and not (len_dispatch() == 1 and dispatch_at(0) is op_mode
+                                                            and not excluded(python) or inside(op_handler)):
                 refuse(REMOVED)
             check_call(func, types)
             return func(*args, **(kwargs or {}))
@@ -212,8 +237,8 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
             return False
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if call_mode is not None and not (len_function() == 1 and function_at(0) is call_mode
-                                              and not all_disabled() or inside(call_handler)):
+            if not intact() or call_mode is not None and not (len_function() == 1 and function_at(0) is call_mode
+                                                              and not all_disabled() or inside(call_handler)):
                 refuse(REMOVED)
             check_op(func, types)
             return func(*args, **(kwargs or {}))
@@ -221,7 +246,14 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
     call_handler, op_handler = CallMode.__torch_function__.__code__, OpMode.__torch_dispatch__.__code__
     call_mode = CallMode() if "calls" in layers else None
     op_mode = OpMode() if "ops" in layers else None
-    return check_op, check_call, refuse, (call_mode, op_mode)
+    classes = [(mode, type(mode), type(mode).__mro__) for mode in (call_mode, op_mode) if mode is not None]
+    for mode, cls, mro in classes:
+        handler = "__torch_function__" if mode is call_mode else "__torch_dispatch__"
+        hold(vars(mode), handler)
+        hold(vars(cls), handler, vars(cls)[handler])
+        for k in mro[:-1]:
+            hold(vars(k), "__getattribute__")
+    return check_op, check_call, refuse, hold, intact, (call_mode, op_mode)
 
 
 # What takes a mode off or switches a layer off (torch._C's names): refused once the fence is installed.
@@ -230,10 +262,11 @@ TAKEN = ("_pop_torch_dispatch_stack", "_unset_dispatch_mode", "DisableTorchFunct
          "_dispatch_tls_set_dispatch_key_excluded", "_RestorePythonTLSSnapshot")
 
 
-def _take_away(refuse):
+def _take_away(refuse, hold):
     """Replace TAKEN, the torch-function pop and `_disable_current_modes` in every module that holds them: each
     refuses REMOVED, but a pop whose callers are torch's own handle_torch_function (it sets the mode aside while
-    the mode's handler runs, as the C++ side does). Tensors print through `tolist`, under the fence."""
+    the mode's handler runs, as the C++ side does). Tensors print through `tolist`, under the fence. Each
+    replacement is held: every check compares it."""
     import contextlib
     import torch.overrides as O
     import torch.utils._python_dispatch as D
@@ -261,7 +294,9 @@ def _take_away(refuse):
             for name, value in list(space.items()):
                 if id(value) in swap and swap[id(value)][0] is value:
                     space[name] = swap[id(value)][1]
+                    hold(space, name, space[name])
     torch._tensor_str._str = lambda self, tensor_contents=None: f"tensor({self.tolist()})"
+    hold(vars(torch._tensor_str), "_str", torch._tensor_str._str)
 
 
 def refuse_threads(fence: Fence):
@@ -272,6 +307,8 @@ def refuse_threads(fence: Fence):
 
     def refused(*args, **kwargs):
         fence.refuse(THREAD)
-    _thread.start_new_thread = threading._start_new_thread = refused
-    if hasattr(_thread, "start_joinable_thread"):          # Python 3.13
-        _thread.start_joinable_thread = threading._start_joinable_thread = refused
+    for module, name in ((_thread, "start_new_thread"), (threading, "_start_new_thread"),
+                         (_thread, "start_joinable_thread"), (threading, "_start_joinable_thread")):
+        if hasattr(module, name):                          # (start_joinable_thread: Python 3.13)
+            setattr(module, name, refused)
+            fence.hold(vars(module), name, refused)
