@@ -81,6 +81,33 @@ def all_op_names() -> frozenset:
     return frozenset(normal_op_name(n) for n in torch._C._dispatch_get_all_op_names())
 
 
+@functools.cache
+def elementwise(base: frozenset) -> tuple[frozenset, frozenset]:
+    """(ops, calls) an honest answer may reach, from torch's registry rather than by hand: every overload of each
+    `aten::` operator tagged pointwise or reduction (no random draw) or in `base` (op_name's names), and of its
+    `_foreach_` forms (Scalar, ScalarList, List, Tensor); the torch callables of those names (torch.X,
+    torch.Tensor.X, torch.nn.functional.X, torch.special.X). No fused kernel, attention or optimizer is tagged.
+    Dropout's draws are added: the grader's cases run in eval mode, the copy's tests train (`preview`)."""
+    keep, drop = {torch.Tag.pointwise, torch.Tag.reduction}, torch.Tag.nondeterministic_seeded
+    packets = {}
+    for name in all_op_names():
+        if name.startswith("aten::"):
+            packets.setdefault(name[6:].partition(".")[0], []).append(name)
+    bases = {n[6:].partition(".")[0] for n in base} | {"bernoulli", "bernoulli_", "native_dropout"}
+    for packet, names in packets.items():
+        for name in names:
+            overload = name.partition(".")[2]
+            tags = torch._C._get_operation_overload(f"aten::{packet}", "" if overload == "default" else overload)[2]
+            if keep & set(tags) and drop not in tags:
+                bases.add(packet)
+    plain = {b.rstrip("_") for b in bases}
+    bases |= {p for p in packets if p.startswith("_foreach_") and p[9:].rstrip("_") in plain}
+    ops = frozenset(n for b in bases for n in packets.get(b, ()))
+    calls = frozenset(f"{space}{b}" for b in bases for space in ("torch.", "torch.Tensor.", "torch.nn.functional.")
+                      ) | {f"torch.special.{b[8:]}" for b in bases if b.startswith("special_")}
+    return ops, calls
+
+
 def resolve(path: str):
     """The object a dotted path names among the modules already imported, read without running anything (no
     import, no __getattr__), or None. 'torch.Tensor.shape.__get__' gives the method-wrapper call_name names."""
@@ -113,6 +140,11 @@ def names_something(name: str) -> bool:
         return normal_op_name(op) in all_op_names() or any(n.startswith(op + ".") for n in all_op_names())
     obj = resolve(name)
     return obj is not None and callable(obj) and call_name(obj) == name
+
+
+def refusal_line(op: str, at: str, key: str) -> str:
+    """What the student reads for a refusal, from the grader and from the copy's own tests alike."""
+    return f"called {op}{f' at {at}' if at else ''}, which assignment {key} does not allow (its list: ALLOWED.md)"
 
 
 class Banned(RuntimeError):
@@ -312,3 +344,96 @@ def refuse_threads(fence: Fence):
         if hasattr(module, name):                          # (start_joinable_thread: Python 3.13)
             setattr(module, name, refused)
             fence.hold(vars(module), name, refused)
+
+
+def preview(lists_file, root):
+    """The student copy's own tests under the grader's fence (tests/conftest.py there takes these two pytest hooks):
+    while a test of an assignment's own test files calls a graded function, every call and operator whose
+    innermost frame in the package lies in a solution block is checked against that block's assignment's lists
+    (`lists_file`: tests/FENCE.json), and a refusal raises Banned with the grader's line. Given code outside the
+    blocks runs unchecked: the tests reach it in ways the grader's cases never do (the fast paths, dropout while
+    training), and the grader checks it as its cases run it."""
+    import importlib
+    import json
+    from pathlib import Path
+
+    import pytest
+    spec, root = json.loads(Path(lists_file).read_text(encoding="utf-8")), Path(root)
+    fences = {key: Fence(set(spec["ops"]) | set(own["ops"]), set(spec["calls"]) | set(own["calls"]), key, layers=())
+              for key, own in spec["own"].items()}
+    blocks, testing, inside = {}, [], []                 # {file: [(first line, last line, key)]}
+    tested = {str(root / t) for t in spec["tests"]}
+    for path in (root / "minbert").rglob("*.py"):
+        spans, key, first = blocks.setdefault(str(path), []), None, 0
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            words = line.split()
+            if words[:3] == ["###", "BEGIN", "SOLUTION"] and words[3:] and words[3] in fences:
+                key, first = words[3], n
+            elif words[:3] == ["###", "END", "SOLUTION"] and key:
+                spans.append((first, n, key))
+                key = None
+
+    def check(kind, func, types):
+        f = sys._getframe(2)
+        while f is not None and f.f_code.co_filename not in blocks:
+            f = f.f_back
+        key = f and next((k for a, b, k in blocks[f.f_code.co_filename] if a <= f.f_lineno <= b), None)
+        if key:
+            try:
+                getattr(fences[key], kind)(func, types)
+            except Banned as e:
+                fences[key].refusals.clear()
+                at = f"{Path(f.f_code.co_filename).relative_to(root)}:{f.f_lineno}"
+                raise Banned(refusal_line(e.op, at, key)) from None
+
+    class CallMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            check("check_call", func, types)
+            return func(*args, **(kwargs or {}))
+
+    class OpMode(TorchDispatchMode):
+        _should_skip_dynamo = classmethod(lambda cls: False)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            check("check_op", func, types)
+            return func(*args, **(kwargs or {}))
+
+    def fenced(function):
+        @functools.wraps(function)
+        def graded(*args, **kwargs):
+            if inside or not testing:                    # in another graded function already, or not a test of one
+                return function(*args, **kwargs)
+            inside.append(function)
+            try:
+                with CallMode(), OpMode():
+                    return function(*args, **kwargs)
+            finally:
+                inside.clear()
+        return graded
+
+    def pytest_collection(session):
+        """Before the test files import the package: each graded function wrapped (a module that does not import
+        is left to the tests, which say why)."""
+        for name in spec["functions"]:
+            parts = name.split(".")
+            for i in range(len(parts) - 1, 0, -1):
+                try:
+                    owner = importlib.import_module(".".join(parts[:i]))
+                    break
+                except ImportError:
+                    continue
+                except Exception:                        # noqa: BLE001 - a syntax error or a stub: the tests show it
+                    return
+            for part in parts[i:-1]:
+                owner = getattr(owner, part)
+            setattr(owner, parts[-1], fenced(vars(owner)[parts[-1]]))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(item):
+        if str(item.path) in tested:
+            testing.append(item)
+        try:
+            yield
+        finally:
+            testing.clear()
+    return pytest_collection, pytest_runtest_call

@@ -14,7 +14,8 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
-from classroom_helpers import first_failure, grade, needs_isolation, scores, student, with_block, without_gate  # noqa: F401
+from classroom_helpers import (first_failure, grade, needs_isolation, scores, student, with_block,  # noqa: F401
+                               without_gate)
 from test_fence import attention_inputs, fenced
 
 from minbert.classroom import fence as FENCE
