@@ -243,7 +243,7 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
             if not all(map(is_, map(get, names), values)):
                 return False
         return all(map(is_, map(code_of, functions), codes)) and all(
-            type(mode) is cls and cls.__mro__ == mro for mode, cls, mro in classes)
+            type(mode) is cls and cls.__mro__ == mro and vars(mode) is space for mode, cls, mro, space in classes)
 
     def inside(handler) -> bool:
         """Whether `handler`'s code runs further up this Python stack. A mode is set aside while its handler runs
@@ -278,8 +278,8 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
     call_handler, op_handler = CallMode.__torch_function__.__code__, OpMode.__torch_dispatch__.__code__
     call_mode = CallMode() if "calls" in layers else None
     op_mode = OpMode() if "ops" in layers else None
-    classes = [(mode, type(mode), type(mode).__mro__) for mode in (call_mode, op_mode) if mode is not None]
-    for mode, cls, mro in classes:
+    classes = [(mode, type(mode), type(mode).__mro__, vars(mode)) for mode in (call_mode, op_mode) if mode is not None]
+    for mode, cls, mro, _ in classes:
         handler = "__torch_function__" if mode is call_mode else "__torch_dispatch__"
         hold(vars(mode), handler)
         hold(vars(cls), handler, vars(cls)[handler])

@@ -34,6 +34,10 @@ def rebind_on_instance(mode, name):
     setattr(mode, name, types.MethodType(unchecked, mode))
 
 
+def swap_instance_dict(mode, name):
+    mode.__dict__ = {**vars(mode), name: types.MethodType(unchecked, mode)}
+
+
 def rebind_code(mode, name):
     """The handler's function object kept, its code replaced by the unchecked one (with the same free variables,
     which Python requires)."""
@@ -58,7 +62,8 @@ def rebind_lookup(mode, name):
     type(mode).__getattribute__ = lookup
 
 
-REBINDINGS = {f.__name__: f for f in (rebind_on_class, rebind_on_instance, rebind_code, swap_class, rebind_lookup)}
+REBINDINGS = {f.__name__: f for f in (rebind_on_class, rebind_on_instance, swap_instance_dict, rebind_code, swap_class,
+                                      rebind_lookup)}
 HANDLER = {0: "__torch_function__", 1: "__torch_dispatch__"}     # fence.modes: (call mode, op mode)
 
 
