@@ -99,6 +99,7 @@ def ban(spec: dict, fence):
     def refusal(name):
         def call(*args, **kwargs):
             fence.refuse(name)
+        call.hooked = True              # torch's Optimizer wraps a class's `step` unless so marked: it stays as held
         return call
     sys.meta_path.insert(0, _RefuseModules())
     refused = python_refusals(spec)
