@@ -44,15 +44,18 @@ class Assignment:
 
     @property
     def allowed_ops(self) -> frozenset:
-        """Every ATen operator overload its solution may run (fence.py): the shared vocabulary and its own."""
-        from minbert.classroom import allowlists
-        return allowlists.without(allowlists.elementary_ops(), self.removes) | self.ops
+        """Every ATen operator overload its solution may run (fence.py): the shared vocabulary, every elementwise and
+        reduction operator torch's registry tags (fence.elementwise), and its own."""
+        from minbert.classroom import allowlists, fence
+        return allowlists.without(fence.elementwise(allowlists.elementary_ops())[0], self.removes) | self.ops
 
     @property
     def allowed_calls(self) -> frozenset:
-        """Every torch callable its solution may call (fence.py): the shared vocabulary and its own."""
-        from minbert.classroom import allowlists
-        return allowlists.without(allowlists.elementary_calls(), self.removes) | self.calls
+        """Every torch callable its solution may call (fence.py): the shared vocabulary, the callables of the
+        registry's elementwise and reduction operators, and its own."""
+        from minbert.classroom import allowlists, fence
+        return (allowlists.without(allowlists.elementary_calls() | fence.elementwise(allowlists.elementary_ops())[1],
+                                   self.removes) | self.calls)
 
 
 RECORDED = Path(__file__).with_name("allowlists_recorded.json")
@@ -353,13 +356,34 @@ def student_readme(selected) -> str:
     return "\n".join(lines)
 
 
+# The copy's tests/conftest.py ends with these lines (fence.preview).
+PREVIEW = """
+# The course copy's own: each assignment's tests run under the grader's fence (tests/fence.py, its lists in
+# tests/FENCE.json), so a refusal shows here, in the grader's words, before the due date.
+import fence  # noqa: E402
+
+pytest_collection, pytest_runtest_call = fence.preview(Path(__file__).with_name("FENCE.json"),
+                                                      Path(__file__).resolve().parents[1])
+"""
+
+
 def precheck() -> dict[str, str]:
-    """The student copy's gate: the grader's own reader (`python tests/gate.py`), each assignment's list in the form
-    it reads (tests/ALLOWED.json) and for a person (ALLOWED.md)."""
+    """The student copy's checks: the grader's own reader (`python tests/gate.py`), each assignment's list in the
+    form it reads (tests/ALLOWED.json) and for a person (ALLOWED.md); the grader's fence (tests/fence.py), its lists
+    (tests/FENCE.json: those every assignment allows, and each one's own) and the conftest lines that put it on."""
     from minbert.classroom import allowlists
-    return {"tests/gate.py": (Path(__file__).parent / "gate.py").read_text(encoding="utf-8"),
+    shared = {k: frozenset.intersection(*(getattr(a, f"allowed_{k}") for a in ASSIGNMENTS)) for k in ("ops", "calls")}
+    lists = {**{k: sorted(v) for k, v in shared.items()}, "tests": sorted({t for a in ASSIGNMENTS for t in a.tests}),
+             "functions": [f for a in ASSIGNMENTS for f in a.functions],
+             "own": {a.key: {k: sorted(getattr(a, f"allowed_{k}") - v) for k, v in shared.items()}
+                     for a in ASSIGNMENTS}}
+    here = Path(__file__).parent
+    return {"tests/gate.py": (here / "gate.py").read_text(encoding="utf-8"),
             "tests/ALLOWED.json": json.dumps(allowlists.gate_lists(ASSIGNMENTS), indent=0) + "\n",
-            "ALLOWED.md": allowlists.markdown(ASSIGNMENTS)}
+            "ALLOWED.md": allowlists.markdown(ASSIGNMENTS),
+            "tests/fence.py": (here / "fence.py").read_text(encoding="utf-8"),
+            "tests/FENCE.json": json.dumps(lists, indent=0) + "\n",
+            "tests/conftest.py": (ROOT / "tests" / "conftest.py").read_text(encoding="utf-8") + PREVIEW}
 
 
 MD_LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")   # [text](target), not an image

@@ -93,16 +93,20 @@ def _subclasses(cls) -> set:
     return {cls}.union(*map(_subclasses, cls.__subclasses__()))
 
 
-def ban(fence: dict, refuse):
-    """Refuse by name what an assignment replaces, before any of the submission's code is imported; `refuse(name)`
-    records the refusal and raises it."""
+def ban(spec: dict, fence):
+    """Refuse by name what an assignment replaces, before any of the submission's code is imported; `fence.refuse`
+    records the refusal and raises it, `fence.hold` has every check compare each replacement."""
     def refusal(name):
         def call(*args, **kwargs):
-            refuse(name)
+            fence.refuse(name)
+        call.hooked = True              # torch's Optimizer wraps a class's `step` unless so marked: it stays as held
         return call
     sys.meta_path.insert(0, _RefuseModules())
-    for owner, attribute, name in python_refusals(fence):
+    refused = python_refusals(spec)
+    for owner, attribute, name in refused:
         setattr(owner, attribute, refusal(name))
+    for owner, attribute, _ in refused:                 # (one attribute may be named twice: the last one stays)
+        fence.hold(vars(owner), attribute, vars(owner)[attribute])
 
 
 def main():
@@ -120,7 +124,7 @@ def main():
     with open(f"{scenarios_dir}/fence.json") as f:
         spec = json.load(f)
     fence = fences.Fence(None if record else set(spec["ops"]), None if record else set(spec["calls"]), key)
-    ban(spec["fence"], fence.refuse)
+    ban(spec["fence"], fence)
     fences.refuse_threads(fence)
     fence.install()                             # from here on every operator and torch call is checked
     results = []

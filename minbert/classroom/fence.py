@@ -8,6 +8,7 @@ refusing (allowlist_recording.py). Design and limits: docs/classroom.md (The all
 """
 
 import functools
+import operator
 import sys
 import traceback
 from types import MappingProxyType
@@ -80,6 +81,33 @@ def all_op_names() -> frozenset:
     return frozenset(normal_op_name(n) for n in torch._C._dispatch_get_all_op_names())
 
 
+@functools.cache
+def elementwise(base: frozenset) -> tuple[frozenset, frozenset]:
+    """(ops, calls) an honest answer may reach, from torch's registry rather than by hand: every overload of each
+    `aten::` operator tagged pointwise or reduction (no random draw) or in `base` (op_name's names), and of its
+    `_foreach_` forms (Scalar, ScalarList, List, Tensor); the torch callables of those names (torch.X,
+    torch.Tensor.X, torch.nn.functional.X, torch.special.X). No fused kernel, attention or optimizer is tagged.
+    Dropout's draws are added: the grader's cases run in eval mode, the copy's tests train (`preview`)."""
+    keep, drop = {torch.Tag.pointwise, torch.Tag.reduction}, torch.Tag.nondeterministic_seeded
+    packets = {}
+    for name in all_op_names():
+        if name.startswith("aten::"):
+            packets.setdefault(name[6:].partition(".")[0], []).append(name)
+    bases = {n[6:].partition(".")[0] for n in base} | {"bernoulli", "bernoulli_", "native_dropout"}
+    for packet, names in packets.items():
+        for name in names:
+            overload = name.partition(".")[2]
+            tags = torch._C._get_operation_overload(f"aten::{packet}", "" if overload == "default" else overload)[2]
+            if keep & set(tags) and drop not in tags:
+                bases.add(packet)
+    plain = {b.rstrip("_") for b in bases}
+    bases |= {p for p in packets if p.startswith("_foreach_") and p[9:].rstrip("_") in plain}
+    ops = frozenset(n for b in bases for n in packets.get(b, ()))
+    calls = frozenset(f"{space}{b}" for b in bases for space in ("torch.", "torch.Tensor.", "torch.nn.functional.")
+                      ) | {f"torch.special.{b[8:]}" for b in bases if b.startswith("special_")}
+    return ops, calls
+
+
 def resolve(path: str):
     """The object a dotted path names among the modules already imported, read without running anything (no
     import, no __getattr__), or None. 'torch.Tensor.shape.__get__' gives the method-wrapper call_name names."""
@@ -114,6 +142,11 @@ def names_something(name: str) -> bool:
     return obj is not None and callable(obj) and call_name(obj) == name
 
 
+def refusal_line(op: str, at: str, key: str) -> str:
+    """What the student reads for a refusal, from the grader and from the copy's own tests alike."""
+    return f"called {op}{f' at {at}' if at else ''}, which assignment {key} does not allow (its list: ALLOWED.md)"
+
+
 class Banned(RuntimeError):
     """A refusal: `op` is what was called (an operator, a torch callable or one of FIXED)."""
 
@@ -131,7 +164,7 @@ class Fence:
         self.key = key
         self.refusals = []                               # (name, [(file, line), ...]): what case_done reports
         self.seen_ops, self.seen_calls = set(), set()
-        self.check_op, self.check_call, self.refuse, self.modes = _layers(
+        self.check_op, self.check_call, self.refuse, self.hold, self.intact, self.modes = _layers(
             None if ops is None else frozenset(ops), None if calls is None else frozenset(calls), layers,
             self.refusals, self.seen_ops, self.seen_calls)
 
@@ -139,17 +172,18 @@ class Fence:
         """Both modes on, for good: the child exits with them on, and nothing that would take them off is left."""
         for mode in self.modes:
             mode.__enter__()
-        _take_away(self.refuse)
+        _take_away(self.refuse, self.hold)
 
     def case_done(self, template: str) -> tuple[str, str]:
         """(the name that fails the case just run, or '': its first refusal, or REMOVED when the modes are not both
-        on; 'minbert/x.py:N', the innermost line of the submission's package on the refusal's stack, or '')."""
+        on, or a handler or installed function is not the fence's own; 'minbert/x.py:N', the innermost line of the
+        submission's package on the refusal's stack, or '')."""
         refused, stack = self.refusals[0] if self.refusals else ("", [])
         self.refusals.clear()
         call_mode, op_mode = self.modes
-        if not refused and not (_len_function() == 1 and _function_at(0) is call_mode and _len_dispatch() == 1
-                                and _dispatch_at(0) is op_mode and not torch._C._is_torch_function_all_disabled()
-                                and not _excluded(_PYTHON)):
+        if not refused and not (self.intact() and _len_function() == 1 and _function_at(0) is call_mode
+                                and _len_dispatch() == 1 and _dispatch_at(0) is op_mode
+                                and not torch._C._is_torch_function_all_disabled() and not _excluded(_PYTHON)):
             refused = REMOVED
         inside = [f"{file.removeprefix(template + '/')}:{line}" for file,
                   line in stack if file.startswith(template + "/")]
@@ -162,8 +196,8 @@ _excluded, _PYTHON = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.D
 
 
 def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
-    """(check_op, check_call, refuse, (call mode or None, op mode or None)): the lists and what the checks use are
-    this function's locals, held by the closures only."""
+    """(check_op, check_call, refuse, hold, intact, (call mode or None, op mode or None)): the lists and what the
+    checks use are this function's locals, held by the closures only."""
     len_dispatch, dispatch_at, len_function, function_at = _len_dispatch, _dispatch_at, _len_function, _function_at
     excluded, python, all_disabled = _excluded, _PYTHON, torch._C._is_torch_function_all_disabled
     stack, frame, public = traceback.extract_stack, sys._getframe, MappingProxyType(dict(_public_names()))
@@ -188,6 +222,29 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
     def check_call(func, types):
         check(name_call(func), types, calls, seen_calls)
 
+    held, functions, codes = {}, [], []                  # {id(space): (space.get, [name], [what it holds])}
+    is_, code_of = operator.is_, operator.attrgetter("__code__")
+
+    def hold(space, name: str, value=None):
+        """Note that `space[name]` (a module's, a class's or an object's __dict__) is `value` (None: absent), its
+        code unchanged, for every check to compare."""
+        get, names, values = held.setdefault(id(space), (space.get, [], []))
+        names.append(name)
+        values.append(value)
+        if hasattr(value, "__code__"):
+            functions.append(value)
+            codes.append(value.__code__)
+
+    def intact() -> bool:
+        """Whether every handler and function the fence holds is still the one it installed (torch calls a mode's
+        handler as looked up on the mode object, its class or a base, `__getattribute__` included). C loops: this
+        runs at every check."""
+        for get, names, values in held.values():
+            if not all(map(is_, map(get, names), values)):
+                return False
+        return all(map(is_, map(code_of, functions), codes)) and all(
+            type(mode) is cls and cls.__mro__ == mro and vars(mode) is space for mode, cls, mro, space in classes)
+
     def inside(handler) -> bool:
         """Whether `handler`'s code runs further up this Python stack. A mode is set aside while its handler runs
         the call (torch's stash, or handle_torch_function's pop): what runs inside is under that layer still."""
@@ -198,8 +255,8 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
 
     class CallMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            if op_mode is not None and not (len_dispatch() == 1 and dispatch_at(0) is op_mode
-                                            and not excluded(python) or inside(op_handler)):
+            if not intact() or op_mode is not None and not (len_dispatch() == 1 and dispatch_at(0) is op_mode
+                                                            and not excluded(python) or inside(op_handler)):
                 refuse(REMOVED)
             check_call(func, types)
             return func(*args, **(kwargs or {}))
@@ -212,8 +269,8 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
             return False
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if call_mode is not None and not (len_function() == 1 and function_at(0) is call_mode
-                                              and not all_disabled() or inside(call_handler)):
+            if not intact() or call_mode is not None and not (len_function() == 1 and function_at(0) is call_mode
+                                                              and not all_disabled() or inside(call_handler)):
                 refuse(REMOVED)
             check_op(func, types)
             return func(*args, **(kwargs or {}))
@@ -221,7 +278,14 @@ def _layers(ops, calls, layers, refusals, seen_ops, seen_calls):
     call_handler, op_handler = CallMode.__torch_function__.__code__, OpMode.__torch_dispatch__.__code__
     call_mode = CallMode() if "calls" in layers else None
     op_mode = OpMode() if "ops" in layers else None
-    return check_op, check_call, refuse, (call_mode, op_mode)
+    classes = [(mode, type(mode), type(mode).__mro__, vars(mode)) for mode in (call_mode, op_mode) if mode is not None]
+    for mode, cls, mro, _ in classes:
+        handler = "__torch_function__" if mode is call_mode else "__torch_dispatch__"
+        hold(vars(mode), handler)
+        hold(vars(cls), handler, vars(cls)[handler])
+        for k in mro[:-1]:
+            hold(vars(k), "__getattribute__")
+    return check_op, check_call, refuse, hold, intact, (call_mode, op_mode)
 
 
 # What takes a mode off or switches a layer off (torch._C's names): refused once the fence is installed.
@@ -230,10 +294,11 @@ TAKEN = ("_pop_torch_dispatch_stack", "_unset_dispatch_mode", "DisableTorchFunct
          "_dispatch_tls_set_dispatch_key_excluded", "_RestorePythonTLSSnapshot")
 
 
-def _take_away(refuse):
+def _take_away(refuse, hold):
     """Replace TAKEN, the torch-function pop and `_disable_current_modes` in every module that holds them: each
     refuses REMOVED, but a pop whose callers are torch's own handle_torch_function (it sets the mode aside while
-    the mode's handler runs, as the C++ side does). Tensors print through `tolist`, under the fence."""
+    the mode's handler runs, as the C++ side does). Tensors print through `tolist`, under the fence. Each
+    replacement is held: every check compares it."""
     import contextlib
     import torch.overrides as O
     import torch.utils._python_dispatch as D
@@ -261,7 +326,9 @@ def _take_away(refuse):
             for name, value in list(space.items()):
                 if id(value) in swap and swap[id(value)][0] is value:
                     space[name] = swap[id(value)][1]
+                    hold(space, name, space[name])
     torch._tensor_str._str = lambda self, tensor_contents=None: f"tensor({self.tolist()})"
+    hold(vars(torch._tensor_str), "_str", torch._tensor_str._str)
 
 
 def refuse_threads(fence: Fence):
@@ -272,6 +339,101 @@ def refuse_threads(fence: Fence):
 
     def refused(*args, **kwargs):
         fence.refuse(THREAD)
-    _thread.start_new_thread = threading._start_new_thread = refused
-    if hasattr(_thread, "start_joinable_thread"):          # Python 3.13
-        _thread.start_joinable_thread = threading._start_joinable_thread = refused
+    for module, name in ((_thread, "start_new_thread"), (threading, "_start_new_thread"),
+                         (_thread, "start_joinable_thread"), (threading, "_start_joinable_thread")):
+        if hasattr(module, name):                          # (start_joinable_thread: Python 3.13)
+            setattr(module, name, refused)
+            fence.hold(vars(module), name, refused)
+
+
+def preview(lists_file, root):
+    """The student copy's own tests under the grader's fence (tests/conftest.py there takes these two pytest hooks):
+    while a test of an assignment's own test files calls a graded function, every call and operator whose
+    innermost frame in the package lies in a solution block is checked against that block's assignment's lists
+    (`lists_file`: tests/FENCE.json), and a refusal raises Banned with the grader's line. Given code outside the
+    blocks runs unchecked: the tests reach it in ways the grader's cases never do (the fast paths, dropout while
+    training), and the grader checks it as its cases run it."""
+    import importlib
+    import json
+    from pathlib import Path
+
+    import pytest
+    spec, root = json.loads(Path(lists_file).read_text(encoding="utf-8")), Path(root)
+    fences = {key: Fence(set(spec["ops"]) | set(own["ops"]), set(spec["calls"]) | set(own["calls"]), key, layers=())
+              for key, own in spec["own"].items()}
+    blocks, testing, inside = {}, [], []                 # {file: [(first line, last line, key)]}
+    tested = {str(root / t) for t in spec["tests"]}
+    for path in (root / "minbert").rglob("*.py"):
+        spans, key, first = blocks.setdefault(str(path), []), None, 0
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            words = line.split()
+            if words[:3] == ["###", "BEGIN", "SOLUTION"] and words[3:] and words[3] in fences:
+                key, first = words[3], n
+            elif words[:3] == ["###", "END", "SOLUTION"] and key:
+                spans.append((first, n, key))
+                key = None
+
+    def check(kind, func, types):
+        f = sys._getframe(2)
+        while f is not None and f.f_code.co_filename not in blocks:
+            f = f.f_back
+        key = f and next((k for a, b, k in blocks[f.f_code.co_filename] if a <= f.f_lineno <= b), None)
+        if key:
+            try:
+                getattr(fences[key], kind)(func, types)
+            except Banned as e:
+                fences[key].refusals.clear()
+                at = f"{Path(f.f_code.co_filename).relative_to(root)}:{f.f_lineno}"
+                raise Banned(refusal_line(e.op, at, key)) from None
+
+    class CallMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            check("check_call", func, types)
+            return func(*args, **(kwargs or {}))
+
+    class OpMode(TorchDispatchMode):
+        _should_skip_dynamo = classmethod(lambda cls: False)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            check("check_op", func, types)
+            return func(*args, **(kwargs or {}))
+
+    def fenced(function):
+        @functools.wraps(function)
+        def graded(*args, **kwargs):
+            if inside or not testing:                    # in another graded function already, or not a test of one
+                return function(*args, **kwargs)
+            inside.append(function)
+            try:
+                with CallMode(), OpMode():
+                    return function(*args, **kwargs)
+            finally:
+                inside.clear()
+        return graded
+
+    def pytest_collection(session):
+        """Before the test files import the package: each graded function wrapped (a module that does not import
+        is left to the tests, which say why)."""
+        for name in spec["functions"]:
+            parts = name.split(".")
+            for i in range(len(parts) - 1, 0, -1):
+                try:
+                    owner = importlib.import_module(".".join(parts[:i]))
+                    break
+                except ImportError:
+                    continue
+                except Exception:                        # noqa: BLE001 - a syntax error or a stub: the tests show it
+                    return
+            for part in parts[i:-1]:
+                owner = getattr(owner, part)
+            setattr(owner, parts[-1], fenced(vars(owner)[parts[-1]]))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(item):
+        if str(item.path) in tested:
+            testing.append(item)
+        try:
+            yield
+        finally:
+            testing.clear()
+    return pytest_collection, pytest_runtest_call

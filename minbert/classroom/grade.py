@@ -111,7 +111,7 @@ def error_message(record: wire.Error, files: dict, key: str, gated: dict | None 
     m = re.fullmatch(r"(minbert/(?:\w+/)?\w+\.py):(\d{1,6})", where)
     at = f" at {where}" if m and m.group(1) in files and 1 <= int(m.group(2)) <= len(files[m.group(1)]) else ""
     if op and refusable(op, C.BY_KEY[key]):
-        return Message(f"called {op}{at}, which assignment {key} does not allow (its list: ALLOWED.md)")
+        return Message(fence.refusal_line(op, at.removeprefix(" at "), key))
     if kind == "Banned":                        # a refusal whose name this process cannot check: not quoted
         return Message(f"called an operation{at} that assignment {key} does not allow (its list: ALLOWED.md)")
     if kind == "NotImplementedError" and at:
