@@ -9,6 +9,7 @@ byte-identical prediction files. A SIGKILL is imitated by resuming from last.pt 
 
 import os
 import signal
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -150,6 +151,23 @@ def test_second_signal_quits_at_once():
                 with pytest.raises(KeyboardInterrupt):
                     os.kill(os.getpid(), signal.SIGINT)
                 raise Interrupted(stop.signal)
+
+
+@pytest.mark.parametrize("after_training, then", [
+    (lambda stop: train_multitask.write_all_predictions(SimpleNamespace(amp="off"), stop, None, {}, {}, 8, "cpu",
+                                                        "runs/x"), "writes them"),
+    (lambda stop: train_mml.cross_dataset(SimpleNamespace(eval_tasks=[], task="RTE"), stop, None, None, "runs/x"),
+     "scores it")])
+def test_a_signal_as_the_predictions_start_exits_130_naming_the_saved_model(after_training, then, capsys):
+    """A Ctrl-C during the last evaluation is noticed as the predictions (MML: the scores) start: exit status 130 and
+    the command that writes them from the run folder, never a bare Interrupted traceback."""
+    with StopSignal() as stop:
+        stop.signal = "SIGINT"
+        with pytest.raises(SystemExit) as e:
+            after_training(stop)
+    out = capsys.readouterr().out
+    assert e.value.code == 130 and f"the same command plus --predict_only --resume runs/x {then}" in out, \
+        f"expected exit 130 and the --predict_only line, got exit {e.value.code}, output {out!r}"
 
 
 def test_interrupted_study_keeps_finished_runs_and_continues_the_cut_one(mml_setup, tmp_path, monkeypatch):
