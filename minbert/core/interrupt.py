@@ -86,14 +86,3 @@ def model_kept(source, doing: str, then: str):
         print(f"\ninterrupted while {doing}; the model is in {source}: the same command plus --predict_only "
               f"--resume {source} {then}")
         raise SystemExit(EXIT_STATUS) from None
-
-
-def run(train, args, abortable: bool = True):
-    """Both scripts' main(): train(args, stop) under a StopSignal. A signal during setup (before
-    stop.saving) ends the run at once, with nothing to save."""
-    with StopSignal(abortable) as stop:
-        try:
-            return train(args, stop)
-        except Interrupted as e:
-            print(f"\n{e}: stopped before training started; nothing to save")
-            raise SystemExit(EXIT_STATUS) from None

@@ -55,12 +55,17 @@ def add_run_args(parser, out_dir: str, seed: int) -> None:
 
 
 def main(args, script: str, experiment):
-    """Both scripts' main(): the run folder (RunDir), then `experiment(args, stop)` under Ctrl-C / SIGTERM handling
-    (minbert/core/interrupt.py). Under torchrun every rank must stop at the same step, so no phase is abortable."""
-    from minbert.core import interrupt
+    """Both scripts' main(): the run folder (RunDir), then `experiment(args, stop)` under a StopSignal
+    (minbert/core/interrupt.py). Under torchrun every rank must stop at the same step, so no phase is abortable.
+    A signal during setup (before stop.saving) ends the run at once, with nothing to save."""
+    from minbert.core.interrupt import EXIT_STATUS, Interrupted, StopSignal
     from minbert.run import distributed
-    with RunDir(args, script):
-        return interrupt.run(experiment, args, abortable=not distributed.launched())
+    with RunDir(args, script), StopSignal(abortable=not distributed.launched()) as stop:
+        try:
+            return experiment(args, stop)
+        except Interrupted as e:
+            print(f"\n{e}: stopped before training started; nothing to save")
+            raise SystemExit(EXIT_STATUS) from None
 
 
 def start(args, script: str, about: str):
