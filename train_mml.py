@@ -16,11 +16,7 @@ the active heads' logits (Eq. 5). The best epoch is chosen by the task's metric 
 --eval_tasks in the binary space its category shares (minbert.tasks.glue.category_prediction):
 cross_dataset.json.
 
-GPU, full RTE (python -m minbert download glue first):
-    python train_mml.py --task RTE --method mml --amp bf16 --epochs 30 --eval_tasks QNLI,MNLI
-CPU smoke run with the packaged MiniLM on the shipped RTE files (a few minutes):
-    python train_mml.py --task RTE --method mml --model minilm-l6 --limit 400 --epochs 2 --eliminate_every 10
-Resume after Ctrl-C or a crash: the same command plus --resume runs/mml/last.pt (or interrupted.pt)
+Commands (CPU quick start, GPU at the paper's scale, resume after Ctrl-C): README "Quick start", docs/training.md.
 """
 
 import functools
@@ -44,7 +40,7 @@ from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.core.atomic import atomic_write
 from minbert.core.device import autocast
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import DIVERGED, MAX_BAD_STEPS, UserError, cli
 from minbert.core.export import MODEL_DIR, export
 from minbert.core.report import markdown_table, plot_heads, write_jsonl
 from minbert.methods.mml import LAMBDA, METHODS
@@ -53,11 +49,6 @@ from minbert.tasks.glue import TASKS, category_prediction, read_glue, to_categor
 from minbert.tasks.sampling import TaskData, to_device
 from minbert.tasks.scoring import eval_batch, in_order
 from minbert.tools import trained_run
-
-
-MAX_BAD_STEPS = 10   # non-finite steps in a row that stop the run: a diverged run, not a bad batch
-DIVERGED = ("{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt "
-            "holds the last finished epoch")
 
 
 def parser():
@@ -82,10 +73,8 @@ def parser():
     return p
 
 
-def parse_args(argv=None):
-    p = parser()
-    args = p.parse(argv, glue, checkpoint, mml)   # --dry_run prints every flag, its value and source, and exits
-    return args
+def parse_args(argv=None):   # --dry_run prints every flag, its value and source, and exits
+    return parser().parse(argv, glue, checkpoint, mml)
 
 
 def score(task, out, gold) -> dict:
@@ -94,20 +83,15 @@ def score(task, out, gold) -> dict:
     return {m: float(getattr(metrics, m)(pred.numpy(), gold.numpy())) for m in TASKS[task].metrics}
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
-    # at the same step, so no phase is abortable there and the loop asks every rank at each step boundary.
-    with run_dir.RunDir(args, "train_mml.py"):   # refuses a used --out_dir; at the end: lean folder, summary
-        return interrupt.run(experiment, args, abortable=not distributed.launched())
+def main(argv=None):   # the run folder (refuses a used --out_dir; a lean one at the end), Ctrl-C saves and exits
+    return run_dir.main(parse_args(argv), "train_mml.py", experiment)
 
 
 def experiment(args, stop):
     """Setup, data, model and optimizer; then train(), and the best model's cross-dataset scores."""
     # ------------------------------------------------------------------ setup (every input checked before work)
     flags.writable_dir(args.out_dir, "--out_dir")
-    ck = checkpoint.load_for_resume(args, "train_mml.py") if args.resume and not args.predict_only else None
-    device, fast = run_dir.start(args, ck, f"task {args.task}, method {args.method}")   # seed, device, amp, threads
+    ck, device, fast = run_dir.start(args, "train_mml.py", f"task {args.task}, method {args.method}")   # --resume...
     if args.predict_only:   # no training: the run's model/, loaded as `python -m minbert predict` loads it
         return predict_only(args, stop, device) if distributed.is_main() else []
 
@@ -146,11 +130,8 @@ def experiment(args, stop):
         "scheduler": torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0),   # constant: the paper has none
         "scaler": torch.amp.GradScaler(device.type, enabled=args.amp == "fp16"),   # fp16 only; else passes through
         "stream": distributed.stream(train_data, args.batch_size, args.seed)}   # this rank's share of each batch
-    # the loop's state, its locals as a checkpoint holds them: fresh, or where the checkpoint stopped
-    loop = checkpoint.restore(ck, objects) if ck is not None else {
-        "epoch": 1, "step": 0, "best": -math.inf, "history": [], "elapsed_s": 0.0,   # where the run is, its records
-        "sums": fresh_sums(), "seen": [0.0, 0], "window": fresh_sums(),   # the epoch's losses, [s, examples]; window
-        "trace": [], "events": []}   # (step, active heads) after every step; the eliminations
+    # the loop's locals: fresh (trace: (step, active heads) after each step; the eliminations), or where ck stopped
+    loop = checkpoint.restore(ck, objects, fresh_sums(), trace=[], events=[])
     del ck   # the checkpoint's tensors are in the model and optimizer now
     history = train(args, stop, loop, objects, spec, dev, eval_batch(args.batch_size), device, steps_per_epoch)
 
@@ -166,7 +147,11 @@ def experiment(args, stop):
            "train_mml.py", trained_run.model_args("train_mml.py", args, encoder.config.hidden_size))
     checkpoint.share_weights(best, os.path.join(args.out_dir, MODEL_DIR))   # one copy: best.pt names model/
     cross_dataset(args, stop, lambda data: predict(model, data, args, device), load, args.out_dir)
-    summary(args, history, loop["trace"], loop["events"], heads)   # the epochs' table, the best score, heads.png
+    print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv", "active_heads",
+                                           "elapsed_s"]))
+    print(f"best dev {headline} {max(r[headline] for r in history):.4f}; {len(loop['events'])} elimination event(s); "
+          f"the best model has {int(heads.active.sum())}/{heads.num_heads} heads active")
+    plot_heads(os.path.join(args.out_dir, "heads.png"), loop["trace"], loop["events"], heads.num_heads)
     return history
 
 
@@ -222,19 +207,22 @@ def train(args, stop, loop, objects, spec, dev, eval_bs, device, steps_per_epoch
                 bad_steps = 0 if finite else bad_steps + 1
                 if bad_steps == MAX_BAD_STEPS:   # a diverged run, not a bad batch
                     raise UserError(DIVERGED.format(n=MAX_BAD_STEPS, out_dir=args.out_dir))
-                # 4) method hook: Algorithm 1's moving averages and, every K steps, MeanShift elimination
-                if eliminator is not None:
-                    eliminate(eliminator, per_head if finite else None, done, epoch, heads, events, args)
+                if eliminator is not None:   # 4) Algorithm 1: the moving averages; every K steps, MeanShift elimination
+                    if finite:
+                        eliminator.observe(distributed.mean_over_ranks(per_head))   # the same averages on every rank
+                    if event := eliminator.maybe_eliminate(done):
+                        events.append({"epoch": epoch, **event, "active_after": int(heads.active.sum())})
+                        if distributed.is_main():
+                            write_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), events)
+                        tqdm.write(f"step {done}: eliminated {len(event['eliminated'])} heads, "
+                                   f"{events[-1]['active_after']} active")
                 trace.append((done, int(heads.active.sum())))
                 # 5) the log: this epoch's training time and examples; every --log_every steps a line and a record
                 now = time.perf_counter()
                 seen, mark = [seen[0] + now - mark, seen[1] + examples], now
                 if done % args.log_every == 0 and distributed.is_main():
-                    record = progress.record(done, epoch, scheduler.get_last_lr(), window, seen, norm, now - started)
-                    tqdm.write(progress.line(record))
-                    with open(steps_log, "a") as f:
-                        f.write(json.dumps(record) + "\n")
-                    progress.report(writer, "train", record, done)   # --report_to tensorboard
+                    progress.write(progress.record(done, epoch, scheduler.get_last_lr(), window, seen, norm,
+                                                   now - started), steps_log, writer)   # a line, steps.jsonl, TB
                     window = fresh_sums()
                 scheduler.step()   # 6) the next step's learning rate; after a skipped update too (resumes see the same)
             step = steps_per_epoch
@@ -274,36 +262,14 @@ def predict(model, data, args, device) -> torch.Tensor:
     return out
 
 
-def summary(args, history, trace, events, heads) -> None:
-    print("\n" + markdown_table(history, ["epoch", *TASKS[args.task].metrics, "loss_task", "loss_mv",
-                                               "active_heads", "elapsed_s"]))
-    headline = PAPER_METRIC[args.task]
-    print(f"best dev {headline} {max(r[headline] for r in history):.4f}; {len(events)} elimination event(s); "
-          f"the best model has {int(heads.active.sum())}/{heads.num_heads} heads active")
-    plot_heads(os.path.join(args.out_dir, "heads.png"), trace, events, heads.num_heads)
-
-
-def eliminate(eliminator, per_head, done, epoch, heads, events, args) -> None:
-    """Feed this step's per-head losses (None: a non-finite step) to the moving averages, and log an elimination."""
-    if per_head is not None:
-        eliminator.observe(distributed.mean_over_ranks(per_head))   # the same averages on every rank
-    event = eliminator.maybe_eliminate(done)
-    if event:
-        events.append({"epoch": epoch, **event, "active_after": int(heads.active.sum())})
-        if distributed.is_main():
-            write_jsonl(os.path.join(args.out_dir, "eliminations.jsonl"), events)
-        tqdm.write(f"step {done}: eliminated {len(event['eliminated'])} heads, "
-                   f"{events[-1]['active_after']} active")
-
-
 def glue_data(args, tokenizer, task: str, split: str) -> TaskData:
     """`task`'s `split` from --glue_dir, at most --limit examples, cut to --max_seq_len."""
     return TaskData(read_glue(args.glue_dir, task, split)[: args.limit or None], tokenizer, args.max_seq_len)
 
 
 def predict_only(args, stop, device) -> list:
-    """--predict_only: the model/ of the run in --resume (a run folder, or a file in it), loaded and checked as
-    `python -m minbert predict` loads it (minbert/tools/trained_run.py): its dev scores and --eval_tasks."""
+    """--predict_only: the model/ of the run in --resume, loaded as `python -m minbert predict` loads it: its dev
+    scores and --eval_tasks."""
     trained = trained_run.load_run(args.resume, str(device), args.amp, eval_batch(args.batch_size),
                                    script="train_mml.py")
     if trained.task != args.task:
@@ -319,28 +285,23 @@ def cross_dataset(args, stop, predict, load, source, dev=None) -> None:
     """--predict_only's dev scores (`dev`), and the model's scores on --eval_tasks in its category's binary space.
     `predict(data)`: Eq. 5's outputs in input order; the model is safe in the run folder `source`."""
     cross = {}
-    try:
-        with stop.abortable():
-            if dev is not None:
-                print(f"{source}: dev {score(args.task, predict(dev), dev.labels)}")
-            for task in args.eval_tasks:
-                cross[task] = {}
-                for split in ("train", "dev"):
-                    try:
-                        data = load(task, split)
-                    except UserError as e:   # e.g. QNLI shipped without train.tsv
-                        cross[task][split] = {"skipped": str(e).split(". ")[0]}
-                        print(f"cross-dataset {task}/{split}: skipped ({cross[task][split]['skipped']})")
-                        continue
-                    pred = category_prediction(args.task, predict(data)).numpy()            # (N,) in {0, 1}
-                    gold = to_category_labels(task, data.labels)
-                    cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)),
-                                          "f1": float(metrics.f1(pred, gold)), "n": len(data)}
-                    print(f"cross-dataset {args.task} -> {task}/{split}: {cross[task][split]}")
-    except interrupt.Interrupted:
-        print(f"\ninterrupted while scoring; the model is in {source}: the same command plus --predict_only "
-              f"--resume {source} scores it")
-        raise SystemExit(interrupt.EXIT_STATUS) from None
+    with interrupt.model_kept(source, "scoring", "scores it"), stop.abortable():
+        if dev is not None:
+            print(f"{source}: dev {score(args.task, predict(dev), dev.labels)}")
+        for task in args.eval_tasks:
+            cross[task] = {}
+            for split in ("train", "dev"):
+                try:
+                    data = load(task, split)
+                except UserError as e:   # e.g. QNLI shipped without train.tsv
+                    cross[task][split] = {"skipped": str(e).split(". ")[0]}
+                    print(f"cross-dataset {task}/{split}: skipped ({cross[task][split]['skipped']})")
+                    continue
+                pred = category_prediction(args.task, predict(data)).numpy()            # (N,) in {0, 1}
+                gold = to_category_labels(task, data.labels)
+                cross[task][split] = {"accuracy": float(metrics.accuracy(pred, gold)),
+                                      "f1": float(metrics.f1(pred, gold)), "n": len(data)}
+                print(f"cross-dataset {args.task} -> {task}/{split}: {cross[task][split]}")
     if args.eval_tasks:
         text = json.dumps({"train_task": args.task, "method": args.method, "results": cross}, indent=1)
         path = (run_dir.fresh_path if args.predict_only else Path)(Path(args.out_dir) / "cross_dataset.json")

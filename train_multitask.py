@@ -7,16 +7,9 @@ are written in the handout's format. Each method owns its flags (`--help` lists 
 PALs, pair heads and MNR, loss scaling, head pretraining, SMART, R3F/R4F, PCGrad/GradVac,
 Gradient Compromise, and stages that start from an earlier run.
 
-GPU, full data (python -m minbert download cs224n first):
-    python train_multitask.py --option finetune --batch_size 32 --lr 2e-5 --epochs 5
-CPU, MiniLM on the shipped data (README "Quick start": its time; docs/training.md: its scores):
-    python train_multitask.py --model minilm-l6 --pooling mean --batch_size 32 --lr 1e-4 --head_lr 1e-3 \\
-        --hidden_dropout_prob 0.1 --epochs 6
-A paper's recipe: python train_multitask.py @recipes/NAME.args. Smoke run: add --limit 64 --epochs 1.
-Resume after Ctrl-C or a crash: the same command plus --resume runs/multitask/last.pt (or interrupted.pt).
+Commands (GPU, CPU quick start, a paper's recipe, resume after Ctrl-C): README "Quick start", docs/training.md.
 """
 
-import json
 import math
 import os
 import time
@@ -34,9 +27,9 @@ from minbert.bert.compiled import compile_blocks
 from minbert.bert.model import BertModel
 from minbert.bert.tokenizer import Tokenizer
 from minbert.core.device import autocast
-from minbert.core.errors import UserError, cli
+from minbert.core.errors import DIVERGED, MAX_BAD_STEPS, UserError, cli
 from minbert.core.export import MODEL_DIR, OUTPUTS, export, save_outputs
-from minbert.core.report import markdown_table, plot_panels, write_jsonl
+from minbert.core.report import markdown_table, plot_panels
 from minbert.tasks.multitask import CROSS_HEADS, TASKS, predictions, run_heads, task_loss, task_scores
 from minbert.tasks.sampling import to_device
 from minbert.tasks.scoring import eval_batch
@@ -44,9 +37,6 @@ from minbert.tools import trained_run
 
 METHODS = (multitask, pals, stages, sampling, loss_scaling, mnr, head_pretraining, smart, r3f, pcgrad, gradvac,
            gradient_compromise)   # each adds its flag group (add_args) and its rules (check_args)
-MAX_BAD_STEPS = 10   # non-finite steps in a row that stop the run: a diverged run, not a bad batch
-DIVERGED = ("{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt "
-            "holds the last finished epoch")
 
 
 def parser():
@@ -96,20 +86,15 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    # Ctrl-C / SIGTERM: finish the step, save, exit (minbert/core/interrupt.py). Under torchrun every rank must stop
-    # at the same step, so no phase is abortable there and the loop asks every rank at each step boundary.
-    with run_dir.RunDir(args, "train_multitask.py"):   # refuses a used --out_dir; at the end: lean folder, summary
-        return interrupt.run(experiment, args, abortable=not distributed.launched())
+def main(argv=None):   # the run folder (refuses a used --out_dir; a lean one at the end), Ctrl-C saves and exits
+    return run_dir.main(parse_args(argv), "train_multitask.py", experiment)
 
 
 def experiment(args, stop):
     """Setup, data, model and methods; then train() and finish()."""
     # ------------------------------------------------------------------ setup (every input checked before work)
     flags.check_outputs(args, [f"{t}_{s}" for t in TASKS for s in ("dev", "test")])
-    ck = checkpoint.load_for_resume(args, "train_multitask.py") if args.resume and not args.predict_only else None
-    device, fast = run_dir.start(args, ck, f"option {args.option}")   # seed, device, amp, threads, fast paths
+    ck, device, fast = run_dir.start(args, "train_multitask.py", f"option {args.option}")   # --resume, seed, device...
     for note in args.data_notes:
         print(f"data: {note}")
     if args.predict_only:   # no training: the run's model/, loaded as `python -m minbert predict` loads it
@@ -138,7 +123,9 @@ def experiment(args, stop):
     base_steps, steps_per_epoch = sampling.steps_per_epoch(args, sizes, len(train_data["sst"]),
                                                            distributed.world_size())
     total_steps = steps_per_epoch * args.epochs
-    optimizer = AdamW(two_learning_rates(args, model), lr=args.lr, fused=fast.fused_adamw)
+    new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))   # --head_lr's
+    optimizer = AdamW(param_groups(model.encoder, args.weight_decay) + [g | {"lr": args.head_lr or args.lr} for g in
+                      param_groups(new_params, args.weight_decay)], lr=args.lr, fused=fast.fused_adamw)
     trainable = [p for p in model.parameters() if p.requires_grad]
     objects = {   # what a checkpoint holds: each one's state_dict
         "model": model, "optimizer": optimizer,
@@ -150,10 +137,7 @@ def experiment(args, stop):
         "smart": smart.from_args(args, model, total_steps),
         "mnr": mnr.from_args(args, train_data, lambda data, seed: distributed.stream(data, args.batch_size, seed)),
         "surgery": pcgrad.from_args(args, trainable, args.seed) or gradvac.from_args(args, model, trainable, args.seed)}
-    # the loop's state, its locals as a checkpoint holds them: fresh, or where the checkpoint stopped
-    loop = checkpoint.restore(ck, objects) if ck is not None else {
-        "epoch": 1, "step": 0, "best": -math.inf, "history": [], "elapsed_s": 0.0,   # where the run is, its records
-        "sums": fresh_sums(), "seen": [0.0, 0], "window": fresh_sums()}   # the epoch's losses, [s, examples]; window
+    loop = checkpoint.restore(ck, objects, fresh_sums())   # the loop's locals: fresh, or where the checkpoint stopped
     del ck   # the checkpoint's tensors are in the model and optimizer now
     history, kept_dev = train(args, stop, loop, objects, noise, gradient_compromise.from_args(args, TASKS, sizes), dev,
                               eval_bs, device, base_steps, steps_per_epoch)
@@ -248,11 +232,8 @@ def train(args, stop, loop, objects, noise, compromise, dev, eval_bs, device, ba
                 now, done = time.perf_counter(), (epoch - 1) * steps_per_epoch + step + 1   # done: the run's steps
                 seen, mark = [seen[0] + now - mark, seen[1] + len(tasks) * examples], now
                 if done % args.log_every == 0 and distributed.is_main():
-                    record = progress.record(done, epoch, scheduler.get_last_lr(), window, seen, norm, now - started)
-                    tqdm.write(progress.line(record))
-                    with open(steps_log, "a") as f:
-                        f.write(json.dumps(record) + "\n")
-                    progress.report(writer, "train", record, done)   # --report_to tensorboard
+                    progress.write(progress.record(done, epoch, scheduler.get_last_lr(), window, seen, norm,
+                                                   now - started), steps_log, writer)   # a line, steps.jsonl, TB
                     window = fresh_sums()
                 scheduler.step()   # 9) the next step's learning rate; after a skipped update too (resumes see the same)
             step = steps_per_epoch
@@ -277,13 +258,6 @@ def train(args, stop, loop, objects, noise, compromise, dev, eval_bs, device, ba
 def fresh_sums() -> dict:
     """{task: [loss sum, count]}, the epoch's or since the last record, before the first loss."""
     return {t: [0.0, 0] for t in TASKS}
-
-
-def two_learning_rates(args, model) -> list[dict]:
-    """AdamW's parameter groups: the pretrained encoder at --lr, the new heads (and PALs) at --head_lr."""
-    new_params = nn.ModuleList([model.heads] + ([model.pals] if model.pals is not None else []))
-    groups = param_groups(model.encoder, args.weight_decay)
-    return groups + [g | {"lr": args.head_lr or args.lr} for g in param_groups(new_params, args.weight_decay)]
 
 
 def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, history, kept_dev):
@@ -315,9 +289,8 @@ def finish(args, stop, model, tokenizer, dev, test, eval_bs, device, stage, hist
 
 
 def predict_only(args, stop, device) -> None:
-    """--predict_only: the model/ of the run in --resume (a run folder, or a file in it), loaded and checked as
-    `python -m minbert predict` loads it (minbert/tools/trained_run.py), on the dev and test files of this command,
-    tokenized as that run was (its tokenizer, --max_seq_len and pair heads)."""
+    """--predict_only: the model/ of the run in --resume, loaded as `python -m minbert predict` loads it, predicts
+    this command's dev and test files, tokenized as that run was (its tokenizer, --max_seq_len and pair heads)."""
     run = trained_run.load_run(args.resume, str(device), args.amp, script="train_multitask.py")
     args.max_seq_len = run.max_seq_len
     pair_modes = {t: "separate" if run.model.bi_encoder(t) else "cross" for t in ("para", "sts")}
@@ -331,7 +304,7 @@ def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source,
     `source` whatever happens here."""
     outputs = {}
     try:
-        with stop.abortable():
+        with interrupt.model_kept(source, "writing predictions", "writes them"), stop.abortable():
             for split, splits in (("dev", dev), ("test", test)):
                 outputs[split] = (dev_outputs if split == "dev" and dev_outputs is not None else
                                   run_heads(model, splits, eval_bs, device, args.amp, desc=f"predict {split}"))
@@ -342,10 +315,6 @@ def write_all_predictions(args, stop, model, dev, test, eval_bs, device, source,
     except OSError as e:
         raise UserError(f"could not write the predictions ({e}). Nothing is lost: the model is in {source}; fix the "
                         f"path and run the same command plus --predict_only --resume {source}") from None
-    except interrupt.Interrupted:
-        print(f"\ninterrupted while writing predictions; the model is in {source}: "
-              f"the same command plus --predict_only --resume {source} writes them")
-        raise SystemExit(interrupt.EXIT_STATUS) from None
     return outputs
 
 

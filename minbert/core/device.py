@@ -1,20 +1,9 @@
-"""Devices and mixed precision, the boring and safe way (what a user sees: docs/install.md).
+"""Devices, mixed precision, threads and seeds, the boring and safe way (what a user sees, and why each choice of
+`--amp auto` and `--threads 0`: docs/install.md).
 
-- `pick_device("auto")` tries cuda -> mps -> cpu; "cpu"/"cuda"/"mps" force one (with a clear
-  error when it is not there). Nothing touches CUDA before it is asked for.
-- `--amp auto|off|bf16|fp16`: `autocast(device, amp)` runs matmuls in 16-bit while keeping
-  reductions (softmax, LayerNorm, losses) in fp32. bf16 has fp32's exponent range, so it needs
-  no loss scaling. fp16 needs a GradScaler (the scripts make one, enabled for fp16 only): the loss is scaled up
-  before backward so small gradients do not underflow, and steps whose gradients overflowed are skipped.
-- `resolve_amp("auto", device)` picks what is fast AND safe on this machine, and says why: bf16 on CUDA with bf16
-  and on CPUs with AMX-BF16 or AVX512-BF16; fp16 + GradScaler on older CUDA GPUs; off on any other CPU (bf16 is
-  emulated there, ~30x SLOWER than fp32) and on MPS (little gain for training, no tested fp16 GradScaler path).
-  An explicit `--amp bf16` on such a CPU runs with a warning; `--amp fp16` on a CPU is refused, naming what to use.
-- `--threads N` sets torch's CPU threads; left at 0, `set_threads` takes the cores free now (`choose_threads`) and
-  says so in one line: torch's default, one thread per core, fights other jobs for the cores (several times slower).
-  A count above the free cores (--threads N, or a resume's) gets a warning in that line naming the faster count.
-- `keep_freed_memory()` (a fast path, minbert/run/fast_paths.py) and `cpu_name()`, `cpu_capability()` (for
-  benchmark tables).
+`pick_device("auto")` tries cuda -> mps -> cpu and touches CUDA only when asked. `autocast(device, amp)` runs
+matmuls in 16-bit, reductions in fp32; fp16 needs the scripts' GradScaler, bf16 none. `resolve_amp` picks what is
+fast and safe here and says why; `set_threads` takes the cores free now and warns about a count above them.
 """
 
 import ctypes

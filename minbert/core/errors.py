@@ -11,6 +11,11 @@ import os
 import sys
 
 
+MAX_BAD_STEPS = 10   # non-finite optimizer steps in a row that stop a training run: a diverged run, not a bad batch
+DIVERGED = ("{n} optimizer steps in a row had a non-finite loss: lower --lr or use --amp off; {out_dir}/last.pt "
+            "holds the last finished epoch")
+
+
 class UserError(Exception):
     """Bad input from the user: the message says what was given, where, and what was expected."""
 

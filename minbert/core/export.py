@@ -1,15 +1,8 @@
-"""Exporting a run's model, and starting the next stage from it (stage chaining; the papers' pipelines:
-docs/methods.md). One stage hands its model to the next through a folder:
+"""Exporting a run's model, and starting the next stage from it (stage chaining; the papers' pipelines and the
+folder's files, RUN_DIR/model/ and RUN_DIR/outputs.pt: docs/methods.md, docs/outputs.md).
 
-    RUN_DIR/model/
-        config.json, model.safetensors   the encoder in Hugging Face names: what --model reads
-        vocab.txt, tokenizer_config.json the tokenizer (do_lower_case stated)
-        task_modules.safetensors         heads (and PALs) by parameter name: what --init_from reads
-        stage.json                       what the run started from, its arguments and dev scores, and the
-                                         record that rebuilds it: "script" and "model_args" (tools/trained_run.py)
-    RUN_DIR/outputs.pt                   raw dev/test outputs + dev labels: what `python -m minbert ensemble` combines
-
-`init_from` (for `--init_from`, minbert/run/stages.py) loads the saved heads/PALs whose names and shapes match.
+`export` writes the encoder in Hugging Face names (what --model reads), the tokenizer, the task modules (what
+--init_from reads, `init_from`) and stage.json (the record that rebuilds the run: tools/trained_run.py).
 `export_hf_classifier` writes one head with the encoder as a Hugging Face BertForSequenceClassification folder.
 Left out: optimizer state (a new stage starts a new optimizer, as in the papers), and the training-only SimCSE MLP.
 """

@@ -1,12 +1,9 @@
-"""Command-line checks that run before any work starts.
+"""Command-line checks that run before any work starts: a bad value stops at parse time, exit status 2.
 
-A bad value stops at parse time with argparse's own message and exit status 2, before data or a model is loaded:
 `between`, `at_least` and `positive` are argparse `type=` functions; `BriefParser` prints two lines instead of the
-usage block, with the closest known flag or choice (`suggest`), or minbert's name for a flag in Hugging Face's
-spelling (`HF_SPELLINGS`: `--learning_rate` -> `--lr`); `writable_dir` and `writable_file` create (and
-remove) a scratch file where the output will go, which catches what os.access would not (a read-only disk, a
-parent that is a file). `ArgumentParser` adds recipe files (`@recipes/x.args`) and `--dry_run`
-(minbert/core/recipes.py).
+usage block, naming the closest known flag or choice, or minbert's name for Hugging Face's spelling (`HF_SPELLINGS`);
+`writable_dir`/`writable_file` create a scratch file where the output will go (catching a read-only disk, a parent
+that is a file). `ArgumentParser` adds recipe files (`@recipes/x.args`) and `--dry_run` (minbert/core/recipes.py).
 """
 
 import argparse

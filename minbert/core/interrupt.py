@@ -1,12 +1,9 @@
 """Ctrl-C and SIGTERM that lose no work and keep `--resume` exact (what a user sees: docs/training.md).
 
-A resumable checkpoint must hold one consistent moment: weights, optimizer moments, LR schedule, batch positions
-and RNG states all from the same step boundary, which a KeyboardInterrupt raised mid-step would break. So while a
-run trains, a signal only sets a flag, `stop.signal`; the loop reads it at the next step boundary and raises
-`Interrupted`, which `stop.saving` turns into interrupted.pt and exit status 130. Setup, evaluation and
-predictions change no training state, so there a signal raises `Interrupted` at once (`abortable`). Under torchrun
-a checkpoint is a collective, so nothing is abortable and the loop asks every rank's flag (distributed.any_rank).
-A second signal raises KeyboardInterrupt: the user insists, and the run ends without saving.
+A checkpoint must hold one step boundary, so while a run trains a signal only sets `stop.signal`; the loop reads it
+at the next boundary and raises `Interrupted`, which `stop.saving` turns into interrupted.pt and exit status 130.
+Setup, evaluation and predictions change no training state: there a signal stops at once (`abortable`; never
+under torchrun, where the loop asks every rank). A second signal raises KeyboardInterrupt: no save.
 """
 
 import signal
@@ -79,12 +76,13 @@ class StopSignal:
             self._abortable = before
 
 
-def run(train, args, abortable: bool = True):
-    """Both scripts' main(): train(args, stop) under a StopSignal. A signal during setup (before
-    stop.saving) ends the run at once, with nothing to save."""
-    with StopSignal(abortable) as stop:
-        try:
-            return train(args, stop)
-        except Interrupted as e:
-            print(f"\n{e}: stopped before training started; nothing to save")
-            raise SystemExit(EXIT_STATUS) from None
+@contextmanager
+def model_kept(source, doing: str, then: str):
+    """After training (predictions, scores): a signal ends the run with a line saying the model is safe in the run
+    folder `source`, and that the same command plus --predict_only --resume `source` `then`."""
+    try:
+        yield
+    except Interrupted:
+        print(f"\ninterrupted while {doing}; the model is in {source}: the same command plus --predict_only "
+              f"--resume {source} {then}")
+        raise SystemExit(EXIT_STATUS) from None

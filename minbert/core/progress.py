@@ -1,12 +1,7 @@
-"""What a training loop cannot write in a line of its own: the log's flags, tqdm's bar in a log file, the printed line
-of a step record, the records a resume redoes, and TensorBoard. docs/outputs.md describes every record field.
-
-Anchors: Hugging Face Trainer's `logging_steps`, `report_to` and log records; PyTorch Lightning's
-`log_every_n_steps`; tqdm's bar. Off a terminal (a run logged to a file) tqdm redraws one line with carriage
-returns, so `bar` gives it a file that turns each redraw into a line of its own, and asks for one every
---log_seconds: as the phase starts, at the end of the step or batch in which the seconds pass, and at its end (100%).
-The scripts keep their own numbers (loss sums, times) and write steps.jsonl and metrics.jsonl themselves.
-Left out: other trackers (W&B, MLflow); records from ranks other than 0.
+"""What a training loop cannot write in a line of its own: the log's flags, tqdm's bar in a log file (one line per
+--log_seconds instead of carriage returns), a step record and its printed line, the records a resume redoes, and
+TensorBoard (Anchors: Hugging Face Trainer's `logging_steps` and `report_to`, Lightning's `log_every_n_steps`).
+Every record field: docs/outputs.md. Left out: other trackers (W&B, MLflow); records from ranks other than 0.
 """
 
 import argparse
@@ -124,6 +119,14 @@ def line(record: dict) -> str:
     lr = f"lr {record['lr']:.1e}" + (f", heads {record['head_lr']:.1e}" if "head_lr" in record else "")
     return (f"step {record['step']} (epoch {record['epoch']}) | loss {losses} | {lr} | "
             f"grad norm {number(record['grad_norm'], 2)} | {record['examples_per_s']:.0f} ex/s")
+
+
+def write(record: dict, path, writer) -> None:
+    """A step record (rank 0): its line printed, appended to steps.jsonl (`path`), and to TensorBoard (`writer`)."""
+    tqdm.write(line(record))
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+    report(writer, "train", record, record["step"])   # --report_to tensorboard
 
 
 def finite(x):

@@ -1,12 +1,11 @@
-"""Recipes and `--dry_run`: what a command will run with, and where each value came from (docs/methods.md).
+"""Recipes and `--dry_run`: what a command will run with, and where each value came from (what a user sees, the
+recipe format and `--dry_run json`'s fields: docs/methods.md).
 
-A recipe is an argparse `@file` (minbert.core.flags.ArgumentParser), one `--flag value  # paper section` per
-line; later arguments override earlier ones (argparse's rule). `--dry_run` (every entry point) prints a table and
-exits with status 0 before any data, model or output folder is touched: the flags changed from their defaults,
-grouped by argument group (`changed_flags`), the model (`model_note`) and the rows the parsing modules add through
-a `describe(args)` function. `--dry_run json` prints {"entry", "argv", "recipes", "flags": {name: {"value",
-"source"}}}, source being "default", "recipe" (the last setting came from an @file) or "command line".
-Left out: abbreviated flags (`--l` for `--lr`) count as the command line's only when written in full.
+`dry_run` prints the flags changed from their defaults, grouped by argument group (`changed_flags`), the model
+(`model_note`) and the rows the parsing modules add through a `describe(args)` function, then exits with status 0
+before any data, model or output folder is touched; `--dry_run json` prints {"entry", "argv", "recipes", "flags":
+{name: {"value", "source"}}}, source "default", "recipe" or "command line". Left out: abbreviated flags (`--l`
+for `--lr`) count as the command line's only when written in full.
 """
 
 import json

@@ -1,14 +1,9 @@
 """Training checkpoints: plain save and load, and a resume that checks its flags.
 
 The script writes its checkpoint as one dict (as nanoGPT and nanochat do: the model, the optimizer, each method's
-state, `"loop"` with its own locals); this file holds what a loop cannot write in a line: `save`/`load` (atomic;
-read without running code), `save_last` (last.pt) and `save_weights` (best.pt), `rng_states`/`set_rng_states`,
-`load_for_resume` (refuses a checkpoint of other flags or another script; reads an earlier minbert's layout), and
-`share_weights`/`own_weights` (one copy of the weights in a finished run: best.pt names model/ for them).
-
-Files are read with `torch.load(weights_only=True)`: tensors, numbers, strings, lists and dicts only, so a
-checkpoint someone shares cannot run code when it is loaded. Weights are saved from the plain module (never a
-torch.compile or DDP wrapper), so no `_orig_mod.`/`module.` prefixes. Ctrl-C: minbert/core/interrupt.py.
+state, `"loop"` with its locals); this file holds what a loop cannot write in a line. Files are read with
+`torch.load(weights_only=True)`, so a shared checkpoint cannot run code; weights are saved from the plain module
+(no `_orig_mod.`/`module.` prefixes). Ctrl-C: minbert/core/interrupt.py; the files: docs/outputs.md.
 """
 
 import json
@@ -256,9 +251,13 @@ def state(objects: dict, loop: dict, args) -> dict:
             "args": json.dumps(vars(args))}
 
 
-def restore(ck: dict, objects: dict) -> dict:
+def restore(ck: dict | None, objects: dict, sums: dict | None = None, **more) -> dict:
     """Back to the step boundary `ck` was saved at: every object's state (as `state` names them) and every RNG;
-    returns the loop's locals, and says where the run continues."""
+    returns the loop's locals, and says where the run continues. No `ck`: the fresh run's locals (`sums`: the
+    losses' {name: [sum, count]} before the first; `more`: a script's own, e.g. train_mml's trace and events)."""
+    if ck is None:
+        return {"epoch": 1, "step": 0, "best": -math.inf, "history": [], "elapsed_s": 0.0,   # where, its records
+                "sums": sums, "seen": [0.0, 0], "window": dict(sums), **more}   # losses, [s, examples]; the log's
     for name, obj in objects.items():
         if obj is not None and ck.get(name) is not None:   # None: off then (an earlier minbert's scaler off fp16)
             for o, s in zip(obj, ck[name]) if isinstance(obj, list) else [(obj, ck[name])]:

@@ -1,22 +1,9 @@
 """Data parallelism across processes: torchrun + DistributedDataParallel, all in this one file.
 
-N processes (ranks), each holding a full copy of the model, train on disjoint batches and average their
-gradients before every optimizer step (PyTorch DDP, Li et al., arXiv:2006.15704). Commands, the effective batch
-and what was tested: docs/scaling.md. A run *not* started by torchrun (no RANK/WORLD_SIZE) takes none of the code
-below: `setup` returns the device, every helper is the identity. Under torchrun:
-- setup: nccl on CUDA (one GPU per LOCAL_RANK), gloo on CPU, a 60 min timeout (ranks wait while rank 0
-  evaluates); ranks > 0 send stdout to os.devnull, errors still reach stderr.
-- Data: every rank draws the same global batch of batch_size × world examples and keeps rows rank, rank + world,
-  … (`ShardedStream`).
-- Gradients: the scripts hand each step's loss to `Sync.before_backward`, which passes it through DDP's forward,
-  so DDP (find_unused_parameters=True) averages during backward every gradient the graph reaches; earlier
-  micro-batches of gradient accumulation go through `no_sync()`. PCGrad/GradVac's per-task passes run under
-  `no_sync()`, then `Sync.task_grads` averages the K per-task gradients; MML uses `mean_over_ranks`.
-- Evaluation on rank 0 alone (`on_main`), its scores broadcast; rank 0 alone writes; checkpoints hold every rank's
-  RNG state (`gather_rng`); a stop is agreed at a step boundary (`any_rank`). Head pretraining runs on every rank
-  before DDP is built.
-Left out: sharded optimizer states (ZeRO/FSDP), in-batch negatives gathered across ranks for MNR, and exact
-weighting of the uneven last global batch of a pass (as plain DDP; a rank with no row re-uses row rank mod B).
+N ranks, each with a full copy of the model, train on disjoint rows of one global batch and average their gradients
+before every optimizer step (PyTorch DDP, Li et al., arXiv:2006.15704). A run not started by torchrun takes none of
+this code: `setup` returns the device and every helper is the identity. What each piece does under torchrun (setup,
+`ShardedStream`, `Sync`, `on_main`, `gather_rng`, `any_rank`), what was tested and what is left out: docs/scaling.md.
 """
 
 import atexit

@@ -1,17 +1,9 @@
 """Fast paths for the train step: given code, chosen automatically, one flag away from off.
 
-The readable code stays the reference (AdamW's numbered equations, the written-out attention and dropout): it is
-what the classroom grades and what the tests compare against. A fast path computes the same thing with fewer
-passes over memory; tests/run/test_fast_paths.py checks it against the readable path, and `--fast_paths off` runs
-the readable path bit for bit. `--fast_paths auto` (the default) takes every path below that applies here, or
-a comma list only those:
-
-  fused_adamw   torch._fused_adamw_: one pass over p, g, m, v per element (minbert.adamw.fused_step). CPU, CUDA.
-  keep_memory   glibc keeps freed blocks for reuse (minbert.core.device.keep_freed_memory). Linux CPU, and only
-                together with fused_adamw.
-  dropout_mask  the same 16-bit dropout mask applied by one addcmul each way (minbert.bert.dropout.set_fast_mask).
-                CPU.
-What each buys, and what was measured and not kept: docs/benchmarks.md and bench/results/roofline.md.
+The readable code stays the reference (what the classroom grades and the tests compare against); a fast path
+computes the same with fewer passes over memory, tests/run/test_fast_paths.py checks it, and `--fast_paths off`
+runs the readable path bit for bit. `auto` takes every path that applies here (PATHS below); what each buys and
+what was measured and not kept: docs/benchmarks.md and bench/results/roofline.md.
 """
 
 import argparse

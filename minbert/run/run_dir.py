@@ -1,24 +1,11 @@
 """A run folder (--out_dir) that holds everything a run writes, never clobbers another run, and stays lean.
 
-Anchors: Hugging Face Trainer (`output_dir` holds everything; `overwrite_output_dir`) and PyTorch Lightning's
-checkpoint retention. What the folder holds and what is refused, for a user: docs/outputs.md.
-`RunDir(args, script)` wraps both training scripts' main:
-
-1. **Claimed.** On entry, before any data or model loads, it refuses a --out_dir that holds another run's files,
-   and an explicit --*_out outside it that exists, unless --overwrite (which removes only names minbert writes).
-   `run.json` names the script, the command, the times, the machine (`machine`), the status and the files written
-   outside the folder (`unfinished` reads it). `--predict_only` never replaces a prediction file and leaves run.json
-   as it was (`fresh_predictions`); other commands use `refuse_to_replace`.
-2. **No litter.** A run that fails before it saved anything leaves no folder behind when it created the folder.
-3. **Lean.** A finished run drops its resume state (last.pt) unless --keep_resume_state, and prints a `summary`.
-4. **A folder it cannot write is a message** (read-only, /proc, a full disk); run.json says "stopped, resumable"
-   only while a loadable last.pt or interrupted.pt is there.
-5. **One process at a time.** While a run works in its folder it holds a lock on it (flock, released when the
-   process ends, however it ends): a second process into the same folder (the same `--resume` twice, an
-   `--overwrite` of a run still training) is refused before it changes anything. Left out where `fcntl` is
-   missing (Windows).
-
-Under torchrun every rank makes the same refusal; only rank 0 (RANK unset or 0) writes or deletes files.
+Anchors: Hugging Face Trainer (`output_dir`, `overwrite_output_dir`), PyTorch Lightning's checkpoint retention.
+`RunDir(args, script)` wraps both scripts' main: on entry it refuses a used --out_dir or an existing --*_out (unless
+--overwrite), locks the folder (flock; not on Windows) and writes run.json; on exit it leaves no litter after an
+early failure, drops last.pt from a finished run unless --keep_resume_state, turns a full or read-only disk into a
+message, and prints a summary. What the folder holds and what is refused: docs/outputs.md. Under torchrun every
+rank makes the same refusal; only rank 0 writes or deletes files.
 """
 
 import contextlib
@@ -67,12 +54,28 @@ def add_run_args(parser, out_dir: str, seed: int) -> None:
     fast_paths.add_args(parser)
 
 
-def start(args, ck, about: str):
-    """What both scripts do first: the seed, the device (joining torchrun's process group), --amp, the thread count
-    (a resume keeps the checkpoint `ck`'s) and the fast paths, each said in a line. Returns (device, fast paths)."""
+def main(args, script: str, experiment):
+    """Both scripts' main(): the run folder (RunDir), then `experiment(args, stop)` under a StopSignal
+    (minbert/core/interrupt.py). Under torchrun every rank must stop at the same step, so no phase is abortable.
+    A signal during setup (before stop.saving) ends the run at once, with nothing to save."""
+    from minbert.core.interrupt import EXIT_STATUS, Interrupted, StopSignal
+    from minbert.run import distributed
+    with RunDir(args, script), StopSignal(abortable=not distributed.launched()) as stop:
+        try:
+            return experiment(args, stop)
+        except Interrupted as e:
+            print(f"\n{e}: stopped before training started; nothing to save")
+            raise SystemExit(EXIT_STATUS) from None
+
+
+def start(args, script: str, about: str):
+    """What both scripts' experiment() does first: --resume loaded and checked (`ck`, None for a fresh run or
+    --predict_only), the seed, the device (joining torchrun's process group), --amp, the thread count (a resume keeps
+    the checkpoint's) and the fast paths, each said in a line. Returns (ck, device, fast paths)."""
     import torch
     from minbert.core.device import resolve_amp, seed_everything, set_threads
     from minbert.run import checkpoint, distributed, fast_paths
+    ck = checkpoint.load_for_resume(args, script) if args.resume and not args.predict_only else None
     seed_everything(args.seed)
     device = distributed.setup(args.device)   # + process group under torchrun
     args.amp, amp_reason = resolve_amp(args.amp, device)
@@ -81,7 +84,7 @@ def start(args, ck, about: str):
     args.threads = torch.get_num_threads()   # what the checkpoints record: a resume keeps it, so it is exact
     fast = fast_paths.from_args(args, device)   # faster given code, equal to the readable path (--fast_paths off)
     print(f"fast paths: {fast}")
-    return device, fast
+    return ck, device, fast
 
 
 def add_args(parser) -> None:

@@ -1,15 +1,10 @@
 """A finished run, loaded for use: its model and heads on new sentences, in the order they were given.
 
-A run's model/ folder (minbert/core/export.py) holds the encoder, the heads (task_modules.safetensors) and
-stage.json, whose "script" and "model_args" say which model that is: MultitaskBert's keyword arguments (with the
-PALs' size, R4F, the attention path) or MML's heads, and the --max_seq_len. `load_run(RUN_DIR)` builds that model
-and loads the tensors with `load_state_dict(strict=True)`, in eval mode, and answers as `MultitaskRun`
-(sentiment, paraphrase, similarity) or `MMLRun` (classify: Eq. 5 of Malkiel & Wolf); both encode(sentences) and
-predict(inputs), what `python -m minbert predict` prints (a string holding " ||| " or a tab is a pair, in Python
-as on the command line; sentences and pairs may mix); `hf_head(task)` gives a head as
-BertForSequenceClassification's classifier, or says in one line why it has another shape. Inputs are scored as the
-scripts evaluate them (minbert/tasks/scoring.py). A run folder is read as untrusted, so loading it runs no code
-(docs/predict.md); anything wrong is one UserError naming the file.
+`load_run(RUN_DIR)` builds the model that model/stage.json's "script" and "model_args" describe, loads its tensors
+with `load_state_dict(strict=True)` in eval mode, and answers as `MultitaskRun` (sentiment, paraphrase, similarity)
+or `MMLRun` (classify: Eq. 5 of Malkiel & Wolf); both encode(sentences) and predict(inputs), scored as the scripts
+evaluate (minbert/tasks/scoring.py). A run folder is read as untrusted, so loading runs no code; anything wrong is
+one UserError naming the file. The folder, the inputs and `hf_head`: docs/predict.md.
 """
 
 import json

@@ -9,6 +9,7 @@ byte-identical prediction files. A SIGKILL is imitated by resuming from last.pt 
 
 import os
 import signal
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ import torch
 import train_mml
 import train_multitask
 from minbert.methods import mml
-from minbert.run import checkpoint
+from minbert.run import checkpoint, run_dir
 from minbert.tasks import multitask
 from minbert.core.interrupt import Interrupted, StopSignal
 from test_train_mml import run as run_mml
@@ -150,6 +151,37 @@ def test_second_signal_quits_at_once():
                 with pytest.raises(KeyboardInterrupt):
                     os.kill(os.getpid(), signal.SIGINT)
                 raise Interrupted(stop.signal)
+
+
+@pytest.mark.parametrize("after_training, then", [
+    (lambda stop: train_multitask.write_all_predictions(SimpleNamespace(amp="off"), stop, None, {}, {}, 8, "cpu",
+                                                        "runs/x"), "writes them"),
+    (lambda stop: train_mml.cross_dataset(SimpleNamespace(eval_tasks=[], task="RTE"), stop, None, None, "runs/x"),
+     "scores it")])
+def test_a_signal_as_the_predictions_start_exits_130_naming_the_saved_model(after_training, then, capsys):
+    """A Ctrl-C during the last evaluation is noticed as the predictions (MML: the scores) start: exit status 130 and
+    the command that writes them from the run folder, never a bare Interrupted traceback."""
+    with StopSignal() as stop:
+        stop.signal = "SIGINT"
+        with pytest.raises(SystemExit) as e:
+            after_training(stop)
+    out = capsys.readouterr().out
+    assert e.value.code == 130 and f"the same command plus --predict_only --resume runs/x {then}" in out, \
+        f"expected exit 130 and the --predict_only line, got exit {e.value.code}, output {out!r}"
+
+
+def test_a_signal_during_setup_exits_130_and_leaves_no_run_folder(tmp_path, capsys):
+    """Ctrl-C before training (loading data or the model): nothing to save, exit status 130, no folder left behind."""
+    args = train_mml.parse_args(["--task", "RTE", "--method", "bert", "--out_dir", str(tmp_path / "run")])
+
+    def experiment(args, stop):
+        os.kill(os.getpid(), signal.SIGINT)   # setup is abortable: the handler raises here
+    with pytest.raises(SystemExit) as e:
+        run_dir.main(args, "train_mml.py", experiment)
+    out = capsys.readouterr().out
+    assert e.value.code == 130 and "SIGINT: stopped before training started; nothing to save" in out, \
+        f"expected exit 130 and the line that nothing was saved, got exit {e.value.code}, output {out!r}"
+    assert not (tmp_path / "run").exists(), "a run stopped during setup saved nothing and must leave no folder"
 
 
 def test_interrupted_study_keeps_finished_runs_and_continues_the_cut_one(mml_setup, tmp_path, monkeypatch):
