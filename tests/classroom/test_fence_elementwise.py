@@ -12,7 +12,7 @@ fence refused: 2.5/10 for a correct answer), scores full marks.
 import pytest
 import torch
 from classroom_helpers import grade, scores, solution, student, with_block  # noqa: F401 (student: a fixture)
-from test_fence import fenced
+from test_fence import fenced, refusal
 
 from minbert.classroom import allowlists, assignments as C, autograder, fence as FENCE
 
@@ -76,6 +76,16 @@ def test_a_foreach_step_with_per_tensor_lists_runs_under_adamws_fence():
         torch._foreach_sub_(p, update)
         torch._foreach_addcdiv_(p, m, denom, [-0.01, -0.02])
 
+
+
+@pytest.mark.parametrize("key", list(C.BY_KEY))
+def test_torch_from_numpy_after_a_numpy_step_runs_under_every_fence(key):
+    """`torch.from_numpy` reaches the call layer as the operator it runs (torch.ops.aten.lift_fresh.default), which
+    the op layer allows: a numpy step turned back into a tensor is honest in every assignment (surgery's numpy
+    variants lost 6.4-8.6 points on it)."""
+    import numpy as np
+    got = refusal(key, lambda: torch.from_numpy(np.fabs(np.array([-1.0, 2.0]))) * 2)
+    assert got == "", f"assignment {key}: the fence refused {got} for torch.from_numpy (classroom/assignments.py)"
 
 # AdamW's step as a student writes it from the hint in the foreach style, every scalar a per-tensor list (names the
 # reference block uses, overloads it never reaches).
