@@ -42,20 +42,14 @@ class Assignment:
     ops = property(lambda self: frozenset(_recorded()[self.key]["ops"]), doc="the operators its reference runs")
     calls = property(lambda self: frozenset(_recorded()[self.key]["calls"]), doc="the calls its reference makes")
 
-    @property
-    def allowed_ops(self) -> frozenset:
-        """Every ATen operator overload its solution may run (fence.py): the shared vocabulary, every elementwise and
-        reduction operator torch's registry tags (fence.elementwise), and its own."""
-        from minbert.classroom import allowlists, fence
-        return allowlists.without(fence.elementwise(allowlists.elementary_ops())[0], self.removes) | self.ops
+    allowed_ops = property(lambda self: _allowed(self, 0), doc="every ATen overload its solution may run (fence.py)")
+    allowed_calls = property(lambda self: _allowed(self, 1), doc="every torch callable its solution may call")
 
-    @property
-    def allowed_calls(self) -> frozenset:
-        """Every torch callable its solution may call (fence.py): the shared vocabulary, the callables of the
-        registry's elementwise and reduction operators, and its own."""
-        from minbert.classroom import allowlists, fence
-        return (allowlists.without(allowlists.elementary_calls() | fence.elementwise(allowlists.elementary_ops())[1],
-                                   self.removes) | self.calls)
+
+def _allowed(a: Assignment, i: int) -> frozenset:
+    """The shared lists (allowlists.shared), less what the record removes, and its own recorded entries."""
+    from minbert.classroom import allowlists
+    return allowlists.without(allowlists.shared()[i], a.removes) | (a.ops, a.calls)[i]
 
 
 RECORDED = Path(__file__).with_name("allowlists_recorded.json")
