@@ -1,9 +1,5 @@
-"""The lists of the two walls. The fence's (fence.py, while a block runs): one vocabulary of operators and torch calls,
-hand-written and reviewed once, plus each record's recorded entries (allowlist_recording.py), less its `removes`;
-an operator base name allows all its overloads, a call name each of NAMESPACES (and `_` forms); `review()` lists the
-entries that look like an answer (REVIEW), each explained in `why_allowed`. The gate's (gate.py, before it runs):
-what reaches reflection, code loading, files, processes or memory, and each assignment's answer composites, each
-with its reason. The rules: docs/classroom.md (The allow-lists).
+"""The lists of the two walls: the fence's (a vocabulary of what torch's registry does not tag; `shared` adds the
+registry's) and the gate's (reflection, each assignment's answer composites). docs/classroom.md (The allow-lists).
 """
 
 import functools

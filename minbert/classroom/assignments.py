@@ -22,10 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class Assignment:
-    """Everything the grader knows of one assignment, in one record, written by keyword. The key also names its case
-    maker (`cases.<key>`), its scenario (`scenarios.<key>`) and, optionally, its known mistakes (`hints.<key>`);
-    tests/classroom/test_classroom.py checks that each exists (docs/classroom.md, "Adding an assignment"). What its
-    reference runs beyond the shared vocabulary is machine-recorded in allowlists_recorded.json (`ops`, `calls`)."""
+    """Everything the grader knows of one assignment, written by keyword; the key also names its `cases.<key>`,
+    `scenarios.<key>` and `hints.<key>` (docs/classroom.md, "Adding an assignment")."""
     key: str            # the word after "### BEGIN SOLUTION"
     title: str
     functions: list     # qualified names the student writes
@@ -152,9 +150,8 @@ def functions_by_line(text: str, module: str) -> list[tuple[int, int, str]]:
 
 
 def omit(text: str, path: str, keys) -> str:
-    """A file with each region `### BEGIN LEFT OUT <key>: what` ... `### END LEFT OUT` (given code that would do an
-    assignment's job, such as AdamW's fused step) of an assignment in `keys` replaced by one comment line, "# Left
-    out of the course copy: what"; the regions of other assignments lose their markers and keep their code."""
+    """A file with the `### BEGIN LEFT OUT <key>: what` regions of `keys` replaced by "# Left out of the course copy:
+    what"; other regions lose their markers (docs/classroom.md, Nothing given computes an answer)."""
     return omitted(text, path, keys)[0]
 
 
