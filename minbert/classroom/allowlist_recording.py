@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from minbert.classroom import assignments as C, cases as CASES, grade as G, submission as S
-from minbert.classroom.allowlists import elementary_calls, elementary_ops, review
+from minbert.classroom.allowlists import review, shared
 
 SEEDS = range(32)            # the cases the recording runs (a test records other seeds, and finds nothing new)
 
@@ -46,7 +46,7 @@ def derived(key: str) -> tuple[frozenset, frozenset, list]:
     """(ops, calls) the record of `key` must hold (what its reference runs beyond the vocabulary), and the errors
     its reference raised on the way (none, or the record would allow what a failing reference runs)."""
     got = record(key)
-    return frozenset(got["ops"]) - elementary_ops(), frozenset(got["calls"]) - elementary_calls(), got["errors"]
+    return frozenset(got["ops"]) - shared()[0], frozenset(got["calls"]) - shared()[1], got["errors"]
 
 
 def main(keys=None, write=False) -> int:

@@ -1,9 +1,5 @@
-"""The lists of the two walls. The fence's (fence.py, while a block runs): one vocabulary of operators and torch calls,
-hand-written and reviewed once, plus each record's recorded entries (allowlist_recording.py), less its `removes`;
-an operator base name allows all its overloads, a call name each of NAMESPACES (and `_` forms); `review()` lists the
-entries that look like an answer (REVIEW), each explained in `why_allowed`. The gate's (gate.py, before it runs):
-what reaches reflection, code loading, files, processes or memory, and each assignment's answer composites, each
-with its reason. The rules: docs/classroom.md (The allow-lists).
+"""The lists of the two walls: the fence's (a vocabulary of what torch's registry does not tag; `shared` adds the
+registry's) and the gate's (reflection, each assignment's answer composites). docs/classroom.md (The allow-lists).
 """
 
 import functools
@@ -11,57 +7,38 @@ import re
 
 ELEMENTARY_OPS = """
 empty empty_like empty_strided zeros zeros_like ones ones_like full full_like arange linspace eye scalar_tensor
-lift_fresh lift_fresh_copy _to_copy clone copy_ detach alias fill_ zero_ new_zeros new_ones new_full new_empty
-new_empty_strided _local_scalar_dense resolve_conj resolve_neg tril triu tril_ triu_ masked_fill masked_fill_
-view _unsafe_view expand permute transpose transpose_ t t_ unsqueeze unsqueeze_ squeeze squeeze_ select slice narrow
+lift_fresh lift_fresh_copy _to_copy copy_ detach alias fill_ zero_ new_zeros new_ones new_full new_empty
+new_empty_strided _local_scalar_dense resolve_conj resolve_neg tril triu tril_ triu_ masked_fill masked_fill_ view
+_unsafe_view expand permute transpose transpose_ t t_ unsqueeze unsqueeze_ squeeze squeeze_ select slice narrow
 as_strided split split_with_sizes unbind chunk cat stack diagonal repeat roll flip index index_select gather scatter
-scatter_add index_put index_put_ _index_put_impl_ masked_select where nonzero
-add add_ sub sub_ rsub mul mul_ div div_ neg neg_ reciprocal reciprocal_ exp exp_ exp2 expm1 log log_ log1p log2 log10
-sqrt sqrt_ rsqrt rsqrt_ pow pow_ abs abs_ sign sgn clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ maximum
-minimum tanh tanh_ sigmoid sigmoid_ erf erf_ sin cos floor ceil round trunc remainder fmod floor_divide lerp lerp_
-addcmul addcmul_ addcdiv addcdiv_ eq ne lt le gt ge logical_and logical_or logical_not logical_xor bitwise_and
-bitwise_or bitwise_not bitwise_xor isnan isinf isposinf isneginf nan_to_num relu relu_ gelu silu
-sum mean prod amax amin max min aminmax argmax argmin var std var_mean std_mean linalg_vector_norm norm cumsum
-cumprod logsumexp any all count_nonzero sort topk kthvalue median
-mm bmm addmm baddbmm addbmm dot vdot mv addmv _softmax _log_softmax
-_softmax_backward_data _log_softmax_backward_data tanh_backward sigmoid_backward gelu_backward threshold_backward
-select_backward slice_backward index_select_backward value_selecting_reduction_backward
-square logaddexp xlogy trace diag diag_embed triu_indices tril_indices constant_pad_nd outer inner erfc erfinv tan
-atan atan2 sinh cosh hypot logit special_ndtr special_xlogy
-elu leaky_relu hardtanh softplus mish log_sigmoid_forward mse_loss nll_loss_forward nll_loss2d_forward
-binary_cross_entropy binary_cross_entropy_with_logits smooth_l1_loss huber_loss l1_loss kl_div
-silu_backward elu_backward leaky_relu_backward hardtanh_backward softplus_backward mish_backward
-log_sigmoid_backward mse_loss_backward nll_loss_backward binary_cross_entropy_backward smooth_l1_loss_backward
-huber_loss_backward
+scatter_add index_put index_put_ _index_put_impl_ masked_select nonzero abs abs_ floor_divide eq ne lt le gt ge gelu
+cumsum cumprod sort topk kthvalue median mm bmm addmm baddbmm addbmm dot vdot mv addmv _softmax _log_softmax
+_softmax_backward_data _log_softmax_backward_data select_backward slice_backward index_select_backward
+value_selecting_reduction_backward trace diag diag_embed triu_indices tril_indices constant_pad_nd outer inner
+special_ndtr special_xlogy mish log_sigmoid_forward mse_loss nll_loss_forward nll_loss2d_forward binary_cross_entropy
+binary_cross_entropy_with_logits smooth_l1_loss huber_loss l1_loss kl_div elu_backward leaky_relu_backward
+hardtanh_backward softplus_backward mish_backward log_sigmoid_backward mse_loss_backward nll_loss_backward
+binary_cross_entropy_backward smooth_l1_loss_backward huber_loss_backward
 """.split()
 
 ELEMENTARY_CALLS = """
 __add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __truediv__ __rtruediv__ __itruediv__
-__floordiv__ __rfloordiv__ __mod__ __pow__ __rpow__ __ipow__ __matmul__ __rmatmul__ __neg__ __pos__ __abs__
-__invert__ __and__ __or__ __xor__ __iand__ __ior__ __rand__ __ror__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__
-__getitem__ __setitem__ __bool__ __float__ __int__ __index__ __len__ __iter__ __contains__ __repr__ __str__
-__format__ __array__ shape dtype device ndim T mT grad data requires_grad is_leaf
-size dim numel item tolist numpy cpu to float double long int bool type_as is_floating_point detach clone
-contiguous reshape reshape_as view view_as expand expand_as flatten unflatten permute transpose swapaxes swapdims
-movedim moveaxis t unsqueeze squeeze select narrow split chunk unbind cat concat concatenate stack repeat roll flip
-index_select gather scatter scatter_add masked_fill masked_fill_ masked_select where nonzero tril triu diagonal
-tensor as_tensor empty empty_like zeros zeros_like ones ones_like full full_like arange linspace eye new_zeros
-new_ones new_full new_empty new_tensor fill_ zero_ copy_ requires_grad_
-add add_ sub sub_ rsub mul mul_ div div_ true_divide neg reciprocal exp exp2 expm1 log log1p log2 log10 sqrt rsqrt
-pow square abs sign sgn clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ clip maximum minimum tanh sigmoid erf
-sin cos floor ceil round trunc remainder fmod floor_divide lerp lerp_ addcmul addcmul_ addcdiv addcdiv_ eq ne lt le
-gt ge equal isclose allclose logical_and logical_or logical_not logical_xor bitwise_and bitwise_or bitwise_not
-bitwise_xor isnan isinf isfinite isposinf isneginf nan_to_num relu gelu silu
-sum mean prod amax amin max min aminmax argmax argmin var std var_mean std_mean norm cumsum cumprod logsumexp any
-all count_nonzero sort argsort topk kthvalue median
-matmul mm bmm addmm baddbmm addbmm dot vdot mv addmv outer einsum tensordot softmax log_softmax
-Tensor finfo iinfo Size no_grad enable_grad is_tensor
-inner combinations trace diag diag_embed triu_indices tril_indices logaddexp xlogy half backward erfc erfinv tan
-atan atan2 sinh cosh hypot logit special.ndtr special.erf special.erfc special.expit special.logit special.xlogy
-linalg.vector_norm linalg.norm dropout nll_loss kl_div mse_loss cross_entropy binary_cross_entropy
-binary_cross_entropy_with_logits l1_loss smooth_l1_loss huber_loss logsigmoid softplus elu leaky_relu relu6
-hardtanh mish normalize one_hot pad cosine_similarity
-nn.GELU nn.ReLU nn.Tanh nn.Sigmoid nn.SiLU nn.Softmax nn.Dropout nn.Identity
+__floordiv__ __rfloordiv__ __mod__ __pow__ __rpow__ __ipow__ __matmul__ __rmatmul__ __neg__ __pos__ __abs__ __invert__
+__and__ __or__ __xor__ __iand__ __ior__ __rand__ __ror__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __getitem__
+__setitem__ __bool__ __float__ __int__ __index__ __len__ __iter__ __contains__ __repr__ __str__ __format__ __array__
+shape dtype device ndim T mT grad data requires_grad is_leaf size dim numel item tolist numpy cpu to float double long
+int bool type_as is_floating_point detach contiguous reshape reshape_as view view_as expand expand_as flatten
+unflatten permute transpose swapaxes swapdims movedim moveaxis t unsqueeze squeeze select narrow split chunk unbind
+cat concat concatenate stack repeat roll flip index_select gather scatter scatter_add masked_fill masked_fill_
+masked_select nonzero tril triu diagonal tensor as_tensor empty empty_like zeros zeros_like ones ones_like full
+full_like arange linspace eye new_zeros new_ones new_full new_empty new_tensor fill_ zero_ copy_ requires_grad_
+true_divide abs floor_divide eq ne lt le gt ge isclose allclose cumsum cumprod sort argsort topk kthvalue median
+matmul mm bmm addmm baddbmm addbmm dot vdot mv addmv outer einsum tensordot softmax log_softmax Tensor finfo iinfo
+Size no_grad enable_grad is_tensor inner combinations trace diag diag_embed triu_indices tril_indices half backward
+special.ndtr special.erf special.erfc special.expit special.logit special.xlogy linalg.vector_norm linalg.norm dropout
+nll_loss kl_div mse_loss cross_entropy binary_cross_entropy binary_cross_entropy_with_logits l1_loss smooth_l1_loss
+huber_loss logsigmoid normalize one_hot pad cosine_similarity nn.GELU nn.ReLU nn.Tanh nn.Sigmoid nn.SiLU nn.Softmax
+nn.Dropout nn.Identity
 """.split()
 
 # The gate's lists (gate.py): it stops reflection, so it lists what reaches the interpreter, not the maths. A block
@@ -169,6 +146,15 @@ def elementary_ops() -> frozenset:
 def elementary_calls() -> frozenset:
     return frozenset(f"{space}{name}{suffix}" for name in _with_inplace(ELEMENTARY_CALLS) for space in NAMESPACES
                      for suffix in ("", ".__get__", ".__set__") if space == "torch.Tensor." or not suffix)
+
+
+@functools.cache
+def shared() -> tuple[frozenset, frozenset]:
+    """(ops, calls) of the vocabulary and of every elementwise and reduction operator torch's registry tags
+    (fence.elementwise): what every assignment allows, less its `removes`, besides its own."""
+    from minbert.classroom.fence import elementwise
+    ops, calls = elementwise(elementary_ops())
+    return ops, elementary_calls() | calls
 
 
 def without(names, removed) -> frozenset:

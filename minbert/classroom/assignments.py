@@ -22,10 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class Assignment:
-    """Everything the grader knows of one assignment, in one record, written by keyword. The key also names its case
-    maker (`cases.<key>`), its scenario (`scenarios.<key>`) and, optionally, its known mistakes (`hints.<key>`);
-    tests/classroom/test_classroom.py checks that each exists (docs/classroom.md, "Adding an assignment"). What its
-    reference runs beyond the shared vocabulary is machine-recorded in allowlists_recorded.json (`ops`, `calls`)."""
+    """Everything the grader knows of one assignment, written by keyword; the key also names its `cases.<key>`,
+    `scenarios.<key>` and `hints.<key>` (docs/classroom.md, "Adding an assignment")."""
     key: str            # the word after "### BEGIN SOLUTION"
     title: str
     functions: list     # qualified names the student writes
@@ -42,22 +40,17 @@ class Assignment:
     ops = property(lambda self: frozenset(_recorded()[self.key]["ops"]), doc="the operators its reference runs")
     calls = property(lambda self: frozenset(_recorded()[self.key]["calls"]), doc="the calls its reference makes")
 
-    @property
-    def allowed_ops(self) -> frozenset:
-        """Every ATen operator overload its solution may run (fence.py): the shared vocabulary, every elementwise and
-        reduction operator torch's registry tags (fence.elementwise), and its own."""
-        from minbert.classroom import allowlists, fence
-        return allowlists.without(fence.elementwise(allowlists.elementary_ops())[0], self.removes) | self.ops
+    allowed_ops = property(lambda self: _allowed(self, 0), doc="every ATen overload its solution may run (fence.py)")
+    allowed_calls = property(lambda self: _allowed(self, 1), doc="every torch callable its solution may call")
 
-    @property
-    def allowed_calls(self) -> frozenset:
-        """Every torch callable its solution may call (fence.py): the shared vocabulary, the callables of the
-        registry's elementwise and reduction operators, and its own; and each allowed operator called as itself
-        (`torch.from_numpy` reaches the call layer as torch.ops.aten.lift_fresh.default: the op layer checks it)."""
-        from minbert.classroom import allowlists, fence
-        return (allowlists.without(allowlists.elementary_calls() | fence.elementwise(allowlists.elementary_ops())[1],
-                                   self.removes) | self.calls
-                | {"torch.ops.aten." + op[len("aten::"):] for op in self.allowed_ops if op.startswith("aten::")})
+
+def _allowed(a: Assignment, i: int) -> frozenset:
+    """The shared lists (allowlists.shared), less what the record removes, and its own recorded entries; calls also
+    take each allowed operator called as itself (`torch.from_numpy` reaches the call layer as
+    torch.ops.aten.lift_fresh.default, an operator the op layer checks)."""
+    from minbert.classroom import allowlists
+    found = allowlists.without(allowlists.shared()[i], a.removes) | (a.ops, a.calls)[i]
+    return found if i == 0 else found | {"torch.ops.aten." + op[6:] for op in _allowed(a, 0) if op.startswith("aten::")}
 
 
 RECORDED = Path(__file__).with_name("allowlists_recorded.json")
@@ -160,9 +153,8 @@ def functions_by_line(text: str, module: str) -> list[tuple[int, int, str]]:
 
 
 def omit(text: str, path: str, keys) -> str:
-    """A file with each region `### BEGIN LEFT OUT <key>: what` ... `### END LEFT OUT` (given code that would do an
-    assignment's job, such as AdamW's fused step) of an assignment in `keys` replaced by one comment line, "# Left
-    out of the course copy: what"; the regions of other assignments lose their markers and keep their code."""
+    """A file with the `### BEGIN LEFT OUT <key>: what` regions of `keys` replaced by "# Left out of the course copy:
+    what"; other regions lose their markers (docs/classroom.md, Nothing given computes an answer)."""
     return omitted(text, path, keys)[0]
 
 

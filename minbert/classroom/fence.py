@@ -1,10 +1,6 @@
-"""The runtime fence: while a submission runs, every operator and torch call it reaches must be on its assignment's
-allow-lists (`Assignment.allowed_ops`, `allowed_calls`), or the case fails: "called X, which assignment K does not
-allow". Two modes, installed by child.py (which copies this file into the box) before the submission is imported: a
-TorchDispatchMode below autograd sees every ATen overload; a TorchFunctionMode every call into torch's Python API
-(the composites, decomposed before the dispatch layer sees them). No switch: each check first verifies that both
-modes are still on, and `install` takes away what could take one off. `Fence(None, None)` records instead of
-refusing (allowlist_recording.py). Design and limits: docs/classroom.md (The allow-lists).
+"""The runtime fence: every operator (a TorchDispatchMode) and torch call (a TorchFunctionMode) a submission reaches
+must be on its assignment's lists (`Assignment.allowed_ops`, `allowed_calls`), or the case fails: "called X, which
+assignment K does not allow". `Fence(None, None)` records instead. Design and limits: docs/classroom.md.
 """
 
 import functools
@@ -83,11 +79,9 @@ def all_op_names() -> frozenset:
 
 @functools.cache
 def elementwise(base: frozenset) -> tuple[frozenset, frozenset]:
-    """(ops, calls) an honest answer may reach, from torch's registry rather than by hand: every overload of each
-    `aten::` operator tagged pointwise or reduction (no random draw) or in `base` (op_name's names), and of its
-    `_foreach_` forms (Scalar, ScalarList, List, Tensor); the torch callables of those names (torch.X,
-    torch.Tensor.X, torch.nn.functional.X, torch.special.X). No fused kernel, attention or optimizer is tagged.
-    Dropout's draws are added: the grader's cases run in eval mode, the copy's tests train (`preview`)."""
+    """(ops, calls) from torch's registry: every overload of each `aten::` operator tagged pointwise or reduction (no
+    random draw) or in `base`, of its `_foreach_` forms and of dropout's draws, and the torch callables of those
+    names (docs/classroom.md, The fence checks its own handlers)."""
     keep, drop = {torch.Tag.pointwise, torch.Tag.reduction}, torch.Tag.nondeterministic_seeded
     packets = {}
     for name in all_op_names():
@@ -295,10 +289,8 @@ TAKEN = ("_pop_torch_dispatch_stack", "_unset_dispatch_mode", "DisableTorchFunct
 
 
 def _take_away(refuse, hold):
-    """Replace TAKEN, the torch-function pop and `_disable_current_modes` in every module that holds them: each
-    refuses REMOVED, but a pop whose callers are torch's own handle_torch_function (it sets the mode aside while
-    the mode's handler runs, as the C++ side does). Tensors print through `tolist`, under the fence. Each
-    replacement is held: every check compares it."""
+    """Replace TAKEN, the torch-function pop (but torch's own handle_torch_function's) and `_disable_current_modes`
+    in every module that holds them, each refusing REMOVED, held for every check to compare (docs/classroom.md)."""
     import contextlib
     import torch.overrides as O
     import torch.utils._python_dispatch as D
@@ -347,12 +339,8 @@ def refuse_threads(fence: Fence):
 
 
 def preview(lists_file, root):
-    """The student copy's own tests under the grader's fence (tests/conftest.py there takes these two pytest hooks):
-    while a test of an assignment's own test files calls a graded function, every call and operator whose
-    innermost frame in the package lies in a solution block is checked against that block's assignment's lists
-    (`lists_file`: tests/FENCE.json), and a refusal raises Banned with the grader's line. Given code outside the
-    blocks runs unchecked: the tests reach it in ways the grader's cases never do (the fast paths, dropout while
-    training), and the grader checks it as its cases run it."""
+    """The two pytest hooks that put the fence (lists: `lists_file`, tests/FENCE.json) on the student copy's own tests
+    of a graded function, for the lines in its solution blocks only (docs/classroom.md)."""
     import importlib
     import json
     from pathlib import Path

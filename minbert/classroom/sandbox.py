@@ -1,9 +1,5 @@
-"""The box a submission runs in: a separate user, fresh namespaces, a whitelist root, limits, a deadline.
-
-A submission is arbitrary Python, so the security lives here, in the operating system, as in IOI's `isolate`. Each
-machine gets every layer it grants (`LEVELS`, weakest first; `isolation_available` finds the best); the launcher
-checks as the box's user that it cannot open an instructor's file (`secrets`) before the child runs. The layers of
-each level: docs/classroom.md (The sandbox, Threat model). This file is also the launcher: `python -I sandbox.py
+"""The box a submission runs in: a separate user, fresh namespaces, a whitelist root, limits, a deadline, at the
+strongest of LEVELS the machine grants (docs/classroom.md, The sandbox). Also the launcher: `python -I sandbox.py
 SPEC_JSON` runs as root, sets the box up and execs the child (the standard library only).
 """
 
@@ -483,14 +479,7 @@ def _seccomp(libc, check):
 
 
 def seccomp_program(arch: int, nr: dict) -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jt, jf, k) instructions. Refused:
-      - a new process: fork, vfork, clone without CLONE_THREAD (EPERM); clone3, whose flags sit behind a pointer
-        the filter cannot read (ENOSYS: glibc then creates its threads with clone, which passes);
-      - network sockets: socket() of any family but AF_UNIX (EACCES), io_uring_setup (EPERM: it can open sockets);
-      - what outlives a process: SysV shared memory, semaphores and message queues, POSIX message queues, kernel
-        keys (EPERM);
-      - a syscall of another ABI (i386, x32): the process is killed, so the numbers cannot be dodged.
-    Threads are allowed: torch and the C libraries start their own."""
+    """The filter as (code, jt, jf, k) instructions; what it refuses, and why: docs/classroom.md (The sandbox, 4)."""
     LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
     ALLOW, KILL = 0x7FFF0000, 0x80000000
     refused = [nr[n] for n in ("fork", "vfork", "io_uring_setup", "shmget", "semget", "msgget", "mq_open", "add_key",

@@ -188,9 +188,6 @@ def find(files: dict[str, Path], rel: str) -> Path | None:
     return found[0][1] if found else None
 
 
-split = gate.split          # the intake reads a file as the student's pre-check does (gate.py ships in the copy)
-
-
 def lay_over(submission: Path, template_dir: Path, selected, handout=None) -> tuple[dict, dict]:
     """Write the submission's blocks into the template (stripped as `handout`); returns ({assignment: [problems]}
     (empty: fine), {assignment: {"minbert/x.py:N": the gate's refusal}}: N the line of the stub a refused block keeps).

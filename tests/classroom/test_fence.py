@@ -466,12 +466,12 @@ def test_the_copys_given_code_that_each_assignment_runs_stays_on_its_lists(stude
     the outputs' conversion) is on each assignment's lists."""
     import textwrap
 
-    from minbert.classroom import submission
+    from minbert.classroom import gate, submission
     template = tmp_path / "template"
     shutil.copytree(student / "minbert", template / "minbert")
     for rel in submission.graded_files(set(C.BY_KEY)):
         nth = {}
-        for key, body, _ in submission.split(C.omit((ROOT / rel).read_text(), rel, set(C.BY_KEY)))[1]:
+        for key, body, _ in gate.split(C.omit((ROOT / rel).read_text(), rel, set(C.BY_KEY)))[1]:
             autograder._replace_block(template / rel, key, textwrap.dedent(body).strip("\n"), nth=nth.get(key, 0))
             nth[key] = nth.get(key, 0) + 1
     for path in (template, *template.rglob("*")):

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 from classroom_helpers import ROOT, first_failure, grade, student, submission, with_block, without_gate  # noqa: F401
 
-from minbert.classroom import assignments as C, autograder, submission as S
+from minbert.classroom import assignments as C, autograder, gate, submission as S
 
 
 def copy_tests(folder, *files):
@@ -45,7 +45,7 @@ def test_the_copy_with_the_reference_in_every_block_passes_its_own_tests_under_t
     sub = submission(student, tmp_path)
     for rel in S.graded_files(set(C.BY_KEY)):
         nth = {}
-        for key, body, _ in S.split(C.omit((ROOT / rel).read_text(), rel, set(C.BY_KEY)))[1]:
+        for key, body, _ in gate.split(C.omit((ROOT / rel).read_text(), rel, set(C.BY_KEY)))[1]:
             autograder._replace_block(sub / rel, key, textwrap.dedent(body).strip("\n"), nth=nth.get(key, 0))
             nth[key] = nth.get(key, 0) + 1
     assert "fence.preview" in (sub / "tests" / "conftest.py").read_text()
