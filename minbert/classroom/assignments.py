@@ -358,6 +358,7 @@ import fence  # noqa: E402
 
 pytest_collection, pytest_runtest_call = fence.preview(Path(__file__).with_name("FENCE.json"),
                                                       Path(__file__).resolve().parents[1])
+pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(pytest_runtest_call)
 """
 
 
