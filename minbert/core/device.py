@@ -55,11 +55,27 @@ def cpu_has_native_bf16() -> bool:
 
 def cpu_name() -> str:
     """The CPU's marketing name (Linux /proc/cpuinfo), else what platform reports."""
+    return machine()["cpu"]
+
+
+def machine(cpuinfo="/proc/cpuinfo") -> dict:
+    """The CPU a session runs on, for run.json: {"cpu": its name, "cpu_family", "cpu_model": the numbers that tell
+    CPU generations apart where the name does not (AMD family 25 model 17: Zen 4), "cpus": logical CPUs}, from the
+    first processor of /proc/cpuinfo; where there is none (macOS, Windows), the name platform reports and no numbers."""
+    first = {}
     try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
+        with open(cpuinfo) as f:
+            for line in f:
+                if not line.strip():   # the end of the first processor's block
+                    break
+                key, _, value = line.partition(":")
+                first.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    number = {k: int(v) if v.isdigit() else v or None for k, v in
+              (("cpu_family", first.get("cpu family", "")), ("cpu_model", first.get("model", "")))}
+    return {"cpu": first.get("model name") or platform.processor() or platform.machine(), **number,
+            "cpus": os.cpu_count()}
 
 
 def cpu_capability() -> str:

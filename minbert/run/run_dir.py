@@ -13,7 +13,6 @@ import datetime
 import errno
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -126,26 +125,6 @@ def _output_flags(args) -> dict[str, Path]:
     """{flag: path} of the prediction files this run will write (every --X_out whose input X is not 'none')."""
     return {k: Path(v) for k, v in sorted(vars(args).items())
             if k.endswith("_out") and isinstance(v, str) and getattr(args, k[:-4], None) != "none"}
-
-
-def machine(cpuinfo="/proc/cpuinfo") -> dict:
-    """The CPU a session runs on, for run.json: {"cpu": its name, "cpu_family", "cpu_model": the numbers that tell
-    CPU generations apart where the name does not (AMD family 25 model 17: Zen 4), "cpus": logical CPUs}, from the
-    first processor of /proc/cpuinfo; where there is none (macOS, Windows), the name platform reports and no numbers."""
-    first = {}
-    try:
-        with open(cpuinfo) as f:
-            for line in f:
-                if not line.strip():   # the end of the first processor's block
-                    break
-                key, _, value = line.partition(":")
-                first.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    number = {k: int(v) if v.isdigit() else v or None for k, v in
-              (("cpu_family", first.get("cpu family", "")), ("cpu_model", first.get("model", "")))}
-    return {"cpu": first.get("model name") or platform.processor() or platform.machine(), **number,
-            "cpus": os.cpu_count()}
 
 
 def fresh_path(path) -> Path:
@@ -262,6 +241,7 @@ class RunDir:
         if replace:
             for name in _artefacts(root):
                 shutil.rmtree(root / name) if (root / name).is_dir() else (root / name).unlink()
+        from minbert.core.device import machine
         now = datetime.datetime.now().isoformat(timespec="seconds")
         sessions = marker.get("sessions", []) + [{"started": now, "command": sys.argv, "machine": machine()}]
         outputs = set(marker.get("outputs", [])) | {str(p.resolve()) for p in _output_flags(self.args).values()}
