@@ -300,4 +300,4 @@ def test_run_json_records_the_machine_each_session_ran_on(setup, tmp_path):
             "cpu_family": field["cpu family"] and int(field["cpu family"][1]),
             "cpu_model": field["model"] and int(field["model"][1]), "cpus": os.cpu_count()}
     got = {k: session.get("machine", {}).get(k) for k in want}
-    assert got == want, f"minbert/core/device.py machine(), via run_dir.py: run.json must record the machine {want}, records {got}"
+    assert got == want, f"minbert/core/device.py machine(): run.json must record the machine {want}, records {got}"
