@@ -99,6 +99,20 @@ def test_pretrain_option_leaves_encoder_weights_untouched(setup, tmp_path):
     assert changed, "--option pretrain must still train the heads"
 
 
+def test_freeze_word_embeddings_keeps_the_vocabulary_rows_and_trains_the_rest(setup, tmp_path):
+    run(setup, tmp_path, "--freeze_word_embeddings", "--epochs", "1")
+    ck = checkpoint.load(tmp_path / "run" / "last.pt")
+    trained, original = ck["model"], BertModel.from_pretrained(setup[1]).state_dict()
+    name = "embeddings.word_embedding.weight"
+    assert torch.equal(trained[f"encoder.{name}"], original[name]), \
+        "--freeze_word_embeddings changed the word embeddings (weight decay or a step reached them)"
+    moved = [k for k in original if k != name and not torch.equal(trained[f"encoder.{k}"], original[k])]
+    assert len(moved) == len(original) - 1, f"every other encoder weight must train; unchanged: " \
+        f"{sorted(set(original) - set(moved) - {name})}"
+    sizes = {tuple(s["exp_avg"].shape) for s in ck["optimizer"]["state"].values()}
+    assert tuple(original[name].shape) not in sizes, "AdamW must hold no moments for the frozen word embeddings"
+
+
 def test_fp16_with_grad_scaler_and_bf16_keep_weights_finite(setup, tmp_path, monkeypatch):
     # a CPU refuses --amp fp16 (minbert.core.device.resolve_amp): forced here, to run the GradScaler path on any machine
     monkeypatch.setattr("minbert.core.device.resolve_amp", lambda amp, device: (amp, "forced for the test"))

@@ -283,6 +283,9 @@ def add_args(parser) -> None:
                    help="as --para_head, plus cross_tanh (Benton's tanh-scaled cross-encoder); dot: Benton's baseline")
     g.add_argument("--fast_attention", action="store_true",
                    help="F.scaled_dot_product_attention in the encoder: the same maths, faster")
+    g.add_argument("--freeze_word_embeddings", action="store_true",
+                   help="keep the vocabulary's embedding rows as pretrained: no dense gradient or AdamW update of "
+                        "the largest matrix (MiniLM: 11.7M of its 22.7M weights) at each step")
 
 
 def check_args(args, parser) -> None:
@@ -300,5 +303,8 @@ def from_args(args, encoder: BertModel, pals=None) -> MultitaskBert:
     if args.max_seq_len > encoder.config.max_position_embeddings:
         raise UserError(f"--max_seq_len {args.max_seq_len}: {args.model} has only "
                         f"{encoder.config.max_position_embeddings} positions")
-    return MultitaskBert(encoder, dropout=args.hidden_dropout_prob, pals=pals, frozen_encoder=args.option == "pretrain",
-                         **model_args(args))
+    model = MultitaskBert(encoder, dropout=args.hidden_dropout_prob, pals=pals,
+                          frozen_encoder=args.option == "pretrain", **model_args(args))
+    if args.freeze_word_embeddings:   # before the optimizer is built: AdamW's groups hold trainable weights only
+        encoder.embeddings.word_embedding.weight.requires_grad_(False)
+    return model
