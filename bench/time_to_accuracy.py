@@ -13,8 +13,10 @@ The rules (written on 2026-12-02 before the first measured run; bench/results/ti
    train_multitask.py (default: B, the README's quick start line). Each run adds --seed S and a temporary --out_dir.
 2. Order. Round r runs every configuration once with seed r (seeds 1, 2, 3 unless --seeds says more), A included;
    the order is rotated by one place each round, so no configuration always runs first or after the same one.
-   One run at a time, at the threads the script chooses (the cores free at its start). Before each run: wait
-   (at most 5 min) until the CPUs are 90% idle over 5 s; the load average at its start, mean and maximum is recorded.
+   One run at a time, each with --threads set to the machine's cores (what the scripts choose on a quiet machine;
+   left to choose, a run started just after another sees the 1-minute load average of the last one and takes
+   fewer: amended 04:22, after the first run, which was discarded). Before each run: wait (at most 5 min) until the
+   CPUs are 90% idle over 5 s; the load average at its start, mean and maximum is recorded.
 3. Scoring points. A runs exactly as shipped: its one dev evaluation at the end is its only point. Every other
    configuration is scored at 4 evenly spaced points of its own schedule: its --epochs E become 4E epochs of
    ceil(S/4) steps (S: its steps per epoch, from its --dry_run), which keeps its learning-rate schedule, task draws
@@ -101,7 +103,7 @@ def with_points(argv: list, steps: int, points: int) -> list:
 
 def run(name: str, argv: list, cwd: Path, seed: int, out_dir: Path) -> dict:
     """Launch, timestamp each printed line, keep the dev-score lines: {t_s, scores} per point."""
-    argv = argv + ["--seed", str(seed), "--out_dir", str(out_dir)]
+    argv = argv + ["--seed", str(seed), "--out_dir", str(out_dir), "--threads", str(readme_times.machine()["cores"])]
     idle = wait_quiet()
     points, tail, startup = [], [], None
     with readme_times.LoadSampler(5.0) as load:
