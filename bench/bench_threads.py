@@ -1,4 +1,5 @@
-"""The README's quick start as written against fixed thread counts, back to back, with one core kept busy.
+"""The quick start as written (fe0d914's line, batch 32: what bench/results/threads.md measured) against fixed
+thread counts, back to back, with one core kept busy.
 
 On a 2-core CPU shared with other work, torch's default of one thread per core can run several times slower
 than one thread (threads wait for each other on the busy core). The training scripts now choose the thread

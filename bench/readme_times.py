@@ -22,8 +22,9 @@ Each under two conditions, all quiet runs first:
            user's training run), restarted whenever it ends, started 2 min before the first busy command so
            that the load average has risen and the command's thread choice sees it
 
-Measured for each: the wall time; the longest silence (the longest gap between two consecutive bytes of the
-command's output: the newcomer's "is it hung?") and the line printed before it; the load average at the start and
+Measured for each: the wall time; for the quick start, the dev scores it ends with (its last printed record); the
+longest silence (the longest gap between two consecutive bytes of the command's output: the newcomer's "is it
+hung?") and the line printed before it; the load average at the start and
 its mean and maximum over the run (sampled every 5 s; the command's own threads count in it); the busy job's CPU
 use in cores; the "threads:" line the script printed. For the tests: how many ran, how many the full suite has, and
 the tests behind the longest silences: this file is loaded into that pytest as a plugin (PYTEST_PLUGINS, removed
@@ -39,6 +40,7 @@ checks that they are what the JSON renders to. The quick suite must print at lea
 """
 
 import argparse
+import ast
 import contextlib
 import json
 import os
@@ -226,6 +228,10 @@ def measure(name: str, command: str, tmp: Path, smoke: bool, busy) -> dict:
     got = run(argv_of(name, command, tmp / name, smoke), env, every=1.0 if smoke else 5.0)
     busy_cores = round((busy.cpu_seconds() - cpu0) / got["wall_s"], 2) if busy else None
     output = got.pop("output")
+    if name == "quickstart":   # the scores it ends with: the last dev record the script printed
+        last = re.findall(r"^\{'epoch'.*\}$", output, re.M)
+        got["dev"] = {k: v for k, v in ast.literal_eval(last[-1]).items()
+                      if k in ("sst_acc", "para_acc", "sts_pearson", "overall")} if last else None
     shutil.rmtree(tmp / name, ignore_errors=True)
     if got["rc"]:
         sys.exit(f"readme_times: `{command}` failed (exit status {got['rc']}); nothing written")
@@ -304,10 +310,11 @@ def render(name: str, results: dict) -> str:
     got = results.get(name, {})
     quiet, busy = got.get("quiet"), got.get("busy")
     wait = "longest wait for output"
+    dev = lambda m: f"; dev overall {m['dev']['overall']:.3f}" if m.get("dev") else ""  # noqa: E731
     q = (f"**{quiet['wall_s'] / 60:.1f} min** on a quiet machine ({wait} {quiet['silence_s']:.0f} s; "
-         f"load {quiet['load_start']:.1f} at the start)") if quiet else "quiet machine: not measured yet"
+         f"load {quiet['load_start']:.1f} at the start{dev(quiet)})") if quiet else "quiet machine: not measured yet"
     b = (f"**{busy['wall_s'] / 60:.1f} min** with another job busy on one core ({wait} {busy['silence_s']:.0f} s; "
-         f"load {busy['load_start']:.1f} at the start, {busy['load_mean']:.1f} over the run)") if busy \
+         f"load {busy['load_start']:.1f} at the start, {busy['load_mean']:.1f} over the run{dev(busy)})") if busy \
         else "with another job busy on one core: not measured yet"
     measured = [m for m in (quiet, busy) if m]
     if not measured:

