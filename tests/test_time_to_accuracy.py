@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,6 @@ RESULTS = ROOT / "bench" / "results" / "time_to_accuracy"
 def bench():
     spec = importlib.util.spec_from_file_location("time_to_accuracy", ROOT / "bench" / "time_to_accuracy.py")
     module = importlib.util.module_from_spec(spec)
-    import sys
     sys.path.insert(0, str(ROOT / "bench"))   # it imports readme_times beside it
     try:
         spec.loader.exec_module(module)

@@ -244,7 +244,8 @@ def parser():
 def test_model_flags_defaults_build_the_handout_model():
     args = parser().parse_args([])
     assert vars(args) == {"option": "finetune", "head": "linear", "head_layers": 1, "head_activation": "gelu",
-                          "pooling": "pooler", "para_head": "cross", "sts_head": "cross", "fast_attention": False}, vars(args)
+                          "pooling": "pooler", "para_head": "cross", "sts_head": "cross", "fast_attention": False,
+                          "freeze_word_embeddings": False}, vars(args)
 
 
 def test_model_flags_accept_every_documented_choice():
