@@ -168,7 +168,7 @@ def table(runs: list) -> str:
 
 # ---------------------------------------------------------------------------- main
 def configs(specs: list, smoke: bool, a_root: Path) -> dict:
-    """{name: (argv, cwd, points)}: A from fe0d914's README, the others from --config NAME=COMMAND (or the README)."""
+    """{name: (argv, cwd)}: A from fe0d914's README, the others from --config NAME=COMMAND (or the README)."""
     a_line = readme_times.readme_command("quickstart", (a_root / "README.md").read_text())
     b_line = readme_times.readme_command("quickstart", (ROOT / "README.md").read_text())
     extra = ["--limit", "32"] if smoke else []
@@ -176,11 +176,11 @@ def configs(specs: list, smoke: bool, a_root: Path) -> dict:
     def argv_of(line):   # this interpreter; --out_dir dropped (each run gets its own)
         argv = [sys.executable, *shlex.split(line)[1:], *extra]
         return [x for i, x in enumerate(argv) if x != "--out_dir" and argv[i - 1] != "--out_dir"]
-    out = {"A": (argv_of(a_line), a_root, 1)}
+    out = {"A": (argv_of(a_line), a_root)}
     for spec in specs or [f"B={b_line}"]:
         name, _, line = spec.partition("=")
         argv = argv_of(line)
-        out[name] = (with_points(argv, steps_per_epoch(argv, ROOT), POINTS), ROOT, POINTS)
+        out[name] = (with_points(argv, steps_per_epoch(argv, ROOT), POINTS), ROOT)
     return out
 
 
@@ -210,7 +210,7 @@ def main():
         path = RESULTS / f"{a.name}.json"
         for r, seed in enumerate(seeds):
             for name in names[r % len(names):] + names[:r % len(names)]:   # rotated by one each round
-                argv, cwd, _ = todo[name]
+                argv, cwd = todo[name]
                 print(f"round {r + 1}/{len(seeds)}: {name}, seed {seed}", flush=True)
                 runs.append(run(name, argv, cwd, seed, Path(tmp) / f"{name}-{seed}"))
                 shutil.rmtree(Path(tmp) / f"{name}-{seed}", ignore_errors=True)   # ~0.3 GB a run

@@ -375,3 +375,19 @@ def tiny_run_inputs(root):
     torch.manual_seed(0)
     BertModel(BertConfig.tiny()).save_pretrained(model, tokenizer=Tokenizer.from_pretrained("minilm-l6"))
     return data, model
+
+
+def bench_script(name: str):
+    """bench/NAME.py as a module (the bench scripts are files, not a package), with bench/ on sys.path while it loads,
+    so that a script importing a sibling (time_to_accuracy imports readme_times) finds it."""
+    import importlib.util
+    import sys
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(bench))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(bench))
+    return module

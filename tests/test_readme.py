@@ -6,9 +6,9 @@ Each failure prints the line as it should read, so fixing the README is a copy.
 """
 
 import ast
-import importlib.util
 import re
 from pathlib import Path
+from conftest import bench_script
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -71,10 +71,7 @@ def test_the_line_range_check_catches_a_moved_function():
 
 def readme_times():
     """bench/readme_times.py, the script that measures the README's times and renders its time lines."""
-    spec = importlib.util.spec_from_file_location("readme_times", ROOT / "bench" / "readme_times.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("readme_times")
 
 
 def test_the_time_lines_are_what_bench_measured():

@@ -3,18 +3,16 @@ the points, and the README's time-to-accuracy sentence against the committed res
 
 Oracles: the run itself without the points (rule 3), scipy's t interval, and the committed JSON records."""
 
-import importlib.util
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import train_multitask
-from conftest import save_tiny_model, write_task_files
+from conftest import bench_script, save_tiny_model, write_task_files
 from minbert.run import checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,14 +20,7 @@ RESULTS = ROOT / "bench" / "results" / "time_to_accuracy"
 
 
 def bench():
-    spec = importlib.util.spec_from_file_location("time_to_accuracy", ROOT / "bench" / "time_to_accuracy.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "bench"))   # it imports readme_times beside it
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return module
+    return bench_script("time_to_accuracy")
 
 
 def test_four_points_split_the_epochs_and_keep_the_step_count_within_three():

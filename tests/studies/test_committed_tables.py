@@ -8,19 +8,17 @@ without rewriting them (python bench/rebuild_tables.py --write) fails here, with
 Run: python -m pytest -q tests/studies/test_committed_tables.py   (offline, about two minutes: marked slow)
 """
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import bench_script
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.mark.slow
 def test_every_committed_table_is_rebuilt_byte_for_byte_from_its_records():
-    spec = importlib.util.spec_from_file_location("rebuild_tables", BENCH / "rebuild_tables.py")
-    rebuild = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rebuild)
+    rebuild = bench_script("rebuild_tables")
     texts = rebuild.rebuilt()
     texts.update(rebuild.pages())
     assert {"study/table.md", "study_controls/table.md", "mml_study/table1.md", "study_controls/confirmation.md"} <= set(texts)

@@ -14,6 +14,7 @@ import pytest
 import scipy  # scipy.stats loads at its first use, not while pytest collects (seconds on a busy CPU)
 
 from bench import seed_statistics as stats, study, study_table
+from conftest import bench_script
 
 MOD = "bench.study"
 
@@ -338,11 +339,7 @@ def test_tables_only_rewrites_the_tables_and_keeps_the_record(tiny):
 def test_the_confirmation_family_is_holm_over_its_four_claims_with_the_exploratory_sign():
     """bench/study_confirmation.py (PLAN.md's rule): each claim's fresh Δ is scipy's paired t over the seeds, Holm over
     the 4 claims; a claim is confirmed only with the exploratory sign AND Holm p < 0.05."""
-    import importlib.util
-    from pathlib import Path
-    spec = importlib.util.spec_from_file_location("study_confirmation", Path(__file__).parents[2] / "bench" / "study_confirmation.py")
-    conf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conf)
+    conf = bench_script("study_confirmation")
     seeds, metrics = [6, 7, 8], ("overall", "sst_acc", "para_acc")
     base = {m: [0.70, 0.71, 0.72] for m in metrics}
     shift = {("head_pretraining", "overall"): [0.020, 0.021, 0.022],    # large and steady: confirmed
